@@ -1,0 +1,209 @@
+//! Classification: the outcome of one attempt → what happens next.
+//!
+//! One pure function, [`classify`], so that the dispatcher never decides on
+//! its own whether a response means "done", "try again" or "give up".
+
+use std::time::{Duration, SystemTime};
+
+use crate::model::{DeadReason, TransportError};
+
+/// What one attempt produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// An HTTP response arrived. `retry_after` is the raw `Retry-After` header, if any.
+    Response {
+        status: u16,
+        retry_after: Option<String>,
+    },
+    /// No response: the request failed in transport.
+    Failed(TransportError),
+}
+
+/// The classifier's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// 2xx: the delivery succeeded.
+    Delivered,
+    /// Retry with backoff; `not_before` is the wait the receiver asked for (`Retry-After`).
+    Retry { not_before: Option<Duration> },
+    /// Dead-letter at once. `disable_endpoint` is set for 410 Gone.
+    Dead {
+        reason: DeadReason,
+        disable_endpoint: bool,
+    },
+}
+
+/// Classifies one attempt. `now` anchors an HTTP-date `Retry-After`.
+pub fn classify(outcome: &Outcome, now: SystemTime) -> Verdict {
+    match outcome {
+        Outcome::Failed(TransportError::DestinationForbidden) => Verdict::Dead {
+            reason: DeadReason::DestinationForbidden,
+            disable_endpoint: false,
+        },
+        Outcome::Failed(_) => Verdict::Retry { not_before: None },
+        Outcome::Response {
+            status,
+            retry_after,
+        } => match status {
+            200..=299 => Verdict::Delivered,
+            429 | 503 => Verdict::Retry {
+                not_before: retry_after
+                    .as_deref()
+                    .and_then(|value| parse_retry_after(value, now)),
+            },
+            408 | 500..=599 => Verdict::Retry { not_before: None },
+            410 => Verdict::Dead {
+                reason: DeadReason::Gone,
+                disable_endpoint: true,
+            },
+            300..=399 => Verdict::Dead {
+                reason: DeadReason::Redirect,
+                disable_endpoint: false,
+            },
+            // 1xx never reaches us as a final status; anything else is the receiver refusing the request.
+            _ => Verdict::Dead {
+                reason: DeadReason::ClientError,
+                disable_endpoint: false,
+            },
+        },
+    }
+}
+
+/// Parses `Retry-After` as delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
+///
+/// A date in the past means "now" (zero); an unparseable value is ignored.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(status: u16) -> Outcome {
+        Outcome::Response {
+            status,
+            retry_after: None,
+        }
+    }
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    #[test]
+    fn success_codes_are_delivered() {
+        for status in [200, 201, 202, 204, 299] {
+            assert_eq!(classify(&response(status), now()), Verdict::Delivered);
+        }
+    }
+
+    #[test]
+    fn server_errors_timeouts_and_transport_failures_retry() {
+        for status in [500, 502, 503, 504, 599, 408, 429] {
+            assert_eq!(
+                classify(&response(status), now()),
+                Verdict::Retry { not_before: None },
+                "status {status}"
+            );
+        }
+        for error in [
+            TransportError::Timeout,
+            TransportError::Connect,
+            TransportError::Dns,
+            TransportError::Tls,
+            TransportError::Io,
+        ] {
+            assert_eq!(
+                classify(&Outcome::Failed(error), now()),
+                Verdict::Retry { not_before: None }
+            );
+        }
+    }
+
+    #[test]
+    fn other_client_errors_and_redirects_are_dead_at_once() {
+        for status in [400, 401, 403, 404, 405, 409, 413, 422] {
+            assert_eq!(
+                classify(&response(status), now()),
+                Verdict::Dead {
+                    reason: DeadReason::ClientError,
+                    disable_endpoint: false
+                }
+            );
+        }
+        for status in [301, 302, 307, 308] {
+            assert_eq!(
+                classify(&response(status), now()),
+                Verdict::Dead {
+                    reason: DeadReason::Redirect,
+                    disable_endpoint: false
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn gone_disables_the_endpoint() {
+        assert_eq!(
+            classify(&response(410), now()),
+            Verdict::Dead {
+                reason: DeadReason::Gone,
+                disable_endpoint: true
+            }
+        );
+    }
+
+    #[test]
+    fn forbidden_destination_is_dead() {
+        assert_eq!(
+            classify(
+                &Outcome::Failed(TransportError::DestinationForbidden),
+                now()
+            ),
+            Verdict::Dead {
+                reason: DeadReason::DestinationForbidden,
+                disable_endpoint: false
+            }
+        );
+    }
+
+    #[test]
+    fn retry_after_seconds_and_http_date_are_honoured_on_429_and_503() {
+        let seconds = Outcome::Response {
+            status: 429,
+            retry_after: Some("2".into()),
+        };
+        assert_eq!(
+            classify(&seconds, now()),
+            Verdict::Retry {
+                not_before: Some(Duration::from_secs(2))
+            }
+        );
+        let date = httpdate::fmt_http_date(now() + Duration::from_secs(90));
+        let dated = Outcome::Response {
+            status: 503,
+            retry_after: Some(date),
+        };
+        assert_eq!(
+            classify(&dated, now()),
+            Verdict::Retry {
+                not_before: Some(Duration::from_secs(90))
+            }
+        );
+    }
+
+    #[test]
+    fn retry_after_edge_cases() {
+        assert_eq!(parse_retry_after(" 5 ", now()), Some(Duration::from_secs(5)));
+        assert_eq!(parse_retry_after("soon", now()), None);
+        assert_eq!(parse_retry_after("-3", now()), None);
+        let past = httpdate::fmt_http_date(now() - Duration::from_secs(10));
+        assert_eq!(parse_retry_after(&past, now()), Some(Duration::ZERO));
+    }
+}

@@ -1,0 +1,26 @@
+//! Hookline's domain: the types every other crate speaks and the pure policy
+//! that decides what happens to a delivery.
+//!
+//! Nothing here performs I/O or awaits. The clock and the random source are
+//! passed in ([`time::Clock`], [`retry::Jitter`]) so that every decision is a
+//! deterministic function of its inputs and is unit-tested exhaustively.
+//!
+//! # Layout
+//!
+//! - [`ids`]: prefixed, time-sortable identifiers (`app_…`, `ep_…`, `msg_…`).
+//! - [`time`]: [`time::Timestamp`] (unix milliseconds) and the injected clock.
+//! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
+//! - [`classify`]: one attempt's outcome → [`classify::Verdict`].
+//! - [`retry`]: full-jitter exponential backoff and the retry budget.
+//! - [`signing`]: Standard Webhooks secrets, signatures and verification.
+//! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
+//! - [`destination`]: which IP addresses outbound requests may reach.
+
+pub mod classify;
+pub mod destination;
+pub mod fingerprint;
+pub mod ids;
+pub mod model;
+pub mod retry;
+pub mod signing;
+pub mod time;

@@ -1,0 +1,195 @@
+//! The delivery lifecycle's vocabulary.
+//!
+//! ```text
+//! pending ──claim──▶ in_flight ──▶ succeeded
+//!    ▲                  │  └─────▶ dead (the DLQ, with a reason) ──replay──▶ pending
+//!    └──retry / lease expiry / release
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::ids::EventId;
+use crate::time::Timestamp;
+
+/// Where a delivery is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting for its `due_at`; a claim takes it.
+    Pending,
+    /// Claimed by a dispatcher whose lease ends at `due_at`; after that anyone may claim it.
+    InFlight,
+    /// The endpoint answered 2xx. Final.
+    Succeeded,
+    /// In the dead-letter queue; only a replay moves it on.
+    Dead,
+}
+
+/// Why a delivery was dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadReason {
+    /// `max_attempts` reached or the delivery outlived `max_age`.
+    RetriesExhausted,
+    /// A 4xx other than 408/429 (the receiver refused the request itself).
+    ClientError,
+    /// A 3xx: redirects are never followed.
+    Redirect,
+    /// 410 Gone: the endpoint was also disabled.
+    Gone,
+    /// The URL resolves to an address outbound requests may not reach.
+    DestinationForbidden,
+    /// The endpoint was deleted while the delivery was pending.
+    EndpointDeleted,
+}
+
+/// What went wrong at the transport level, when no HTTP response arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportError {
+    Timeout,
+    Connect,
+    Dns,
+    Tls,
+    /// The request could not be sent or the response not read, for another reason.
+    Io,
+    /// Refused before connecting: the destination address is forbidden.
+    DestinationForbidden,
+}
+
+/// The classifier's decision for one attempt, as recorded on the attempt row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptVerdict {
+    Delivered,
+    Retry,
+    Dead,
+}
+
+macro_rules! sql_text_enum {
+    ($ty:ty { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The stable spelling used in the database and the API.
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = UnknownVariant;
+            fn from_str(s: &str) -> Result<Self, UnknownVariant> {
+                match s {
+                    $($text => Ok(Self::$variant),)+
+                    other => Err(UnknownVariant { kind: stringify!($ty), value: other.to_owned() }),
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+/// A stored string that names no variant (a corrupt row or a newer schema).
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {kind} `{value}`")]
+pub struct UnknownVariant {
+    pub kind: &'static str,
+    pub value: String,
+}
+
+sql_text_enum!(DeliveryState {
+    Pending => "pending",
+    InFlight => "in_flight",
+    Succeeded => "succeeded",
+    Dead => "dead",
+});
+
+sql_text_enum!(DeadReason {
+    RetriesExhausted => "retries_exhausted",
+    ClientError => "client_error",
+    Redirect => "redirect",
+    Gone => "gone",
+    DestinationForbidden => "destination_forbidden",
+    EndpointDeleted => "endpoint_deleted",
+});
+
+sql_text_enum!(TransportError {
+    Timeout => "timeout",
+    Connect => "connect",
+    Dns => "dns",
+    Tls => "tls",
+    Io => "io",
+    DestinationForbidden => "destination_forbidden",
+});
+
+sql_text_enum!(AttemptVerdict {
+    Delivered => "delivered",
+    Retry => "retry",
+    Dead => "dead",
+});
+
+/// The Standard Webhooks envelope: the exact body every attempt sends.
+///
+/// Built once per event (at publish) and stored as the event's body, so every
+/// attempt and every replay sends byte-identical content.
+pub fn envelope(event_type: &str, timestamp: Timestamp, data: &serde_json::Value) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "type")]
+        event_type: &'a str,
+        timestamp: String,
+        data: &'a serde_json::Value,
+    }
+    serde_json::to_vec(&Envelope {
+        event_type,
+        timestamp: timestamp.to_rfc3339(),
+        data,
+    })
+    .expect("a JSON value always serializes")
+}
+
+/// The value of the `webhook-id` header for an event.
+pub fn webhook_id(event: &EventId) -> &str {
+    event.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_forms_round_trip() {
+        for state in [
+            DeliveryState::Pending,
+            DeliveryState::InFlight,
+            DeliveryState::Succeeded,
+            DeliveryState::Dead,
+        ] {
+            assert_eq!(state.as_str().parse::<DeliveryState>().unwrap(), state);
+        }
+        assert_eq!(
+            "destination_forbidden".parse::<DeadReason>().unwrap(),
+            DeadReason::DestinationForbidden
+        );
+        assert!("bogus".parse::<AttemptVerdict>().is_err());
+    }
+
+    #[test]
+    fn envelope_has_type_timestamp_and_data() {
+        let body = envelope(
+            "order.paid",
+            Timestamp::from_millis(1_700_000_000_000),
+            &serde_json::json!({"id": 42}),
+        );
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"type": "order.paid", "timestamp": "2023-11-14T22:13:20.000Z", "data": {"id": 42}})
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! Full-jitter exponential backoff and the retry budget.
+//!
+//! `delay(n) = uniform(0, min(cap, base · 2ⁿ))` where `n` is the number of
+//! failed attempts so far minus one (the first retry waits up to `base`).
+//! Full jitter spreads a thundering herd of retries evenly over the window
+//! instead of synchronising them (see the AWS Architecture Blog, "Exponential
+//! Backoff And Jitter").
+
+use std::time::Duration;
+
+use crate::classify::Verdict;
+use crate::model::DeadReason;
+use crate::time::Timestamp;
+
+/// A source of uniform random integers, injected so tests can pin the jitter.
+pub trait Jitter {
+    /// A uniformly random integer in `0..=upper`.
+    fn uniform(&mut self, upper: u64) -> u64;
+}
+
+/// Production jitter from the thread-local CSPRNG.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ThreadJitter;
+
+impl Jitter for ThreadJitter {
+    fn uniform(&mut self, upper: u64) -> u64 {
+        use rand::Rng;
+        rand::thread_rng().gen_range(0..=upper)
+    }
+}
+
+/// The retry parameters for one delivery: deployment defaults, possibly
+/// overridden per endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// The ceiling of the first retry's delay.
+    pub base: Duration,
+    /// No delay is ever longer than this.
+    pub cap: Duration,
+    /// Attempts per round (a replay starts a new round); the last failure dead-letters.
+    pub max_attempts: u32,
+    /// A delivery older than this (counted from the start of its round) is not retried again.
+    pub max_age: Duration,
+    /// The longest `Retry-After` honoured; longer requests wait this long.
+    pub retry_after_cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// Base 5 s, cap 6 h, 20 attempts, 24 h: the expected total wait of 19
+    /// full-jitter retries is ≈ 23.7 h, so in practice the budget ends at about
+    /// a day either way, like Svix's and Stripe's schedules.
+    fn default() -> Self {
+        Self {
+            base: Duration::from_secs(5),
+            cap: Duration::from_secs(6 * 3600),
+            max_attempts: 20,
+            max_age: Duration::from_secs(24 * 3600),
+            retry_after_cap: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// What to do with a delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    Succeeded,
+    RetryAt(Timestamp),
+    Dead(DeadReason),
+}
+
+impl RetryPolicy {
+    /// The upper bound of the delay after the `failures`-th consecutive failure (≥ 1).
+    pub fn ceiling(&self, failures: u32) -> Duration {
+        let exponent = failures.saturating_sub(1).min(63);
+        let base_ms = self.base.as_millis().min(u64::MAX as u128) as u64;
+        let grown = base_ms.saturating_mul(1u64 << exponent);
+        Duration::from_millis(grown).min(self.cap)
+    }
+
+    /// A full-jitter delay after the `failures`-th failure.
+    pub fn backoff(&self, failures: u32, jitter: &mut dyn Jitter) -> Duration {
+        let ceiling = self.ceiling(failures).as_millis() as u64;
+        Duration::from_millis(jitter.uniform(ceiling))
+    }
+
+    /// Decides a delivery's next step after an attempt.
+    ///
+    /// `attempts` counts this round's attempts including the one just made;
+    /// `round_started_at` is when the delivery was created or last replayed.
+    pub fn next(
+        &self,
+        verdict: Verdict,
+        attempts: u32,
+        round_started_at: Timestamp,
+        now: Timestamp,
+        jitter: &mut dyn Jitter,
+    ) -> Next {
+        match verdict {
+            Verdict::Delivered => Next::Succeeded,
+            Verdict::Dead { reason, .. } => Next::Dead(reason),
+            Verdict::Retry { not_before } => {
+                if attempts >= self.max_attempts {
+                    return Next::Dead(DeadReason::RetriesExhausted);
+                }
+                let delay = match not_before {
+                    Some(asked) => asked.min(self.retry_after_cap),
+                    None => self.backoff(attempts, jitter),
+                };
+                let at = now + delay;
+                if at.since(round_started_at) > self.max_age {
+                    Next::Dead(DeadReason::RetriesExhausted)
+                } else {
+                    Next::RetryAt(at)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Always the largest value allowed.
+    struct Max;
+    impl Jitter for Max {
+        fn uniform(&mut self, upper: u64) -> u64 {
+            upper
+        }
+    }
+
+    /// Always zero.
+    struct Min;
+    impl Jitter for Min {
+        fn uniform(&mut self, _upper: u64) -> u64 {
+            0
+        }
+    }
+
+    /// Records every bound it was asked for and answers the middle.
+    #[derive(Default)]
+    struct Recording(Vec<u64>);
+    impl Jitter for Recording {
+        fn uniform(&mut self, upper: u64) -> u64 {
+            self.0.push(upper);
+            upper / 2
+        }
+    }
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(10),
+            max_attempts: 10,
+            max_age: Duration::from_secs(3600),
+            retry_after_cap: Duration::from_secs(60),
+        }
+    }
+
+    const RETRY: Verdict = Verdict::Retry { not_before: None };
+
+    #[test]
+    fn ceiling_doubles_from_base_and_stops_at_cap() {
+        let p = policy();
+        let ceilings: Vec<u64> = (1..=10).map(|n| p.ceiling(n).as_millis() as u64).collect();
+        assert_eq!(
+            ceilings,
+            [100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000]
+        );
+        // No overflow however many failures.
+        assert_eq!(p.ceiling(u32::MAX), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn every_delay_lies_within_zero_and_the_ceiling() {
+        let p = policy();
+        for n in 1..=40 {
+            assert_eq!(p.backoff(n, &mut Min), Duration::ZERO);
+            assert_eq!(p.backoff(n, &mut Max), p.ceiling(n));
+        }
+        let mut real = ThreadJitter;
+        for n in 1..=40 {
+            for _ in 0..50 {
+                assert!(p.backoff(n, &mut real) <= p.ceiling(n));
+            }
+        }
+    }
+
+    #[test]
+    fn jitter_is_asked_for_the_growing_ceiling() {
+        let p = policy();
+        let mut jitter = Recording::default();
+        let start = Timestamp::from_millis(0);
+        let mut now = start;
+        for attempts in 1..=5 {
+            match p.next(RETRY, attempts, start, now, &mut jitter) {
+                Next::RetryAt(at) => now = at,
+                other => panic!("expected a retry, got {other:?}"),
+            }
+        }
+        assert_eq!(jitter.0, [100, 200, 400, 800, 1600]);
+        assert_eq!(now.as_millis(), 50 + 100 + 200 + 400 + 800);
+    }
+
+    #[test]
+    fn the_last_allowed_attempt_dead_letters() {
+        let p = policy();
+        let t = Timestamp::from_millis(0);
+        assert!(matches!(p.next(RETRY, 9, t, t, &mut Max), Next::RetryAt(_)));
+        assert_eq!(
+            p.next(RETRY, 10, t, t, &mut Max),
+            Next::Dead(DeadReason::RetriesExhausted)
+        );
+    }
+
+    #[test]
+    fn a_retry_beyond_max_age_dead_letters() {
+        let p = policy();
+        let start = Timestamp::from_millis(0);
+        let late = start + Duration::from_secs(3599);
+        // The next ceiling (100 ms) would land past the hour with Max jitter... after 1 s.
+        assert_eq!(
+            p.next(RETRY, 1, start, late + Duration::from_millis(950), &mut Max),
+            Next::Dead(DeadReason::RetriesExhausted)
+        );
+        assert_eq!(
+            p.next(RETRY, 1, start, late, &mut Max),
+            Next::RetryAt(late + Duration::from_millis(100))
+        );
+    }
+
+    #[test]
+    fn retry_after_replaces_backoff_and_is_capped() {
+        let p = policy();
+        let t = Timestamp::from_millis(0);
+        let asked = |secs| Verdict::Retry {
+            not_before: Some(Duration::from_secs(secs)),
+        };
+        assert_eq!(
+            p.next(asked(2), 1, t, t, &mut Max),
+            Next::RetryAt(t + Duration::from_secs(2))
+        );
+        assert_eq!(
+            p.next(asked(600), 1, t, t, &mut Max),
+            Next::RetryAt(t + Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn success_and_dead_verdicts_pass_through() {
+        let p = policy();
+        let t = Timestamp::from_millis(0);
+        assert_eq!(
+            p.next(Verdict::Delivered, 10, t, t, &mut Max),
+            Next::Succeeded
+        );
+        let dead = Verdict::Dead {
+            reason: DeadReason::ClientError,
+            disable_endpoint: false,
+        };
+        assert_eq!(
+            p.next(dead, 1, t, t, &mut Max),
+            Next::Dead(DeadReason::ClientError)
+        );
+    }
+
+    #[test]
+    fn defaults_retry_for_about_a_day() {
+        let p = RetryPolicy::default();
+        let expected: Duration = (1..p.max_attempts).map(|n| p.ceiling(n) / 2).sum();
+        let hours = expected.as_secs_f64() / 3600.0;
+        assert!((18.0..=30.0).contains(&hours), "expected ≈ a day, got {hours:.1} h");
+    }
+}

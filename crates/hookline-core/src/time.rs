@@ -1,0 +1,107 @@
+//! Time as the policy sees it: unix milliseconds, read from an injected clock.
+
+use std::fmt;
+use std::ops::{Add, Sub};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A point in time, in milliseconds since the unix epoch (UTC).
+///
+/// Stored as a plain integer in both databases, so comparisons in SQL are
+/// integer comparisons that an index serves on either engine.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    pub const fn from_millis(millis: i64) -> Self {
+        Self(millis)
+    }
+
+    pub const fn as_millis(self) -> i64 {
+        self.0
+    }
+
+    pub const fn as_secs(self) -> i64 {
+        self.0.div_euclid(1000)
+    }
+
+    pub fn from_system_time(time: SystemTime) -> Self {
+        match time.duration_since(UNIX_EPOCH) {
+            Ok(after) => Self(after.as_millis() as i64),
+            Err(before) => Self(-(before.duration().as_millis() as i64)),
+        }
+    }
+
+    pub fn to_system_time(self) -> SystemTime {
+        if self.0 >= 0 {
+            UNIX_EPOCH + Duration::from_millis(self.0 as u64)
+        } else {
+            UNIX_EPOCH - Duration::from_millis(self.0.unsigned_abs())
+        }
+    }
+
+    /// The time elapsed from `earlier` to `self`, zero if `earlier` is later.
+    pub fn since(self, earlier: Timestamp) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0).max(0) as u64)
+    }
+
+    /// RFC 3339 with millisecond precision, e.g. `2026-11-30T01:02:03.456Z`.
+    pub fn to_rfc3339(self) -> String {
+        humantime::format_rfc3339_millis(self.to_system_time()).to_string()
+    }
+}
+
+impl Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, rhs: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_add(rhs.as_millis().min(i64::MAX as u128) as i64))
+    }
+}
+
+impl Sub<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn sub(self, rhs: Duration) -> Timestamp {
+        Timestamp(self.0.saturating_sub(rhs.as_millis().min(i64::MAX as u128) as i64))
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.to_rfc3339())
+    }
+}
+
+impl serde::Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_rfc3339())
+    }
+}
+
+/// The source of "now". Production uses [`SystemClock`]; tests pass a clock they move.
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Timestamp;
+}
+
+/// The wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_system_time(SystemTime::now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arithmetic_and_formatting() {
+        let t = Timestamp::from_millis(1_700_000_000_123);
+        assert_eq!((t + Duration::from_secs(2)).as_millis(), 1_700_000_002_123);
+        assert_eq!((t - Duration::from_millis(123)).as_secs(), 1_700_000_000);
+        assert_eq!(t.to_rfc3339(), "2023-11-14T22:13:20.123Z");
+        assert_eq!(t.since(t + Duration::from_secs(1)), Duration::ZERO);
+        assert_eq!((t + Duration::from_secs(1)).since(t), Duration::from_secs(1));
+    }
+}
