@@ -1,1 +1,66 @@
-//! stub
+//! Hookline's HTTP API (axum): producer, management and dashboard.
+//!
+//! # Layout
+//!
+//! - [`error`]: every failure as RFC 9457 `application/problem+json` with a stable `code`.
+//! - `auth`: bearer keys (stored hashed) and what each may reach.
+//! - `extract`: the JSON body extractor (413 / 400 / 422 as problem+json).
+//! - `views`: the JSON shapes the API answers with.
+//! - `routes`: one module per resource.
+
+mod auth;
+pub mod error;
+mod extract;
+mod routes;
+mod views;
+
+use std::sync::Arc;
+
+use axum::Router;
+use hookline_core::time::Clock;
+use hookline_store::Store;
+
+/// Renders the Prometheus exposition for `/metrics`.
+pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// How the API behaves.
+#[derive(Clone)]
+pub struct ApiConfig {
+    /// The largest event payload (`payload`, serialised) accepted; larger is 413.
+    pub max_payload_bytes: usize,
+    /// Whether endpoint URLs may name loopback/private addresses directly.
+    pub allow_private_destinations: bool,
+    /// `/metrics`, if enabled.
+    pub metrics: Option<MetricsRender>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            max_payload_bytes: 256 * 1024,
+            allow_private_destinations: false,
+            metrics: None,
+        }
+    }
+}
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub store: Store,
+    pub clock: Arc<dyn Clock>,
+    pub config: Arc<ApiConfig>,
+}
+
+/// The whole API as one router.
+pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router {
+    let body_limit = config.max_payload_bytes + extract::ENVELOPE_ALLOWANCE;
+    let state = AppState {
+        store,
+        clock,
+        config: Arc::new(config),
+    };
+    routes::routes()
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .with_state(state)
+}

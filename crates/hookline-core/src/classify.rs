@@ -200,7 +200,10 @@ mod tests {
 
     #[test]
     fn retry_after_edge_cases() {
-        assert_eq!(parse_retry_after(" 5 ", now()), Some(Duration::from_secs(5)));
+        assert_eq!(
+            parse_retry_after(" 5 ", now()),
+            Some(Duration::from_secs(5))
+        );
         assert_eq!(parse_retry_after("soon", now()), None);
         assert_eq!(parse_retry_after("-3", now()), None);
         let past = httpdate::fmt_http_date(now() - Duration::from_secs(10));

@@ -70,14 +70,20 @@ mod tests {
             "::ffff:10.0.0.1",
             "64:ff9b::a00:1",
         ] {
-            assert!(!is_public(refused.parse().unwrap()), "{refused} must be refused");
+            assert!(
+                !is_public(refused.parse().unwrap()),
+                "{refused} must be refused"
+            );
         }
     }
 
     #[test]
     fn public_addresses_are_allowed() {
         for allowed in ["1.1.1.1", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"] {
-            assert!(is_public(allowed.parse().unwrap()), "{allowed} must be allowed");
+            assert!(
+                is_public(allowed.parse().unwrap()),
+                "{allowed} must be allowed"
+            );
         }
     }
 }

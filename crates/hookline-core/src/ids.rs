@@ -56,6 +56,13 @@ macro_rules! prefixed_id {
             }
         }
 
+        impl std::str::FromStr for $name {
+            type Err = InvalidId;
+            fn from_str(value: &str) -> Result<Self, InvalidId> {
+                Self::parse(value)
+            }
+        }
+
         impl TryFrom<String> for $name {
             type Error = InvalidId;
             fn try_from(value: String) -> Result<Self, InvalidId> {

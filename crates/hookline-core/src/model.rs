@@ -42,6 +42,8 @@ pub enum DeadReason {
     DestinationForbidden,
     /// The endpoint was deleted while the delivery was pending.
     EndpointDeleted,
+    /// The endpoint was disabled (by its owner, or by a 410) while the delivery was pending.
+    EndpointDisabled,
 }
 
 /// What went wrong at the transport level, when no HTTP response arrived.
@@ -116,6 +118,7 @@ sql_text_enum!(DeadReason {
     Gone => "gone",
     DestinationForbidden => "destination_forbidden",
     EndpointDeleted => "endpoint_deleted",
+    EndpointDisabled => "endpoint_disabled",
 });
 
 sql_text_enum!(TransportError {

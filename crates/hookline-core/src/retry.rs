@@ -269,6 +269,9 @@ mod tests {
         let p = RetryPolicy::default();
         let expected: Duration = (1..p.max_attempts).map(|n| p.ceiling(n) / 2).sum();
         let hours = expected.as_secs_f64() / 3600.0;
-        assert!((18.0..=30.0).contains(&hours), "expected ≈ a day, got {hours:.1} h");
+        assert!(
+            (18.0..=30.0).contains(&hours),
+            "expected ≈ a day, got {hours:.1} h"
+        );
     }
 }

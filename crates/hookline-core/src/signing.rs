@@ -89,7 +89,12 @@ impl std::fmt::Debug for EndpointSecret {
 }
 
 /// The `webhook-signature` header value: one signature per secret, space-separated.
-pub fn signature_header(secrets: &[&EndpointSecret], id: &str, timestamp: i64, body: &[u8]) -> String {
+pub fn signature_header(
+    secrets: &[&EndpointSecret],
+    id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> String {
     secrets
         .iter()
         .map(|secret| secret.sign(id, timestamp, body))
@@ -110,10 +115,7 @@ mod tests {
             1614265330,
             br#"{"test": 2432232314}"#,
         );
-        assert_eq!(
-            signature,
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
-        );
+        assert_eq!(signature, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
     }
 
     #[test]
@@ -131,10 +133,32 @@ mod tests {
     #[test]
     fn secrets_parse_only_in_the_documented_form() {
         let generated = EndpointSecret::generate();
-        assert_eq!(EndpointSecret::parse(generated.expose()), Ok(generated.clone()));
+        assert_eq!(
+            EndpointSecret::parse(generated.expose()),
+            Ok(generated.clone())
+        );
         assert!(EndpointSecret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_err());
         assert!(EndpointSecret::parse("whsec_not base64!").is_err());
         assert!(EndpointSecret::parse("whsec_c2hvcnQ=").is_err());
         assert!(!format!("{generated:?}").contains(&generated.expose()[6..]));
+    }
+}
+
+/// API keys: `hk_` + 64 hex digits (256 random bits).
+pub mod api_key {
+    use sha2::{Digest, Sha256};
+
+    /// A fresh API key. Shown once; only [`hash`] of it is stored.
+    pub fn generate() -> String {
+        use rand::RngCore;
+        let mut bytes = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        format!("hk_{}", crate::fingerprint::hex(&bytes))
+    }
+
+    /// The stored form of a key: hex SHA-256. Lookups go by this hash, so a
+    /// presented key is never compared byte by byte with a stored secret.
+    pub fn hash(key: &str) -> String {
+        crate::fingerprint::hex(&Sha256::digest(key.as_bytes()))
     }
 }

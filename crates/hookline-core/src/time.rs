@@ -53,14 +53,20 @@ impl Timestamp {
 impl Add<Duration> for Timestamp {
     type Output = Timestamp;
     fn add(self, rhs: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(rhs.as_millis().min(i64::MAX as u128) as i64))
+        Timestamp(
+            self.0
+                .saturating_add(rhs.as_millis().min(i64::MAX as u128) as i64),
+        )
     }
 }
 
 impl Sub<Duration> for Timestamp {
     type Output = Timestamp;
     fn sub(self, rhs: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_sub(rhs.as_millis().min(i64::MAX as u128) as i64))
+        Timestamp(
+            self.0
+                .saturating_sub(rhs.as_millis().min(i64::MAX as u128) as i64),
+        )
     }
 }
 
@@ -102,6 +108,9 @@ mod tests {
         assert_eq!((t - Duration::from_millis(123)).as_secs(), 1_700_000_000);
         assert_eq!(t.to_rfc3339(), "2023-11-14T22:13:20.123Z");
         assert_eq!(t.since(t + Duration::from_secs(1)), Duration::ZERO);
-        assert_eq!((t + Duration::from_secs(1)).since(t), Duration::from_secs(1));
+        assert_eq!(
+            (t + Duration::from_secs(1)).since(t),
+            Duration::from_secs(1)
+        );
     }
 }

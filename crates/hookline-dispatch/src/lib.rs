@@ -1,1 +1,71 @@
-//! stub
+//! The delivery engine.
+//!
+//! A [`Dispatcher`] claims due deliveries in batches under a lease, sends each
+//! as a signed Standard Webhooks POST, classifies the outcome with
+//! `hookline_core::classify`, decides the next step with the endpoint's
+//! `RetryPolicy`, and writes attempts back in batches.
+//!
+//! # Layout
+//!
+//! - [`sender`]: the HTTP client — signing, SSRF-safe resolution, no redirects,
+//!   timeouts, bounded response capture.
+//! - `engine`: the claim loop, the bounded pool of in-flight sends, the
+//!   batching completer and the graceful drain.
+
+mod engine;
+pub mod sender;
+
+use std::time::Duration;
+
+use hookline_core::retry::RetryPolicy;
+
+pub use engine::Dispatcher;
+
+/// How a dispatcher behaves. Every field has a documented default (see `docs/configuration.md`).
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// The deployment's retry policy; endpoints may override parts of it.
+    pub retry: RetryPolicy,
+    /// The whole request, from connect to the last byte of the response we read.
+    pub request_timeout: Duration,
+    /// How long a claim holds a delivery; after that another dispatcher may take it.
+    /// Must comfortably exceed `request_timeout`.
+    pub lease: Duration,
+    /// The most deliveries claimed in one round trip.
+    pub batch_size: u32,
+    /// The most requests in flight at once from this process.
+    pub max_in_flight: usize,
+    /// Whether endpoints may resolve to loopback, private or link-local addresses.
+    pub allow_private_destinations: bool,
+    /// How much of a response body is kept on the attempt row.
+    pub max_response_body_bytes: usize,
+    /// The longest the claim loop sleeps without a wake-up (a safety net only).
+    pub idle_poll: Duration,
+    /// On shutdown, how long in-flight requests may take before their leases are released.
+    pub drain_timeout: Duration,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            request_timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(30),
+            batch_size: 128,
+            max_in_flight: 256,
+            allow_private_destinations: false,
+            max_response_body_bytes: 64 * 1024,
+            idle_poll: Duration::from_secs(1),
+            drain_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A dispatcher failure that stops it.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("could not build the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    #[error(transparent)]
+    Store(#[from] hookline_store::StoreError),
+}

@@ -1,1 +1,248 @@
-//! stub
+//! All of Hookline's SQL.
+//!
+//! [`Store`] is the one way the API and the dispatcher touch the database.
+//! It speaks to SQLite (the embedded default) and PostgreSQL (scale-out)
+//! through sqlx's `Any` driver with **one set of queries**: both schemas use
+//! the same columns and types (times as integer milliseconds, booleans as
+//! 0/1, `$n` placeholders), and the few statements that must differ — the
+//! claim, which uses `FOR UPDATE SKIP LOCKED` on PostgreSQL — branch on
+//! [`Engine`] at the call site.
+//!
+//! # Layout
+//!
+//! - [`records`]: the rows the store hands out and takes in.
+//! - `apps`, `endpoints`, `keys`: management data.
+//! - `events`: publishing (the outbox transaction, idempotency) and reading events.
+//! - `deliveries`: claim under lease, completion, release, replay, DLQ, attempts.
+//! - `wake`: telling dispatchers that work is due, in process and across nodes.
+//!
+//! # Concurrency
+//!
+//! PostgreSQL: one pool; row locks and `SKIP LOCKED` keep nodes apart.
+//! SQLite: writes go through a pool of exactly one connection, so writers queue
+//! in the pool instead of failing with `SQLITE_BUSY`; reads use their own pool
+//! (WAL mode lets them run beside the writer).
+
+mod apps;
+mod deliveries;
+mod endpoints;
+mod events;
+mod keys;
+pub mod records;
+mod wake;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row};
+
+pub use records::*;
+
+/// A store error. Callers map `NotFound`/`Conflict` to user errors; the rest is internal.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A unique constraint the caller can act on (e.g. an app `uid` already taken).
+    #[error("{0}")]
+    Conflict(&'static str),
+    /// A stored value that does not parse: a corrupt row or a schema mismatch.
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    #[error("unsupported database URL `{0}` (use sqlite://… or postgres://…)")]
+    UnsupportedUrl(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Which database engine a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// `sqlite://path.db` or `postgres://…`.
+    pub database_url: String,
+    /// Connections in the (PostgreSQL, or SQLite read) pool.
+    pub max_connections: u32,
+    /// SQLite `synchronous`: `FULL` (default, every commit durable) or `NORMAL`.
+    pub sqlite_synchronous: String,
+}
+
+impl StoreConfig {
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Self {
+            database_url: database_url.into(),
+            max_connections: 16,
+            sqlite_synchronous: "FULL".into(),
+        }
+    }
+}
+
+/// The handle to Hookline's database. Cheap to clone; clones share pools.
+#[derive(Clone)]
+pub struct Store {
+    engine: Engine,
+    /// Reads (and, on PostgreSQL, writes too).
+    reader: AnyPool,
+    /// Writes. On SQLite a single connection: the one writer SQLite allows.
+    writer: AnyPool,
+    wake: Arc<wake::Wake>,
+    database_url: Arc<str>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("engine", &self.engine)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Connects (creating an SQLite file if missing). Does not migrate.
+    #[tracing::instrument(skip_all, fields(engine))]
+    pub async fn connect(config: &StoreConfig) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let url = config.database_url.as_str();
+        let engine = if url.starts_with("sqlite:") {
+            Engine::Sqlite
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Engine::Postgres
+        } else {
+            return Err(StoreError::UnsupportedUrl(url.to_owned()));
+        };
+        tracing::Span::current().record("engine", tracing::field::debug(engine));
+        let (reader, writer) = match engine {
+            Engine::Sqlite => {
+                let url = sqlite_url_creating_file(url);
+                let synchronous = match config.sqlite_synchronous.to_ascii_uppercase().as_str() {
+                    "NORMAL" => "NORMAL",
+                    _ => "FULL",
+                };
+                let pragmas: Arc<str> = format!(
+                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
+                     PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = OFF;"
+                )
+                .into();
+                let options = |max: u32| {
+                    let pragmas = pragmas.clone();
+                    AnyPoolOptions::new()
+                        .max_connections(max)
+                        .after_connect(move |conn, _| {
+                            let pragmas = pragmas.clone();
+                            Box::pin(async move {
+                                conn.execute(&*pragmas).await?;
+                                Ok(())
+                            })
+                        })
+                };
+                let writer = options(1).connect(&url).await?;
+                let reader = options(config.max_connections.clamp(1, 8))
+                    .connect(&url)
+                    .await?;
+                (reader, writer)
+            }
+            Engine::Postgres => {
+                let pool = AnyPoolOptions::new()
+                    .max_connections(config.max_connections.max(2))
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect(url)
+                    .await?;
+                (pool.clone(), pool)
+            }
+        };
+        let store = Self {
+            engine,
+            reader,
+            writer,
+            wake: Arc::new(wake::Wake::new(engine)),
+            database_url: url.into(),
+        };
+        Ok(store)
+    }
+
+    /// Applies every pending migration of this engine's schema.
+    #[tracing::instrument(skip_all)]
+    pub async fn migrate(&self) -> Result<()> {
+        match self.engine {
+            Engine::Sqlite => {
+                sqlx::migrate!("../../migrations/sqlite")
+                    .run(&self.writer)
+                    .await?
+            }
+            Engine::Postgres => {
+                sqlx::migrate!("../../migrations/postgres")
+                    .run(&self.writer)
+                    .await?
+            }
+        }
+        Ok(())
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// Whether the database answers a trivial query (for `/readyz`).
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    /// Closes the pools, waiting for connections in use to come back.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+}
+
+/// `sqlite://file.db` → `sqlite://file.db?mode=rwc`, so a fresh start needs no setup.
+fn sqlite_url_creating_file(url: &str) -> String {
+    if url.contains("mode=") || url.contains(":memory:") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// Reads a text column and parses it into a domain enum or id.
+fn parse_column<T: FromStr>(row: &AnyRow, column: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    let text: String = row.try_get(column)?;
+    text.parse()
+        .map_err(|e: T::Err| StoreError::Corrupt(format!("{column}: {e}")))
+}
+
+/// Like [`parse_column`] for a nullable column.
+fn parse_optional_column<T: FromStr>(row: &AnyRow, column: &str) -> Result<Option<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|t| {
+        t.parse()
+            .map_err(|e: T::Err| StoreError::Corrupt(format!("{column}: {e}")))
+    })
+    .transpose()
+}
+
+/// Builds `$start, $start+1, …` for `count` values (a dynamic `IN (…)` list).
+fn placeholders(start: usize, count: usize) -> String {
+    (start..start + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

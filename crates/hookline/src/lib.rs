@@ -1,1 +1,309 @@
-//! stub
+//! The Hookline binary as a library: configuration, roles and startup, so the
+//! end-to-end tests start exactly what `hookline serve` starts.
+//!
+//! Roles: `serve` (API + dispatcher in one process, the default), `api`,
+//! `dispatcher`. Any number of `api` and `dispatcher` processes may share one
+//! PostgreSQL database.
+
+pub mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use hookline_core::signing::api_key;
+use hookline_core::time::{Clock, SystemClock};
+use hookline_dispatch::Dispatcher;
+use hookline_store::{KeyScope, Store, StoreConfig};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hookline",
+    version,
+    about = "Outbound webhook delivery: durable, signed, retried, replayable."
+)]
+pub struct Cli {
+    /// A TOML configuration file (keys as in docs/configuration.md). Environment variables override it.
+    #[arg(long, global = true, env = "HOOKLINE_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Migrate, then run the API and a dispatcher in one process.
+    Serve,
+    /// Migrate, then run only the HTTP API.
+    Api,
+    /// Migrate, then run only a dispatcher.
+    Dispatcher,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Create an API key and print it once: an admin key, or one scoped to an app.
+    CreateKey {
+        /// Scope the key to this app id (omit for an admin key).
+        #[arg(long)]
+        app: Option<String>,
+        #[arg(long, default_value = "cli")]
+        name: String,
+    },
+}
+
+/// Which parts a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Serve,
+    Api,
+    Dispatcher,
+}
+
+impl Role {
+    fn runs_api(self) -> bool {
+        matches!(self, Role::Serve | Role::Api)
+    }
+    fn runs_dispatcher(self) -> bool {
+        matches!(self, Role::Serve | Role::Dispatcher)
+    }
+}
+
+/// The entry point of the `hookline` binary.
+pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
+    let config = Config::load(cli.config.as_deref()).context("reading configuration")?;
+    init_tracing(&config);
+    let role = match cli.command {
+        Command::Serve => Role::Serve,
+        Command::Api => Role::Api,
+        Command::Dispatcher => Role::Dispatcher,
+        Command::Migrate => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migrating")?;
+            println!("migrations applied");
+            return Ok(());
+        }
+        Command::CreateKey { app, name } => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migrating")?;
+            let scope = match app {
+                None => KeyScope::Admin,
+                Some(app) => KeyScope::App(app.parse().context("--app must be an app id (app_…)")?),
+            };
+            let key = api_key::generate();
+            store
+                .insert_api_key(&api_key::hash(&key), &scope, &name, SystemClock.now())
+                .await?;
+            println!("{key}");
+            return Ok(());
+        }
+    };
+    let server = Server::start(config, role).await?;
+    if let Some(addr) = server.addr {
+        tracing::info!(%addr, "listening");
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    server.stop().await
+}
+
+/// A running Hookline process (or the in-process equivalent, in tests).
+pub struct Server {
+    /// Where the API listens, if this role runs it.
+    pub addr: Option<SocketAddr>,
+    pub store: Store,
+    shutdown: CancellationToken,
+    tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Server {
+    /// Connects, migrates, bootstraps the admin key and starts the role's parts.
+    pub async fn start(config: Config, role: Role) -> anyhow::Result<Self> {
+        let store = connect(&config).await?;
+        store.migrate().await.context("migrating the database")?;
+        bootstrap_admin_key(&store, &config).await?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let shutdown = CancellationToken::new();
+        let mut tasks = Vec::new();
+        let mut addr = None;
+
+        if role.runs_dispatcher() {
+            store
+                .start_wake_relay()
+                .await
+                .context("listening for wake-ups")?;
+            let dispatcher = Dispatcher::new(store.clone(), config.dispatcher(), clock.clone())?;
+            let token = shutdown.clone();
+            tasks.push(tokio::spawn(
+                async move { Ok(dispatcher.run(token).await?) },
+            ));
+        } else {
+            // An API-only node still tells dispatchers elsewhere about new work.
+            store
+                .start_wake_relay()
+                .await
+                .context("starting the wake relay")?;
+        }
+        if role.runs_api() {
+            let handle = metrics_handle();
+            let api = hookline_api::router(
+                store.clone(),
+                clock.clone(),
+                hookline_api::ApiConfig {
+                    max_payload_bytes: config.max_payload_bytes,
+                    allow_private_destinations: config.allow_private_destinations,
+                    metrics: Some(Arc::new(move || handle.render())),
+                },
+            );
+            let listener = tokio::net::TcpListener::bind(&config.listen)
+                .await
+                .with_context(|| format!("binding {}", config.listen))?;
+            addr = Some(listener.local_addr()?);
+            let token = shutdown.clone();
+            tasks.push(tokio::spawn(async move {
+                axum::serve(listener, api)
+                    .with_graceful_shutdown(token.cancelled_owned())
+                    .await
+                    .context("serving the API")
+            }));
+            tasks.push(tokio::spawn(retention_loop(
+                store.clone(),
+                config.clone(),
+                shutdown.clone(),
+            )));
+        }
+        Ok(Self {
+            addr,
+            store,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Stops gracefully: no new requests or claims, in-flight work finished or released.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        let mut result = Ok(());
+        for task in self.tasks {
+            if let Err(error) = task.await.context("task panicked").and_then(|r| r) {
+                tracing::error!(error = format!("{error:#}"), "task failed");
+                result = Err(error);
+            }
+        }
+        self.store.close().await;
+        result
+    }
+}
+
+async fn connect(config: &Config) -> anyhow::Result<Store> {
+    let store_config = StoreConfig {
+        database_url: config.database_url.clone(),
+        max_connections: config.db_max_connections,
+        sqlite_synchronous: config.sqlite_synchronous.clone(),
+    };
+    Store::connect(&store_config)
+        .await
+        .with_context(|| format!("connecting to {}", redact(&config.database_url)))
+}
+
+/// A database URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Ensures an admin key exists: the configured one, or a generated one printed once.
+async fn bootstrap_admin_key(store: &Store, config: &Config) -> anyhow::Result<()> {
+    let now = SystemClock.now();
+    match &config.admin_token {
+        Some(token) => {
+            store
+                .insert_api_key(&api_key::hash(token), &KeyScope::Admin, "bootstrap", now)
+                .await?
+        }
+        None if !store.has_admin_key().await? => {
+            let key = api_key::generate();
+            store
+                .insert_api_key(&api_key::hash(&key), &KeyScope::Admin, "bootstrap", now)
+                .await?;
+            // Printed once, on stdout and not in the logs: it is not stored anywhere in clear.
+            println!("Generated admin API key (shown only this once): {key}");
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// Removes expired idempotency records hourly.
+async fn retention_loop(
+    store: Store,
+    config: Config,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let retention = Duration::from_secs(config.idempotency_retention_secs);
+    loop {
+        let cutoff = SystemClock.now() - retention;
+        match store.purge_idempotency_keys(cutoff).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "expired idempotency keys removed"),
+            Err(error) => tracing::warn!(%error, "idempotency retention failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+        }
+    }
+}
+
+/// The process-wide Prometheus recorder (installed once, shared by in-process servers).
+fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+fn init_tracing(config: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if config.log_format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

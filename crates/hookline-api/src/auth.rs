@@ -1,0 +1,58 @@
+//! Who is calling: bearer API keys, looked up by their SHA-256.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use hookline_core::signing::api_key;
+use hookline_store::{App, KeyScope};
+
+use crate::error::{ApiError, ApiResult};
+use crate::AppState;
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller(pub KeyScope);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let key = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or(ApiError::Unauthorized)?;
+        let scope = state
+            .store
+            .find_api_key(&api_key::hash(key))
+            .await?
+            .ok_or(ApiError::Unauthorized)?;
+        Ok(Caller(scope))
+    }
+}
+
+impl Caller {
+    pub fn require_admin(&self) -> ApiResult<()> {
+        match self.0 {
+            KeyScope::Admin => Ok(()),
+            // An app token learns nothing about what lies outside its app.
+            KeyScope::App(_) => Err(ApiError::NotFound("resource")),
+        }
+    }
+
+    /// Resolves `{app}` (an id or a uid) to an app this caller may reach.
+    pub async fn app(&self, state: &AppState, key: &str) -> ApiResult<App> {
+        let app = state
+            .store
+            .find_app(key)
+            .await?
+            .ok_or(ApiError::NotFound("app"))?;
+        match &self.0 {
+            KeyScope::Admin => Ok(app),
+            KeyScope::App(own) if *own == app.id => Ok(app),
+            KeyScope::App(_) => Err(ApiError::NotFound("app")),
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `/v1/apps`: a producer's tenants (admin keys only, except reading one's own app).
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use hookline_store::{AppPatch, NewApp};
+use serde::Deserialize;
+
+use super::{page_of, PageQuery};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{double_option, JsonBody};
+use crate::views::{AppView, ListView};
+use crate::AppState;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateApp {
+    name: String,
+    uid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateApp {
+    name: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    uid: Option<Option<String>>,
+}
+
+fn validate_name(name: &str) -> ApiResult<()> {
+    if name.trim().is_empty() || name.len() > 256 {
+        return Err(ApiError::Validation(
+            "name must be 1 to 256 characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A uid must not look like an app id, or `{app}` lookups would be ambiguous.
+fn validate_uid(uid: &str) -> ApiResult<()> {
+    let ok = !uid.is_empty()
+        && uid.len() <= 256
+        && !uid.starts_with(hookline_core::ids::AppId::PREFIX)
+        && uid
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(
+            "uid must be 1 to 256 of [A-Za-z0-9-_.] and not start with `app_`".into(),
+        ))
+    }
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody<CreateApp>,
+) -> ApiResult<(StatusCode, Json<AppView>)> {
+    caller.require_admin()?;
+    let CreateApp { name, uid } = body.value;
+    validate_name(&name)?;
+    if let Some(uid) = &uid {
+        validate_uid(uid)?;
+    }
+    let app = state
+        .store
+        .create_app(NewApp { uid, name }, state.clock.now())
+        .await?;
+    Ok((StatusCode::CREATED, Json(AppView::from(&app))))
+}
+
+pub(crate) async fn list_apps(state: &AppState, query: PageQuery) -> ApiResult<ListView<AppView>> {
+    let page = query.page()?;
+    let apps = state.store.list_apps(&page).await?;
+    Ok(page_of(
+        &apps,
+        &page,
+        |a| a.id.to_string(),
+        |a| AppView::from(a),
+    ))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Json<ListView<AppView>>> {
+    caller.require_admin()?;
+    Ok(Json(list_apps(&state, query).await?))
+}
+
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+) -> ApiResult<Json<AppView>> {
+    let app = caller.app(&state, &app).await?;
+    Ok(Json(AppView::from(&app)))
+}
+
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    body: JsonBody<UpdateApp>,
+) -> ApiResult<Json<AppView>> {
+    caller.require_admin()?;
+    let app = caller.app(&state, &app).await?;
+    let UpdateApp { name, uid } = body.value;
+    if let Some(name) = &name {
+        validate_name(name)?;
+    }
+    if let Some(Some(uid)) = &uid {
+        validate_uid(uid)?;
+    }
+    let updated = state
+        .store
+        .update_app(&app.id, AppPatch { name, uid }, state.clock.now())
+        .await?
+        .ok_or(ApiError::NotFound("app"))?;
+    Ok(Json(AppView::from(&updated)))
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+) -> ApiResult<StatusCode> {
+    caller.require_admin()?;
+    let app = caller.app(&state, &app).await?;
+    if state.store.delete_app(&app.id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound("app"))
+    }
+}

@@ -1,0 +1,255 @@
+//! `/v1/apps/{app}/endpoints`: where an app's events go.
+
+use std::net::IpAddr;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use hookline_core::ids::EndpointId;
+use hookline_core::signing::EndpointSecret;
+use hookline_store::{Endpoint, EndpointPatch, NewEndpoint, RetryOverrides};
+use serde::Deserialize;
+
+use super::{page_of, path_id, PageQuery};
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{double_option, JsonBody};
+use crate::views::{EndpointView, ListView};
+use crate::AppState;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateEndpoint {
+    url: String,
+    #[serde(default)]
+    description: String,
+    event_types: Option<Vec<String>>,
+    #[serde(default = "enabled_by_default")]
+    enabled: bool,
+    secret: Option<String>,
+    #[serde(default)]
+    retry: RetryOverrides,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpdateEndpoint {
+    url: Option<String>,
+    description: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    event_types: Option<Option<Vec<String>>>,
+    enabled: Option<bool>,
+    retry: Option<RetryOverrides>,
+}
+
+/// An endpoint URL: absolute http(s) with a host, no credentials, and — unless
+/// private destinations are allowed — not a literal private address or `localhost`.
+/// (Names are checked again where the connection is made.)
+fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
+    let url = url::Url::parse(raw)
+        .map_err(|e| ApiError::Validation(format!("url is not a valid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::Validation("url must use http or https".into()));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ApiError::Validation(
+            "url must not contain credentials".into(),
+        ));
+    }
+    let host = url
+        .host()
+        .ok_or_else(|| ApiError::Validation("url must have a host".into()))?;
+    if raw.len() > 2048 {
+        return Err(ApiError::Validation(
+            "url must be at most 2048 characters".into(),
+        ));
+    }
+    if !state.config.allow_private_destinations {
+        let forbidden = match host {
+            url::Host::Ipv4(ip) => !hookline_core::destination::is_public(IpAddr::V4(ip)),
+            url::Host::Ipv6(ip) => !hookline_core::destination::is_public(IpAddr::V6(ip)),
+            url::Host::Domain(name) => {
+                name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost")
+            }
+        };
+        if forbidden {
+            return Err(ApiError::DestinationForbidden);
+        }
+    }
+    Ok(url.to_string())
+}
+
+fn validate_event_types(types: &Option<Vec<String>>) -> ApiResult<()> {
+    if let Some(types) = types {
+        if types.is_empty()
+            || types.len() > 100
+            || types.iter().any(|t| t.is_empty() || t.len() > 256)
+        {
+            return Err(ApiError::Validation(
+                "event_types must be null (all types) or 1 to 100 non-empty names".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_retry(retry: &RetryOverrides) -> ApiResult<()> {
+    let in_range = |value: Option<u64>, range: std::ops::RangeInclusive<u64>| {
+        value.is_none_or(|v| range.contains(&v))
+    };
+    let ok = in_range(retry.retry_base_ms, 1..=3_600_000)
+        && in_range(retry.retry_cap_ms, 1..=7 * 86_400_000)
+        && in_range(retry.max_attempts.map(u64::from), 1..=100)
+        && in_range(retry.max_age_secs, 1..=30 * 86_400);
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::Validation(
+            "retry: retry_base_ms 1..=3600000, retry_cap_ms 1..=604800000, max_attempts 1..=100, max_age_secs 1..=2592000"
+                .into(),
+        ))
+    }
+}
+
+async fn find(state: &AppState, caller: &Caller, app: &str, endpoint: &str) -> ApiResult<Endpoint> {
+    let app = caller.app(state, app).await?;
+    let id: EndpointId = path_id(endpoint, "endpoint")?;
+    state
+        .store
+        .get_endpoint(&app.id, &id)
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    body: JsonBody<CreateEndpoint>,
+) -> ApiResult<(StatusCode, Json<EndpointView>)> {
+    let app = caller.app(&state, &app).await?;
+    let new = body.value;
+    let url = validate_url(&state, &new.url)?;
+    validate_event_types(&new.event_types)?;
+    validate_retry(&new.retry)?;
+    let secret = match new.secret {
+        Some(text) => {
+            EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
+        }
+        None => EndpointSecret::generate(),
+    };
+    let endpoint = state
+        .store
+        .create_endpoint(
+            &app.id,
+            NewEndpoint {
+                url,
+                description: new.description,
+                event_types: new.event_types,
+                enabled: new.enabled,
+                secret,
+                retry: new.retry,
+            },
+            state.clock.now(),
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(EndpointView::new(&endpoint, true)),
+    ))
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    Query(query): Query<PageQuery>,
+) -> ApiResult<Json<ListView<EndpointView>>> {
+    let app = caller.app(&state, &app).await?;
+    let page = query.page()?;
+    let endpoints = state.store.list_endpoints(&app.id, &page).await?;
+    Ok(Json(page_of(
+        &endpoints,
+        &page,
+        |e| e.id.to_string(),
+        |e| EndpointView::new(e, false),
+    )))
+}
+
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+) -> ApiResult<Json<EndpointView>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    Ok(Json(EndpointView::new(&endpoint, false)))
+}
+
+/// `GET …/secret`: the signing secret, for the endpoint's owner to verify with.
+pub(crate) async fn secret(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    Ok(Json(serde_json::json!({ "key": endpoint.secret.expose() })))
+}
+
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    body: JsonBody<UpdateEndpoint>,
+) -> ApiResult<Json<EndpointView>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let patch = body.value;
+    let url = patch
+        .url
+        .as_deref()
+        .map(|u| validate_url(&state, u))
+        .transpose()?;
+    if let Some(types) = &patch.event_types {
+        validate_event_types(types)?;
+    }
+    if let Some(retry) = &patch.retry {
+        validate_retry(retry)?;
+    }
+    let updated = state
+        .store
+        .update_endpoint(
+            &endpoint.app_id,
+            &endpoint.id,
+            EndpointPatch {
+                url,
+                description: patch.description,
+                event_types: patch.event_types,
+                enabled: patch.enabled,
+                retry: patch.retry,
+            },
+            state.clock.now(),
+        )
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))?;
+    Ok(Json(EndpointView::new(&updated, false)))
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    if state
+        .store
+        .delete_endpoint(&endpoint.app_id, &endpoint.id)
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound("endpoint"))
+    }
+}

@@ -1,0 +1,175 @@
+//! The JSON the API answers with. Times are RFC 3339 (UTC, milliseconds).
+
+use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use hookline_core::time::Timestamp;
+use hookline_store::{App, Attempt, Delivery, Endpoint, Event, RetryOverrides};
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub(crate) struct AppView {
+    id: String,
+    uid: Option<String>,
+    name: String,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+impl From<&App> for AppView {
+    fn from(app: &App) -> Self {
+        Self {
+            id: app.id.to_string(),
+            uid: app.uid.clone(),
+            name: app.name.clone(),
+            created_at: app.created_at,
+            updated_at: app.updated_at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct EndpointView {
+    id: String,
+    app_id: String,
+    url: String,
+    description: String,
+    event_types: Option<Vec<String>>,
+    enabled: bool,
+    retry: RetryOverrides,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    /// Only on creation; afterwards via `GET …/secret`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+impl EndpointView {
+    pub fn new(endpoint: &Endpoint, with_secret: bool) -> Self {
+        Self {
+            id: endpoint.id.to_string(),
+            app_id: endpoint.app_id.to_string(),
+            url: endpoint.url.clone(),
+            description: endpoint.description.clone(),
+            event_types: endpoint.event_types.clone(),
+            enabled: endpoint.enabled,
+            retry: endpoint.retry,
+            created_at: endpoint.created_at,
+            updated_at: endpoint.updated_at,
+            secret: with_secret.then(|| endpoint.secret.expose().to_owned()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct DeliveryView {
+    id: String,
+    event_id: String,
+    endpoint_id: String,
+    state: DeliveryState,
+    /// Attempts in the current round (a replay starts a new round).
+    attempts: u32,
+    /// Pending: when the next attempt is due.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_attempt_at: Option<Timestamp>,
+    last_attempt_at: Option<Timestamp>,
+    dead_reason: Option<DeadReason>,
+    dead_at: Option<Timestamp>,
+    created_at: Timestamp,
+}
+
+impl From<&Delivery> for DeliveryView {
+    fn from(d: &Delivery) -> Self {
+        Self {
+            id: d.id.to_string(),
+            event_id: d.event_id.to_string(),
+            endpoint_id: d.endpoint_id.to_string(),
+            state: d.state,
+            attempts: d.attempts,
+            next_attempt_at: (d.state == DeliveryState::Pending).then_some(d.due_at),
+            last_attempt_at: d.last_attempt_at,
+            dead_reason: d.dead_reason,
+            dead_at: d.dead_at,
+            created_at: d.created_at,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub(crate) struct EventView {
+    id: String,
+    event_type: String,
+    ordering_key: Option<String>,
+    payload: serde_json::Value,
+    created_at: Timestamp,
+    deliveries: Vec<DeliveryView>,
+}
+
+impl EventView {
+    pub fn new(event: &Event, deliveries: &[Delivery]) -> Self {
+        let payload = serde_json::from_slice::<serde_json::Value>(&event.body)
+            .ok()
+            .and_then(|mut envelope| envelope.get_mut("data").map(serde_json::Value::take))
+            .unwrap_or(serde_json::Value::Null);
+        Self {
+            id: event.id.to_string(),
+            event_type: event.event_type.clone(),
+            ordering_key: event.ordering_key.clone(),
+            payload,
+            created_at: event.created_at,
+            deliveries: deliveries.iter().map(DeliveryView::from).collect(),
+        }
+    }
+}
+
+/// The answer to a publish (also what an idempotent replay repeats).
+#[derive(Serialize)]
+pub(crate) struct PublishedView<'a> {
+    pub id: &'a str,
+    pub event_type: &'a str,
+    pub ordering_key: Option<&'a str>,
+    pub created_at: Timestamp,
+    pub deliveries: Vec<DeliveryView>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct AttemptView {
+    id: String,
+    delivery_id: String,
+    endpoint_id: String,
+    attempt_number: u32,
+    started_at: Timestamp,
+    duration_ms: u64,
+    status_code: Option<u16>,
+    response_body: Option<String>,
+    error_kind: Option<TransportError>,
+    error_message: Option<String>,
+    verdict: AttemptVerdict,
+    next_attempt_at: Option<Timestamp>,
+    dead_reason: Option<DeadReason>,
+}
+
+impl From<&Attempt> for AttemptView {
+    fn from(a: &Attempt) -> Self {
+        Self {
+            id: a.id.to_string(),
+            delivery_id: a.delivery_id.to_string(),
+            endpoint_id: a.endpoint_id.to_string(),
+            attempt_number: a.attempt_number,
+            started_at: a.started_at,
+            duration_ms: a.duration_ms,
+            status_code: a.status_code,
+            response_body: a.response_body.clone(),
+            error_kind: a.error_kind,
+            error_message: a.error_message.clone(),
+            verdict: a.verdict,
+            next_attempt_at: a.next_attempt_at,
+            dead_reason: a.dead_reason,
+        }
+    }
+}
+
+/// A page of a list, newest first. `next_cursor` continues it (`?before=`).
+#[derive(Serialize)]
+pub(crate) struct ListView<T> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}

@@ -1,0 +1,241 @@
+//! Sending one delivery: a signed POST with guarded resolution.
+//!
+//! - **Signed** per Standard Webhooks: `webhook-id` (the event id, stable
+//!   across retries and replays), `webhook-timestamp`, `webhook-signature`.
+//! - **No redirects**: a 3xx is an answer, classified as dead.
+//! - **SSRF guard where the connection is made**: hostnames are resolved by
+//!   [`GuardedResolver`], which drops forbidden addresses before hyper sees
+//!   them, so the address checked is the address connected to (no
+//!   check-then-connect gap; DNS rebinding included). IP-literal URLs skip the
+//!   resolver and are checked directly. Proxies from the environment are
+//!   ignored, since they would connect on our behalf.
+
+use std::error::Error as _;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use hookline_core::classify::Outcome;
+use hookline_core::destination;
+use hookline_core::model::TransportError;
+use hookline_core::signing::signature_header;
+use hookline_store::ClaimedDelivery;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use crate::DispatcherConfig;
+
+/// The destination resolved only to addresses outbound requests may not reach.
+#[derive(Debug, thiserror::Error)]
+#[error("destination address is forbidden (private, loopback or otherwise non-public)")]
+pub struct ForbiddenDestination;
+
+/// Name resolution failed.
+#[derive(Debug, thiserror::Error)]
+#[error("dns error: {0}")]
+pub struct DnsFailure(std::io::Error);
+
+/// Resolves with the system resolver, then keeps only permitted addresses.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardedResolver {
+    pub allow_private: bool,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allow_private = self.allow_private;
+        Box::pin(async move {
+            let resolved = tokio::net::lookup_host((name.as_str(), 0))
+                .await
+                .map_err(|e| Box::new(DnsFailure(e)) as Box<dyn std::error::Error + Send + Sync>)?;
+            let permitted: Vec<SocketAddr> = resolved
+                .filter(|addr| allow_private || destination::is_public(addr.ip()))
+                .collect();
+            if permitted.is_empty() {
+                return Err(
+                    Box::new(ForbiddenDestination) as Box<dyn std::error::Error + Send + Sync>
+                );
+            }
+            Ok(Box::new(permitted.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// What one attempt produced, ready to classify and record.
+#[derive(Debug)]
+pub struct SendResult {
+    pub outcome: Outcome,
+    pub status: Option<u16>,
+    pub response_body: Option<String>,
+    pub error: Option<(TransportError, String)>,
+    pub duration: Duration,
+}
+
+impl SendResult {
+    fn failed(kind: TransportError, message: String, started: Instant) -> Self {
+        Self {
+            outcome: Outcome::Failed(kind),
+            status: None,
+            response_body: None,
+            error: Some((kind, message)),
+            duration: started.elapsed(),
+        }
+    }
+}
+
+/// The HTTP side of the dispatcher.
+#[derive(Debug, Clone)]
+pub struct Sender {
+    client: reqwest::Client,
+    allow_private: bool,
+    max_response_body_bytes: usize,
+}
+
+impl Sender {
+    pub fn new(config: &DispatcherConfig) -> Result<Self, reqwest::Error> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .dns_resolver(std::sync::Arc::new(GuardedResolver {
+                allow_private: config.allow_private_destinations,
+            }))
+            .timeout(config.request_timeout)
+            .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
+            .user_agent(concat!("Hookline/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self {
+            client,
+            allow_private: config.allow_private_destinations,
+            max_response_body_bytes: config.max_response_body_bytes,
+        })
+    }
+
+    /// Sends one signed attempt of `delivery`, stamped with `timestamp` (unix seconds).
+    pub async fn send(&self, delivery: &ClaimedDelivery, timestamp: i64) -> SendResult {
+        let started = Instant::now();
+        let url = match reqwest::Url::parse(&delivery.url) {
+            Ok(url) => url,
+            Err(e) => {
+                return SendResult::failed(
+                    TransportError::Connect,
+                    format!("invalid URL: {e}"),
+                    started,
+                )
+            }
+        };
+        if !self.allow_private && literal_ip(&url).is_some_and(|ip| !destination::is_public(ip)) {
+            return SendResult::failed(
+                TransportError::DestinationForbidden,
+                ForbiddenDestination.to_string(),
+                started,
+            );
+        }
+        let id = delivery.event_id.as_str();
+        let signature = signature_header(&[&delivery.secret], id, timestamp, &delivery.body);
+        let request = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(bytes::Bytes::from_owner(delivery.body.clone()));
+
+        let mut response = match request.send().await {
+            Ok(response) => response,
+            Err(error) => {
+                let kind = transport_error_kind(&error);
+                return SendResult::failed(kind, error_chain(&error), started);
+            }
+        };
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut body = Vec::new();
+        let mut error = None;
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    let room = self.max_response_body_bytes - body.len();
+                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if body.len() >= self.max_response_body_bytes {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        // A status line arrived, so the receiver answered; a body cut short by the
+        // timeout still counts as that answer, with the error noted.
+        SendResult {
+            outcome: Outcome::Response {
+                status,
+                retry_after,
+            },
+            status: Some(status),
+            response_body: Some(String::from_utf8_lossy(&body).into_owned()),
+            error: error.map(|e| (transport_error_kind(&e), error_chain(&e))),
+            duration: started.elapsed(),
+        }
+    }
+}
+
+fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
+        url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
+        url::Host::Domain(_) => None,
+    }
+}
+
+/// Maps a reqwest failure onto the classifier's transport errors.
+fn transport_error_kind(error: &reqwest::Error) -> TransportError {
+    if error.is_timeout() {
+        return TransportError::Timeout;
+    }
+    let mut source = error.source();
+    while let Some(cause) = source {
+        if cause.is::<ForbiddenDestination>() {
+            return TransportError::DestinationForbidden;
+        }
+        if cause.is::<DnsFailure>() {
+            return TransportError::Dns;
+        }
+        if cause.is::<std::io::Error>() {
+            let io = cause.downcast_ref::<std::io::Error>().expect("checked");
+            if io.kind() == std::io::ErrorKind::TimedOut {
+                return TransportError::Timeout;
+            }
+        }
+        let text = cause.to_string().to_ascii_lowercase();
+        if text.contains("certificate") || text.contains("tls") || text.contains("handshake") {
+            return TransportError::Tls;
+        }
+        source = cause.source();
+    }
+    if error.is_connect() {
+        TransportError::Connect
+    } else {
+        TransportError::Io
+    }
+}
+
+/// The error with its causes, `a: b: c`, for the attempt row.
+fn error_chain(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

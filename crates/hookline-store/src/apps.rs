@@ -1,0 +1,138 @@
+//! Apps: a producer's tenants.
+
+use hookline_core::ids::AppId;
+use hookline_core::time::Timestamp;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::records::{App, AppPatch, NewApp, Page};
+use crate::{parse_column, Result, Store, StoreError};
+
+const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at";
+
+fn app_from_row(row: &AnyRow) -> Result<App> {
+    Ok(App {
+        id: parse_column(row, "id")?,
+        uid: row.try_get("uid")?,
+        name: row.try_get("name")?,
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
+    })
+}
+
+/// A unique-constraint violation on `apps.uid`.
+fn uid_taken(error: sqlx::Error) -> StoreError {
+    match &error {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            StoreError::Conflict("an app with this uid already exists")
+        }
+        _ => StoreError::Database(error),
+    }
+}
+
+impl Store {
+    /// Creates an app. A taken `uid` is a [`StoreError::Conflict`].
+    #[tracing::instrument(skip_all)]
+    pub async fn create_app(&self, new: NewApp, now: Timestamp) -> Result<App> {
+        let app = App {
+            id: AppId::generate(),
+            uid: new.uid,
+            name: new.name,
+            created_at: now,
+            updated_at: now,
+        };
+        sqlx::query(
+            "INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
+        )
+        .bind(app.id.as_str())
+        .bind(app.uid.as_deref())
+        .bind(&app.name)
+        .bind(now.as_millis())
+        .execute(&self.writer)
+        .await
+        .map_err(uid_taken)?;
+        Ok(app)
+    }
+
+    /// Finds an app by its id or by its `uid`.
+    #[tracing::instrument(skip_all, fields(app = key))]
+    pub async fn find_app(&self, key: &str) -> Result<Option<App>> {
+        let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = $1 OR uid = $1");
+        sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|row| app_from_row(&row))
+            .transpose()
+    }
+
+    /// Apps, newest first.
+    #[tracing::instrument(skip_all)]
+    pub async fn list_apps(&self, page: &Page) -> Result<Vec<App>> {
+        let sql = format!(
+            "SELECT {APP_COLUMNS} FROM apps WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(page.before.as_deref())
+            .bind(i64::from(page.limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(app_from_row).collect()
+    }
+
+    /// Applies a patch; `None` if the app does not exist.
+    #[tracing::instrument(skip_all, fields(app = %id))]
+    pub async fn update_app(
+        &self,
+        id: &AppId,
+        patch: AppPatch,
+        now: Timestamp,
+    ) -> Result<Option<App>> {
+        let sql = format!(
+            "UPDATE apps SET name = COALESCE($2, name), \
+             uid = CASE WHEN $3 = 1 THEN $4 ELSE uid END, updated_at = $5 \
+             WHERE id = $1 RETURNING {APP_COLUMNS}"
+        );
+        let (set_uid, uid) = match patch.uid {
+            Some(uid) => (1i64, uid),
+            None => (0, None),
+        };
+        sqlx::query(&sql)
+            .bind(id.as_str())
+            .bind(patch.name)
+            .bind(set_uid)
+            .bind(uid)
+            .bind(now.as_millis())
+            .fetch_optional(&self.writer)
+            .await
+            .map_err(uid_taken)?
+            .map(|row| app_from_row(&row))
+            .transpose()
+    }
+
+    /// Deletes an app and everything it owns; `false` if it did not exist.
+    #[tracing::instrument(skip_all, fields(app = %id))]
+    pub async fn delete_app(&self, id: &AppId) -> Result<bool> {
+        let mut tx = self.writer.begin().await?;
+        for table in [
+            "attempts",
+            "deliveries",
+            "events",
+            "endpoints",
+            "idempotency_keys",
+            "api_keys",
+        ] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE app_id = $1"))
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        let deleted = sqlx::query("DELETE FROM apps WHERE id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(deleted == 1)
+    }
+}

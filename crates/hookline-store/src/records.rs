@@ -1,0 +1,274 @@
+//! The rows the store hands out and takes in.
+
+use std::time::Duration;
+
+use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
+use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use hookline_core::retry::RetryPolicy;
+use hookline_core::signing::EndpointSecret;
+use hookline_core::time::Timestamp;
+
+/// A producer's tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    pub id: AppId,
+    pub uid: Option<String>,
+    pub name: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Fields of a new app.
+#[derive(Debug, Clone)]
+pub struct NewApp {
+    pub uid: Option<String>,
+    pub name: String,
+}
+
+/// A change to an app; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct AppPatch {
+    pub name: Option<String>,
+    /// `Some(None)` clears the uid.
+    pub uid: Option<Option<String>>,
+}
+
+/// Per-endpoint overrides of the deployment's retry policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RetryOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_base_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_cap_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_secs: Option<u64>,
+}
+
+impl RetryOverrides {
+    /// The deployment policy with this endpoint's overrides applied.
+    pub fn apply(&self, defaults: RetryPolicy) -> RetryPolicy {
+        RetryPolicy {
+            base: self
+                .retry_base_ms
+                .map_or(defaults.base, Duration::from_millis),
+            cap: self
+                .retry_cap_ms
+                .map_or(defaults.cap, Duration::from_millis),
+            max_attempts: self.max_attempts.unwrap_or(defaults.max_attempts),
+            max_age: self
+                .max_age_secs
+                .map_or(defaults.max_age, Duration::from_secs),
+            retry_after_cap: defaults.retry_after_cap,
+        }
+    }
+}
+
+/// A customer endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub id: EndpointId,
+    pub app_id: AppId,
+    pub url: String,
+    pub description: String,
+    /// The event types this endpoint receives; `None` receives all.
+    pub event_types: Option<Vec<String>>,
+    pub enabled: bool,
+    pub secret: EndpointSecret,
+    pub retry: RetryOverrides,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Endpoint {
+    /// Whether an event of `event_type` is delivered here (ignoring `enabled`).
+    pub fn accepts(&self, event_type: &str) -> bool {
+        accepts(self.event_types.as_deref(), event_type)
+    }
+}
+
+pub(crate) fn accepts(filter: Option<&[String]>, event_type: &str) -> bool {
+    filter.is_none_or(|types| types.iter().any(|t| t == event_type))
+}
+
+/// Fields of a new endpoint (already validated by the caller).
+#[derive(Debug, Clone)]
+pub struct NewEndpoint {
+    pub url: String,
+    pub description: String,
+    pub event_types: Option<Vec<String>>,
+    pub enabled: bool,
+    pub secret: EndpointSecret,
+    pub retry: RetryOverrides,
+}
+
+/// A change to an endpoint; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointPatch {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    /// `Some(None)` removes the filter (receive everything).
+    pub event_types: Option<Option<Vec<String>>>,
+    pub enabled: Option<bool>,
+    /// Replaces all overrides at once.
+    pub retry: Option<RetryOverrides>,
+}
+
+/// A stored event. `body` is the exact envelope every attempt sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub id: EventId,
+    pub app_id: AppId,
+    pub event_type: String,
+    pub ordering_key: Option<String>,
+    pub body: Vec<u8>,
+    pub created_at: Timestamp,
+}
+
+/// A new event, its envelope already built.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub id: EventId,
+    pub event_type: String,
+    pub ordering_key: Option<String>,
+    pub body: Vec<u8>,
+}
+
+/// An `Idempotency-Key` and the fingerprint of the request that carried it.
+#[derive(Debug, Clone)]
+pub struct IdempotencyKey {
+    pub key: String,
+    pub fingerprint: String,
+}
+
+/// What `publish` wrote, handed to the caller's renderer to produce the answer.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub event: Event,
+    pub deliveries: Vec<Delivery>,
+}
+
+/// The answer to a publish: stored with its idempotency key and given again on a replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// The result of `publish`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// A new event was written; this is the answer.
+    Created(StoredResponse),
+    /// The key was used before with the same request: the original answer.
+    Replayed(StoredResponse),
+    /// The key was used before with a different request.
+    KeyReused,
+}
+
+/// One event's delivery to one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    pub app_id: AppId,
+    pub event_id: EventId,
+    pub endpoint_id: EndpointId,
+    pub state: DeliveryState,
+    /// Pending: when the next attempt is due. In flight: when the lease ends.
+    pub due_at: Timestamp,
+    /// Attempts in the current round (a replay starts a new one).
+    pub attempts: u32,
+    pub round_started_at: Timestamp,
+    pub last_attempt_at: Option<Timestamp>,
+    pub dead_reason: Option<DeadReason>,
+    pub dead_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+/// A delivery claimed by a dispatcher, with everything needed to send it.
+#[derive(Debug, Clone)]
+pub struct ClaimedDelivery {
+    pub id: DeliveryId,
+    pub app_id: AppId,
+    pub event_id: EventId,
+    pub endpoint_id: EndpointId,
+    /// Proves ownership when completing; a reclaimed delivery has a new token.
+    pub lease_token: String,
+    pub attempts: u32,
+    pub round_started_at: Timestamp,
+    pub url: String,
+    pub secret: EndpointSecret,
+    pub retry: RetryOverrides,
+    pub body: std::sync::Arc<[u8]>,
+}
+
+/// How a delivery ends up after an attempt (decided by the dispatcher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    Succeeded,
+    RetryAt(Timestamp),
+    Dead(DeadReason),
+}
+
+/// One finished attempt and the delivery's next state, written together.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub delivery_id: DeliveryId,
+    pub app_id: AppId,
+    pub endpoint_id: EndpointId,
+    pub lease_token: String,
+    /// 1-based within the round.
+    pub attempt_number: u32,
+    pub started_at: Timestamp,
+    pub duration: Duration,
+    pub status_code: Option<u16>,
+    pub response_body: Option<String>,
+    pub error: Option<(TransportError, String)>,
+    pub completion: Completion,
+    /// 410 Gone: disable the endpoint too.
+    pub disable_endpoint: bool,
+}
+
+/// One stored attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub id: AttemptId,
+    pub delivery_id: DeliveryId,
+    pub endpoint_id: EndpointId,
+    pub attempt_number: u32,
+    pub started_at: Timestamp,
+    pub duration_ms: u64,
+    pub status_code: Option<u16>,
+    pub response_body: Option<String>,
+    pub error_kind: Option<TransportError>,
+    pub error_message: Option<String>,
+    pub verdict: AttemptVerdict,
+    pub next_attempt_at: Option<Timestamp>,
+    pub dead_reason: Option<DeadReason>,
+}
+
+/// What a replay request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayOutcome {
+    /// The dead delivery is pending again, in a new round.
+    Replayed(Delivery),
+    /// Not dead (pending, in flight or succeeded): nothing changed.
+    NotDead(Delivery),
+    NotFound,
+}
+
+/// A page request over a newest-first list: at most `limit` rows older than `before`.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub limit: u32,
+    /// The opaque cursor of the last row of the previous page.
+    pub before: Option<String>,
+}
+
+/// An API key's authority.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyScope {
+    Admin,
+    App(AppId),
+}

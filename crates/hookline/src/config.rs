@@ -1,0 +1,123 @@
+//! Configuration: built-in defaults, then a TOML file, then `HOOKLINE_*` environment variables.
+//!
+//! Every key is documented in `docs/configuration.md`; the environment name
+//! of a key is `HOOKLINE_` + the key in upper case (`database_url` →
+//! `HOOKLINE_DATABASE_URL`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use hookline_core::retry::RetryPolicy;
+use hookline_dispatch::DispatcherConfig;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// `sqlite://hookline.db` (embedded, the default) or `postgres://…`.
+    pub database_url: String,
+    /// Address the HTTP API listens on.
+    pub listen: String,
+    /// Bootstrap admin key. Unset on a first start: one is generated and printed once.
+    pub admin_token: Option<String>,
+    /// Allow endpoints on loopback/private/link-local addresses (tests, on-prem).
+    pub allow_private_destinations: bool,
+    /// Full-jitter backoff: the first retry waits up to this long…
+    pub retry_base_ms: u64,
+    /// …each later one up to twice the previous ceiling, never more than this.
+    pub retry_cap_ms: u64,
+    /// Attempts per delivery round before the DLQ.
+    pub max_attempts: u32,
+    /// A delivery older than this (since creation or replay) is not retried again.
+    pub max_age_secs: u64,
+    /// The longest `Retry-After` honoured.
+    pub retry_after_cap_secs: u64,
+    /// Timeout of one whole attempt.
+    pub request_timeout_ms: u64,
+    /// Largest event payload accepted (serialised JSON bytes); larger is 413.
+    pub max_payload_bytes: usize,
+    /// How long a claimed delivery is leased to one dispatcher.
+    pub lease_ms: u64,
+    /// Deliveries claimed per round trip.
+    pub batch_size: u32,
+    /// Concurrent requests per dispatcher process.
+    pub max_in_flight: usize,
+    /// On SIGTERM, how long in-flight requests may finish before their leases are released.
+    pub drain_timeout_ms: u64,
+    /// The longest a dispatcher sleeps without a wake-up (a safety net).
+    pub idle_poll_ms: u64,
+    /// Database connections per process (SQLite reads are capped at 8).
+    pub db_max_connections: u32,
+    /// SQLite `synchronous`: `FULL` (each commit durable) or `NORMAL`.
+    pub sqlite_synchronous: String,
+    /// How long `Idempotency-Key` records are kept.
+    pub idempotency_retention_secs: u64,
+    /// `text` or `json`.
+    pub log_format: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let retry = RetryPolicy::default();
+        let dispatch = DispatcherConfig::default();
+        Self {
+            database_url: "sqlite://hookline.db".into(),
+            listen: "127.0.0.1:8080".into(),
+            admin_token: None,
+            allow_private_destinations: false,
+            retry_base_ms: retry.base.as_millis() as u64,
+            retry_cap_ms: retry.cap.as_millis() as u64,
+            max_attempts: retry.max_attempts,
+            max_age_secs: retry.max_age.as_secs(),
+            retry_after_cap_secs: retry.retry_after_cap.as_secs(),
+            request_timeout_ms: dispatch.request_timeout.as_millis() as u64,
+            max_payload_bytes: 256 * 1024,
+            lease_ms: dispatch.lease.as_millis() as u64,
+            batch_size: dispatch.batch_size,
+            max_in_flight: dispatch.max_in_flight,
+            drain_timeout_ms: dispatch.drain_timeout.as_millis() as u64,
+            idle_poll_ms: dispatch.idle_poll.as_millis() as u64,
+            db_max_connections: 16,
+            sqlite_synchronous: "FULL".into(),
+            idempotency_retention_secs: 24 * 3600,
+            log_format: "text".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Defaults ← `file` (if it exists) ← `HOOKLINE_*` environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = file {
+            figment = figment.merge(Toml::file(file));
+        }
+        figment.merge(Env::prefixed("HOOKLINE_")).extract()
+    }
+
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            base: Duration::from_millis(self.retry_base_ms),
+            cap: Duration::from_millis(self.retry_cap_ms),
+            max_attempts: self.max_attempts.max(1),
+            max_age: Duration::from_secs(self.max_age_secs),
+            retry_after_cap: Duration::from_secs(self.retry_after_cap_secs),
+        }
+    }
+
+    pub fn dispatcher(&self) -> DispatcherConfig {
+        DispatcherConfig {
+            retry: self.retry_policy(),
+            request_timeout: Duration::from_millis(self.request_timeout_ms),
+            lease: Duration::from_millis(self.lease_ms),
+            batch_size: self.batch_size.max(1),
+            max_in_flight: self.max_in_flight.max(1),
+            allow_private_destinations: self.allow_private_destinations,
+            idle_poll: Duration::from_millis(self.idle_poll_ms.max(1)),
+            drain_timeout: Duration::from_millis(self.drain_timeout_ms),
+            ..DispatcherConfig::default()
+        }
+    }
+}
