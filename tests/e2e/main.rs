@@ -1,1 +1,11 @@
+//! Hookline's end-to-end tests: one test binary, real SQLite files, a real
+//! PostgreSQL, real HTTP to a real receiver on 127.0.0.1:0.
+//!
+//! Every test that touches storage runs on both engines (`both_engines!`).
 
+mod helpers;
+
+mod api;
+mod crash;
+mod delivery;
+mod store_contract;

@@ -217,6 +217,16 @@ impl Store {
         Ok(Some((event, deliveries)))
     }
 
+    /// How many events an app has.
+    #[tracing::instrument(skip_all, fields(app = %app))]
+    pub async fn count_events(&self, app: &AppId) -> Result<u64> {
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE app_id = $1")
+            .bind(app.as_str())
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(count as u64)
+    }
+
     /// Deletes idempotency records created before `cutoff`; returns how many.
     #[tracing::instrument(skip_all)]
     pub async fn purge_idempotency_keys(&self, cutoff: Timestamp) -> Result<u64> {

@@ -1,0 +1,452 @@
+//! Test harness: databases, the app, the receiver, waiting with deadlines.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use hookline::{Config, Role, Server};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+/// Generates one `#[tokio::test]` per engine: `mod name { sqlite, postgres }`.
+macro_rules! both_engines {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::helpers::Engine::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name($crate::helpers::Engine::Postgres).await
+            }
+        }
+    )+};
+}
+pub(crate) use both_engines;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// The PostgreSQL server the tests use (each test gets a fresh database on it).
+pub fn postgres_admin_url() -> String {
+    std::env::var("HOOKLINE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// A fresh, empty database for one test, removed when dropped.
+pub struct TestDb {
+    pub url: String,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    File(std::path::PathBuf),
+    Database(String),
+}
+
+impl TestDb {
+    pub async fn new(engine: Engine) -> Self {
+        let name = format!(
+            "hookline_test_{}",
+            ulid::Ulid::new().to_string().to_lowercase()
+        );
+        match engine {
+            Engine::Sqlite => {
+                let path = std::env::temp_dir().join(format!("{name}.db"));
+                Self {
+                    url: format!("sqlite://{}", path.display()),
+                    cleanup: Cleanup::File(path),
+                }
+            }
+            Engine::Postgres => {
+                use sqlx::Connection;
+                let admin = postgres_admin_url();
+                let mut conn = sqlx::PgConnection::connect(&admin).await.expect(
+                    "PostgreSQL must be reachable at 127.0.0.1:5432 (see README: .ci/run starts it)",
+                );
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("creating the test database");
+                let base = admin
+                    .rsplit_once('/')
+                    .map(|(base, _)| base)
+                    .unwrap_or(&admin);
+                Self {
+                    url: format!("{base}/{name}"),
+                    cleanup: Cleanup::Database(name),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::File(path) => {
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+                }
+            }
+            Cleanup::Database(name) => {
+                let name = name.clone();
+                // Drop runs inside the test's runtime; a separate thread may block on its own.
+                let _ = std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    runtime.block_on(async {
+                        use sqlx::Connection;
+                        if let Ok(mut conn) =
+                            sqlx::PgConnection::connect(&postgres_admin_url()).await
+                        {
+                            let _ = sqlx::query(&format!(
+                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                            ))
+                            .execute(&mut conn)
+                            .await;
+                        }
+                    });
+                })
+                .join();
+            }
+        }
+    }
+}
+
+pub const ADMIN_TOKEN: &str = "hk_test_admin_token";
+
+/// The configuration every test starts from: loopback allowed, fast retries.
+pub fn test_config(db: &TestDb) -> Config {
+    Config {
+        database_url: db.url.clone(),
+        listen: "127.0.0.1:0".into(),
+        admin_token: Some(ADMIN_TOKEN.into()),
+        allow_private_destinations: true,
+        retry_base_ms: 20,
+        retry_cap_ms: 200,
+        max_attempts: 5,
+        request_timeout_ms: 2_000,
+        idle_poll_ms: 200,
+        db_max_connections: 8,
+        ..Config::default()
+    }
+}
+
+/// Hookline running in this process on a fresh database.
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub server: Option<Server>,
+    // Dropped last: the database outlives the server using it.
+    pub db: TestDb,
+}
+
+impl TestApp {
+    pub async fn spawn(engine: Engine) -> Self {
+        Self::spawn_with(engine, |_| {}).await
+    }
+
+    pub async fn spawn_with(engine: Engine, tweak: impl FnOnce(&mut Config)) -> Self {
+        let db = TestDb::new(engine).await;
+        let mut config = test_config(&db);
+        tweak(&mut config);
+        let server = Server::start(config, Role::Serve)
+            .await
+            .expect("starting Hookline");
+        let addr: SocketAddr = server.addr.expect("serve runs the API");
+        Self {
+            base: format!("http://{addr}"),
+            http: reqwest::Client::new(),
+            server: Some(server),
+            db,
+        }
+    }
+
+    pub fn store(&self) -> &hookline_store::Store {
+        &self.server.as_ref().expect("running").store
+    }
+
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let mut request = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(ADMIN_TOKEN);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        request.send().await.expect("request to Hookline")
+    }
+
+    /// A request that must answer `expected`; returns the JSON body.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        expected: u16,
+    ) -> Value {
+        let response = self.request(method.clone(), path, body, &[]).await;
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(
+            status, expected,
+            "{method} {path} answered {status}: {text}"
+        );
+        if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap()
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        self.call(reqwest::Method::GET, path, None, 200).await
+    }
+
+    /// Creates an app; returns its id.
+    pub async fn create_app(&self) -> String {
+        let app = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/apps",
+                Some(&json!({"name": "Acme"})),
+                201,
+            )
+            .await;
+        app["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Creates an endpoint with extra fields merged into `{"url": url}`; returns it (with its secret).
+    pub async fn create_endpoint_with(&self, app: &str, url: &str, extra: Value) -> Value {
+        let mut body = json!({ "url": url });
+        if let Value::Object(extra) = extra {
+            body.as_object_mut().unwrap().extend(extra);
+        }
+        self.call(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app}/endpoints"),
+            Some(&body),
+            201,
+        )
+        .await
+    }
+
+    pub async fn create_endpoint(&self, app: &str, url: &str) -> Value {
+        self.create_endpoint_with(app, url, json!({})).await
+    }
+
+    /// Publishes an event; returns the 202 body.
+    pub async fn publish(&self, app: &str, event_type: &str, payload: Value) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app}/events"),
+            Some(&json!({"event_type": event_type, "payload": payload})),
+            202,
+        )
+        .await
+    }
+
+    /// Waits until a delivery is in `state`; returns it.
+    pub async fn wait_for_delivery_state(&self, app: &str, delivery: &str, state: &str) -> Value {
+        let path = format!("/v1/apps/{app}/deliveries/{delivery}");
+        wait_until(
+            Duration::from_secs(30),
+            &format!("delivery {delivery} to be {state}"),
+            || async {
+                let current = self.get(&path).await;
+                (current["state"] == state).then_some(current)
+            },
+        )
+        .await
+    }
+
+    /// A delivery's attempts, oldest first.
+    pub async fn attempts(&self, app: &str, delivery: &str) -> Vec<Value> {
+        let page = self
+            .get(&format!("/v1/apps/{app}/deliveries/{delivery}/attempts"))
+            .await;
+        let mut attempts = page["data"].as_array().unwrap().clone();
+        attempts.reverse();
+        attempts
+    }
+}
+
+/// Polls `check` until it yields a value, failing the test after `timeout`.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One scripted answer of the receiver.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// A request the receiver got, logged on arrival.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub at: Instant,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("the body is JSON")
+    }
+}
+
+#[derive(Default)]
+struct ReceiverState {
+    log: Mutex<Vec<Received>>,
+    script: Mutex<VecDeque<Reply>>,
+    default: Mutex<Option<Reply>>,
+    arrived: Notify,
+}
+
+/// A real HTTP receiver on 127.0.0.1:0 answering from a script (then 200).
+pub struct Receiver {
+    pub url: String,
+    state: Arc<ReceiverState>,
+}
+
+impl Receiver {
+    pub async fn start() -> Self {
+        let state = Arc::new(ReceiverState::default());
+        let handler_state = state.clone();
+        let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
+            let state = handler_state.clone();
+            async move {
+                state.log.lock().unwrap().push(Received {
+                    headers,
+                    body,
+                    at: Instant::now(),
+                });
+                state.arrived.notify_waiters();
+                let reply = state
+                    .script
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .or_else(|| state.default.lock().unwrap().clone())
+                    .unwrap_or_else(|| Reply::status(200));
+                tokio::time::sleep(reply.delay).await;
+                let mut response = (
+                    StatusCode::from_u16(reply.status).unwrap(),
+                    "receiver says hi",
+                )
+                    .into_response();
+                for (name, value) in reply.headers {
+                    response.headers_mut().insert(
+                        axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                        value.parse().unwrap(),
+                    );
+                }
+                response
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            url: format!("http://{addr}/webhook"),
+            state,
+        }
+    }
+
+    /// The next answers, in order; after them, the default.
+    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.script.lock().unwrap().extend(replies);
+    }
+
+    /// The answer once the script is used up (200 unless set).
+    pub fn answer_always(&self, reply: Reply) {
+        *self.state.default.lock().unwrap() = Some(reply);
+    }
+
+    pub fn requests(&self) -> Vec<Received> {
+        self.state.log.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `count` requests arrived; returns them all.
+    pub async fn wait_for_requests(&self, count: usize) -> Vec<Received> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let arrived = self.state.arrived.notified();
+            let log = self.requests();
+            if log.len() >= count {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {count} requests; got {}",
+                log.len()
+            );
+            let _ = tokio::time::timeout(Duration::from_millis(200), arrived).await;
+        }
+    }
+}

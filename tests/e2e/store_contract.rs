@@ -1,0 +1,950 @@
+//! The store contract: every `Store` method, on SQLite and on PostgreSQL,
+//! with the clock passed in so lease and retry times are exact.
+
+use std::time::Duration;
+
+use hookline_core::ids::{AppId, EventId};
+use hookline_core::model::{DeadReason, DeliveryState, TransportError};
+use hookline_core::signing::EndpointSecret;
+use hookline_core::time::Timestamp;
+use hookline_store::*;
+
+use crate::helpers::{both_engines, Engine, TestDb};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
+}
+
+async fn open(engine: Engine) -> (Store, TestDb) {
+    let db = TestDb::new(engine).await;
+    let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
+    store.migrate().await.unwrap();
+    (store, db)
+}
+
+fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> NewEndpoint {
+    NewEndpoint {
+        url: url.into(),
+        description: String::new(),
+        event_types: event_types.map(|t| t.into_iter().map(String::from).collect()),
+        enabled: true,
+        secret: EndpointSecret::generate(),
+        retry: RetryOverrides::default(),
+    }
+}
+
+fn new_event(event_type: &str) -> NewEvent {
+    NewEvent {
+        id: EventId::generate(),
+        event_type: event_type.into(),
+        ordering_key: None,
+        body: br#"{"type":"x","timestamp":"t","data":{}}"#.to_vec(),
+    }
+}
+
+fn render(published: &Published) -> StoredResponse {
+    StoredResponse {
+        status: 202,
+        body: published.event.id.as_str().as_bytes().to_vec(),
+    }
+}
+
+async fn app(store: &Store) -> AppId {
+    store
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "acme".into(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id
+}
+
+/// Publishes one event; returns its id.
+async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -> EventId {
+    let event = new_event(event_type);
+    let id = event.id.clone();
+    let outcome = store.publish(app, event, None, now, &render).await.unwrap();
+    assert!(matches!(outcome, PublishOutcome::Created(_)));
+    id
+}
+
+fn record(claimed: &ClaimedDelivery, completion: Completion, at: Timestamp) -> AttemptRecord {
+    AttemptRecord {
+        delivery_id: claimed.id.clone(),
+        app_id: claimed.app_id.clone(),
+        endpoint_id: claimed.endpoint_id.clone(),
+        lease_token: claimed.lease_token.clone(),
+        attempt_number: claimed.attempts + 1,
+        started_at: at,
+        duration: Duration::from_millis(12),
+        status_code: Some(500),
+        response_body: Some("oops".into()),
+        error: None,
+        completion,
+        disable_endpoint: false,
+    }
+}
+
+both_engines!(
+    apps_round_trip_by_id_and_uid,
+    endpoints_round_trip_and_delete_removes_their_deliveries,
+    publish_fans_out_to_enabled_matching_endpoints,
+    idempotency_key_replays_or_refuses,
+    concurrent_publishes_with_one_key_write_one_event,
+    claim_leases_due_work_and_reclaims_expired_leases,
+    completion_records_attempts_and_moves_deliveries_on,
+    stale_lease_cannot_overwrite_the_new_owner,
+    release_returns_work_unattempted,
+    gone_disables_endpoint_and_its_queue_dead_letters,
+    replay_starts_one_new_round,
+    dlq_lists_newest_first_with_cursor,
+    api_keys_by_hash_and_scope,
+    idempotency_retention_purges_old_keys,
+);
+
+async fn apps_round_trip_by_id_and_uid(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let created = store
+        .create_app(
+            NewApp {
+                uid: Some("acme".into()),
+                name: "Acme".into(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.find_app(created.id.as_str()).await.unwrap(),
+        Some(created.clone())
+    );
+    assert_eq!(store.find_app("acme").await.unwrap(), Some(created.clone()));
+    assert_eq!(store.find_app("nope").await.unwrap(), None);
+
+    let taken = store
+        .create_app(
+            NewApp {
+                uid: Some("acme".into()),
+                name: "Other".into(),
+            },
+            t(1),
+        )
+        .await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+
+    let second = store
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "Beta".into(),
+            },
+            t(2),
+        )
+        .await
+        .unwrap();
+    let page = store
+        .list_apps(&Page {
+            limit: 1,
+            before: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(page, vec![second.clone()]);
+    let next = store
+        .list_apps(&Page {
+            limit: 10,
+            before: Some(second.id.to_string()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(next, vec![created.clone()]);
+
+    let renamed = store
+        .update_app(
+            &created.id,
+            AppPatch {
+                name: Some("Acme Inc".into()),
+                uid: Some(None),
+            },
+            t(3),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (renamed.name.as_str(), renamed.uid.as_deref()),
+        ("Acme Inc", None)
+    );
+    assert_eq!(renamed.updated_at, t(3));
+
+    assert!(store.delete_app(&created.id).await.unwrap());
+    assert!(!store.delete_app(&created.id).await.unwrap());
+    assert_eq!(store.find_app(created.id.as_str()).await.unwrap(), None);
+}
+
+async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let created = store
+        .create_endpoint(
+            &app,
+            new_endpoint("https://a.example/h", Some(vec!["a"])),
+            t(0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_endpoint(&app, &created.id).await.unwrap(),
+        Some(created.clone())
+    );
+    let other_app = self::app(&store).await;
+    assert_eq!(
+        store.get_endpoint(&other_app, &created.id).await.unwrap(),
+        None,
+        "scoped to its app"
+    );
+
+    let patch = EndpointPatch {
+        url: Some("https://b.example/h".into()),
+        event_types: Some(None),
+        enabled: Some(false),
+        retry: Some(RetryOverrides {
+            max_attempts: Some(3),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let updated = store
+        .update_endpoint(&app, &created.id, patch, t(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(updated.url, "https://b.example/h");
+    assert_eq!(updated.event_types, None);
+    assert!(!updated.enabled);
+    assert_eq!(updated.retry.max_attempts, Some(3));
+    assert_eq!(
+        updated.secret, created.secret,
+        "the secret survives updates"
+    );
+    assert_eq!(
+        store
+            .list_endpoints(
+                &app,
+                &Page {
+                    limit: 10,
+                    before: None
+                }
+            )
+            .await
+            .unwrap(),
+        vec![updated.clone()]
+    );
+
+    store
+        .update_endpoint(
+            &app,
+            &created.id,
+            EndpointPatch {
+                enabled: Some(true),
+                ..Default::default()
+            },
+            t(2),
+        )
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(3)).await;
+    assert_eq!(
+        store
+            .count_deliveries(&created.id, DeliveryState::Pending)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(store.delete_endpoint(&app, &created.id).await.unwrap());
+    assert_eq!(
+        store
+            .count_deliveries(&created.id, DeliveryState::Pending)
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(store
+        .claim_due_deliveries(t(4), LEASE, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(!store.delete_endpoint(&app, &created.id).await.unwrap());
+}
+
+async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let all = store
+        .create_endpoint(&app, new_endpoint("https://all.example", None), t(0))
+        .await
+        .unwrap();
+    let orders = store
+        .create_endpoint(
+            &app,
+            new_endpoint("https://o.example", Some(vec!["order.paid"])),
+            t(0),
+        )
+        .await
+        .unwrap();
+    let _users = store
+        .create_endpoint(
+            &app,
+            new_endpoint("https://u.example", Some(vec!["user.created"])),
+            t(0),
+        )
+        .await
+        .unwrap();
+    let mut disabled = new_endpoint("https://off.example", None);
+    disabled.enabled = false;
+    store.create_endpoint(&app, disabled, t(0)).await.unwrap();
+
+    let mut event = new_event("order.paid");
+    event.ordering_key = Some("order_42".into());
+    let id = event.id.clone();
+    store
+        .publish(&app, event, None, t(1), &render)
+        .await
+        .unwrap();
+
+    let (stored, deliveries) = store.get_event(&app, &id).await.unwrap().unwrap();
+    assert_eq!(stored.event_type, "order.paid");
+    assert_eq!(stored.ordering_key.as_deref(), Some("order_42"));
+    assert_eq!(stored.created_at, t(1));
+    let mut targets: Vec<_> = deliveries.iter().map(|d| d.endpoint_id.clone()).collect();
+    targets.sort();
+    let mut expected = vec![all.id, orders.id];
+    expected.sort();
+    assert_eq!(targets, expected);
+    assert!(deliveries
+        .iter()
+        .all(|d| d.state == DeliveryState::Pending && d.due_at == t(1) && d.attempts == 0));
+    assert_eq!(
+        store
+            .get_event(&self::app(&store).await, &id)
+            .await
+            .unwrap(),
+        None,
+        "scoped to its app"
+    );
+}
+
+async fn idempotency_key_replays_or_refuses(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let key = IdempotencyKey {
+        key: "k1".into(),
+        fingerprint: "f1".into(),
+    };
+
+    let first = store
+        .publish(&app, new_event("a"), Some(&key), t(1), &render)
+        .await
+        .unwrap();
+    let PublishOutcome::Created(answer) = first else {
+        panic!("expected Created, got {first:?}")
+    };
+    let again = store
+        .publish(&app, new_event("a"), Some(&key), t(2), &render)
+        .await
+        .unwrap();
+    assert_eq!(again, PublishOutcome::Replayed(answer));
+    let other = IdempotencyKey {
+        key: "k1".into(),
+        fingerprint: "f2".into(),
+    };
+    assert_eq!(
+        store
+            .publish(&app, new_event("a"), Some(&other), t(3), &render)
+            .await
+            .unwrap(),
+        PublishOutcome::KeyReused
+    );
+    // Keys are per app.
+    let app2 = self::app(&store).await;
+    assert!(matches!(
+        store
+            .publish(&app2, new_event("a"), Some(&other), t(3), &render)
+            .await
+            .unwrap(),
+        PublishOutcome::Created(_)
+    ));
+    assert_eq!(store.count_events(&app).await.unwrap(), 1);
+}
+
+async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let key = IdempotencyKey {
+        key: "same".into(),
+        fingerprint: "f".into(),
+    };
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (store, app, key) = (store.clone(), app.clone(), key.clone());
+            tokio::spawn(async move {
+                store
+                    .publish(&app, new_event("a"), Some(&key), t(1), &render)
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut bodies = Vec::new();
+    let mut created = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            PublishOutcome::Created(r) => {
+                created += 1;
+                bodies.push(r.body)
+            }
+            PublishOutcome::Replayed(r) => bodies.push(r.body),
+            PublishOutcome::KeyReused => panic!("same fingerprint"),
+        }
+    }
+    assert_eq!(created, 1);
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "every caller gets the one answer"
+    );
+    assert_eq!(store.count_events(&app).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .claim_due_deliveries(t(2), LEASE, 100)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "and one delivery"
+    );
+}
+
+async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let endpoint = store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let early = publish(&store, &app, "a", t(1)).await;
+    publish(&store, &app, "a", t(5)).await;
+
+    assert!(
+        store
+            .claim_due_deliveries(t(0), LEASE, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing due yet"
+    );
+    assert_eq!(store.next_due_at().await.unwrap(), Some(t(1)));
+
+    let claimed = store.claim_due_deliveries(t(2), LEASE, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "only the due one");
+    let first = &claimed[0];
+    assert_eq!(first.event_id, early);
+    assert_eq!(first.url, "https://a.example");
+    assert_eq!(first.secret, endpoint.secret);
+    assert_eq!(&*first.body, br#"{"type":"x","timestamp":"t","data":{}}"#);
+    assert_eq!(
+        store
+            .count_deliveries(&endpoint.id, DeliveryState::InFlight)
+            .await
+            .unwrap(),
+        1
+    );
+
+    // Leased: not claimable again until the lease (30 s from t(2)) runs out.
+    let second = store.claim_due_deliveries(t(10), LEASE, 10).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].id, first.id);
+    assert!(store
+        .claim_due_deliveries(t(31), LEASE, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let reclaimed = store.claim_due_deliveries(t(32), LEASE, 10).await.unwrap();
+    assert_eq!(reclaimed.len(), 1);
+    assert_eq!(reclaimed[0].id, first.id);
+    assert_ne!(
+        reclaimed[0].lease_token, first.lease_token,
+        "a reclaim is a new lease"
+    );
+
+    // Claims respect the limit.
+    for n in 0..5 {
+        publish(&store, &app, "a", t(40 + n)).await;
+    }
+    assert_eq!(
+        store
+            .claim_due_deliveries(t(50), LEASE, 3)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+}
+
+async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        publish(&store, &app, "a", t(1)).await;
+    }
+    let claimed = store.claim_due_deliveries(t(2), LEASE, 10).await.unwrap();
+    let mut ok = record(&claimed[0], Completion::Succeeded, t(2));
+    ok.status_code = Some(200);
+    let retry = record(&claimed[1], Completion::RetryAt(t(60)), t(2));
+    let mut dead = record(&claimed[2], Completion::Dead(DeadReason::ClientError), t(2));
+    dead.status_code = None;
+    dead.error = Some((TransportError::Connect, "refused".into()));
+    store
+        .complete_attempts(&[ok, retry, dead], t(3))
+        .await
+        .unwrap();
+
+    let state = |i: usize| {
+        let (store, app, id) = (store.clone(), app.clone(), claimed[i].id.clone());
+        async move { store.get_delivery(&app, &id).await.unwrap().unwrap() }
+    };
+    let succeeded = state(0).await;
+    assert_eq!(
+        (
+            succeeded.state,
+            succeeded.attempts,
+            succeeded.last_attempt_at
+        ),
+        (DeliveryState::Succeeded, 1, Some(t(2)))
+    );
+    let pending = state(1).await;
+    assert_eq!(
+        (pending.state, pending.due_at, pending.attempts),
+        (DeliveryState::Pending, t(60), 1)
+    );
+    let dlq = state(2).await;
+    assert_eq!(
+        (dlq.state, dlq.dead_reason, dlq.dead_at),
+        (
+            DeliveryState::Dead,
+            Some(DeadReason::ClientError),
+            Some(t(3))
+        )
+    );
+
+    let attempts = store
+        .list_attempts(
+            &app,
+            &claimed[2].id,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    let attempt = &attempts[0];
+    assert_eq!(attempt.error_kind, Some(TransportError::Connect));
+    assert_eq!(attempt.error_message.as_deref(), Some("refused"));
+    assert_eq!(attempt.dead_reason, Some(DeadReason::ClientError));
+    assert_eq!((attempt.attempt_number, attempt.duration_ms), (1, 12));
+    let retried = store
+        .list_attempts(
+            &app,
+            &claimed[1].id,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(retried[0].next_attempt_at, Some(t(60)));
+    assert_eq!(retried[0].response_body.as_deref(), Some("oops"));
+
+    // The retry is claimable at its time, with its attempt count.
+    assert!(store
+        .claim_due_deliveries(t(59), LEASE, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.next_due_at().await.unwrap(), Some(t(60)));
+    let again = store.claim_due_deliveries(t(60), LEASE, 10).await.unwrap();
+    assert_eq!((again.len(), again[0].attempts), (1, 1));
+}
+
+async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(0)).await;
+    let old = store
+        .claim_due_deliveries(t(1), LEASE, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    let new = store
+        .claim_due_deliveries(t(40), LEASE, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    // The first owner finishes late: its attempt is on record, but the state stays the new owner's.
+    store
+        .complete_attempts(
+            &[record(
+                &old,
+                Completion::Dead(DeadReason::ClientError),
+                t(41),
+            )],
+            t(41),
+        )
+        .await
+        .unwrap();
+    let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
+    assert_eq!(delivery.state, DeliveryState::InFlight);
+    store
+        .complete_attempts(&[record(&new, Completion::Succeeded, t(42))], t(42))
+        .await
+        .unwrap();
+    let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
+    assert_eq!(delivery.state, DeliveryState::Succeeded);
+    assert_eq!(
+        store
+            .list_attempts(
+                &app,
+                &new.id,
+                &Page {
+                    limit: 10,
+                    before: None
+                }
+            )
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+async fn release_returns_work_unattempted(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(0)).await;
+    let claimed = store
+        .claim_due_deliveries(t(1), LEASE, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    store
+        .release_deliveries(&[(claimed.id.clone(), claimed.lease_token.clone())], t(2))
+        .await
+        .unwrap();
+    let delivery = store
+        .get_delivery(&app, &claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (delivery.state, delivery.attempts, delivery.due_at),
+        (DeliveryState::Pending, 0, t(2))
+    );
+    assert_eq!(
+        store
+            .claim_due_deliveries(t(2), LEASE, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn gone_disables_endpoint_and_its_queue_dead_letters(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let endpoint = store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(0)).await;
+    publish(&store, &app, "a", t(10)).await;
+    let first = store
+        .claim_due_deliveries(t(1), LEASE, 10)
+        .await
+        .unwrap()
+        .remove(0);
+    let mut gone = record(&first, Completion::Dead(DeadReason::Gone), t(1));
+    gone.disable_endpoint = true;
+    store.complete_attempts(&[gone], t(1)).await.unwrap();
+    assert!(
+        !store
+            .get_endpoint(&app, &endpoint.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .enabled
+    );
+
+    // The queued delivery is not sent to a disabled endpoint: it is dead-lettered, replayable later.
+    assert!(store
+        .claim_due_deliveries(t(11), LEASE, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let dlq = store
+        .list_dlq(
+            &app,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    let reasons: Vec<_> = dlq.iter().map(|d| d.dead_reason.unwrap()).collect();
+    assert_eq!(
+        reasons,
+        vec![DeadReason::EndpointDisabled, DeadReason::Gone]
+    );
+    // And new events are not fanned out to it.
+    publish(&store, &app, "a", t(12)).await;
+    assert_eq!(
+        store
+            .count_deliveries(&endpoint.id, DeliveryState::Pending)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+async fn replay_starts_one_new_round(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(0)).await;
+    let claimed = store
+        .claim_due_deliveries(t(1), LEASE, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    let mut attempt = record(
+        &claimed,
+        Completion::Dead(DeadReason::RetriesExhausted),
+        t(1),
+    );
+    attempt.attempt_number = 5;
+    store.complete_attempts(&[attempt], t(1)).await.unwrap();
+
+    // Two concurrent replays: exactly one starts the round.
+    let replays: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, app, id) = (store.clone(), app.clone(), claimed.id.clone());
+            tokio::spawn(async move { store.replay_delivery(&app, &id, t(100)).await.unwrap() })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for replay in replays {
+        outcomes.push(replay.await.unwrap());
+    }
+    let replayed: Vec<_> = outcomes
+        .iter()
+        .filter(|o| matches!(o, ReplayOutcome::Replayed(_)))
+        .collect();
+    assert_eq!(replayed.len(), 1, "{outcomes:?}");
+    let ReplayOutcome::Replayed(delivery) = replayed[0] else {
+        unreachable!()
+    };
+    assert_eq!(
+        (
+            delivery.state,
+            delivery.attempts,
+            delivery.round_started_at,
+            delivery.due_at
+        ),
+        (DeliveryState::Pending, 0, t(100), t(100))
+    );
+    assert_eq!(delivery.dead_reason, None);
+    assert!(outcomes
+        .iter()
+        .any(|o| matches!(o, ReplayOutcome::NotDead(d) if d.state == DeliveryState::Pending)));
+
+    let again = store
+        .claim_due_deliveries(t(100), LEASE, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (again.event_id, again.attempts),
+        (claimed.event_id, 0),
+        "same event, fresh budget"
+    );
+    assert_eq!(
+        store
+            .replay_delivery(&app, &hookline_core::ids::DeliveryId::generate(), t(101))
+            .await
+            .unwrap(),
+        ReplayOutcome::NotFound
+    );
+    let other_app = self::app(&store).await;
+    assert_eq!(
+        store
+            .replay_delivery(&other_app, &claimed.id, t(101))
+            .await
+            .unwrap(),
+        ReplayOutcome::NotFound
+    );
+}
+
+async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        publish(&store, &app, "a", t(0)).await;
+    }
+    let claimed = store.claim_due_deliveries(t(1), LEASE, 10).await.unwrap();
+    // Dead at t(10), t(11), t(11), t(12), and one succeeded.
+    for (i, claim) in claimed.iter().enumerate() {
+        let completion = if i == 4 {
+            Completion::Succeeded
+        } else {
+            Completion::Dead(DeadReason::ClientError)
+        };
+        let at = t(10 + [0, 1, 1, 2, 3][i]);
+        store
+            .complete_attempts(&[record(claim, completion, at)], at)
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut page = Page {
+        limit: 2,
+        before: None,
+    };
+    loop {
+        let rows = store.list_dlq(&app, &page).await.unwrap();
+        if rows.is_empty() {
+            break;
+        }
+        page.before = Some(Store::dlq_cursor(rows.last().unwrap()));
+        seen.extend(rows);
+    }
+    assert_eq!(
+        seen.len(),
+        4,
+        "every dead delivery once, the succeeded one not at all"
+    );
+    assert!(
+        seen.windows(2)
+            .all(|w| (w[0].dead_at, &w[0].id) > (w[1].dead_at, &w[1].id)),
+        "newest first"
+    );
+    assert!(store
+        .list_dlq(
+            &self::app(&store).await,
+            &Page {
+                limit: 10,
+                before: None
+            }
+        )
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn api_keys_by_hash_and_scope(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    assert!(!store.has_admin_key().await.unwrap());
+    let app = app(&store).await;
+    store
+        .insert_api_key("hash-app", &KeyScope::App(app.clone()), "portal", t(0))
+        .await
+        .unwrap();
+    assert!(!store.has_admin_key().await.unwrap());
+    store
+        .insert_api_key("hash-admin", &KeyScope::Admin, "ops", t(0))
+        .await
+        .unwrap();
+    store
+        .insert_api_key("hash-admin", &KeyScope::Admin, "ops", t(1))
+        .await
+        .unwrap();
+    assert!(store.has_admin_key().await.unwrap());
+    assert_eq!(
+        store.find_api_key("hash-admin").await.unwrap(),
+        Some(KeyScope::Admin)
+    );
+    assert_eq!(
+        store.find_api_key("hash-app").await.unwrap(),
+        Some(KeyScope::App(app))
+    );
+    assert_eq!(store.find_api_key("other").await.unwrap(), None);
+}
+
+async fn idempotency_retention_purges_old_keys(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let key = |k: &str| IdempotencyKey {
+        key: k.into(),
+        fingerprint: "f".into(),
+    };
+    store
+        .publish(&app, new_event("a"), Some(&key("old")), t(0), &render)
+        .await
+        .unwrap();
+    store
+        .publish(&app, new_event("a"), Some(&key("new")), t(100), &render)
+        .await
+        .unwrap();
+    assert_eq!(store.purge_idempotency_keys(t(50)).await.unwrap(), 1);
+    // The old key is free again; the new one still replays.
+    assert!(matches!(
+        store
+            .publish(&app, new_event("a"), Some(&key("old")), t(101), &render)
+            .await
+            .unwrap(),
+        PublishOutcome::Created(_)
+    ));
+    assert!(matches!(
+        store
+            .publish(&app, new_event("a"), Some(&key("new")), t(101), &render)
+            .await
+            .unwrap(),
+        PublishOutcome::Replayed(_)
+    ));
+    store.ping().await.unwrap();
+}
