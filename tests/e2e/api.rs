@@ -1,1 +1,219 @@
+//! The HTTP API's promises: auth, problem+json errors that lose nothing,
+//! idempotent publishing, and the management round trips.
 
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{both_engines, Engine, Receiver, TestApp};
+
+both_engines!(
+    concurrent_identical_publishes_with_one_key_make_one_event,
+    same_key_with_another_body_is_refused,
+    bad_input_gets_problem_json_and_writes_nothing,
+    apps_and_endpoints_round_trip,
+);
+
+async fn publish_with_key(app: &TestApp, app_id: &str, key: &str, body: &Value) -> (u16, Option<String>, String) {
+    let response = app
+        .request(Method::POST, &format!("/v1/apps/{app_id}/events"), Some(body), &[("idempotency-key", key)])
+        .await;
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("idempotent-replayed")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, replayed, response.text().await.unwrap())
+}
+
+fn app_key(app_id: &str) -> hookline_core::ids::AppId {
+    hookline_core::ids::AppId::parse(app_id).unwrap()
+}
+
+async fn concurrent_identical_publishes_with_one_key_make_one_event(engine: Engine) {
+    let app = std::sync::Arc::new(TestApp::spawn(engine).await);
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let body = json!({"event_type": "order.paid", "payload": {"order": 42}});
+
+    let tasks: Vec<_> = (0..50)
+        .map(|_| {
+            let (app, app_id, body) = (app.clone(), app_id.clone(), body.clone());
+            tokio::spawn(async move { publish_with_key(&app, &app_id, "order-42-paid", &body).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    assert!(answers.iter().all(|(status, _, _)| *status == 202), "{answers:?}");
+    let bodies: Vec<&String> = answers.iter().map(|(_, _, body)| body).collect();
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "50 identical answers");
+    let fresh = answers.iter().filter(|(_, replayed, _)| replayed.is_none()).count();
+    assert_eq!(fresh, 1, "exactly one answer is the original, the rest say Idempotent-Replayed");
+
+    assert_eq!(app.store().count_events(&app_key(&app_id)).await.unwrap(), 1);
+    let event_id = serde_json::from_str::<Value>(bodies[0]).unwrap()["id"].as_str().unwrap().to_owned();
+    let received = receiver.wait_for_requests(1).await;
+    assert_eq!(received[0].header("webhook-id"), event_id);
+
+    // Re-serialised differently (key order, spacing), it is still the same request.
+    let reordered = r#"{ "payload": {"order": 42}, "event_type": "order.paid" }"#;
+    let response = app
+        .http
+        .post(format!("{}/v1/apps/{app_id}/events", app.base))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        .header("idempotency-key", "order-42-paid")
+        .body(reordered)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["idempotent-replayed"], "true");
+    assert_eq!(&response.text().await.unwrap(), bodies[0]);
+}
+
+async fn same_key_with_another_body_is_refused(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let first = json!({"event_type": "order.paid", "payload": {"order": 42}});
+    let other = json!({"event_type": "order.paid", "payload": {"order": 43}});
+    assert_eq!(publish_with_key(&app, &app_id, "k", &first).await.0, 202);
+    let (status, _, body) = publish_with_key(&app, &app_id, "k", &other).await;
+    assert_eq!(status, 422);
+    let problem: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(problem["code"], "idempotency_key_reused");
+    assert_eq!(app.store().count_events(&app_key(&app_id)).await.unwrap(), 1);
+}
+
+async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
+    let app = TestApp::spawn_with(engine, |c| c.max_payload_bytes = 1024).await;
+    let app_id = app.create_app().await;
+    let events = format!("{}/v1/apps/{app_id}/events", app.base);
+    let token = crate::helpers::ADMIN_TOKEN;
+
+    let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
+        ("no token", app.http.post(&events).json(&json!({"event_type": "a", "payload": {}})), 401, "unauthorized"),
+        (
+            "wrong token",
+            app.http.post(&events).bearer_auth("hk_wrong").json(&json!({"event_type": "a", "payload": {}})),
+            401,
+            "unauthorized",
+        ),
+        (
+            "malformed JSON",
+            app.http.post(&events).bearer_auth(token).body(r#"{"event_type": "a", "payload": "#),
+            400,
+            "malformed_json",
+        ),
+        (
+            "missing field",
+            app.http.post(&events).bearer_auth(token).json(&json!({"payload": {}})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "payload too large",
+            app.http.post(&events).bearer_auth(token).json(&json!({"event_type": "a", "payload": "x".repeat(2000)})),
+            413,
+            "payload_too_large",
+        ),
+        (
+            "body far too large",
+            app.http.post(&events).bearer_auth(token).body(format!(r#"{{"event_type":"a","payload":"{}"}}"#, "x".repeat(100_000))),
+            413,
+            "payload_too_large",
+        ),
+        (
+            "unknown app",
+            app.http.post(format!("{}/v1/apps/app_01J00000000000000000000000/events", app.base)).bearer_auth(token).json(&json!({"event_type": "a", "payload": {}})),
+            404,
+            "not_found",
+        ),
+        (
+            "unknown event",
+            app.http.get(format!("{events}/msg_01J00000000000000000000000")).bearer_auth(token),
+            404,
+            "not_found",
+        ),
+        ("malformed id", app.http.get(format!("{events}/nonsense")).bearer_auth(token), 404, "not_found"),
+        (
+            "unknown delivery replay",
+            app.http.post(format!("{}/v1/apps/{app_id}/deliveries/dlv_01J00000000000000000000000/replay", app.base)).bearer_auth(token),
+            404,
+            "not_found",
+        ),
+        (
+            "endpoint with a bad scheme",
+            app.http.post(format!("{}/v1/apps/{app_id}/endpoints", app.base)).bearer_auth(token).json(&json!({"url": "ftp://example.com"})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "endpoint with a bad secret",
+            app.http.post(format!("{}/v1/apps/{app_id}/endpoints", app.base)).bearer_auth(token).json(&json!({"url": "https://example.com", "secret": "hunter2"})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "unknown field",
+            app.http.post(&events).bearer_auth(token).json(&json!({"event_type": "a", "payload": {}, "colour": "red"})),
+            422,
+            "validation_failed",
+        ),
+    ];
+    for (case, request, status, code) in cases {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{case}");
+        assert_eq!(response.headers()["content-type"], "application/problem+json", "{case}");
+        let problem: Value = response.json().await.unwrap();
+        assert_eq!(problem["code"], code, "{case}: {problem}");
+        assert_eq!(problem["status"], status, "{case}");
+        assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()), "{case}");
+    }
+    assert_eq!(app.store().count_events(&app_key(&app_id)).await.unwrap(), 0, "nothing half-written");
+    let endpoints = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
+    assert!(endpoints["data"].as_array().unwrap().is_empty());
+}
+
+async fn apps_and_endpoints_round_trip(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let created = app
+        .call(Method::POST, "/v1/apps", Some(&json!({"name": "Acme", "uid": "acme"})), 201)
+        .await;
+    let app_id = created["id"].as_str().unwrap();
+    assert_eq!(app.get("/v1/apps/acme").await["id"], app_id, "an app is reachable by its uid");
+    let conflict = app.request(Method::POST, "/v1/apps", Some(&json!({"name": "B", "uid": "acme"})), &[]).await;
+    assert_eq!(conflict.status(), 409);
+    let renamed = app.call(Method::PATCH, "/v1/apps/acme", Some(&json!({"name": "Acme Inc"})), 200).await;
+    assert_eq!(renamed["name"], "Acme Inc");
+    assert_eq!(app.get("/v1/apps").await["data"].as_array().unwrap().len(), 1);
+
+    let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let endpoint = app
+        .call(
+            Method::POST,
+            "/v1/apps/acme/endpoints",
+            Some(&json!({"url": "https://hooks.example.com/in", "secret": secret, "event_types": ["a"], "retry": {"max_attempts": 3}})),
+            201,
+        )
+        .await;
+    assert_eq!(endpoint["secret"], secret);
+    let path = format!("/v1/apps/acme/endpoints/{}", endpoint["id"].as_str().unwrap());
+    let fetched = app.get(&path).await;
+    assert!(fetched.get("secret").is_none(), "the secret is shown on creation and via /secret only");
+    assert_eq!(fetched["retry"], json!({"max_attempts": 3}));
+    assert_eq!(app.get(&format!("{path}/secret")).await["key"], secret);
+    let patched = app
+        .call(Method::PATCH, &path, Some(&json!({"enabled": false, "event_types": null, "description": "main"})), 200)
+        .await;
+    assert_eq!((patched["enabled"].as_bool(), patched["event_types"].is_null()), (Some(false), true));
+    assert_eq!(patched["description"], "main");
+    assert_eq!(app.get("/v1/apps/acme/endpoints").await["data"].as_array().unwrap().len(), 1);
+
+    app.call(Method::DELETE, &path, None, 204).await;
+    app.call(Method::GET, &path, None, 404).await;
+    app.call(Method::DELETE, "/v1/apps/acme", None, 204).await;
+    app.call(Method::GET, "/v1/apps/acme", None, 404).await;
+    assert_eq!(app.get("/healthz").await, json!({"status": "ok"}));
+    assert_eq!(app.get("/readyz").await, json!({"status": "ready"}));
+}

@@ -7,14 +7,14 @@ use axum::response::{IntoResponse, Response};
 use crate::error::{problem, ApiError};
 use crate::AppState;
 
-pub(crate) async fn healthz() -> &'static str {
-    "ok"
+pub(crate) async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok"}))
 }
 
 /// Ready when the database answers.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
-        Ok(()) => "ready".into_response(),
+        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
         Err(error) => {
             tracing::warn!(%error, "not ready");
             problem(
