@@ -13,9 +13,19 @@ both_engines!(
     apps_and_endpoints_round_trip,
 );
 
-async fn publish_with_key(app: &TestApp, app_id: &str, key: &str, body: &Value) -> (u16, Option<String>, String) {
+async fn publish_with_key(
+    app: &TestApp,
+    app_id: &str,
+    key: &str,
+    body: &Value,
+) -> (u16, Option<String>, String) {
     let response = app
-        .request(Method::POST, &format!("/v1/apps/{app_id}/events"), Some(body), &[("idempotency-key", key)])
+        .request(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/events"),
+            Some(body),
+            &[("idempotency-key", key)],
+        )
         .await;
     let status = response.status().as_u16();
     let replayed = response
@@ -39,21 +49,41 @@ async fn concurrent_identical_publishes_with_one_key_make_one_event(engine: Engi
     let tasks: Vec<_> = (0..50)
         .map(|_| {
             let (app, app_id, body) = (app.clone(), app_id.clone(), body.clone());
-            tokio::spawn(async move { publish_with_key(&app, &app_id, "order-42-paid", &body).await })
+            tokio::spawn(
+                async move { publish_with_key(&app, &app_id, "order-42-paid", &body).await },
+            )
         })
         .collect();
     let mut answers = Vec::new();
     for task in tasks {
         answers.push(task.await.unwrap());
     }
-    assert!(answers.iter().all(|(status, _, _)| *status == 202), "{answers:?}");
+    assert!(
+        answers.iter().all(|(status, _, _)| *status == 202),
+        "{answers:?}"
+    );
     let bodies: Vec<&String> = answers.iter().map(|(_, _, body)| body).collect();
-    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "50 identical answers");
-    let fresh = answers.iter().filter(|(_, replayed, _)| replayed.is_none()).count();
-    assert_eq!(fresh, 1, "exactly one answer is the original, the rest say Idempotent-Replayed");
+    assert!(
+        bodies.windows(2).all(|w| w[0] == w[1]),
+        "50 identical answers"
+    );
+    let fresh = answers
+        .iter()
+        .filter(|(_, replayed, _)| replayed.is_none())
+        .count();
+    assert_eq!(
+        fresh, 1,
+        "exactly one answer is the original, the rest say Idempotent-Replayed"
+    );
 
-    assert_eq!(app.store().count_events(&app_key(&app_id)).await.unwrap(), 1);
-    let event_id = serde_json::from_str::<Value>(bodies[0]).unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        1
+    );
+    let event_id = serde_json::from_str::<Value>(bodies[0]).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let received = receiver.wait_for_requests(1).await;
     assert_eq!(received[0].header("webhook-id"), event_id);
 
@@ -82,7 +112,10 @@ async fn same_key_with_another_body_is_refused(engine: Engine) {
     assert_eq!(status, 422);
     let problem: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(problem["code"], "idempotency_key_reused");
-    assert_eq!(app.store().count_events(&app_key(&app_id)).await.unwrap(), 1);
+    assert_eq!(
+        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        1
+    );
 }
 
 async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
@@ -92,71 +125,122 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
     let token = crate::helpers::ADMIN_TOKEN;
 
     let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![
-        ("no token", app.http.post(&events).json(&json!({"event_type": "a", "payload": {}})), 401, "unauthorized"),
+        (
+            "no token",
+            app.http
+                .post(&events)
+                .json(&json!({"event_type": "a", "payload": {}})),
+            401,
+            "unauthorized",
+        ),
         (
             "wrong token",
-            app.http.post(&events).bearer_auth("hk_wrong").json(&json!({"event_type": "a", "payload": {}})),
+            app.http
+                .post(&events)
+                .bearer_auth("hk_wrong")
+                .json(&json!({"event_type": "a", "payload": {}})),
             401,
             "unauthorized",
         ),
         (
             "malformed JSON",
-            app.http.post(&events).bearer_auth(token).body(r#"{"event_type": "a", "payload": "#),
+            app.http
+                .post(&events)
+                .bearer_auth(token)
+                .body(r#"{"event_type": "a", "payload": "#),
             400,
             "malformed_json",
         ),
         (
             "missing field",
-            app.http.post(&events).bearer_auth(token).json(&json!({"payload": {}})),
+            app.http
+                .post(&events)
+                .bearer_auth(token)
+                .json(&json!({"payload": {}})),
             422,
             "validation_failed",
         ),
         (
             "payload too large",
-            app.http.post(&events).bearer_auth(token).json(&json!({"event_type": "a", "payload": "x".repeat(2000)})),
+            app.http
+                .post(&events)
+                .bearer_auth(token)
+                .json(&json!({"event_type": "a", "payload": "x".repeat(2000)})),
             413,
             "payload_too_large",
         ),
         (
             "body far too large",
-            app.http.post(&events).bearer_auth(token).body(format!(r#"{{"event_type":"a","payload":"{}"}}"#, "x".repeat(100_000))),
+            app.http.post(&events).bearer_auth(token).body(format!(
+                r#"{{"event_type":"a","payload":"{}"}}"#,
+                "x".repeat(100_000)
+            )),
             413,
             "payload_too_large",
         ),
         (
             "unknown app",
-            app.http.post(format!("{}/v1/apps/app_01J00000000000000000000000/events", app.base)).bearer_auth(token).json(&json!({"event_type": "a", "payload": {}})),
+            app.http
+                .post(format!(
+                    "{}/v1/apps/app_01J00000000000000000000000/events",
+                    app.base
+                ))
+                .bearer_auth(token)
+                .json(&json!({"event_type": "a", "payload": {}})),
             404,
             "not_found",
         ),
         (
             "unknown event",
-            app.http.get(format!("{events}/msg_01J00000000000000000000000")).bearer_auth(token),
+            app.http
+                .get(format!("{events}/msg_01J00000000000000000000000"))
+                .bearer_auth(token),
             404,
             "not_found",
         ),
-        ("malformed id", app.http.get(format!("{events}/nonsense")).bearer_auth(token), 404, "not_found"),
+        (
+            "malformed id",
+            app.http
+                .get(format!("{events}/nonsense"))
+                .bearer_auth(token),
+            404,
+            "not_found",
+        ),
         (
             "unknown delivery replay",
-            app.http.post(format!("{}/v1/apps/{app_id}/deliveries/dlv_01J00000000000000000000000/replay", app.base)).bearer_auth(token),
+            app.http
+                .post(format!(
+                    "{}/v1/apps/{app_id}/deliveries/dlv_01J00000000000000000000000/replay",
+                    app.base
+                ))
+                .bearer_auth(token),
             404,
             "not_found",
         ),
         (
             "endpoint with a bad scheme",
-            app.http.post(format!("{}/v1/apps/{app_id}/endpoints", app.base)).bearer_auth(token).json(&json!({"url": "ftp://example.com"})),
+            app.http
+                .post(format!("{}/v1/apps/{app_id}/endpoints", app.base))
+                .bearer_auth(token)
+                .json(&json!({"url": "ftp://example.com"})),
             422,
             "validation_failed",
         ),
         (
             "endpoint with a bad secret",
-            app.http.post(format!("{}/v1/apps/{app_id}/endpoints", app.base)).bearer_auth(token).json(&json!({"url": "https://example.com", "secret": "hunter2"})),
+            app.http
+                .post(format!("{}/v1/apps/{app_id}/endpoints", app.base))
+                .bearer_auth(token)
+                .json(&json!({"url": "https://example.com", "secret": "hunter2"})),
             422,
             "validation_failed",
         ),
         (
             "unknown field",
-            app.http.post(&events).bearer_auth(token).json(&json!({"event_type": "a", "payload": {}, "colour": "red"})),
+            app.http
+                .post(&events)
+                .bearer_auth(token)
+                .json(&json!({"event_type": "a", "payload": {}, "colour": "red"})),
             422,
             "validation_failed",
         ),
@@ -164,13 +248,24 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
     for (case, request, status, code) in cases {
         let response = request.send().await.unwrap();
         assert_eq!(response.status().as_u16(), status, "{case}");
-        assert_eq!(response.headers()["content-type"], "application/problem+json", "{case}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json",
+            "{case}"
+        );
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["code"], code, "{case}: {problem}");
         assert_eq!(problem["status"], status, "{case}");
-        assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()), "{case}");
+        assert!(
+            problem["detail"].as_str().is_some_and(|d| !d.is_empty()),
+            "{case}"
+        );
     }
-    assert_eq!(app.store().count_events(&app_key(&app_id)).await.unwrap(), 0, "nothing half-written");
+    assert_eq!(
+        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        0,
+        "nothing half-written"
+    );
     let endpoints = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
     assert!(endpoints["data"].as_array().unwrap().is_empty());
 }
@@ -178,15 +273,41 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
 async fn apps_and_endpoints_round_trip(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let created = app
-        .call(Method::POST, "/v1/apps", Some(&json!({"name": "Acme", "uid": "acme"})), 201)
+        .call(
+            Method::POST,
+            "/v1/apps",
+            Some(&json!({"name": "Acme", "uid": "acme"})),
+            201,
+        )
         .await;
     let app_id = created["id"].as_str().unwrap();
-    assert_eq!(app.get("/v1/apps/acme").await["id"], app_id, "an app is reachable by its uid");
-    let conflict = app.request(Method::POST, "/v1/apps", Some(&json!({"name": "B", "uid": "acme"})), &[]).await;
+    assert_eq!(
+        app.get("/v1/apps/acme").await["id"],
+        app_id,
+        "an app is reachable by its uid"
+    );
+    let conflict = app
+        .request(
+            Method::POST,
+            "/v1/apps",
+            Some(&json!({"name": "B", "uid": "acme"})),
+            &[],
+        )
+        .await;
     assert_eq!(conflict.status(), 409);
-    let renamed = app.call(Method::PATCH, "/v1/apps/acme", Some(&json!({"name": "Acme Inc"})), 200).await;
+    let renamed = app
+        .call(
+            Method::PATCH,
+            "/v1/apps/acme",
+            Some(&json!({"name": "Acme Inc"})),
+            200,
+        )
+        .await;
     assert_eq!(renamed["name"], "Acme Inc");
-    assert_eq!(app.get("/v1/apps").await["data"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        app.get("/v1/apps").await["data"].as_array().unwrap().len(),
+        1
+    );
 
     let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let endpoint = app
@@ -198,17 +319,40 @@ async fn apps_and_endpoints_round_trip(engine: Engine) {
         )
         .await;
     assert_eq!(endpoint["secret"], secret);
-    let path = format!("/v1/apps/acme/endpoints/{}", endpoint["id"].as_str().unwrap());
+    let path = format!(
+        "/v1/apps/acme/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    );
     let fetched = app.get(&path).await;
-    assert!(fetched.get("secret").is_none(), "the secret is shown on creation and via /secret only");
+    assert!(
+        fetched.get("secret").is_none(),
+        "the secret is shown on creation and via /secret only"
+    );
     assert_eq!(fetched["retry"], json!({"max_attempts": 3}));
     assert_eq!(app.get(&format!("{path}/secret")).await["key"], secret);
     let patched = app
-        .call(Method::PATCH, &path, Some(&json!({"enabled": false, "event_types": null, "description": "main"})), 200)
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&json!({"enabled": false, "event_types": null, "description": "main"})),
+            200,
+        )
         .await;
-    assert_eq!((patched["enabled"].as_bool(), patched["event_types"].is_null()), (Some(false), true));
+    assert_eq!(
+        (
+            patched["enabled"].as_bool(),
+            patched["event_types"].is_null()
+        ),
+        (Some(false), true)
+    );
     assert_eq!(patched["description"], "main");
-    assert_eq!(app.get("/v1/apps/acme/endpoints").await["data"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        app.get("/v1/apps/acme/endpoints").await["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 
     app.call(Method::DELETE, &path, None, 204).await;
     app.call(Method::GET, &path, None, 404).await;

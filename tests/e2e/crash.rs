@@ -1,1 +1,255 @@
+//! The real binary as a process: SIGKILL loses nothing; SIGTERM drains.
 
+use std::collections::HashSet;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestDb, ADMIN_TOKEN};
+
+both_engines!(
+    sigkill_mid_delivery_loses_no_event,
+    sigterm_finishes_or_releases_in_flight_work
+);
+
+/// `hookline serve` in a child process.
+struct Process {
+    child: Child,
+    base: String,
+}
+
+impl Process {
+    async fn start(db: &TestDb, port: u16, extra_env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hookline-under-test"));
+        command
+            .arg("serve")
+            .env("HOOKLINE_DATABASE_URL", &db.url)
+            .env("HOOKLINE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("HOOKLINE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("HOOKLINE_ALLOW_PRIVATE_DESTINATIONS", "true")
+            .env("HOOKLINE_IDLE_POLL_MS", "100")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        let child = command.spawn().expect("starting hookline");
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::new();
+        wait_until(
+            Duration::from_secs(30),
+            "hookline to answer /healthz",
+            || async {
+                http.get(format!("{base}/healthz"))
+                    .send()
+                    .await
+                    .ok()
+                    .filter(|r| r.status() == 200)
+            },
+        )
+        .await;
+        Self { child, base }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().unwrap();
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Creates an app and an endpoint at `url`; returns the app id.
+async fn setup(http: &reqwest::Client, base: &str, url: &str) -> String {
+    let app: serde_json::Value = http
+        .post(format!("{base}/v1/apps"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"name": "crash"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let app_id = app["id"].as_str().unwrap().to_owned();
+    let created = http
+        .post(format!("{base}/v1/apps/{app_id}/endpoints"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"url": url}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    app_id
+}
+
+/// Publishes `count` events; returns their ids (each answered 202, so each is committed).
+async fn publish_many(
+    http: &reqwest::Client,
+    base: &str,
+    app_id: &str,
+    count: usize,
+) -> HashSet<String> {
+    let mut ids = HashSet::new();
+    for n in 0..count {
+        let response = http
+            .post(format!("{base}/v1/apps/{app_id}/events"))
+            .bearer_auth(ADMIN_TOKEN)
+            .json(&json!({"event_type": "order.paid", "payload": {"n": n}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+        let body: serde_json::Value = response.json().await.unwrap();
+        ids.insert(body["id"].as_str().unwrap().to_owned());
+    }
+    ids
+}
+
+async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
+    let db = TestDb::new(engine).await;
+    let port = free_port();
+    let receiver = Receiver::start().await;
+    // Slow answers keep many deliveries in flight when the process dies.
+    receiver.answer_always(Reply::status(200).after(Duration::from_millis(300)));
+    let lease = [("HOOKLINE_LEASE_MS", "1500")];
+    let first = Process::start(&db, port, &lease).await;
+    let http = reqwest::Client::new();
+    let app_id = setup(&http, &first.base, &receiver.url).await;
+    let accepted = publish_many(&http, &first.base, &app_id, 200).await;
+
+    receiver.wait_for_requests(20).await;
+    first.kill();
+    let store = hookline_store::Store::connect(&hookline_store::StoreConfig::new(&db.url))
+        .await
+        .unwrap();
+    let app = hookline_core::ids::AppId::parse(&app_id).unwrap();
+    let page = hookline_store::Page {
+        limit: 1,
+        before: None,
+    };
+    let endpoint = store
+        .list_endpoints(&app, &page)
+        .await
+        .unwrap()
+        .remove(0)
+        .id;
+    let done = store
+        .count_deliveries(&endpoint, hookline_core::model::DeliveryState::Succeeded)
+        .await
+        .unwrap();
+    assert!(
+        done < 200,
+        "the kill happened mid-run ({done} of 200 already delivered)"
+    );
+    store.close().await;
+
+    let second = Process::start(&db, port, &lease).await;
+    let delivered = wait_until(
+        Duration::from_secs(60),
+        "every accepted event to be delivered",
+        || async {
+            let ids: HashSet<String> = receiver
+                .requests()
+                .iter()
+                .map(|r| r.header("webhook-id").to_owned())
+                .collect();
+            (ids == accepted).then_some(ids)
+        },
+    )
+    .await;
+    assert_eq!(delivered.len(), 200);
+    second.terminate();
+}
+
+async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
+    let db = TestDb::new(engine).await;
+    let port = free_port();
+    let http = reqwest::Client::new();
+
+    // Drain long enough: in-flight requests finish and are recorded.
+    let quick = Receiver::start().await;
+    quick.answer_always(Reply::status(200).after(Duration::from_millis(500)));
+    let process = Process::start(&db, port, &[("HOOKLINE_DRAIN_TIMEOUT_MS", "10000")]).await;
+    let app_id = setup(&http, &process.base, &quick.url).await;
+    publish_many(&http, &process.base, &app_id, 10).await;
+    quick.wait_for_requests(10).await;
+    assert!(process.terminate().success(), "a graceful stop exits 0");
+
+    let store = hookline_store::Store::connect(&hookline_store::StoreConfig::new(&db.url))
+        .await
+        .unwrap();
+    let app = hookline_core::ids::AppId::parse(&app_id).unwrap();
+    let endpoint_of = |store: hookline_store::Store, app: hookline_core::ids::AppId| async move {
+        let page = hookline_store::Page {
+            limit: 10,
+            before: None,
+        };
+        store
+            .list_endpoints(&app, &page)
+            .await
+            .unwrap()
+            .remove(0)
+            .id
+    };
+    let endpoint = endpoint_of(store.clone(), app.clone()).await;
+    use hookline_core::model::DeliveryState::*;
+    assert_eq!(
+        store.count_deliveries(&endpoint, Succeeded).await.unwrap(),
+        10
+    );
+    assert_eq!(quick.requests().len(), 10);
+
+    // Drain too short for a 30 s answer: the leases are released, nothing is charged.
+    let stuck = Receiver::start().await;
+    stuck.answer_always(Reply::status(200).after(Duration::from_secs(30)));
+    let process = Process::start(
+        &db,
+        port,
+        &[
+            ("HOOKLINE_DRAIN_TIMEOUT_MS", "200"),
+            ("HOOKLINE_REQUEST_TIMEOUT_MS", "60000"),
+        ],
+    )
+    .await;
+    let app_id = setup(&http, &process.base, &stuck.url).await;
+    publish_many(&http, &process.base, &app_id, 5).await;
+    stuck.wait_for_requests(5).await;
+    assert!(process.terminate().success());
+    let app = hookline_core::ids::AppId::parse(&app_id).unwrap();
+    let endpoint = endpoint_of(store.clone(), app).await;
+    assert_eq!(
+        store.count_deliveries(&endpoint, Pending).await.unwrap(),
+        5,
+        "released, not left in flight"
+    );
+    assert_eq!(
+        store.count_deliveries(&endpoint, InFlight).await.unwrap(),
+        0
+    );
+    store.close().await;
+}

@@ -19,7 +19,34 @@ both_engines!(
     gone_disables_the_endpoint,
     private_destinations_are_refused_where_the_connection_is_made,
     event_type_filter_selects_endpoints,
+    a_fresh_event_wakes_the_dispatcher_without_a_polling_tick,
 );
+
+/// PostgreSQL only: an API node and a separate dispatcher node, joined by LISTEN/NOTIFY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_event_wakes_a_dispatcher_on_another_node() {
+    use hookline::{Role, Server};
+    let db = crate::helpers::TestDb::new(Engine::Postgres).await;
+    let mut config = crate::helpers::test_config(&db);
+    // With a ten-minute safety poll, only a wake-up can deliver within the test's deadline.
+    config.idle_poll_ms = 600_000;
+    let api = Server::start(config.clone(), Role::Api).await.unwrap();
+    let dispatcher = Server::start(config, Role::Dispatcher).await.unwrap();
+    let app = TestApp {
+        base: format!("http://{}", api.addr.unwrap()),
+        http: reqwest::Client::new(),
+        server: Some(api),
+        db,
+    };
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    for n in 0..3 {
+        app.publish(&app_id, "order.paid", json!({"n": n})).await;
+        receiver.wait_for_requests(n + 1).await;
+    }
+    dispatcher.stop().await.unwrap();
+}
 
 /// The one delivery of a publish answer.
 fn only_delivery(published: &Value) -> String {
@@ -33,12 +60,16 @@ async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: E
     let receiver = Receiver::start().await;
     let app_id = app.create_app().await;
     let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
-    let published = app.publish(&app_id, "order.paid", json!({"order": 42, "total": "9.99"})).await;
+    let published = app
+        .publish(&app_id, "order.paid", json!({"order": 42, "total": "9.99"}))
+        .await;
 
     let request = receiver.wait_for_requests(1).await.remove(0);
     // Verified by the official `standardwebhooks` crate, not by our own code.
     let verifier = standardwebhooks::Webhook::new(endpoint["secret"].as_str().unwrap()).unwrap();
-    verifier.verify(&request.body, &request.headers).expect("signature verifies");
+    verifier
+        .verify(&request.body, &request.headers)
+        .expect("signature verifies");
     assert_eq!(request.header("webhook-id"), published["id"]);
     assert_eq!(request.header("content-type"), "application/json");
     let body = request.json();
@@ -46,11 +77,21 @@ async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: E
     assert_eq!(body["data"], json!({"order": 42, "total": "9.99"}));
     assert!(body["timestamp"].is_string());
 
-    let delivery = app.wait_for_delivery_state(&app_id, &only_delivery(&published), "succeeded").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &only_delivery(&published), "succeeded")
+        .await;
     assert_eq!(delivery["attempts"], 1);
-    let attempts = app.attempts(&app_id, delivery["id"].as_str().unwrap()).await;
+    let attempts = app
+        .attempts(&app_id, delivery["id"].as_str().unwrap())
+        .await;
     assert_eq!(attempts.len(), 1);
-    assert_eq!((attempts[0]["status_code"].as_u64(), attempts[0]["verdict"].as_str()), (Some(200), Some("delivered")));
+    assert_eq!(
+        (
+            attempts[0]["status_code"].as_u64(),
+            attempts[0]["verdict"].as_str()
+        ),
+        (Some(200), Some("delivered"))
+    );
     assert_eq!(attempts[0]["response_body"], "receiver says hi");
 }
 
@@ -63,14 +104,33 @@ async fn server_errors_are_retried_until_success_with_the_same_webhook_id(engine
     let published = app.publish(&app_id, "order.paid", json!({"n": 1})).await;
     let delivery_id = only_delivery(&published);
 
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "succeeded")
+        .await;
     assert_eq!(delivery["attempts"], 3);
     let requests = receiver.requests();
-    assert_eq!(requests.len(), 3, "delivered on the third attempt and nothing after");
-    assert!(requests.iter().all(|r| r.header("webhook-id") == published["id"]));
+    assert_eq!(
+        requests.len(),
+        3,
+        "delivered on the third attempt and nothing after"
+    );
+    assert!(requests
+        .iter()
+        .all(|r| r.header("webhook-id") == published["id"]));
     let attempts = app.attempts(&app_id, &delivery_id).await;
-    let verdicts: Vec<_> = attempts.iter().map(|a| (a["status_code"].as_u64().unwrap(), a["verdict"].as_str().unwrap())).collect();
-    assert_eq!(verdicts, [(500, "retry"), (500, "retry"), (200, "delivered")]);
+    let verdicts: Vec<_> = attempts
+        .iter()
+        .map(|a| {
+            (
+                a["status_code"].as_u64().unwrap(),
+                a["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [(500, "retry"), (500, "retry"), (200, "delivered")]
+    );
     assert!(attempts[0]["next_attempt_at"].is_string());
 }
 
@@ -82,7 +142,9 @@ async fn client_error_goes_to_the_dlq_after_one_attempt(engine: Engine) {
     app.create_endpoint(&app_id, &receiver.url).await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
 
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "dead").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
     assert_eq!(delivery["dead_reason"], "client_error");
     assert_eq!(receiver.requests().len(), 1, "exactly one attempt");
     let dlq = app.get(&format!("/v1/apps/{app_id}/dlq")).await;
@@ -95,28 +157,39 @@ async fn client_error_goes_to_the_dlq_after_one_attempt(engine: Engine) {
 async fn too_many_requests_honours_retry_after(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let receiver = Receiver::start().await;
-    receiver.script([Reply::status(429).header("retry-after", "2"), Reply::status(200)]);
+    receiver.script([
+        Reply::status(429).header("retry-after", "2"),
+        Reply::status(200),
+    ]);
     let app_id = app.create_app().await;
     app.create_endpoint(&app_id, &receiver.url).await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
 
-    app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded").await;
+    app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded")
+        .await;
     let requests = receiver.requests();
     assert_eq!(requests.len(), 2);
     let gap = requests[1].at - requests[0].at;
     // Retry-After is whole seconds and the attempt is stamped in milliseconds: allow the sub-ms rounding.
-    assert!(gap >= Duration::from_millis(1990), "second attempt came after {gap:?}, sooner than 2 s");
+    assert!(
+        gap >= Duration::from_millis(1990),
+        "second attempt came after {gap:?}, sooner than 2 s"
+    );
 }
 
 async fn slow_response_times_out_and_is_retried(engine: Engine) {
     let app = TestApp::spawn_with(engine, |c| c.request_timeout_ms = 300).await;
     let receiver = Receiver::start().await;
-    receiver.script([Reply::status(200).after(Duration::from_secs(2)), Reply::status(200)]);
+    receiver.script([
+        Reply::status(200).after(Duration::from_secs(2)),
+        Reply::status(200),
+    ]);
     let app_id = app.create_app().await;
     app.create_endpoint(&app_id, &receiver.url).await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
 
-    app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded").await;
+    app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded")
+        .await;
     let attempts = app.attempts(&app_id, &delivery_id).await;
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0]["error_kind"], "timeout");
@@ -133,7 +206,9 @@ async fn exhausted_retries_dead_letter_with_reason(engine: Engine) {
     app.create_endpoint(&app_id, &receiver.url).await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
 
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "dead").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
     assert_eq!(delivery["dead_reason"], "retries_exhausted");
     assert_eq!(delivery["attempts"], 3);
     assert_eq!(receiver.requests().len(), 3);
@@ -144,10 +219,16 @@ async fn exhausted_retries_dead_letter_with_reason(engine: Engine) {
     let strict = Receiver::start().await;
     strict.answer_always(Reply::status(500));
     let app2 = app.create_app().await;
-    app.create_endpoint_with(&app2, &strict.url, json!({"retry": {"max_attempts": 1}})).await;
+    app.create_endpoint_with(&app2, &strict.url, json!({"retry": {"max_attempts": 1}}))
+        .await;
     let delivery_id = only_delivery(&app.publish(&app2, "order.paid", json!({})).await);
-    let delivery = app.wait_for_delivery_state(&app2, &delivery_id, "dead").await;
-    assert_eq!((delivery["attempts"].as_u64(), strict.requests().len()), (Some(1), 1));
+    let delivery = app
+        .wait_for_delivery_state(&app2, &delivery_id, "dead")
+        .await;
+    assert_eq!(
+        (delivery["attempts"].as_u64(), strict.requests().len()),
+        (Some(1), 1)
+    );
 }
 
 async fn replay_redelivers_with_the_same_webhook_id(engine: Engine) {
@@ -158,17 +239,23 @@ async fn replay_redelivers_with_the_same_webhook_id(engine: Engine) {
     app.create_endpoint(&app_id, &receiver.url).await;
     let published = app.publish(&app_id, "order.paid", json!({"n": 7})).await;
     let delivery_id = only_delivery(&published);
-    app.wait_for_delivery_state(&app_id, &delivery_id, "dead").await;
+    app.wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
 
     let path = format!("/v1/apps/{app_id}/deliveries/{delivery_id}/replay");
     let replay = app.call(reqwest::Method::POST, &path, None, 202).await;
     assert_eq!(replay["replayed"], true);
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "succeeded")
+        .await;
     assert_eq!(delivery["attempts"], 1, "a replay starts a new round");
 
     let requests = receiver.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0].header("webhook-id"), requests[1].header("webhook-id"));
+    assert_eq!(
+        requests[0].header("webhook-id"),
+        requests[1].header("webhook-id")
+    );
     assert_eq!(requests[1].header("webhook-id"), published["id"]);
     assert_eq!(requests[0].json()["data"], requests[1].json()["data"]);
     // The history of both rounds is kept; replaying again changes nothing.
@@ -176,7 +263,10 @@ async fn replay_redelivers_with_the_same_webhook_id(engine: Engine) {
     let again = app.call(reqwest::Method::POST, &path, None, 200).await;
     assert_eq!(again["replayed"], false);
     assert_eq!(again["delivery"]["state"], "succeeded");
-    assert!(app.get(&format!("/v1/apps/{app_id}/dlq")).await["data"].as_array().unwrap().is_empty());
+    assert!(app.get(&format!("/v1/apps/{app_id}/dlq")).await["data"]
+        .as_array()
+        .unwrap()
+        .is_empty());
 }
 
 async fn redirects_are_not_followed(engine: Engine) {
@@ -188,10 +278,15 @@ async fn redirects_are_not_followed(engine: Engine) {
     app.create_endpoint(&app_id, &receiver.url).await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
 
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "dead").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
     assert_eq!(delivery["dead_reason"], "redirect");
     assert_eq!(receiver.requests().len(), 1);
-    assert!(elsewhere.requests().is_empty(), "the redirect target was never contacted");
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the redirect target was never contacted"
+    );
 }
 
 async fn gone_disables_the_endpoint(engine: Engine) {
@@ -202,12 +297,22 @@ async fn gone_disables_the_endpoint(engine: Engine) {
     let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
 
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "dead").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
     assert_eq!(delivery["dead_reason"], "gone");
-    let endpoint = app.get(&format!("/v1/apps/{app_id}/endpoints/{}", endpoint["id"].as_str().unwrap())).await;
+    let endpoint = app
+        .get(&format!(
+            "/v1/apps/{app_id}/endpoints/{}",
+            endpoint["id"].as_str().unwrap()
+        ))
+        .await;
     assert_eq!(endpoint["enabled"], false);
     let next = app.publish(&app_id, "order.paid", json!({})).await;
-    assert!(next["deliveries"].as_array().unwrap().is_empty(), "a disabled endpoint gets no new deliveries");
+    assert!(
+        next["deliveries"].as_array().unwrap().is_empty(),
+        "a disabled endpoint gets no new deliveries"
+    );
 }
 
 async fn private_destinations_are_refused_where_the_connection_is_made(engine: Engine) {
@@ -217,15 +322,30 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
 
     // A literal loopback address is refused when the endpoint is created…
     let refused = app
-        .request(reqwest::Method::POST, &format!("/v1/apps/{app_id}/endpoints"), Some(&json!({"url": receiver.url})), &[])
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app_id}/endpoints"),
+            Some(&json!({"url": receiver.url})),
+            &[],
+        )
         .await;
     assert_eq!(refused.status(), 422);
-    assert_eq!(refused.json::<Value>().await.unwrap()["code"], "destination_forbidden");
+    assert_eq!(
+        refused.json::<Value>().await.unwrap()["code"],
+        "destination_forbidden"
+    );
 
     // …and a public-looking name that resolves to loopback (as after DNS rebinding) is
     // refused by the dispatcher at connect time. The store is written directly to get
     // such an endpoint past the API's check.
-    let port = receiver.url.split(':').nth(2).unwrap().split('/').next().unwrap();
+    let port = receiver
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
     let app_key = hookline_core::ids::AppId::parse(&app_id).unwrap();
     let endpoint = app
         .store()
@@ -244,9 +364,14 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
         .await
         .unwrap();
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
-    let delivery = app.wait_for_delivery_state(&app_id, &delivery_id, "dead").await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
     assert_eq!(delivery["dead_reason"], "destination_forbidden");
-    assert!(receiver.requests().is_empty(), "no request reached the private address");
+    assert!(
+        receiver.requests().is_empty(),
+        "no request reached the private address"
+    );
     let attempts = app.attempts(&app_id, &delivery_id).await;
     assert_eq!(attempts[0]["error_kind"], "destination_forbidden");
     assert_eq!(attempts[0]["endpoint_id"], endpoint.id.as_str());
@@ -257,7 +382,8 @@ async fn event_type_filter_selects_endpoints(engine: Engine) {
     let orders = Receiver::start().await;
     let everything = Receiver::start().await;
     let app_id = app.create_app().await;
-    app.create_endpoint_with(&app_id, &orders.url, json!({"event_types": ["order.paid"]})).await;
+    app.create_endpoint_with(&app_id, &orders.url, json!({"event_types": ["order.paid"]}))
+        .await;
     app.create_endpoint(&app_id, &everything.url).await;
 
     app.publish(&app_id, "user.created", json!({"u": 1})).await;
@@ -266,7 +392,22 @@ async fn event_type_filter_selects_endpoints(engine: Engine) {
     let only = orders.wait_for_requests(1).await;
     assert_eq!(only.len(), 1);
     assert_eq!(only[0].json()["type"], "order.paid");
-    let mut types: Vec<_> = all.iter().map(|r| r.json()["type"].as_str().unwrap().to_owned()).collect();
+    let mut types: Vec<_> = all
+        .iter()
+        .map(|r| r.json()["type"].as_str().unwrap().to_owned())
+        .collect();
     types.sort();
     assert_eq!(types, ["order.paid", "user.created"]);
+}
+
+async fn a_fresh_event_wakes_the_dispatcher_without_a_polling_tick(engine: Engine) {
+    // With a ten-minute safety poll, only the in-process wake-up can deliver within the test's deadline.
+    let app = TestApp::spawn_with(engine, |c| c.idle_poll_ms = 600_000).await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    for n in 0..3 {
+        app.publish(&app_id, "order.paid", json!({"n": n})).await;
+        receiver.wait_for_requests(n + 1).await;
+    }
 }

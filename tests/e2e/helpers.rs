@@ -149,7 +149,8 @@ pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub server: Option<Server>,
-    // Dropped last: the database outlives the server using it.
+    /// Held for its `Drop` (which removes the database); dropped last, after the server.
+    #[expect(dead_code, reason = "kept alive for its Drop")]
     pub db: TestDb,
 }
 

@@ -239,3 +239,35 @@ fn error_chain(error: &reqwest::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    async fn resolve(allow_private: bool, name: &str) -> Result<Vec<SocketAddr>, String> {
+        GuardedResolver { allow_private }
+            .resolve(Name::from_str(name).unwrap())
+            .await
+            .map(|addrs| addrs.collect())
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn names_resolving_to_loopback_are_refused_unless_allowed() {
+        let refused = resolve(false, "localhost").await.unwrap_err();
+        assert_eq!(refused, ForbiddenDestination.to_string());
+        let allowed = resolve(true, "localhost").await.unwrap();
+        assert!(allowed.iter().all(|a| a.ip().is_loopback()) && !allowed.is_empty());
+    }
+
+    #[test]
+    fn literal_addresses_are_recognised() {
+        let v4 = reqwest::Url::parse("http://127.0.0.1:8080/x").unwrap();
+        let v6 = reqwest::Url::parse("http://[::1]/x").unwrap();
+        let name = reqwest::Url::parse("http://example.com/x").unwrap();
+        assert_eq!(literal_ip(&v4), Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(literal_ip(&v6), Some("::1".parse().unwrap()));
+        assert_eq!(literal_ip(&name), None);
+    }
+}

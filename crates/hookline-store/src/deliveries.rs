@@ -72,7 +72,7 @@ const CLAIMED_COLUMNS: &str =
 
 /// A claimed row, before it is known whether its endpoint is still there.
 pub(crate) enum Claimed {
-    Ready(ClaimedDelivery),
+    Ready(Box<ClaimedDelivery>),
     /// The endpoint was deleted or disabled since the delivery was queued.
     Unroutable {
         id: DeliveryId,
@@ -99,7 +99,7 @@ fn claimed_from_row(row: &AnyRow) -> Result<Claimed> {
         });
     }
     let body: Vec<u8> = row.try_get("body")?;
-    Ok(Claimed::Ready(ClaimedDelivery {
+    Ok(Claimed::Ready(Box::new(ClaimedDelivery {
         id,
         app_id: parse_column(row, "app_id")?,
         event_id: parse_column(row, "event_id")?,
@@ -112,7 +112,7 @@ fn claimed_from_row(row: &AnyRow) -> Result<Claimed> {
             .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
         retry: retry_from_row(row)?,
         body: Arc::from(body),
-    }))
+    })))
 }
 
 impl Store {
@@ -182,7 +182,7 @@ impl Store {
         let mut ready = Vec::with_capacity(rows.len());
         for row in &rows {
             match claimed_from_row(row)? {
-                Claimed::Ready(delivery) => ready.push(delivery),
+                Claimed::Ready(delivery) => ready.push(*delivery),
                 Claimed::Unroutable {
                     id,
                     lease_token,

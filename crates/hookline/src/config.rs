@@ -89,12 +89,15 @@ impl Default for Config {
 
 impl Config {
     /// Defaults ← `file` (if it exists) ← `HOOKLINE_*` environment.
-    pub fn load(file: Option<&Path>) -> Result<Self, figment::Error> {
+    pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
             figment = figment.merge(Toml::file(file));
         }
-        figment.merge(Env::prefixed("HOOKLINE_")).extract()
+        figment
+            .merge(Env::prefixed("HOOKLINE_"))
+            .extract()
+            .map_err(Box::new)
     }
 
     pub fn retry_policy(&self) -> RetryPolicy {
