@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use hookline_core::breaker::{BreakerPolicy, Signal};
 use hookline_core::ids::{AppId, EventId};
 use hookline_core::model::{DeadReason, DeliveryState, TransportError};
 use hookline_core::signing::EndpointSecret;
@@ -32,6 +33,8 @@ fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> NewEndpoint {
         enabled: true,
         secret: EndpointSecret::generate(),
         retry: RetryOverrides::default(),
+        rate_limit_per_sec: None,
+        ordering_on_dead: Default::default(),
     }
 }
 
@@ -87,7 +90,20 @@ fn record(claimed: &ClaimedDelivery, completion: Completion, at: Timestamp) -> A
         response_body: Some("oops".into()),
         error: None,
         completion,
+        signal: match completion {
+            Completion::Succeeded => Signal::Healthy,
+            _ => Signal::Failed,
+        },
         disable_endpoint: false,
+    }
+}
+
+/// The claim policy of a dispatcher with nothing in flight.
+fn policy() -> ClaimPolicy {
+    ClaimPolicy {
+        probe_hold: LEASE,
+        rate_lookahead: Duration::from_secs(1),
+        ..ClaimPolicy::default()
     }
 }
 
@@ -101,7 +117,7 @@ both_engines!(
     completion_records_attempts_and_moves_deliveries_on,
     stale_lease_cannot_overwrite_the_new_owner,
     release_returns_work_unattempted,
-    gone_disables_endpoint_and_its_queue_dead_letters,
+    gone_disables_endpoint_and_parks_its_queue_until_enabled,
     replay_starts_one_new_round,
     dlq_lists_newest_first_with_cursor,
     api_keys_by_hash_and_scope,
@@ -276,7 +292,7 @@ async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine
         0
     );
     assert!(store
-        .claim_due_deliveries(t(4), LEASE, 10)
+        .claim_due_deliveries(t(4), LEASE, 10, &policy())
         .await
         .unwrap()
         .is_empty());
@@ -429,7 +445,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
     assert_eq!(store.count_events(&app).await.unwrap(), 1);
     assert_eq!(
         store
-            .claim_due_deliveries(t(2), LEASE, 100)
+            .claim_due_deliveries(t(2), LEASE, 100, &policy())
             .await
             .unwrap()
             .len(),
@@ -450,7 +466,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
 
     assert!(
         store
-            .claim_due_deliveries(t(0), LEASE, 10)
+            .claim_due_deliveries(t(0), LEASE, 10, &policy())
             .await
             .unwrap()
             .is_empty(),
@@ -458,7 +474,10 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     );
     assert_eq!(store.next_due_at().await.unwrap(), Some(t(1)));
 
-    let claimed = store.claim_due_deliveries(t(2), LEASE, 10).await.unwrap();
+    let claimed = store
+        .claim_due_deliveries(t(2), LEASE, 10, &policy())
+        .await
+        .unwrap();
     assert_eq!(claimed.len(), 1, "only the due one");
     let first = &claimed[0];
     assert_eq!(first.event_id, early);
@@ -474,15 +493,21 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     );
 
     // Leased: not claimable again until the lease (30 s from t(2)) runs out.
-    let second = store.claim_due_deliveries(t(10), LEASE, 10).await.unwrap();
+    let second = store
+        .claim_due_deliveries(t(10), LEASE, 10, &policy())
+        .await
+        .unwrap();
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].id, first.id);
     assert!(store
-        .claim_due_deliveries(t(31), LEASE, 10)
+        .claim_due_deliveries(t(31), LEASE, 10, &policy())
         .await
         .unwrap()
         .is_empty());
-    let reclaimed = store.claim_due_deliveries(t(32), LEASE, 10).await.unwrap();
+    let reclaimed = store
+        .claim_due_deliveries(t(32), LEASE, 10, &policy())
+        .await
+        .unwrap();
     assert_eq!(reclaimed.len(), 1);
     assert_eq!(reclaimed[0].id, first.id);
     assert_ne!(
@@ -496,7 +521,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     }
     assert_eq!(
         store
-            .claim_due_deliveries(t(50), LEASE, 3)
+            .claim_due_deliveries(t(50), LEASE, 3, &policy())
             .await
             .unwrap()
             .len(),
@@ -514,7 +539,10 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     for _ in 0..3 {
         publish(&store, &app, "a", t(1)).await;
     }
-    let claimed = store.claim_due_deliveries(t(2), LEASE, 10).await.unwrap();
+    let claimed = store
+        .claim_due_deliveries(t(2), LEASE, 10, &policy())
+        .await
+        .unwrap();
     let mut ok = record(&claimed[0], Completion::Succeeded, t(2));
     ok.status_code = Some(200);
     let retry = record(&claimed[1], Completion::RetryAt(t(60)), t(2));
@@ -522,7 +550,7 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     dead.status_code = None;
     dead.error = Some((TransportError::Connect, "refused".into()));
     store
-        .complete_attempts(&[ok, retry, dead], t(3))
+        .complete_attempts(&[ok, retry, dead], &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
 
@@ -587,12 +615,15 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
 
     // The retry is claimable at its time, with its attempt count.
     assert!(store
-        .claim_due_deliveries(t(59), LEASE, 10)
+        .claim_due_deliveries(t(59), LEASE, 10, &policy())
         .await
         .unwrap()
         .is_empty());
     assert_eq!(store.next_due_at().await.unwrap(), Some(t(60)));
-    let again = store.claim_due_deliveries(t(60), LEASE, 10).await.unwrap();
+    let again = store
+        .claim_due_deliveries(t(60), LEASE, 10, &policy())
+        .await
+        .unwrap();
     assert_eq!((again.len(), again[0].attempts), (1, 1));
 }
 
@@ -605,12 +636,12 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .unwrap();
     publish(&store, &app, "a", t(0)).await;
     let old = store
-        .claim_due_deliveries(t(1), LEASE, 1)
+        .claim_due_deliveries(t(1), LEASE, 1, &policy())
         .await
         .unwrap()
         .remove(0);
     let new = store
-        .claim_due_deliveries(t(40), LEASE, 1)
+        .claim_due_deliveries(t(40), LEASE, 1, &policy())
         .await
         .unwrap()
         .remove(0);
@@ -622,6 +653,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
                 Completion::Dead(DeadReason::ClientError),
                 t(41),
             )],
+            &BreakerPolicy::default(),
             t(41),
         )
         .await
@@ -629,7 +661,11 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
     let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
     assert_eq!(delivery.state, DeliveryState::InFlight);
     store
-        .complete_attempts(&[record(&new, Completion::Succeeded, t(42))], t(42))
+        .complete_attempts(
+            &[record(&new, Completion::Succeeded, t(42))],
+            &BreakerPolicy::default(),
+            t(42),
+        )
         .await
         .unwrap();
     let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
@@ -660,7 +696,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
         .unwrap();
     publish(&store, &app, "a", t(0)).await;
     let claimed = store
-        .claim_due_deliveries(t(1), LEASE, 1)
+        .claim_due_deliveries(t(1), LEASE, 1, &policy())
         .await
         .unwrap()
         .remove(0);
@@ -679,7 +715,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
     );
     assert_eq!(
         store
-            .claim_due_deliveries(t(2), LEASE, 1)
+            .claim_due_deliveries(t(2), LEASE, 1, &policy())
             .await
             .unwrap()
             .len(),
@@ -687,7 +723,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
     );
 }
 
-async fn gone_disables_endpoint_and_its_queue_dead_letters(engine: Engine) {
+async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let endpoint = store
@@ -695,30 +731,37 @@ async fn gone_disables_endpoint_and_its_queue_dead_letters(engine: Engine) {
         .await
         .unwrap();
     publish(&store, &app, "a", t(0)).await;
-    publish(&store, &app, "a", t(10)).await;
+    let queued = publish(&store, &app, "a", t(10)).await;
     let first = store
-        .claim_due_deliveries(t(1), LEASE, 10)
+        .claim_due_deliveries(t(1), LEASE, 10, &policy())
         .await
         .unwrap()
         .remove(0);
     let mut gone = record(&first, Completion::Dead(DeadReason::Gone), t(1));
     gone.disable_endpoint = true;
-    store.complete_attempts(&[gone], t(1)).await.unwrap();
-    assert!(
-        !store
-            .get_endpoint(&app, &endpoint.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .enabled
-    );
+    store
+        .complete_attempts(&[gone], &BreakerPolicy::default(), t(1))
+        .await
+        .unwrap();
+    let disabled = store
+        .get_endpoint(&app, &endpoint.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!disabled.enabled);
+    assert_eq!(disabled.disabled_reason.as_deref(), Some("gone"));
 
-    // The queued delivery is not sent to a disabled endpoint: it is dead-lettered, replayable later.
+    // The queued delivery is kept, pending but parked: never claimed while disabled.
     assert!(store
-        .claim_due_deliveries(t(11), LEASE, 10)
+        .claim_due_deliveries(t(1000), LEASE, 10, &policy())
         .await
         .unwrap()
         .is_empty());
+    let (_, deliveries) = store.get_event(&app, &queued).await.unwrap().unwrap();
+    assert_eq!(
+        (deliveries[0].state, deliveries[0].due_at),
+        (DeliveryState::Pending, PARKED)
+    );
     let dlq = store
         .list_dlq(
             &app,
@@ -729,20 +772,34 @@ async fn gone_disables_endpoint_and_its_queue_dead_letters(engine: Engine) {
         )
         .await
         .unwrap();
-    let reasons: Vec<_> = dlq.iter().map(|d| d.dead_reason.unwrap()).collect();
-    assert_eq!(
-        reasons,
-        vec![DeadReason::EndpointDisabled, DeadReason::Gone]
-    );
-    // And new events are not fanned out to it.
+    assert_eq!(dlq.len(), 1, "only the 410 itself is dead");
+    // New events are not fanned out to it.
     publish(&store, &app, "a", t(12)).await;
     assert_eq!(
         store
             .count_deliveries(&endpoint.id, DeliveryState::Pending)
             .await
             .unwrap(),
-        0
+        1
     );
+
+    // Enabling resumes the parked delivery at once.
+    let enable = EndpointPatch {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    let enabled = store
+        .update_endpoint(&app, &endpoint.id, enable, t(2000))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((enabled.enabled, enabled.disabled_reason), (true, None));
+    let resumed = store
+        .claim_due_deliveries(t(2000), LEASE, 10, &policy())
+        .await
+        .unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0].event_id, queued);
 }
 
 async fn replay_starts_one_new_round(engine: Engine) {
@@ -754,7 +811,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
         .unwrap();
     publish(&store, &app, "a", t(0)).await;
     let claimed = store
-        .claim_due_deliveries(t(1), LEASE, 1)
+        .claim_due_deliveries(t(1), LEASE, 1, &policy())
         .await
         .unwrap()
         .remove(0);
@@ -764,7 +821,10 @@ async fn replay_starts_one_new_round(engine: Engine) {
         t(1),
     );
     attempt.attempt_number = 5;
-    store.complete_attempts(&[attempt], t(1)).await.unwrap();
+    store
+        .complete_attempts(&[attempt], &BreakerPolicy::default(), t(1))
+        .await
+        .unwrap();
 
     // Two concurrent replays: exactly one starts the round.
     let replays: Vec<_> = (0..2)
@@ -800,7 +860,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
         .any(|o| matches!(o, ReplayOutcome::NotDead(d) if d.state == DeliveryState::Pending)));
 
     let again = store
-        .claim_due_deliveries(t(100), LEASE, 1)
+        .claim_due_deliveries(t(100), LEASE, 1, &policy())
         .await
         .unwrap()
         .remove(0);
@@ -836,7 +896,10 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     for _ in 0..5 {
         publish(&store, &app, "a", t(0)).await;
     }
-    let claimed = store.claim_due_deliveries(t(1), LEASE, 10).await.unwrap();
+    let claimed = store
+        .claim_due_deliveries(t(1), LEASE, 10, &policy())
+        .await
+        .unwrap();
     // Dead at t(10), t(11), t(11), t(12), and one succeeded.
     for (i, claim) in claimed.iter().enumerate() {
         let completion = if i == 4 {
@@ -846,7 +909,11 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
         };
         let at = t(10 + [0, 1, 1, 2, 3][i]);
         store
-            .complete_attempts(&[record(claim, completion, at)], at)
+            .complete_attempts(
+                &[record(claim, completion, at)],
+                &BreakerPolicy::default(),
+                at,
+            )
             .await
             .unwrap();
     }

@@ -1,8 +1,12 @@
 //! The JSON the API answers with. Times are RFC 3339 (UTC, milliseconds).
 
+use hookline_core::breaker::BreakerState;
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
-use hookline_store::{App, Attempt, Delivery, Endpoint, Event, RetryOverrides};
+use hookline_store::{
+    App, Attempt, Delivery, Endpoint, EndpointHealth, Event, RetryOverrides, PARKED,
+};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -34,7 +38,11 @@ pub(crate) struct EndpointView {
     description: String,
     event_types: Option<Vec<String>>,
     enabled: bool,
+    /// `manual`, `gone` (the endpoint answered 410) or `failing` (the breaker's span ran out).
+    disabled_reason: Option<String>,
     retry: RetryOverrides,
+    rate_limit_per_sec: Option<u32>,
+    ordering_on_dead: OnDead,
     created_at: Timestamp,
     updated_at: Timestamp,
     /// Only on creation; afterwards via `GET …/secret`.
@@ -51,7 +59,10 @@ impl EndpointView {
             description: endpoint.description.clone(),
             event_types: endpoint.event_types.clone(),
             enabled: endpoint.enabled,
+            disabled_reason: endpoint.disabled_reason.clone(),
             retry: endpoint.retry,
+            rate_limit_per_sec: endpoint.rate_limit_per_sec,
+            ordering_on_dead: endpoint.ordering_on_dead,
             created_at: endpoint.created_at,
             updated_at: endpoint.updated_at,
             secret: with_secret.then(|| endpoint.secret.expose().to_owned()),
@@ -65,11 +76,18 @@ pub(crate) struct DeliveryView {
     event_id: String,
     endpoint_id: String,
     state: DeliveryState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordering_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sequence: Option<u64>,
     /// Attempts in the current round (a replay starts a new round).
     attempts: u32,
-    /// Pending: when the next attempt is due.
+    /// Pending: when the next attempt is due (absent while parked on a disabled endpoint).
     #[serde(skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<Timestamp>,
+    /// Pending on a disabled endpoint: kept, and sent once the endpoint is enabled again.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    parked: bool,
     last_attempt_at: Option<Timestamp>,
     dead_reason: Option<DeadReason>,
     dead_at: Option<Timestamp>,
@@ -83,8 +101,12 @@ impl From<&Delivery> for DeliveryView {
             event_id: d.event_id.to_string(),
             endpoint_id: d.endpoint_id.to_string(),
             state: d.state,
+            ordering_key: d.ordering_key.clone(),
+            sequence: d.sequence,
             attempts: d.attempts,
-            next_attempt_at: (d.state == DeliveryState::Pending).then_some(d.due_at),
+            next_attempt_at: (d.state == DeliveryState::Pending && d.due_at != PARKED)
+                .then_some(d.due_at),
+            parked: d.state == DeliveryState::Pending && d.due_at == PARKED,
             last_attempt_at: d.last_attempt_at,
             dead_reason: d.dead_reason,
             dead_at: d.dead_at,
@@ -98,6 +120,7 @@ pub(crate) struct EventView {
     id: String,
     event_type: String,
     ordering_key: Option<String>,
+    sequence: Option<u64>,
     payload: serde_json::Value,
     created_at: Timestamp,
     deliveries: Vec<DeliveryView>,
@@ -113,6 +136,7 @@ impl EventView {
             id: event.id.to_string(),
             event_type: event.event_type.clone(),
             ordering_key: event.ordering_key.clone(),
+            sequence: event.sequence,
             payload,
             created_at: event.created_at,
             deliveries: deliveries.iter().map(DeliveryView::from).collect(),
@@ -126,6 +150,7 @@ pub(crate) struct PublishedView<'a> {
     pub id: &'a str,
     pub event_type: &'a str,
     pub ordering_key: Option<&'a str>,
+    pub sequence: Option<u64>,
     pub created_at: Timestamp,
     pub deliveries: Vec<DeliveryView>,
 }
@@ -172,4 +197,40 @@ impl From<&Attempt> for AttemptView {
 pub(crate) struct ListView<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct EndpointHealthView {
+    endpoint_id: String,
+    enabled: bool,
+    disabled_reason: Option<String>,
+    breaker: BreakerState,
+    consecutive_failures: u32,
+    /// Open: when the one probe request goes.
+    next_probe_at: Option<Timestamp>,
+    failing_since: Option<Timestamp>,
+    last_error: Option<String>,
+    last_failure_at: Option<Timestamp>,
+    /// Over the endpoint's last (up to) 100 attempts; null before any.
+    recent_success_rate: Option<f64>,
+    recent_attempts: u32,
+}
+
+impl EndpointHealthView {
+    pub fn new(endpoint: &Endpoint, health: &EndpointHealth) -> Self {
+        Self {
+            endpoint_id: endpoint.id.to_string(),
+            enabled: health.enabled,
+            disabled_reason: health.disabled_reason.clone(),
+            breaker: health.breaker.state,
+            consecutive_failures: health.breaker.consecutive_failures,
+            next_probe_at: health.breaker.next_probe_at,
+            failing_since: health.breaker.failing_since,
+            last_error: health.last_error.clone(),
+            last_failure_at: health.last_failure_at,
+            recent_success_rate: (health.recent_attempts > 0)
+                .then(|| f64::from(health.recent_delivered) / f64::from(health.recent_attempts)),
+            recent_attempts: health.recent_attempts,
+        }
+    }
 }

@@ -69,6 +69,21 @@ pub fn classify(outcome: &Outcome, now: SystemTime) -> Verdict {
     }
 }
 
+/// What an attempt says about its endpoint's health, for the circuit breaker.
+pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
+    use crate::breaker::Signal;
+    match outcome {
+        Outcome::Failed(TransportError::DestinationForbidden) => Signal::Neutral,
+        Outcome::Failed(_) => Signal::Failed,
+        Outcome::Response { status: 429, .. } => Signal::Neutral,
+        Outcome::Response {
+            status: 408 | 500..=599,
+            ..
+        } => Signal::Failed,
+        Outcome::Response { .. } => Signal::Healthy,
+    }
+}
+
 /// Parses `Retry-After` as delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
 ///
 /// A date in the past means "now" (zero); an unparseable value is ignored.
@@ -195,6 +210,24 @@ mod tests {
             Verdict::Retry {
                 not_before: Some(Duration::from_secs(90))
             }
+        );
+    }
+
+    #[test]
+    fn breaker_signals() {
+        use crate::breaker::Signal;
+        assert_eq!(breaker_signal(&response(200)), Signal::Healthy);
+        assert_eq!(breaker_signal(&response(404)), Signal::Healthy);
+        assert_eq!(breaker_signal(&response(503)), Signal::Failed);
+        assert_eq!(breaker_signal(&response(408)), Signal::Failed);
+        assert_eq!(breaker_signal(&response(429)), Signal::Neutral);
+        assert_eq!(
+            breaker_signal(&Outcome::Failed(TransportError::Connect)),
+            Signal::Failed
+        );
+        assert_eq!(
+            breaker_signal(&Outcome::Failed(TransportError::DestinationForbidden)),
+            Signal::Neutral
         );
     }
 

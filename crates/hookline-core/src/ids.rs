@@ -15,6 +15,21 @@ pub struct InvalidId {
     pub value: String,
 }
 
+/// A ULID greater than every one this process made before (monotonic within a
+/// millisecond too), so ids made in sequence sort in sequence.
+fn next_ulid() -> ulid::Ulid {
+    use std::sync::Mutex;
+    static GENERATOR: Mutex<Option<ulid::Generator>> = Mutex::new(None);
+    let mut generator = GENERATOR
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    generator
+        .get_or_insert_with(ulid::Generator::new)
+        .generate()
+        // Overflow needs 2^80 ids in one millisecond; fall back to a plain ULID.
+        .unwrap_or_else(|_| ulid::Ulid::new())
+}
+
 macro_rules! prefixed_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal, $kind:literal) => {
         $(#[$doc])*
@@ -25,9 +40,9 @@ macro_rules! prefixed_id {
         impl $name {
             pub const PREFIX: &'static str = $prefix;
 
-            /// A fresh id, sorting after every id made earlier.
+            /// A fresh id, sorting after every id this process made earlier.
             pub fn generate() -> Self {
-                Self(format!("{}{}", $prefix, ulid::Ulid::new()))
+                Self(format!("{}{}", $prefix, next_ulid()))
             }
 
             /// Parses an id, checking its prefix and its ULID.

@@ -10,17 +10,23 @@
 //! - [`ids`]: prefixed, time-sortable identifiers (`app_…`, `ep_…`, `msg_…`).
 //! - [`time`]: [`time::Timestamp`] (unix milliseconds) and the injected clock.
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
-//! - [`classify`]: one attempt's outcome → [`classify::Verdict`].
+//! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
+//! - [`breaker`]: the per-endpoint circuit breaker state machine.
+//! - [`ordering`]: the rules of per-entity ordered partitions.
+//! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`destination`]: which IP addresses outbound requests may reach.
 
+pub mod breaker;
 pub mod classify;
 pub mod destination;
 pub mod fingerprint;
 pub mod ids;
 pub mod model;
+pub mod ordering;
+pub mod rate;
 pub mod retry;
 pub mod signing;
 pub mod time;

@@ -1,9 +1,11 @@
 //! The delivery lifecycle's vocabulary.
 //!
 //! ```text
+//! blocked ──(earlier event of its ordering key done)──┐
+//!                                                    ▼
 //! pending ──claim──▶ in_flight ──▶ succeeded
 //!    ▲                  │  └─────▶ dead (the DLQ, with a reason) ──replay──▶ pending
-//!    └──retry / lease expiry / release
+//!    └──retry / lease expiry / release / deferral (breaker, rate limit)
 //! ```
 
 use std::fmt;
@@ -24,6 +26,8 @@ pub enum DeliveryState {
     Succeeded,
     /// In the dead-letter queue; only a replay moves it on.
     Dead,
+    /// Waiting for an earlier delivery of its ordering partition to finish.
+    Blocked,
 }
 
 /// Why a delivery was dead-lettered.
@@ -42,8 +46,6 @@ pub enum DeadReason {
     DestinationForbidden,
     /// The endpoint was deleted while the delivery was pending.
     EndpointDeleted,
-    /// The endpoint was disabled (by its owner, or by a 410) while the delivery was pending.
-    EndpointDisabled,
 }
 
 /// What went wrong at the transport level, when no HTTP response arrived.
@@ -109,6 +111,7 @@ sql_text_enum!(DeliveryState {
     InFlight => "in_flight",
     Succeeded => "succeeded",
     Dead => "dead",
+    Blocked => "blocked",
 });
 
 sql_text_enum!(DeadReason {
@@ -118,7 +121,6 @@ sql_text_enum!(DeadReason {
     Gone => "gone",
     DestinationForbidden => "destination_forbidden",
     EndpointDeleted => "endpoint_deleted",
-    EndpointDisabled => "endpoint_disabled",
 });
 
 sql_text_enum!(TransportError {

@@ -17,11 +17,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hookline_core::classify::{classify, Verdict};
-use hookline_core::ids::DeliveryId;
+use hookline_core::classify::{breaker_signal, classify, Verdict};
+use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::retry::{Next, ThreadJitter};
 use hookline_core::time::Clock;
-use hookline_store::{AttemptRecord, ClaimedDelivery, Completion, Store};
+use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, Store};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -40,8 +40,44 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
 }
 
-/// Leases held by sends in progress: released if the drain deadline passes.
-type Leases = Arc<Mutex<HashMap<DeliveryId, String>>>;
+/// Sends in progress: their leases (released if the drain deadline passes) and
+/// how many go to each endpoint (for the per-endpoint cap).
+#[derive(Default)]
+struct InFlight {
+    leases: HashMap<DeliveryId, String>,
+    per_endpoint: HashMap<EndpointId, usize>,
+}
+
+impl InFlight {
+    fn start(&mut self, delivery: &ClaimedDelivery) {
+        self.leases
+            .insert(delivery.id.clone(), delivery.lease_token.clone());
+        *self
+            .per_endpoint
+            .entry(delivery.endpoint_id.clone())
+            .or_default() += 1;
+    }
+
+    fn finish(&mut self, delivery: &ClaimedDelivery) {
+        self.leases.remove(&delivery.id);
+        if let Some(count) = self.per_endpoint.get_mut(&delivery.endpoint_id) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_endpoint.remove(&delivery.endpoint_id);
+            }
+        }
+    }
+
+    fn saturated(&self, cap: usize) -> Vec<EndpointId> {
+        self.per_endpoint
+            .iter()
+            .filter(|(_, count)| **count >= cap)
+            .map(|(endpoint, _)| endpoint.clone())
+            .collect()
+    }
+}
+
+type Shared<T> = Arc<Mutex<T>>;
 
 impl Dispatcher {
     pub fn new(
@@ -65,7 +101,7 @@ impl Dispatcher {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), DispatchError> {
         let this = Arc::new(self);
         let permits = Arc::new(Semaphore::new(this.config.max_in_flight));
-        let leases: Leases = Arc::default();
+        let in_flight: Shared<InFlight> = Arc::default();
         let rescan = Arc::new(Notify::new());
         let (records_tx, records_rx) = mpsc::unbounded_channel();
         let completer = tokio::spawn(complete_loop(this.clone(), records_rx, rescan.clone()));
@@ -82,10 +118,18 @@ impl Dispatcher {
                 }
             }
             let limit = (free as u32).min(this.config.batch_size);
-            let now = this.clock.now();
+            let policy = ClaimPolicy {
+                retry: this.config.retry,
+                saturated_endpoints: in_flight
+                    .lock()
+                    .expect("in-flight map poisoned")
+                    .saturated(this.config.max_in_flight_per_endpoint),
+                probe_hold: this.config.lease,
+                rate_lookahead: this.config.rate_lookahead,
+            };
             let claimed = match this
                 .store
-                .claim_due_deliveries(now, this.config.lease, limit)
+                .claim_due_deliveries(this.clock.now(), this.config.lease, limit, &policy)
                 .await
             {
                 Ok(claimed) => claimed,
@@ -95,25 +139,26 @@ impl Dispatcher {
                     continue;
                 }
             };
+            // A full batch means more may be due at once; admission may have held some back.
             let full = claimed.len() as u32 == limit;
             for delivery in claimed {
                 let permit = permits
                     .clone()
                     .try_acquire_owned()
                     .expect("claims are sized to free permits");
-                leases
+                in_flight
                     .lock()
-                    .expect("lease map poisoned")
-                    .insert(delivery.id.clone(), delivery.lease_token.clone());
+                    .expect("in-flight map poisoned")
+                    .start(&delivery);
                 let this = this.clone();
                 let records = records_tx.clone();
-                let leases = leases.clone();
+                let in_flight = in_flight.clone();
                 sends.spawn(async move {
                     let record = this.attempt(&delivery).await;
-                    leases
+                    in_flight
                         .lock()
-                        .expect("lease map poisoned")
-                        .remove(&delivery.id);
+                        .expect("in-flight map poisoned")
+                        .finish(&delivery);
                     // The completer outlives every send (it stops when all senders are gone).
                     let _ = records.send(record);
                     drop(permit);
@@ -133,8 +178,12 @@ impl Dispatcher {
             sends.abort_all();
             while sends.join_next().await.is_some() {}
         }
-        let unfinished: Vec<(DeliveryId, String)> =
-            leases.lock().expect("lease map poisoned").drain().collect();
+        let unfinished: Vec<(DeliveryId, String)> = in_flight
+            .lock()
+            .expect("in-flight map poisoned")
+            .leases
+            .drain()
+            .collect();
         drop(records_tx);
         let completed = completer.await;
         if !unfinished.is_empty() {
@@ -175,6 +224,10 @@ impl Dispatcher {
     #[tracing::instrument(skip_all, fields(app = %delivery.app_id, endpoint = %delivery.endpoint_id,
         event = %delivery.event_id, delivery = %delivery.id))]
     async fn attempt(&self, delivery: &ClaimedDelivery) -> AttemptRecord {
+        if let Some(send_at) = delivery.send_at {
+            // A rate-limited endpoint's reserved slot.
+            tokio::time::sleep(send_at.since(self.clock.now())).await;
+        }
         let started_at = self.clock.now();
         let result = self.sender.send(delivery, started_at.as_secs()).await;
         let now = self.clock.now();
@@ -207,6 +260,7 @@ impl Dispatcher {
             response_body: result.response_body,
             error: result.error,
             completion,
+            signal: breaker_signal(&result.outcome),
             disable_endpoint: matches!(
                 verdict,
                 Verdict::Dead {
@@ -229,7 +283,11 @@ async fn complete_loop(
     while records.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
         let mut failures = 0u32;
         loop {
-            match this.store.complete_attempts(&batch, this.clock.now()).await {
+            match this
+                .store
+                .complete_attempts(&batch, &this.config.breaker, this.clock.now())
+                .await
+            {
                 Ok(()) => break,
                 Err(error) if failures < 20 => {
                     failures += 1;

@@ -17,6 +17,7 @@ pub mod sender;
 
 use std::time::Duration;
 
+use hookline_core::breaker::BreakerPolicy;
 use hookline_core::retry::RetryPolicy;
 
 pub use engine::Dispatcher;
@@ -26,6 +27,8 @@ pub use engine::Dispatcher;
 pub struct DispatcherConfig {
     /// The deployment's retry policy; endpoints may override parts of it.
     pub retry: RetryPolicy,
+    /// The per-endpoint circuit breaker's knobs.
+    pub breaker: BreakerPolicy,
     /// The whole request, from connect to the last byte of the response we read.
     pub request_timeout: Duration,
     /// How long a claim holds a delivery; after that another dispatcher may take it.
@@ -35,6 +38,11 @@ pub struct DispatcherConfig {
     pub batch_size: u32,
     /// The most requests in flight at once from this process.
     pub max_in_flight: usize,
+    /// The most requests in flight at once from this process to one endpoint, so a
+    /// slow endpoint cannot take every slot.
+    pub max_in_flight_per_endpoint: usize,
+    /// How far ahead a rate-limited endpoint's send slot may be reserved.
+    pub rate_lookahead: Duration,
     /// Whether endpoints may resolve to loopback, private or link-local addresses.
     pub allow_private_destinations: bool,
     /// How much of a response body is kept on the attempt row.
@@ -49,10 +57,13 @@ impl Default for DispatcherConfig {
     fn default() -> Self {
         Self {
             retry: RetryPolicy::default(),
+            breaker: BreakerPolicy::default(),
             request_timeout: Duration::from_secs(10),
             lease: Duration::from_secs(30),
             batch_size: 128,
             max_in_flight: 256,
+            max_in_flight_per_endpoint: 32,
+            rate_lookahead: Duration::from_secs(1),
             allow_private_destinations: false,
             max_response_body_bytes: 64 * 1024,
             idle_poll: Duration::from_secs(1),

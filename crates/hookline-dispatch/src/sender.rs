@@ -23,6 +23,11 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::DispatcherConfig;
 
+/// The ordering key of an ordered event (absent for unordered ones).
+pub const ORDERING_KEY_HEADER: &str = "hookline-ordering-key";
+/// The event's place among its key's events: 1, 2, 3, … in publish order.
+pub const SEQUENCE_HEADER: &str = "hookline-sequence";
+
 /// The destination resolved only to addresses outbound requests may not reach.
 #[derive(Debug, thiserror::Error)]
 #[error("destination address is forbidden (private, loopback or otherwise non-public)")]
@@ -133,14 +138,19 @@ impl Sender {
         }
         let id = delivery.event_id.as_str();
         let signature = signature_header(&[&delivery.secret], id, timestamp, &delivery.body);
-        let request = self
+        let mut request = self
             .client
             .post(url)
             .header("content-type", "application/json")
             .header("webhook-id", id)
             .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature)
-            .body(bytes::Bytes::from_owner(delivery.body.clone()));
+            .header("webhook-signature", signature);
+        if let (Some(key), Some(sequence)) = (&delivery.ordering_key, delivery.sequence) {
+            request = request
+                .header(ORDERING_KEY_HEADER, key.as_str())
+                .header(SEQUENCE_HEADER, sequence.to_string());
+        }
+        let request = request.body(bytes::Bytes::from_owner(delivery.body.clone()));
 
         let mut response = match request.send().await {
             Ok(response) => response,

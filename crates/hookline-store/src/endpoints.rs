@@ -1,17 +1,27 @@
-//! Endpoints: where an app's events go.
+//! Endpoints: where an app's events go, with their breaker and rate-limit state.
 
+use std::time::Duration;
+
+use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
+use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
 use sqlx::any::AnyRow;
-use sqlx::Row;
+use sqlx::{Any, Row, Transaction};
 
-use crate::records::{Endpoint, EndpointPatch, NewEndpoint, Page, RetryOverrides};
+use crate::records::{
+    Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
+};
 use crate::{parse_column, Result, Store, StoreError};
 
-pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, app_id, url, description, event_types, enabled, secret, \
-     retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, created_at, updated_at";
+pub(crate) const ENDPOINT_COLUMNS: &str = "id, app_id, url, description, event_types, enabled, secret, \
+     retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
+     disabled_reason, created_at, updated_at";
+
+/// The breaker's columns, as read by claims, completions and the health view.
+pub(crate) const BREAKER_COLUMNS: &str =
+    "breaker_state, consecutive_failures, breaker_cooldown_ms, next_probe_at, probe_until, failing_since";
 
 pub(crate) fn retry_from_row(row: &AnyRow) -> Result<RetryOverrides> {
     let get = |column: &str| -> Result<Option<i64>> { Ok(row.try_get::<Option<i64>, _>(column)?) };
@@ -20,6 +30,38 @@ pub(crate) fn retry_from_row(row: &AnyRow) -> Result<RetryOverrides> {
         retry_cap_ms: get("retry_cap_ms")?.map(|v| v as u64),
         max_attempts: get("max_attempts")?.map(|v| v as u32),
         max_age_secs: get("max_age_secs")?.map(|v| v as u64),
+    })
+}
+
+pub(crate) fn on_dead_from_row(row: &AnyRow) -> Result<OnDead> {
+    let text: String = row.try_get("ordering_on_dead")?;
+    OnDead::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("ordering_on_dead: {text}")))
+}
+
+/// Reads [`BREAKER_COLUMNS`] (a NULL state, from a missing endpoint, reads as closed).
+pub(crate) fn breaker_from_row(row: &AnyRow) -> Result<Breaker> {
+    let millis = |column: &str| -> Result<Option<Timestamp>> {
+        Ok(row
+            .try_get::<Option<i64>, _>(column)?
+            .map(Timestamp::from_millis))
+    };
+    let state: Option<String> = row.try_get("breaker_state")?;
+    Ok(Breaker {
+        state: match state.as_deref() {
+            None => BreakerState::Closed,
+            Some(text) => BreakerState::parse(text)
+                .ok_or_else(|| StoreError::Corrupt(format!("breaker_state: {text}")))?,
+        },
+        consecutive_failures: row
+            .try_get::<Option<i64>, _>("consecutive_failures")?
+            .unwrap_or(0) as u32,
+        cooldown: Duration::from_millis(
+            row.try_get::<Option<i64>, _>("breaker_cooldown_ms")?
+                .unwrap_or(0) as u64,
+        ),
+        next_probe_at: millis("next_probe_at")?,
+        probe_until: millis("probe_until")?,
+        failing_since: millis("failing_since")?,
     })
 }
 
@@ -42,6 +84,11 @@ fn endpoint_from_row(row: &AnyRow) -> Result<Endpoint> {
         secret: hookline_core::signing::EndpointSecret::parse(&secret)
             .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
         retry: retry_from_row(row)?,
+        rate_limit_per_sec: row
+            .try_get::<Option<i64>, _>("rate_limit_per_sec")?
+            .map(|v| v as u32),
+        ordering_on_dead: on_dead_from_row(row)?,
+        disabled_reason: row.try_get("disabled_reason")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
     })
@@ -55,6 +102,51 @@ fn event_types_json(types: &Option<Vec<String>>) -> Option<String> {
     types
         .as_ref()
         .map(|t| serde_json::to_string(t).expect("strings serialize"))
+}
+
+/// Writes a breaker back to its endpoint row.
+pub(crate) async fn save_breaker(
+    tx: &mut Transaction<'static, Any>,
+    endpoint: &EndpointId,
+    breaker: &Breaker,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE endpoints SET breaker_state = $2, consecutive_failures = $3, breaker_cooldown_ms = $4, \
+         next_probe_at = $5, probe_until = $6, failing_since = $7 WHERE id = $1",
+    )
+    .bind(endpoint.as_str())
+    .bind(breaker.state.as_str())
+    .bind(i64::from(breaker.consecutive_failures))
+    .bind(breaker.cooldown.as_millis() as i64)
+    .bind(breaker.next_probe_at.map(Timestamp::as_millis))
+    .bind(breaker.probe_until.map(Timestamp::as_millis))
+    .bind(breaker.failing_since.map(Timestamp::as_millis))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Disables an endpoint and parks its pending deliveries (kept, never due until re-enabled).
+pub(crate) async fn disable_endpoint(
+    tx: &mut Transaction<'static, Any>,
+    endpoint: &EndpointId,
+    reason: &str,
+    now: Timestamp,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE endpoints SET enabled = 0, disabled_reason = $2, updated_at = $3 WHERE id = $1",
+    )
+    .bind(endpoint.as_str())
+    .bind(reason)
+    .bind(now.as_millis())
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND due_at < $2")
+        .bind(endpoint.as_str())
+        .bind(PARKED.as_millis())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 impl Store {
@@ -75,13 +167,17 @@ impl Store {
             enabled: new.enabled,
             secret: new.secret,
             retry: new.retry,
+            rate_limit_per_sec: new.rate_limit_per_sec,
+            ordering_on_dead: new.ordering_on_dead,
+            disabled_reason: (!new.enabled).then(|| "manual".to_owned()),
             created_at: now,
             updated_at: now,
         };
         sqlx::query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
-             retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)",
+             retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
+             disabled_reason, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -94,6 +190,9 @@ impl Store {
         .bind(to_i64(endpoint.retry.retry_cap_ms))
         .bind(to_i64(endpoint.retry.max_attempts))
         .bind(to_i64(endpoint.retry.max_age_secs))
+        .bind(to_i64(endpoint.rate_limit_per_sec))
+        .bind(endpoint.ordering_on_dead.as_str())
+        .bind(endpoint.disabled_reason.as_deref())
         .bind(now.as_millis())
         .execute(&self.writer)
         .await?;
@@ -130,6 +229,9 @@ impl Store {
     }
 
     /// Applies a patch; `None` if the endpoint does not exist.
+    ///
+    /// Disabling parks the endpoint's pending deliveries; enabling resumes them
+    /// (due now) and resets the breaker, so a re-enabled endpoint starts fresh.
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
     pub async fn update_endpoint(
         &self,
@@ -149,6 +251,7 @@ impl Store {
             return Ok(None);
         };
         let mut endpoint = endpoint_from_row(&row)?;
+        let was_enabled = endpoint.enabled;
         if let Some(url) = patch.url {
             endpoint.url = url;
         }
@@ -164,26 +267,63 @@ impl Store {
         if let Some(retry) = patch.retry {
             endpoint.retry = retry;
         }
+        if let Some(rate) = patch.rate_limit_per_sec {
+            endpoint.rate_limit_per_sec = rate;
+        }
+        if let Some(on_dead) = patch.ordering_on_dead {
+            endpoint.ordering_on_dead = on_dead;
+        }
         endpoint.updated_at = now;
         sqlx::query(
-            "UPDATE endpoints SET url = $3, description = $4, event_types = $5, enabled = $6, \
-             retry_base_ms = $7, retry_cap_ms = $8, max_attempts = $9, max_age_secs = $10, updated_at = $11 \
-             WHERE id = $1 AND app_id = $2",
+            "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
+             retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
+             ordering_on_dead = $11, updated_at = $12 WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
         .bind(&endpoint.url)
         .bind(&endpoint.description)
         .bind(event_types_json(&endpoint.event_types))
-        .bind(i64::from(endpoint.enabled))
         .bind(to_i64(endpoint.retry.retry_base_ms))
         .bind(to_i64(endpoint.retry.retry_cap_ms))
         .bind(to_i64(endpoint.retry.max_attempts))
         .bind(to_i64(endpoint.retry.max_age_secs))
+        .bind(to_i64(endpoint.rate_limit_per_sec))
+        .bind(endpoint.ordering_on_dead.as_str())
         .bind(now.as_millis())
         .execute(&mut *tx)
         .await?;
+        let resumed = match (was_enabled, endpoint.enabled) {
+            (true, false) => {
+                disable_endpoint(&mut tx, id, "manual", now).await?;
+                endpoint.disabled_reason = Some("manual".into());
+                false
+            }
+            (false, true) => {
+                sqlx::query(
+                    "UPDATE endpoints SET enabled = 1, disabled_reason = NULL WHERE id = $1",
+                )
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+                save_breaker(&mut tx, id, &Breaker::default()).await?;
+                sqlx::query(
+                    "UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND due_at = $3",
+                )
+                .bind(id.as_str())
+                .bind(now.as_millis())
+                .bind(PARKED.as_millis())
+                .execute(&mut *tx)
+                .await?;
+                endpoint.disabled_reason = None;
+                true
+            }
+            _ => false,
+        };
         tx.commit().await?;
+        if resumed {
+            self.notify_due();
+        }
         Ok(Some(endpoint))
     }
 
@@ -211,6 +351,45 @@ impl Store {
         Ok(deleted == 1)
     }
 
+    /// The endpoint's breaker, last error and recent success rate; `None` if it does not exist.
+    #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
+    pub async fn endpoint_health(
+        &self,
+        app: &AppId,
+        id: &EndpointId,
+    ) -> Result<Option<EndpointHealth>> {
+        let sql = format!(
+            "SELECT enabled, disabled_reason, last_error, last_failure_at, {BREAKER_COLUMNS} \
+             FROM endpoints WHERE id = $1 AND app_id = $2"
+        );
+        let Some(row) = sqlx::query(&sql)
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .fetch_optional(&self.reader)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let recent = sqlx::query(
+            "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN verdict = 'delivered' THEN 1 ELSE 0 END), 0) AS delivered \
+             FROM (SELECT verdict FROM attempts WHERE endpoint_id = $1 ORDER BY id DESC LIMIT 100) recent",
+        )
+        .bind(id.as_str())
+        .fetch_one(&self.reader)
+        .await?;
+        Ok(Some(EndpointHealth {
+            enabled: row.try_get::<i64, _>("enabled")? != 0,
+            disabled_reason: row.try_get("disabled_reason")?,
+            breaker: breaker_from_row(&row)?,
+            last_error: row.try_get("last_error")?,
+            last_failure_at: row
+                .try_get::<Option<i64>, _>("last_failure_at")?
+                .map(Timestamp::from_millis),
+            recent_attempts: row_count(&recent, "total")?,
+            recent_delivered: row_count(&recent, "delivered")?,
+        }))
+    }
+
     /// How many of an endpoint's deliveries are in `state` (for tests and the health view).
     #[tracing::instrument(skip_all, fields(endpoint = %id))]
     pub async fn count_deliveries(&self, id: &EndpointId, state: DeliveryState) -> Result<u64> {
@@ -223,4 +402,10 @@ impl Store {
         .await?;
         Ok(count as u64)
     }
+}
+
+/// A count column (`SUM` runs over 4-byte CASE integers so PostgreSQL answers BIGINT,
+/// not the NUMERIC that `Any` cannot read).
+fn row_count(row: &AnyRow, column: &str) -> Result<u32> {
+    Ok(row.try_get::<i64, _>(column)? as u32)
 }

@@ -1,19 +1,25 @@
 //! Publishing: the outbox transaction, with `Idempotency-Key`.
 
-use hookline_core::ids::{AppId, DeliveryId, EventId};
+use std::collections::HashSet;
+
+use hookline_core::breaker::Admission;
+use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
+use hookline_core::ordering;
 use hookline_core::time::Timestamp;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::deliveries::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::endpoints::event_types_from_json;
+use crate::endpoints::{
+    breaker_from_row, event_types_from_json, on_dead_from_row, BREAKER_COLUMNS,
+};
 use crate::records::{
-    accepts, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
+    Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
 };
 use crate::{parse_column, placeholders, Result, Store};
 
-/// Rows per multi-row `INSERT` of deliveries (9 values each; far below either engine's limit).
+/// Rows per multi-row `INSERT` of deliveries (8 values each; far below either engine's limit).
 const DELIVERY_INSERT_CHUNK: usize = 100;
 
 fn event_from_row(row: &AnyRow) -> Result<Event> {
@@ -22,6 +28,7 @@ fn event_from_row(row: &AnyRow) -> Result<Event> {
         app_id: parse_column(row, "app_id")?,
         event_type: row.try_get("event_type")?,
         ordering_key: row.try_get("ordering_key")?,
+        sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
         body: row.try_get("body")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
     })
@@ -52,40 +59,91 @@ impl Store {
         }
         let mut tx = self.writer.begin().await?;
 
-        let endpoints =
-            sqlx::query("SELECT id, event_types FROM endpoints WHERE app_id = $1 AND enabled = 1")
+        // Events sharing a key are numbered in commit order: the upsert takes the
+        // key's row lock, so concurrent publishes of one key serialise here.
+        let sequence = match &new.ordering_key {
+            None => None,
+            Some(key) => Some(
+                sqlx::query_scalar::<_, i64>(
+                    "INSERT INTO ordering_keys (app_id, ordering_key, last_sequence) VALUES ($1, $2, 1) \
+                     ON CONFLICT (app_id, ordering_key) DO UPDATE SET last_sequence = ordering_keys.last_sequence + 1 \
+                     RETURNING last_sequence",
+                )
                 .bind(app.as_str())
-                .fetch_all(&mut *tx)
-                .await?;
-        let mut deliveries = Vec::with_capacity(endpoints.len());
+                .bind(key)
+                .fetch_one(&mut *tx)
+                .await? as u64,
+            ),
+        };
+
+        let sql = format!(
+            "SELECT id, event_types, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled = 1"
+        );
+        let endpoints = sqlx::query(&sql)
+            .bind(app.as_str())
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut targets = Vec::with_capacity(endpoints.len());
         for row in &endpoints {
             let filter = event_types_from_json(row.try_get("event_types")?)?;
-            if accepts(filter.as_deref(), &new.event_type) {
-                deliveries.push(Delivery {
+            if filter
+                .as_deref()
+                .is_none_or(|types| types.contains(&new.event_type))
+            {
+                // An open breaker defers new work to its probe time instead of letting
+                // every claim pick the delivery up only to put it back.
+                let due_at = match breaker_from_row(row)?.admit(now) {
+                    Admission::Defer(until) => until,
+                    Admission::Send | Admission::Probe => now,
+                };
+                targets.push((
+                    parse_column::<EndpointId>(row, "id")?,
+                    on_dead_from_row(row)?,
+                    due_at,
+                ));
+            }
+        }
+        let held = match &new.ordering_key {
+            Some(key) if !targets.is_empty() => {
+                self.held_partitions(&mut tx, key, &targets).await?
+            }
+            _ => HashSet::new(),
+        };
+        let deliveries: Vec<Delivery> = targets
+            .into_iter()
+            .map(|(endpoint_id, _, due_at)| {
+                let state = match new.ordering_key {
+                    Some(_) => ordering::initial_state(held.contains(&endpoint_id)),
+                    None => DeliveryState::Pending,
+                };
+                Delivery {
                     id: DeliveryId::generate(),
                     app_id: app.clone(),
                     event_id: new.id.clone(),
-                    endpoint_id: parse_column(row, "id")?,
-                    state: DeliveryState::Pending,
-                    due_at: now,
+                    endpoint_id,
+                    state,
+                    due_at,
+                    ordering_key: new.ordering_key.clone(),
+                    sequence,
                     attempts: 0,
                     round_started_at: now,
                     last_attempt_at: None,
                     dead_reason: None,
                     dead_at: None,
                     created_at: now,
-                });
-            }
-        }
+                }
+            })
+            .collect();
 
         sqlx::query(
-            "INSERT INTO events (id, app_id, event_type, ordering_key, body, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(new.id.as_str())
         .bind(app.as_str())
         .bind(&new.event_type)
         .bind(new.ordering_key.as_deref())
+        .bind(sequence.map(|s| s as i64))
         .bind(&new.body)
         .bind(now.as_millis())
         .execute(&mut *tx)
@@ -93,25 +151,27 @@ impl Store {
 
         for chunk in deliveries.chunks(DELIVERY_INSERT_CHUNK) {
             let values = (0..chunk.len())
-                .map(|i| {
-                    format!(
-                        "({}, 'pending', $1, 0, $1, $1, $1)",
-                        placeholders(2 + i * 4, 4)
-                    )
-                })
+                .map(|i| format!("({}, 0, $1, $1, $1)", placeholders(4 + i * 8, 8)))
                 .collect::<Vec<_>>()
                 .join(", ");
             let sql = format!(
-                "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, attempts, \
-                 round_started_at, created_at, updated_at) VALUES {values}"
+                "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
+                 attempts, round_started_at, created_at, updated_at) VALUES {values}"
             );
-            let mut query = sqlx::query(&sql).bind(now.as_millis());
+            let mut query = sqlx::query(&sql)
+                .bind(now.as_millis())
+                .bind(new.ordering_key.as_deref())
+                .bind(sequence.map(|s| s as i64));
             for d in chunk {
                 query = query
                     .bind(d.id.as_str())
                     .bind(d.app_id.as_str())
                     .bind(d.event_id.as_str())
-                    .bind(d.endpoint_id.as_str());
+                    .bind(d.endpoint_id.as_str())
+                    .bind(d.state.as_str())
+                    .bind(d.due_at.as_millis())
+                    .bind(d.ordering_key.as_deref())
+                    .bind(d.sequence.map(|s| s as i64));
             }
             query.execute(&mut *tx).await?;
         }
@@ -122,6 +182,7 @@ impl Store {
                 app_id: app.clone(),
                 event_type: new.event_type,
                 ordering_key: new.ordering_key,
+                sequence,
                 body: new.body,
                 created_at: now,
             },
@@ -156,10 +217,47 @@ impl Store {
             }
         }
         tx.commit().await?;
-        if !published.deliveries.is_empty() {
+        if published
+            .deliveries
+            .iter()
+            .any(|d| d.state == DeliveryState::Pending && d.due_at <= now)
+        {
             self.notify_due();
         }
         Ok(PublishOutcome::Created(response))
+    }
+
+    /// The endpoints among `targets` whose partition for `key` has an earlier
+    /// delivery that holds a new one back (per each endpoint's `ordering_on_dead`).
+    async fn held_partitions(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        key: &str,
+        targets: &[(EndpointId, ordering::OnDead, Timestamp)],
+    ) -> Result<HashSet<EndpointId>> {
+        let sql = format!(
+            "SELECT DISTINCT endpoint_id, state FROM deliveries \
+             WHERE endpoint_id IN ({}) AND ordering_key = $1 AND state <> 'succeeded'",
+            placeholders(2, targets.len())
+        );
+        let mut query = sqlx::query(&sql).bind(key);
+        for (endpoint, _, _) in targets {
+            query = query.bind(endpoint.as_str());
+        }
+        let mut held = HashSet::new();
+        for row in query.fetch_all(&mut **tx).await? {
+            let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
+            let state: DeliveryState = parse_column(&row, "state")?;
+            let on_dead = targets
+                .iter()
+                .find(|(e, _, _)| *e == endpoint)
+                .map(|(_, o, _)| *o)
+                .unwrap_or_default();
+            if on_dead.holding_states().contains(&state) {
+                held.insert(endpoint);
+            }
+        }
+        Ok(held)
     }
 
     /// The stored outcome for a key already used, if it was.
@@ -195,7 +293,7 @@ impl Store {
         id: &EventId,
     ) -> Result<Option<(Event, Vec<Delivery>)>> {
         let Some(row) = sqlx::query(
-            "SELECT id, app_id, event_type, ordering_key, body, created_at FROM events WHERE id = $1 AND app_id = $2",
+            "SELECT id, app_id, event_type, ordering_key, sequence, body, created_at FROM events WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())

@@ -13,7 +13,9 @@
 //! - [`records`]: the rows the store hands out and takes in.
 //! - `apps`, `endpoints`, `keys`: management data.
 //! - `events`: publishing (the outbox transaction, idempotency) and reading events.
-//! - `deliveries`: claim under lease, completion, release, replay, DLQ, attempts.
+//! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
+//! - `complete`: attempts, next states, breakers and ordered partitions after sending.
+//! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
 //! - `wake`: telling dispatchers that work is due, in process and across nodes.
 //!
 //! # Concurrency
@@ -24,6 +26,8 @@
 //! (WAL mode lets them run beside the writer).
 
 mod apps;
+mod claim;
+mod complete;
 mod deliveries;
 mod endpoints;
 mod events;

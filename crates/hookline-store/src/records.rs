@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use hookline_core::breaker::{Breaker, Signal};
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use hookline_core::ordering::OnDead;
 use hookline_core::retry::RetryPolicy;
 use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
@@ -77,19 +79,14 @@ pub struct Endpoint {
     pub enabled: bool,
     pub secret: EndpointSecret,
     pub retry: RetryOverrides,
+    /// Deliveries per second, for the whole cluster; `None` is unlimited.
+    pub rate_limit_per_sec: Option<u32>,
+    /// What a dead delivery does to the rest of its ordering partition.
+    pub ordering_on_dead: OnDead,
+    /// Why the endpoint is disabled: `manual`, `gone` (410) or `failing` (the breaker's span).
+    pub disabled_reason: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
-}
-
-impl Endpoint {
-    /// Whether an event of `event_type` is delivered here (ignoring `enabled`).
-    pub fn accepts(&self, event_type: &str) -> bool {
-        accepts(self.event_types.as_deref(), event_type)
-    }
-}
-
-pub(crate) fn accepts(filter: Option<&[String]>, event_type: &str) -> bool {
-    filter.is_none_or(|types| types.iter().any(|t| t == event_type))
 }
 
 /// Fields of a new endpoint (already validated by the caller).
@@ -101,6 +98,8 @@ pub struct NewEndpoint {
     pub enabled: bool,
     pub secret: EndpointSecret,
     pub retry: RetryOverrides,
+    pub rate_limit_per_sec: Option<u32>,
+    pub ordering_on_dead: OnDead,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -113,6 +112,23 @@ pub struct EndpointPatch {
     pub enabled: Option<bool>,
     /// Replaces all overrides at once.
     pub retry: Option<RetryOverrides>,
+    /// `Some(None)` removes the limit.
+    pub rate_limit_per_sec: Option<Option<u32>>,
+    pub ordering_on_dead: Option<OnDead>,
+}
+
+/// An endpoint's health: its breaker and how its recent attempts went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointHealth {
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub breaker: Breaker,
+    pub last_error: Option<String>,
+    pub last_failure_at: Option<Timestamp>,
+    /// The endpoint's last (up to 100) attempts…
+    pub recent_attempts: u32,
+    /// …and how many of them delivered.
+    pub recent_delivered: u32,
 }
 
 /// A stored event. `body` is the exact envelope every attempt sends.
@@ -122,11 +138,13 @@ pub struct Event {
     pub app_id: AppId,
     pub event_type: String,
     pub ordering_key: Option<String>,
+    /// The event's place among its ordering key's events (1, 2, …).
+    pub sequence: Option<u64>,
     pub body: Vec<u8>,
     pub created_at: Timestamp,
 }
 
-/// A new event, its envelope already built.
+/// A new event, its envelope already built. Its sequence is assigned by `publish`.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
     pub id: EventId,
@@ -175,8 +193,11 @@ pub struct Delivery {
     pub event_id: EventId,
     pub endpoint_id: EndpointId,
     pub state: DeliveryState,
-    /// Pending: when the next attempt is due. In flight: when the lease ends.
+    /// Pending: when the next attempt is due ([`PARKED`] while its endpoint is
+    /// disabled). In flight: when the lease ends.
     pub due_at: Timestamp,
+    pub ordering_key: Option<String>,
+    pub sequence: Option<u64>,
     /// Attempts in the current round (a replay starts a new one).
     pub attempts: u32,
     pub round_started_at: Timestamp,
@@ -197,6 +218,12 @@ pub struct ClaimedDelivery {
     pub lease_token: String,
     pub attempts: u32,
     pub round_started_at: Timestamp,
+    pub ordering_key: Option<String>,
+    pub sequence: Option<u64>,
+    /// A rate-limited endpoint's reserved send slot: do not send before it.
+    pub send_at: Option<Timestamp>,
+    /// This delivery is its endpoint's half-open breaker probe.
+    pub probe: bool,
     pub url: String,
     pub secret: EndpointSecret,
     pub retry: RetryOverrides,
@@ -226,9 +253,27 @@ pub struct AttemptRecord {
     pub response_body: Option<String>,
     pub error: Option<(TransportError, String)>,
     pub completion: Completion,
+    /// What the attempt says about the endpoint's health.
+    pub signal: Signal,
     /// 410 Gone: disable the endpoint too.
     pub disable_endpoint: bool,
 }
+
+/// What a claim needs besides time and size.
+#[derive(Debug, Clone, Default)]
+pub struct ClaimPolicy {
+    /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
+    pub retry: RetryPolicy,
+    /// Endpoints this dispatcher has at its concurrency cap: skip their deliveries.
+    pub saturated_endpoints: Vec<EndpointId>,
+    /// How long a half-open probe holds the right to be its endpoint's only request.
+    pub probe_hold: Duration,
+    /// How far ahead a rate-limited send slot may be handed out with its delivery.
+    pub rate_lookahead: Duration,
+}
+
+/// `due_at` of a pending delivery whose endpoint is disabled: never due until re-enabled.
+pub const PARKED: Timestamp = Timestamp::from_millis(253_402_300_799_000); // 9999-12-31
 
 /// One stored attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use hookline_core::breaker::BreakerPolicy;
 use hookline_core::retry::RetryPolicy;
 use hookline_dispatch::DispatcherConfig;
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,16 @@ pub struct Config {
     pub batch_size: u32,
     /// Concurrent requests per dispatcher process.
     pub max_in_flight: usize,
+    /// Concurrent requests per dispatcher process to any one endpoint.
+    pub max_in_flight_per_endpoint: usize,
+    /// Consecutive failed attempts that open an endpoint's circuit breaker.
+    pub breaker_failure_threshold: u32,
+    /// The breaker's first cool-down; each failed probe doubles it…
+    pub breaker_cooldown_ms: u64,
+    /// …up to this.
+    pub breaker_max_cooldown_ms: u64,
+    /// An endpoint failing without any success for this long is disabled.
+    pub endpoint_disable_after_secs: u64,
     /// On SIGTERM, how long in-flight requests may finish before their leases are released.
     pub drain_timeout_ms: u64,
     /// The longest a dispatcher sleeps without a wake-up (a safety net).
@@ -77,6 +88,11 @@ impl Default for Config {
             lease_ms: dispatch.lease.as_millis() as u64,
             batch_size: dispatch.batch_size,
             max_in_flight: dispatch.max_in_flight,
+            max_in_flight_per_endpoint: dispatch.max_in_flight_per_endpoint,
+            breaker_failure_threshold: dispatch.breaker.failure_threshold,
+            breaker_cooldown_ms: dispatch.breaker.cooldown.as_millis() as u64,
+            breaker_max_cooldown_ms: dispatch.breaker.max_cooldown.as_millis() as u64,
+            endpoint_disable_after_secs: dispatch.breaker.disable_after.as_secs(),
             drain_timeout_ms: dispatch.drain_timeout.as_millis() as u64,
             idle_poll_ms: dispatch.idle_poll.as_millis() as u64,
             db_max_connections: 16,
@@ -117,6 +133,15 @@ impl Config {
             lease: Duration::from_millis(self.lease_ms),
             batch_size: self.batch_size.max(1),
             max_in_flight: self.max_in_flight.max(1),
+            max_in_flight_per_endpoint: self.max_in_flight_per_endpoint.max(1),
+            breaker: BreakerPolicy {
+                failure_threshold: self.breaker_failure_threshold.max(1),
+                cooldown: Duration::from_millis(self.breaker_cooldown_ms),
+                max_cooldown: Duration::from_millis(
+                    self.breaker_max_cooldown_ms.max(self.breaker_cooldown_ms),
+                ),
+                disable_after: Duration::from_secs(self.endpoint_disable_after_secs),
+            },
             allow_private_destinations: self.allow_private_destinations,
             idle_poll: Duration::from_millis(self.idle_poll_ms.max(1)),
             drain_timeout: Duration::from_millis(self.drain_timeout_ms),

@@ -6,6 +6,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::ids::EndpointId;
+use hookline_core::ordering::OnDead;
 use hookline_core::signing::EndpointSecret;
 use hookline_store::{Endpoint, EndpointPatch, NewEndpoint, RetryOverrides};
 use serde::Deserialize;
@@ -14,7 +15,7 @@ use super::{page_of, path_id, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{double_option, JsonBody};
-use crate::views::{EndpointView, ListView};
+use crate::views::{EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -29,6 +30,9 @@ pub(crate) struct CreateEndpoint {
     secret: Option<String>,
     #[serde(default)]
     retry: RetryOverrides,
+    rate_limit_per_sec: Option<u32>,
+    #[serde(default)]
+    ordering_on_dead: OnDead,
 }
 
 fn enabled_by_default() -> bool {
@@ -44,6 +48,9 @@ pub(crate) struct UpdateEndpoint {
     event_types: Option<Option<Vec<String>>>,
     enabled: Option<bool>,
     retry: Option<RetryOverrides>,
+    #[serde(default, deserialize_with = "double_option")]
+    rate_limit_per_sec: Option<Option<u32>>,
+    ordering_on_dead: Option<OnDead>,
 }
 
 /// An endpoint URL: absolute http(s) with a host, no credentials, and — unless
@@ -97,6 +104,18 @@ fn validate_event_types(types: &Option<Vec<String>>) -> ApiResult<()> {
     Ok(())
 }
 
+/// The most deliveries per second a limit may name (beyond it, a limit protects nothing).
+const MAX_RATE_LIMIT: u32 = 100_000;
+
+fn validate_rate_limit(rate: Option<u32>) -> ApiResult<()> {
+    match rate {
+        Some(r) if r == 0 || r > MAX_RATE_LIMIT => Err(ApiError::Validation(format!(
+            "rate_limit_per_sec must be null (unlimited) or 1 to {MAX_RATE_LIMIT}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn validate_retry(retry: &RetryOverrides) -> ApiResult<()> {
     let in_range = |value: Option<u64>, range: std::ops::RangeInclusive<u64>| {
         value.is_none_or(|v| range.contains(&v))
@@ -136,6 +155,7 @@ pub(crate) async fn create(
     let url = validate_url(&state, &new.url)?;
     validate_event_types(&new.event_types)?;
     validate_retry(&new.retry)?;
+    validate_rate_limit(new.rate_limit_per_sec)?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -153,6 +173,8 @@ pub(crate) async fn create(
                 enabled: new.enabled,
                 secret,
                 retry: new.retry,
+                rate_limit_per_sec: new.rate_limit_per_sec,
+                ordering_on_dead: new.ordering_on_dead,
             },
             state.clock.now(),
         )
@@ -218,6 +240,9 @@ pub(crate) async fn update(
     if let Some(retry) = &patch.retry {
         validate_retry(retry)?;
     }
+    if let Some(rate) = patch.rate_limit_per_sec {
+        validate_rate_limit(rate)?;
+    }
     let updated = state
         .store
         .update_endpoint(
@@ -229,6 +254,8 @@ pub(crate) async fn update(
                 event_types: patch.event_types,
                 enabled: patch.enabled,
                 retry: patch.retry,
+                rate_limit_per_sec: patch.rate_limit_per_sec,
+                ordering_on_dead: patch.ordering_on_dead,
             },
             state.clock.now(),
         )
@@ -252,4 +279,20 @@ pub(crate) async fn delete(
     } else {
         Err(ApiError::NotFound("endpoint"))
     }
+}
+
+/// `GET …/health`: the breaker's state, consecutive failures, next probe time,
+/// last error and the success rate of the last 100 attempts.
+pub(crate) async fn health(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+) -> ApiResult<Json<EndpointHealthView>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let health = state
+        .store
+        .endpoint_health(&endpoint.app_id, &endpoint.id)
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))?;
+    Ok(Json(EndpointHealthView::new(&endpoint, &health)))
 }

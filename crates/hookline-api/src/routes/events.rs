@@ -110,6 +110,7 @@ fn render_published(published: &Published) -> StoredResponse {
         id: published.event.id.as_str(),
         event_type: &published.event.event_type,
         ordering_key: published.event.ordering_key.as_deref(),
+        sequence: published.event.sequence,
         created_at: published.event.created_at,
         deliveries: published
             .deliveries

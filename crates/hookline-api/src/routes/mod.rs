@@ -34,6 +34,10 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/apps/{app}/endpoints/{endpoint}/secret",
             get(endpoints::secret),
         )
+        .route(
+            "/v1/apps/{app}/endpoints/{endpoint}/health",
+            get(endpoints::health),
+        )
         .route("/v1/apps/{app}/events", post(events::publish))
         .route("/v1/apps/{app}/events/{event}", get(events::get))
         .route("/v1/apps/{app}/deliveries/{delivery}", get(deliveries::get))

@@ -1,0 +1,455 @@
+//! Claiming due deliveries: lanes, leases, and admission (disabled endpoints,
+//! circuit breakers, rate limits) — all in one transaction.
+//!
+//! 1. **Lanes.** Due work is taken from two partial indexes: retries (up to a
+//!    quarter of the batch), then fresh deliveries, then retries again if room
+//!    is left. A backlog of retries never delays new events, and retries
+//!    are never starved by a flood of new ones.
+//! 2. **Lease.** Claimed rows become `in_flight` until `now + lease` under a
+//!    fresh token; on PostgreSQL `FOR UPDATE SKIP LOCKED` keeps nodes apart.
+//! 3. **Admission**, per endpoint, in endpoint-id order (a fixed lock order):
+//!    a disabled endpoint's deliveries are parked; an open breaker defers them
+//!    to its probe time (no attempt charged, max age still enforced); when the
+//!    cool-down is over exactly one claim in the cluster wins the probe by a
+//!    compare-and-set on the endpoint row; a rate-limited endpoint hands out
+//!    send slots from its stored GCRA state, deferring deliveries whose slot
+//!    lies beyond the look-ahead.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookline_core::breaker::{Admission, Breaker};
+use hookline_core::ids::EndpointId;
+use hookline_core::model::DeadReason;
+use hookline_core::ordering::OnDead;
+use hookline_core::rate;
+use hookline_core::signing::EndpointSecret;
+use hookline_core::time::Timestamp;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use crate::complete::release_partition_successor;
+use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
+use crate::records::{ClaimPolicy, ClaimedDelivery, PARKED};
+use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
+
+/// The two queues of due work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Never attempted in this round.
+    Fresh,
+    /// Attempted before: waiting for its retry.
+    Retry,
+}
+
+impl Lane {
+    /// The lane's partial-index predicate, spelled exactly as in the migration so
+    /// both engines use the index.
+    pub(crate) fn predicate(self) -> &'static str {
+        match self {
+            Lane::Fresh => "state IN ('pending', 'in_flight') AND attempts = 0",
+            Lane::Retry => "state IN ('pending', 'in_flight') AND attempts > 0",
+        }
+    }
+}
+
+/// What a claim returns per delivery: the delivery joined with its endpoint and event body.
+const CLAIMED_COLUMNS: &str =
+    "c.id, c.app_id, c.event_id, c.endpoint_id, c.lease_token, c.attempts, \
+     c.round_started_at, c.ordering_key, c.sequence, e.body, ep.url, ep.secret, ep.enabled, \
+     ep.retry_base_ms, ep.retry_cap_ms, ep.max_attempts, ep.max_age_secs, ep.rate_limit_per_sec, \
+     ep.ordering_on_dead, ep.breaker_state, ep.consecutive_failures, ep.breaker_cooldown_ms, \
+     ep.next_probe_at, ep.probe_until, ep.failing_since";
+
+/// The endpoint side of a claimed row (`None` for a deleted endpoint).
+struct Gate {
+    enabled: bool,
+    breaker: Breaker,
+    rate_limit: Option<u32>,
+    on_dead: OnDead,
+}
+
+struct Claimed {
+    delivery: ClaimedDelivery,
+    gate: Option<Gate>,
+}
+
+fn claimed_from_row(row: &AnyRow) -> Result<Claimed> {
+    let secret: Option<String> = row.try_get("secret")?;
+    let gate = match &secret {
+        None => None,
+        Some(_) => Some(Gate {
+            enabled: row.try_get::<i64, _>("enabled")? != 0,
+            breaker: breaker_from_row(row)?,
+            rate_limit: row
+                .try_get::<Option<i64>, _>("rate_limit_per_sec")?
+                .map(|r| r as u32),
+            on_dead: on_dead_from_row(row)?,
+        }),
+    };
+    let secret = match secret {
+        Some(text) => EndpointSecret::parse(&text)
+            .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
+        // Never sent: a deleted endpoint's delivery is dead-lettered below.
+        None => EndpointSecret::generate(),
+    };
+    let body: Vec<u8> = row.try_get("body")?;
+    Ok(Claimed {
+        delivery: ClaimedDelivery {
+            id: parse_column(row, "id")?,
+            app_id: parse_column(row, "app_id")?,
+            event_id: parse_column(row, "event_id")?,
+            endpoint_id: parse_column(row, "endpoint_id")?,
+            lease_token: row.try_get("lease_token")?,
+            attempts: row.try_get::<i64, _>("attempts")? as u32,
+            round_started_at: Timestamp::from_millis(row.try_get("round_started_at")?),
+            ordering_key: row.try_get("ordering_key")?,
+            sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
+            send_at: None,
+            probe: false,
+            url: row.try_get::<Option<String>, _>("url")?.unwrap_or_default(),
+            secret,
+            retry: retry_from_row(row)?,
+            body: Arc::from(body),
+        },
+        gate,
+    })
+}
+
+impl Store {
+    /// Claims up to `limit` due deliveries — pending ones whose time has come
+    /// and in-flight ones whose lease expired — leasing them until `now + lease`,
+    /// and returns those admitted to be sent now (see the module docs).
+    #[tracing::instrument(skip_all, fields(limit))]
+    pub async fn claim_due_deliveries(
+        &self,
+        now: Timestamp,
+        lease: Duration,
+        limit: u32,
+        policy: &ClaimPolicy,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        let lease_until = now + lease;
+        let token = ulid::Ulid::new().to_string();
+        let mut tx = self.writer.begin().await?;
+        let claim = LaneClaim {
+            engine: self.engine,
+            now,
+            lease_until,
+            token: &token,
+            saturated: &policy.saturated_endpoints,
+        };
+        let retry_share = (limit / 4).max(1).min(limit);
+        let mut rows = claim.take(&mut tx, Lane::Retry, retry_share).await?;
+        let retries_full = rows.len() == retry_share as usize;
+        if rows.len() < limit as usize {
+            let fresh = claim
+                .take(&mut tx, Lane::Fresh, limit - rows.len() as u32)
+                .await?;
+            rows.extend(fresh);
+        }
+        if retries_full && rows.len() < limit as usize {
+            let more = claim
+                .take(&mut tx, Lane::Retry, limit - rows.len() as u32)
+                .await?;
+            rows.extend(more);
+        }
+        if self.engine == Engine::Sqlite && !rows.is_empty() {
+            // SQLite's UPDATE can't feed a join: read the claimed rows back by id.
+            let sql = format!(
+                "SELECT {CLAIMED_COLUMNS} FROM deliveries c JOIN events e ON e.id = c.event_id \
+                 LEFT JOIN endpoints ep ON ep.id = c.endpoint_id WHERE c.id IN ({}) ORDER BY c.id",
+                placeholders(1, rows.len())
+            );
+            let ids: Vec<String> = rows
+                .iter()
+                .map(|r| r.try_get("id"))
+                .collect::<Result<_, _>>()?;
+            let mut query = sqlx::query(&sql);
+            for id in &ids {
+                query = query.bind(id.as_str());
+            }
+            rows = query.fetch_all(&mut *tx).await?;
+        }
+
+        let mut by_endpoint: BTreeMap<EndpointId, Vec<Claimed>> = BTreeMap::new();
+        for row in &rows {
+            let claimed = claimed_from_row(row)?;
+            by_endpoint
+                .entry(claimed.delivery.endpoint_id.clone())
+                .or_default()
+                .push(claimed);
+        }
+        let mut ready = Vec::with_capacity(rows.len());
+        for (endpoint, group) in by_endpoint {
+            self.admit(&mut tx, &endpoint, group, now, policy, &mut ready)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(ready)
+    }
+
+    /// Decides, for one endpoint's claimed deliveries, which go now.
+    async fn admit(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        endpoint: &EndpointId,
+        group: Vec<Claimed>,
+        now: Timestamp,
+        policy: &ClaimPolicy,
+        ready: &mut Vec<ClaimedDelivery>,
+    ) -> Result<()> {
+        let Some(gate) = group.first().and_then(|c| c.gate.as_ref()) else {
+            for claimed in &group {
+                dead_letter(
+                    tx,
+                    &claimed.delivery,
+                    DeadReason::EndpointDeleted,
+                    now,
+                    OnDead::Skip,
+                )
+                .await?;
+            }
+            return Ok(());
+        };
+        let on_dead = gate.on_dead;
+        if !gate.enabled {
+            for claimed in &group {
+                defer(tx, &claimed.delivery, PARKED).await?;
+            }
+            return Ok(());
+        }
+        let rate_limit = gate.rate_limit;
+        let mut admitted: Vec<ClaimedDelivery> = match gate.breaker.admit(now) {
+            Admission::Send => group.into_iter().map(|c| c.delivery).collect(),
+            Admission::Defer(until) => {
+                for claimed in &group {
+                    defer_or_expire(tx, &claimed.delivery, until, now, policy, on_dead).await?;
+                }
+                Vec::new()
+            }
+            Admission::Probe => {
+                let hold_until = now + policy.probe_hold;
+                let won = take_probe(tx, endpoint, &gate.breaker, now, policy.probe_hold).await?;
+                let mut deliveries = group.into_iter().map(|c| c.delivery);
+                let probe = if won { deliveries.next() } else { None };
+                for delivery in deliveries {
+                    defer_or_expire(tx, &delivery, hold_until, now, policy, on_dead).await?;
+                }
+                probe
+                    .map(|mut delivery| {
+                        delivery.probe = true;
+                        vec![delivery]
+                    })
+                    .unwrap_or_default()
+            }
+        };
+        if let Some(per_second) = rate_limit {
+            admitted = self
+                .reserve_send_slots(tx, endpoint, admitted, per_second, now, policy, on_dead)
+                .await?;
+        }
+        ready.extend(admitted);
+        Ok(())
+    }
+
+    /// Hands out send slots from the endpoint's stored GCRA state (locked on
+    /// PostgreSQL, so nodes reserve from one sequence); deliveries whose slot is
+    /// beyond the look-ahead wait, pending, until their slot comes.
+    #[allow(clippy::too_many_arguments)]
+    async fn reserve_send_slots(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        endpoint: &EndpointId,
+        deliveries: Vec<ClaimedDelivery>,
+        per_second: u32,
+        now: Timestamp,
+        policy: &ClaimPolicy,
+        on_dead: OnDead,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        if deliveries.is_empty() {
+            return Ok(deliveries);
+        }
+        let lock = if self.engine == Engine::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let mut tat: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT rate_tat_us FROM endpoints WHERE id = $1{lock}"
+        ))
+        .bind(endpoint.as_str())
+        .fetch_one(&mut **tx)
+        .await?;
+        let now_us = now.as_millis() * 1000;
+        let horizon_us = now_us + policy.rate_lookahead.as_micros() as i64;
+        let mut sendable = Vec::with_capacity(deliveries.len());
+        for mut delivery in deliveries {
+            let (slot, next) = rate::reserve(tat, now_us, per_second);
+            if slot <= horizon_us {
+                delivery.send_at = Some(Timestamp::from_millis(slot / 1000));
+                tat = Some(next);
+                sendable.push(delivery);
+            } else {
+                // Not reserved: the slot is taken by whoever claims it when it comes.
+                let at = Timestamp::from_millis((slot + 999) / 1000);
+                defer_or_expire(tx, &delivery, at, now, policy, on_dead).await?;
+            }
+        }
+        sqlx::query("UPDATE endpoints SET rate_tat_us = $2 WHERE id = $1")
+            .bind(endpoint.as_str())
+            .bind(tat)
+            .execute(&mut **tx)
+            .await?;
+        Ok(sendable)
+    }
+}
+
+/// One claim's parameters, shared by its lane queries.
+struct LaneClaim<'a> {
+    engine: Engine,
+    now: Timestamp,
+    lease_until: Timestamp,
+    token: &'a str,
+    saturated: &'a [EndpointId],
+}
+
+impl LaneClaim<'_> {
+    /// Leases up to `limit` due deliveries of one lane. On PostgreSQL the rows come
+    /// back joined with what sending needs; on SQLite only the count matters here.
+    async fn take(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        lane: Lane,
+        limit: u32,
+    ) -> Result<Vec<AnyRow>> {
+        let excluded = if self.saturated.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " AND endpoint_id NOT IN ({})",
+                placeholders(5, self.saturated.len())
+            )
+        };
+        let due = format!(
+            "SELECT id FROM deliveries WHERE {} AND due_at <= $1{excluded} ORDER BY due_at LIMIT $4",
+            lane.predicate()
+        );
+        let sql = match self.engine {
+            Engine::Postgres => format!(
+                "WITH c AS ( \
+                   UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
+                   FROM ({due} FOR UPDATE SKIP LOCKED) due WHERE d.id = due.id \
+                   RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
+                             d.round_started_at, d.ordering_key, d.sequence) \
+                 SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id \
+                 LEFT JOIN endpoints ep ON ep.id = c.endpoint_id ORDER BY c.id"
+            ),
+            Engine::Sqlite => format!(
+                "UPDATE deliveries SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
+                 WHERE id IN ({due}) RETURNING id"
+            ),
+        };
+        let mut query = sqlx::query(&sql)
+            .bind(self.now.as_millis())
+            .bind(self.lease_until.as_millis())
+            .bind(self.token)
+            .bind(i64::from(limit));
+        for endpoint in self.saturated {
+            query = query.bind(endpoint.as_str());
+        }
+        Ok(query.fetch_all(&mut **tx).await?)
+    }
+}
+
+/// The breaker's probe, taken by compare-and-set on exactly the state this claim
+/// read: of all concurrent claims in the cluster, one sees its update succeed.
+async fn take_probe(
+    tx: &mut Transaction<'static, Any>,
+    endpoint: &EndpointId,
+    read: &Breaker,
+    now: Timestamp,
+    hold: Duration,
+) -> Result<bool> {
+    let mut probing = *read;
+    probing.start_probe(now, hold);
+    let taken = sqlx::query(
+        "UPDATE endpoints SET breaker_state = $2, probe_until = $3 \
+         WHERE id = $1 AND breaker_state = $4 AND COALESCE(next_probe_at, 0) = $5 AND COALESCE(probe_until, 0) = $6",
+    )
+    .bind(endpoint.as_str())
+    .bind(probing.state.as_str())
+    .bind(probing.probe_until.map(Timestamp::as_millis))
+    .bind(read.state.as_str())
+    .bind(read.next_probe_at.map_or(0, Timestamp::as_millis))
+    .bind(read.probe_until.map_or(0, Timestamp::as_millis))
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(taken == 1)
+}
+
+/// Puts a claimed delivery back, pending until `until`, with no attempt charged.
+async fn defer(
+    tx: &mut Transaction<'static, Any>,
+    delivery: &ClaimedDelivery,
+    until: Timestamp,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE deliveries SET state = 'pending', due_at = $3, lease_token = NULL WHERE id = $1 AND lease_token = $2",
+    )
+    .bind(delivery.id.as_str())
+    .bind(&delivery.lease_token)
+    .bind(until.as_millis())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Defers a delivery, unless waiting until `until` would take it past its max age:
+/// then it is dead-lettered (`retries_exhausted`) — deferral never stops the clock.
+async fn defer_or_expire(
+    tx: &mut Transaction<'static, Any>,
+    delivery: &ClaimedDelivery,
+    until: Timestamp,
+    now: Timestamp,
+    policy: &ClaimPolicy,
+    on_dead: OnDead,
+) -> Result<()> {
+    let max_age = delivery.retry.apply(policy.retry).max_age;
+    if until.since(delivery.round_started_at) > max_age {
+        dead_letter(tx, delivery, DeadReason::RetriesExhausted, now, on_dead).await
+    } else {
+        defer(tx, delivery, until).await
+    }
+}
+
+/// Dead-letters a claimed delivery without an attempt, releasing its partition's next if due.
+async fn dead_letter(
+    tx: &mut Transaction<'static, Any>,
+    delivery: &ClaimedDelivery,
+    reason: DeadReason,
+    now: Timestamp,
+    on_dead: OnDead,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE deliveries SET state = 'dead', dead_reason = $3, dead_at = $4, due_at = $4, lease_token = NULL, \
+         updated_at = $4 WHERE id = $1 AND lease_token = $2",
+    )
+    .bind(delivery.id.as_str())
+    .bind(&delivery.lease_token)
+    .bind(reason.as_str())
+    .bind(now.as_millis())
+    .execute(&mut **tx)
+    .await?;
+    if let Some(key) = &delivery.ordering_key {
+        if hookline_core::ordering::releases_next(
+            hookline_core::model::DeliveryState::Dead,
+            Some(reason),
+            on_dead,
+        ) {
+            release_partition_successor(tx, &delivery.endpoint_id, key, now).await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! Completing attempts: the attempt rows, each delivery's next state, the
+//! endpoints' breakers and the release of ordered partitions — one transaction
+//! per batch.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hookline_core::breaker::{Admission, BreakerPolicy, BreakerState, Signal, Transition};
+use hookline_core::ids::{AttemptId, EndpointId};
+use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState};
+use hookline_core::ordering::{self, OnDead};
+use hookline_core::time::Timestamp;
+use sqlx::{Any, Row, Transaction};
+
+use crate::endpoints::{
+    breaker_from_row, disable_endpoint, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
+};
+use crate::records::{AttemptRecord, Completion, PARKED};
+use crate::{Engine, Result, Store};
+
+/// The longest `last_error` kept on an endpoint.
+const LAST_ERROR_CHARS: usize = 500;
+
+impl Store {
+    /// Records finished attempts and moves each delivery on, all in one transaction:
+    ///
+    /// - the attempt row, and the delivery's new state (only if this dispatcher still
+    ///   holds its lease: a delivery reclaimed after expiry keeps its new owner's state,
+    ///   though the attempt is recorded all the same, since it happened);
+    /// - each endpoint's breaker: opening defers the endpoint's pending deliveries to
+    ///   the probe time; closing brings the deferred ones back to now; failing past
+    ///   `disable_after` (or a 410) disables the endpoint and parks its queue;
+    /// - ordered partitions: a head that succeeded (or died, when skipping) releases
+    ///   its partition's next delivery.
+    #[tracing::instrument(skip_all, fields(count = records.len()))]
+    pub async fn complete_attempts(
+        &self,
+        records: &[AttemptRecord],
+        breaker_policy: &BreakerPolicy,
+        now: Timestamp,
+    ) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.writer.begin().await?;
+        // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
+        let mut finished_keyed = Vec::new();
+        for record in records {
+            let (verdict, state, due_at, next_attempt_at, dead_reason) = match record.completion {
+                Completion::Succeeded => (
+                    AttemptVerdict::Delivered,
+                    DeliveryState::Succeeded,
+                    now,
+                    None,
+                    None,
+                ),
+                Completion::RetryAt(at) => (
+                    AttemptVerdict::Retry,
+                    DeliveryState::Pending,
+                    at,
+                    Some(at),
+                    None,
+                ),
+                Completion::Dead(reason) => (
+                    AttemptVerdict::Dead,
+                    DeliveryState::Dead,
+                    now,
+                    None,
+                    Some(reason),
+                ),
+            };
+            let (error_kind, error_message) = match &record.error {
+                Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
+                None => (None, None),
+            };
+            sqlx::query(
+                "INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
+                 status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            )
+            .bind(AttemptId::generate().as_str())
+            .bind(record.delivery_id.as_str())
+            .bind(record.app_id.as_str())
+            .bind(record.endpoint_id.as_str())
+            .bind(i64::from(record.attempt_number))
+            .bind(record.started_at.as_millis())
+            .bind(record.duration.as_millis() as i64)
+            .bind(record.status_code.map(i64::from))
+            .bind(record.response_body.as_deref())
+            .bind(error_kind)
+            .bind(error_message)
+            .bind(verdict.as_str())
+            .bind(next_attempt_at.map(Timestamp::as_millis))
+            .bind(dead_reason.map(DeadReason::as_str))
+            .execute(&mut *tx)
+            .await?;
+            let updated = sqlx::query(
+                "UPDATE deliveries SET state = $3, due_at = $4, attempts = $5, last_attempt_at = $6, \
+                 dead_reason = $7, dead_at = $8, lease_token = NULL, updated_at = $9 \
+                 WHERE id = $1 AND lease_token = $2 RETURNING ordering_key",
+            )
+            .bind(record.delivery_id.as_str())
+            .bind(&record.lease_token)
+            .bind(state.as_str())
+            .bind(due_at.as_millis())
+            .bind(i64::from(record.attempt_number))
+            .bind(record.started_at.as_millis())
+            .bind(dead_reason.map(DeadReason::as_str))
+            .bind(dead_reason.map(|_| now.as_millis()))
+            .bind(now.as_millis())
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(key) = updated
+                .map(|row| row.try_get::<Option<String>, _>("ordering_key"))
+                .transpose()?
+                .flatten()
+            {
+                if state != DeliveryState::Pending {
+                    finished_keyed.push((
+                        record.app_id.clone(),
+                        record.endpoint_id.clone(),
+                        key,
+                        state,
+                        dead_reason,
+                    ));
+                }
+            }
+        }
+
+        // Breakers, in endpoint-id order (one lock order for every transaction).
+        let mut by_endpoint: BTreeMap<&EndpointId, Vec<&AttemptRecord>> = BTreeMap::new();
+        for record in records {
+            by_endpoint
+                .entry(&record.endpoint_id)
+                .or_default()
+                .push(record);
+        }
+        let mut on_dead_of = BTreeMap::new();
+        for (endpoint, group) in by_endpoint {
+            if let Some(on_dead) = self
+                .update_breaker(&mut tx, endpoint, &group, breaker_policy, now)
+                .await?
+            {
+                on_dead_of.insert(endpoint.clone(), on_dead);
+            }
+        }
+
+        // Ordered partitions, in (app, key) order.
+        let mut releases = BTreeSet::new();
+        for (app, endpoint, key, state, reason) in finished_keyed {
+            let on_dead = on_dead_of.get(&endpoint).copied().unwrap_or_default();
+            if ordering::releases_next(state, reason, on_dead) {
+                releases.insert((app, key, endpoint));
+            }
+        }
+        let mut released_now = false;
+        for (app, key, endpoint) in &releases {
+            if self.engine == Engine::Postgres {
+                // Serialises with publishes of this key (they upsert the same row), so a
+                // delivery published as `blocked` meanwhile is seen and released here.
+                sqlx::query("SELECT last_sequence FROM ordering_keys WHERE app_id = $1 AND ordering_key = $2 FOR UPDATE")
+                    .bind(app.as_str())
+                    .bind(key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            }
+            released_now |=
+                release_partition_successor(&mut tx, endpoint, key, now).await? == Some(now);
+        }
+        tx.commit().await?;
+        if released_now {
+            self.notify_due();
+        }
+        Ok(())
+    }
+
+    /// Applies one endpoint's attempts to its breaker; returns the endpoint's
+    /// `ordering_on_dead` (`None` if the endpoint is gone).
+    async fn update_breaker(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        endpoint: &EndpointId,
+        records: &[&AttemptRecord],
+        policy: &BreakerPolicy,
+        now: Timestamp,
+    ) -> Result<Option<OnDead>> {
+        let lock = if self.engine == Engine::Postgres {
+            " FOR UPDATE"
+        } else {
+            ""
+        };
+        let sql = format!("SELECT enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1{lock}");
+        let Some(row) = sqlx::query(&sql)
+            .bind(endpoint.as_str())
+            .fetch_optional(&mut **tx)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let on_dead = on_dead_from_row(&row)?;
+        let enabled = row.try_get::<i64, _>("enabled")? != 0;
+        let before = breaker_from_row(&row)?;
+        // Deliveries deferred by the breaker are due no later than this.
+        let horizon = before.next_probe_at.max(before.probe_until);
+        let mut breaker = before;
+        let mut opened = None;
+        let mut closed = false;
+        let mut disable = None;
+        let mut last_error = None;
+        for record in records {
+            if record.disable_endpoint {
+                disable = Some("gone");
+            }
+            if record.signal == Signal::Failed {
+                last_error = Some(describe_failure(record));
+            }
+            match breaker.record(record.signal, now, policy) {
+                Transition::Opened { next_probe_at } => opened = Some(next_probe_at),
+                Transition::Closed => closed = true,
+                Transition::Disable => disable = disable.or(Some("failing")),
+                Transition::Unchanged => {}
+            }
+        }
+        if breaker != before {
+            save_breaker(tx, endpoint, &breaker).await?;
+        }
+        if let Some(error) = &last_error {
+            sqlx::query("UPDATE endpoints SET last_error = $2, last_failure_at = $3 WHERE id = $1")
+                .bind(endpoint.as_str())
+                .bind(error)
+                .bind(now.as_millis())
+                .execute(&mut **tx)
+                .await?;
+        }
+        match (opened, breaker.state) {
+            (Some(next_probe_at), BreakerState::Open) => {
+                // Open: nothing of this endpoint is attempted before the probe.
+                sqlx::query(
+                    "UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND due_at < $2",
+                )
+                .bind(endpoint.as_str())
+                .bind(next_probe_at.as_millis())
+                .execute(&mut **tx)
+                .await?;
+            }
+            _ if closed && breaker.state == BreakerState::Closed => {
+                if let Some(horizon) = horizon {
+                    sqlx::query(
+                        "UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' \
+                         AND due_at > $2 AND due_at <= $3",
+                    )
+                    .bind(endpoint.as_str())
+                    .bind(now.as_millis())
+                    .bind(horizon.as_millis())
+                    .execute(&mut **tx)
+                    .await?;
+                    self.notify_due();
+                }
+            }
+            _ => {}
+        }
+        if let (Some(reason), true) = (disable, enabled) {
+            tracing::warn!(endpoint = %endpoint, reason, "disabling endpoint");
+            disable_endpoint(tx, endpoint, reason, now).await?;
+        }
+        Ok(Some(on_dead))
+    }
+}
+
+/// Makes the next `blocked` delivery of a partition pending; returns when it is due
+/// (now, the breaker's probe time, or [`PARKED`] for a disabled endpoint), or `None`
+/// if the partition had nothing waiting.
+pub(crate) async fn release_partition_successor(
+    tx: &mut Transaction<'static, Any>,
+    endpoint: &EndpointId,
+    key: &str,
+    now: Timestamp,
+) -> Result<Option<Timestamp>> {
+    let sql = format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1");
+    let Some(row) = sqlx::query(&sql)
+        .bind(endpoint.as_str())
+        .fetch_optional(&mut **tx)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let due = if row.try_get::<i64, _>("enabled")? == 0 {
+        PARKED
+    } else {
+        match breaker_from_row(&row)?.admit(now) {
+            Admission::Defer(until) => until,
+            Admission::Send | Admission::Probe => now,
+        }
+    };
+    let released = sqlx::query(
+        "UPDATE deliveries SET state = 'pending', due_at = $3, updated_at = $4 WHERE id = ( \
+           SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
+           ORDER BY sequence LIMIT 1)",
+    )
+    .bind(endpoint.as_str())
+    .bind(key)
+    .bind(due.as_millis())
+    .bind(now.as_millis())
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok((released == 1).then_some(due))
+}
+
+/// A short description of a failed attempt for the endpoint's `last_error`.
+fn describe_failure(record: &AttemptRecord) -> String {
+    let text = match (&record.status_code, &record.error) {
+        (Some(status), _) => format!("HTTP {status}"),
+        (None, Some((kind, message))) => format!("{kind}: {message}"),
+        (None, None) => "failed".to_owned(),
+    };
+    text.chars().take(LAST_ERROR_CHARS).collect()
+}
