@@ -1,87 +1,18 @@
 //! The real binary as a process: SIGKILL loses nothing; SIGTERM drains.
 
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestDb, ADMIN_TOKEN};
+use crate::helpers::{
+    both_engines, free_port, wait_until, Engine, Process, Receiver, Reply, TestDb, ADMIN_TOKEN,
+};
 
 both_engines!(
     sigkill_mid_delivery_loses_no_event,
     sigterm_finishes_or_releases_in_flight_work
 );
-
-/// `hookline serve` in a child process.
-struct Process {
-    child: Child,
-    base: String,
-}
-
-impl Process {
-    async fn start(db: &TestDb, port: u16, extra_env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_hookline-under-test"));
-        command
-            .arg("serve")
-            .env("HOOKLINE_DATABASE_URL", &db.url)
-            .env("HOOKLINE_LISTEN", format!("127.0.0.1:{port}"))
-            .env("HOOKLINE_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("HOOKLINE_ALLOW_PRIVATE_DESTINATIONS", "true")
-            .env("HOOKLINE_IDLE_POLL_MS", "100")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        for (name, value) in extra_env {
-            command.env(name, value);
-        }
-        let child = command.spawn().expect("starting hookline");
-        let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::new();
-        wait_until(
-            Duration::from_secs(30),
-            "hookline to answer /healthz",
-            || async {
-                http.get(format!("{base}/healthz"))
-                    .send()
-                    .await
-                    .ok()
-                    .filter(|r| r.status() == 200)
-            },
-        )
-        .await;
-        Self { child, base }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().unwrap();
-    }
-
-    fn terminate(mut self) -> std::process::ExitStatus {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// Creates an app and an endpoint at `url`; returns the app id.
 async fn setup(http: &reqwest::Client, base: &str, url: &str) -> String {
@@ -137,7 +68,7 @@ async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
     // Slow answers keep many deliveries in flight when the process dies.
     receiver.answer_always(Reply::status(200).after(Duration::from_millis(300)));
     let lease = [("HOOKLINE_LEASE_MS", "1500")];
-    let first = Process::start(&db, port, &lease).await;
+    let first = Process::serve(&db, port, &lease).await;
     let http = reqwest::Client::new();
     let app_id = setup(&http, &first.base, &receiver.url).await;
     let accepted = publish_many(&http, &first.base, &app_id, 200).await;
@@ -168,7 +99,7 @@ async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
     );
     store.close().await;
 
-    let second = Process::start(&db, port, &lease).await;
+    let second = Process::serve(&db, port, &lease).await;
     let delivered = wait_until(
         Duration::from_secs(60),
         "every accepted event to be delivered",
@@ -194,7 +125,7 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
     // Drain long enough: in-flight requests finish and are recorded.
     let quick = Receiver::start().await;
     quick.answer_always(Reply::status(200).after(Duration::from_millis(500)));
-    let process = Process::start(&db, port, &[("HOOKLINE_DRAIN_TIMEOUT_MS", "10000")]).await;
+    let process = Process::serve(&db, port, &[("HOOKLINE_DRAIN_TIMEOUT_MS", "10000")]).await;
     let app_id = setup(&http, &process.base, &quick.url).await;
     publish_many(&http, &process.base, &app_id, 10).await;
     quick.wait_for_requests(10).await;
@@ -227,7 +158,7 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
     // Drain too short for a 30 s answer: the leases are released, nothing is charged.
     let stuck = Receiver::start().await;
     stuck.answer_always(Reply::status(200).after(Duration::from_secs(30)));
-    let process = Process::start(
+    let process = Process::serve(
         &db,
         port,
         &[

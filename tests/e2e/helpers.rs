@@ -346,6 +346,10 @@ pub struct Received {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub at: Instant,
+    /// Arrival on the wall clock, to compare with times Hookline reports.
+    pub wall: std::time::SystemTime,
+    /// The status the receiver answered (or is about to).
+    pub status: u16,
 }
 
 impl Received {
@@ -361,12 +365,38 @@ impl Received {
     }
 }
 
+/// Decides a reply from the request's headers (instead of the script).
+pub type Responder = Box<dyn Fn(&HeaderMap) -> Reply + Send + Sync>;
+
 #[derive(Default)]
 struct ReceiverState {
     log: Mutex<Vec<Received>>,
     script: Mutex<VecDeque<Reply>>,
     default: Mutex<Option<Reply>>,
+    responder: Option<Responder>,
     arrived: Notify,
+    /// Requests being answered, by `webhook-id`.
+    in_progress: Mutex<std::collections::HashMap<String, usize>>,
+    /// Times a request arrived while another with the same `webhook-id` was still open.
+    overlaps: std::sync::atomic::AtomicUsize,
+}
+
+/// Marks a `webhook-id` in progress until dropped (also when the client hangs up).
+struct InProgress {
+    state: Arc<ReceiverState>,
+    id: String,
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        let mut open = self.state.in_progress.lock().unwrap();
+        if let Some(count) = open.get_mut(&self.id) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.id);
+            }
+        }
+    }
 }
 
 /// A real HTTP receiver on 127.0.0.1:0 answering from a script (then 200).
@@ -377,24 +407,62 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start() -> Self {
-        let state = Arc::new(ReceiverState::default());
+        Self::start_inner(None).await
+    }
+
+    /// A receiver whose every answer `responder` decides.
+    pub async fn start_with(
+        responder: impl Fn(&HeaderMap) -> Reply + Send + Sync + 'static,
+    ) -> Self {
+        Self::start_inner(Some(Box::new(responder))).await
+    }
+
+    async fn start_inner(responder: Option<Responder>) -> Self {
+        let state = Arc::new(ReceiverState {
+            responder,
+            ..ReceiverState::default()
+        });
         let handler_state = state.clone();
         let app = axum::Router::new().fallback(move |headers: HeaderMap, body: Bytes| {
             let state = handler_state.clone();
             async move {
+                let id = headers
+                    .get("webhook-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let _open = {
+                    let mut open = state.in_progress.lock().unwrap();
+                    let count = open.entry(id.clone()).or_default();
+                    if *count > 0 {
+                        state
+                            .overlaps
+                            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    *count += 1;
+                    InProgress {
+                        state: state.clone(),
+                        id,
+                    }
+                };
+                let reply = match &state.responder {
+                    Some(responder) => responder(&headers),
+                    None => state
+                        .script
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .or_else(|| state.default.lock().unwrap().clone())
+                        .unwrap_or_else(|| Reply::status(200)),
+                };
                 state.log.lock().unwrap().push(Received {
                     headers,
                     body,
                     at: Instant::now(),
+                    wall: std::time::SystemTime::now(),
+                    status: reply.status,
                 });
                 state.arrived.notify_waiters();
-                let reply = state
-                    .script
-                    .lock()
-                    .unwrap()
-                    .pop_front()
-                    .or_else(|| state.default.lock().unwrap().clone())
-                    .unwrap_or_else(|| Reply::status(200));
                 tokio::time::sleep(reply.delay).await;
                 let mut response = (
                     StatusCode::from_u16(reply.status).unwrap(),
@@ -433,9 +501,21 @@ impl Receiver {
         self.state.log.lock().unwrap().clone()
     }
 
+    /// How often a request arrived while one with the same `webhook-id` was still being answered.
+    pub fn overlaps(&self) -> usize {
+        self.state
+            .overlaps
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Waits until at least `count` requests arrived; returns them all.
     pub async fn wait_for_requests(&self, count: usize) -> Vec<Received> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        self.wait_for(count, Duration::from_secs(30)).await
+    }
+
+    /// Like [`Receiver::wait_for_requests`] with a deadline of `timeout`.
+    pub async fn wait_for(&self, count: usize, timeout: Duration) -> Vec<Received> {
+        let deadline = Instant::now() + timeout;
         loop {
             let arrived = self.state.arrived.notified();
             let log = self.requests();
@@ -450,4 +530,93 @@ impl Receiver {
             let _ = tokio::time::timeout(Duration::from_millis(200), arrived).await;
         }
     }
+}
+
+/// The real binary in a child process (`serve`, `api` or `dispatcher`).
+pub struct Process {
+    child: std::process::Child,
+    pub base: String,
+}
+
+impl Process {
+    /// `hookline serve` on `port`, answering `/healthz` before this returns.
+    pub async fn serve(db: &TestDb, port: u16, extra_env: &[(&str, &str)]) -> Self {
+        Self::start(db, "serve", Some(port), extra_env).await
+    }
+
+    /// `hookline <role>`; with a port, waits until the API answers.
+    pub async fn start(
+        db: &TestDb,
+        role: &str,
+        port: Option<u16>,
+        extra_env: &[(&str, &str)],
+    ) -> Self {
+        let port = port.unwrap_or_else(free_port);
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"));
+        command
+            .arg(role)
+            .env("HOOKLINE_DATABASE_URL", &db.url)
+            .env("HOOKLINE_LISTEN", format!("127.0.0.1:{port}"))
+            .env("HOOKLINE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("HOOKLINE_ALLOW_PRIVATE_DESTINATIONS", "true")
+            .env("HOOKLINE_IDLE_POLL_MS", "100")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit());
+        for (name, value) in extra_env {
+            command.env(name, value);
+        }
+        // Built before waiting, so a failed start still kills the child on drop.
+        let process = Self {
+            child: command.spawn().expect("starting hookline"),
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        if role != "dispatcher" {
+            let http = reqwest::Client::new();
+            let health = format!("{}/healthz", process.base);
+            wait_until(
+                Duration::from_secs(30),
+                "hookline to answer /healthz",
+                || async {
+                    http.get(&health)
+                        .send()
+                        .await
+                        .ok()
+                        .filter(|r| r.status() == 200)
+                },
+            )
+            .await;
+        }
+        process
+    }
+
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().unwrap();
+    }
+
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A TCP port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

@@ -8,4 +8,6 @@ mod helpers;
 mod api;
 mod crash;
 mod delivery;
+mod policy;
+mod policy_contract;
 mod store_contract;

@@ -295,6 +295,7 @@ async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine
         .claim_due_deliveries(t(4), LEASE, 10, &policy())
         .await
         .unwrap()
+        .deliveries
         .is_empty());
     assert!(!store.delete_endpoint(&app, &created.id).await.unwrap());
 }
@@ -448,6 +449,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
             .claim_due_deliveries(t(2), LEASE, 100, &policy())
             .await
             .unwrap()
+            .deliveries
             .len(),
         1,
         "and one delivery"
@@ -469,6 +471,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
             .claim_due_deliveries(t(0), LEASE, 10, &policy())
             .await
             .unwrap()
+            .deliveries
             .is_empty(),
         "nothing due yet"
     );
@@ -477,7 +480,8 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     let claimed = store
         .claim_due_deliveries(t(2), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(claimed.len(), 1, "only the due one");
     let first = &claimed[0];
     assert_eq!(first.event_id, early);
@@ -496,18 +500,21 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     let second = store
         .claim_due_deliveries(t(10), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].id, first.id);
     assert!(store
         .claim_due_deliveries(t(31), LEASE, 10, &policy())
         .await
         .unwrap()
+        .deliveries
         .is_empty());
     let reclaimed = store
         .claim_due_deliveries(t(32), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(reclaimed.len(), 1);
     assert_eq!(reclaimed[0].id, first.id);
     assert_ne!(
@@ -524,6 +531,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
             .claim_due_deliveries(t(50), LEASE, 3, &policy())
             .await
             .unwrap()
+            .deliveries
             .len(),
         3
     );
@@ -542,7 +550,8 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     let claimed = store
         .claim_due_deliveries(t(2), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     let mut ok = record(&claimed[0], Completion::Succeeded, t(2));
     ok.status_code = Some(200);
     let retry = record(&claimed[1], Completion::RetryAt(t(60)), t(2));
@@ -618,12 +627,14 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
         .claim_due_deliveries(t(59), LEASE, 10, &policy())
         .await
         .unwrap()
+        .deliveries
         .is_empty());
     assert_eq!(store.next_due_at().await.unwrap(), Some(t(60)));
     let again = store
         .claim_due_deliveries(t(60), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!((again.len(), again[0].attempts), (1, 1));
 }
 
@@ -639,11 +650,13 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .claim_due_deliveries(t(1), LEASE, 1, &policy())
         .await
         .unwrap()
+        .deliveries
         .remove(0);
     let new = store
         .claim_due_deliveries(t(40), LEASE, 1, &policy())
         .await
         .unwrap()
+        .deliveries
         .remove(0);
     // The first owner finishes late: its attempt is on record, but the state stays the new owner's.
     store
@@ -699,6 +712,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
         .claim_due_deliveries(t(1), LEASE, 1, &policy())
         .await
         .unwrap()
+        .deliveries
         .remove(0);
     store
         .release_deliveries(&[(claimed.id.clone(), claimed.lease_token.clone())], t(2))
@@ -718,6 +732,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
             .claim_due_deliveries(t(2), LEASE, 1, &policy())
             .await
             .unwrap()
+            .deliveries
             .len(),
         1
     );
@@ -736,6 +751,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         .claim_due_deliveries(t(1), LEASE, 10, &policy())
         .await
         .unwrap()
+        .deliveries
         .remove(0);
     let mut gone = record(&first, Completion::Dead(DeadReason::Gone), t(1));
     gone.disable_endpoint = true;
@@ -756,6 +772,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         .claim_due_deliveries(t(1000), LEASE, 10, &policy())
         .await
         .unwrap()
+        .deliveries
         .is_empty());
     let (_, deliveries) = store.get_event(&app, &queued).await.unwrap().unwrap();
     assert_eq!(
@@ -797,7 +814,8 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     let resumed = store
         .claim_due_deliveries(t(2000), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(resumed.len(), 1);
     assert_eq!(resumed[0].event_id, queued);
 }
@@ -814,6 +832,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
         .claim_due_deliveries(t(1), LEASE, 1, &policy())
         .await
         .unwrap()
+        .deliveries
         .remove(0);
     let mut attempt = record(
         &claimed,
@@ -863,6 +882,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
         .claim_due_deliveries(t(100), LEASE, 1, &policy())
         .await
         .unwrap()
+        .deliveries
         .remove(0);
     assert_eq!(
         (again.event_id, again.attempts),
@@ -899,7 +919,8 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     let claimed = store
         .claim_due_deliveries(t(1), LEASE, 10, &policy())
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     // Dead at t(10), t(11), t(11), t(12), and one succeeded.
     for (i, claim) in claimed.iter().enumerate() {
         let completion = if i == 4 {

@@ -67,14 +67,6 @@ impl InFlight {
             }
         }
     }
-
-    fn saturated(&self, cap: usize) -> Vec<EndpointId> {
-        self.per_endpoint
-            .iter()
-            .filter(|(_, count)| **count >= cap)
-            .map(|(endpoint, _)| endpoint.clone())
-            .collect()
-    }
 }
 
 type Shared<T> = Arc<Mutex<T>>;
@@ -120,10 +112,12 @@ impl Dispatcher {
             let limit = (free as u32).min(this.config.batch_size);
             let policy = ClaimPolicy {
                 retry: this.config.retry,
-                saturated_endpoints: in_flight
+                in_flight: in_flight
                     .lock()
                     .expect("in-flight map poisoned")
-                    .saturated(this.config.max_in_flight_per_endpoint),
+                    .per_endpoint
+                    .clone(),
+                max_per_endpoint: this.config.max_in_flight_per_endpoint,
                 probe_hold: this.config.lease,
                 rate_lookahead: this.config.rate_lookahead,
             };
@@ -139,9 +133,9 @@ impl Dispatcher {
                     continue;
                 }
             };
-            // A full batch means more may be due at once; admission may have held some back.
-            let full = claimed.len() as u32 == limit;
-            for delivery in claimed {
+            // A full batch means more may be due at once.
+            let full = claimed.rows as u32 == limit;
+            for delivery in claimed.deliveries {
                 let permit = permits
                     .clone()
                     .try_acquire_owned()
@@ -203,6 +197,9 @@ impl Dispatcher {
     async fn wait_for_work(&self, shutdown: &CancellationToken, rescan: &Notify) {
         let idle = self.config.idle_poll;
         let wait = match self.store.next_due_at().await {
+            // Due work this claim did not take belongs to endpoints at their cap (or was
+            // handed back over it): it becomes claimable when a send finishes.
+            Ok(Some(due)) if due <= self.clock.now() => idle,
             Ok(Some(due)) => due.since(self.clock.now()).min(idle),
             Ok(None) => idle,
             Err(error) => {
@@ -210,9 +207,6 @@ impl Dispatcher {
                 idle
             }
         };
-        if wait.is_zero() {
-            return;
-        }
         tokio::select! {
             _ = shutdown.cancelled() => {}
             _ = self.store.wait_for_due(wait) => {}
@@ -297,13 +291,9 @@ async fn complete_loop(
                 Err(error) => return Err(error.into()),
             }
         }
-        if batch
-            .iter()
-            .any(|r| matches!(r.completion, Completion::RetryAt(_)))
-        {
-            // A retry may now be the earliest due work: let the claim loop re-plan its sleep.
-            rescan.notify_one();
-        }
+        // Slots are free again and a retry may now be the earliest due work:
+        // let the claim loop look again.
+        rescan.notify_one();
         batch.clear();
     }
     Ok(())

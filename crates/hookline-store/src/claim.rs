@@ -31,7 +31,7 @@ use sqlx::{Any, Row, Transaction};
 
 use crate::complete::release_partition_successor;
 use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
-use crate::records::{ClaimPolicy, ClaimedDelivery, PARKED};
+use crate::records::{Claim, ClaimPolicy, ClaimedDelivery, PARKED};
 use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
 /// The two queues of due work.
@@ -63,6 +63,7 @@ const CLAIMED_COLUMNS: &str =
      ep.next_probe_at, ep.probe_until, ep.failing_since";
 
 /// The endpoint side of a claimed row (`None` for a deleted endpoint).
+#[derive(Clone, Copy)]
 struct Gate {
     enabled: bool,
     breaker: Breaker,
@@ -128,16 +129,17 @@ impl Store {
         lease: Duration,
         limit: u32,
         policy: &ClaimPolicy,
-    ) -> Result<Vec<ClaimedDelivery>> {
+    ) -> Result<Claim> {
         let lease_until = now + lease;
         let token = ulid::Ulid::new().to_string();
+        let saturated = policy.saturated();
         let mut tx = self.writer.begin().await?;
         let claim = LaneClaim {
             engine: self.engine,
             now,
             lease_until,
             token: &token,
-            saturated: &policy.saturated_endpoints,
+            saturated: &saturated,
         };
         let retry_share = (limit / 4).max(1).min(limit);
         let mut rows = claim.take(&mut tx, Lane::Retry, retry_share).await?;
@@ -186,7 +188,10 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
-        Ok(ready)
+        Ok(Claim {
+            deliveries: ready,
+            rows: rows.len(),
+        })
     }
 
     /// Decides, for one endpoint's claimed deliveries, which go now.
@@ -199,7 +204,7 @@ impl Store {
         policy: &ClaimPolicy,
         ready: &mut Vec<ClaimedDelivery>,
     ) -> Result<()> {
-        let Some(gate) = group.first().and_then(|c| c.gate.as_ref()) else {
+        let Some(gate) = group.first().and_then(|c| c.gate) else {
             for claimed in &group {
                 dead_letter(
                     tx,
@@ -220,6 +225,14 @@ impl Store {
             return Ok(());
         }
         let rate_limit = gate.rate_limit;
+        // Within this dispatcher's room for the endpoint; the rest go back, due now.
+        let room = policy.room(endpoint);
+        let mut group = group;
+        if group.len() > room {
+            for claimed in group.split_off(room) {
+                defer(tx, &claimed.delivery, now).await?;
+            }
+        }
         let mut admitted: Vec<ClaimedDelivery> = match gate.breaker.admit(now) {
             Admission::Send => group.into_iter().map(|c| c.delivery).collect(),
             Admission::Defer(until) => {

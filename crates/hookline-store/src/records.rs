@@ -1,5 +1,6 @@
 //! The rows the store hands out and takes in.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use hookline_core::breaker::{Breaker, Signal};
@@ -260,16 +261,58 @@ pub struct AttemptRecord {
 }
 
 /// What a claim needs besides time and size.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ClaimPolicy {
     /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
     pub retry: RetryPolicy,
-    /// Endpoints this dispatcher has at its concurrency cap: skip their deliveries.
-    pub saturated_endpoints: Vec<EndpointId>,
+    /// Requests this dispatcher has in flight, per endpoint (those with any).
+    pub in_flight: HashMap<EndpointId, usize>,
+    /// The most requests this dispatcher may have in flight to one endpoint: an
+    /// endpoint at the cap is skipped, and a claim takes no more than its room.
+    pub max_per_endpoint: usize,
     /// How long a half-open probe holds the right to be its endpoint's only request.
     pub probe_hold: Duration,
     /// How far ahead a rate-limited send slot may be handed out with its delivery.
     pub rate_lookahead: Duration,
+}
+
+impl Default for ClaimPolicy {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            in_flight: HashMap::new(),
+            max_per_endpoint: usize::MAX,
+            probe_hold: Duration::from_secs(30),
+            rate_lookahead: Duration::from_secs(1),
+        }
+    }
+}
+
+impl ClaimPolicy {
+    /// How many more requests this dispatcher may start to `endpoint`.
+    pub fn room(&self, endpoint: &EndpointId) -> usize {
+        self.max_per_endpoint
+            .saturating_sub(self.in_flight.get(endpoint).copied().unwrap_or(0))
+    }
+
+    /// Endpoints with no room left.
+    pub fn saturated(&self) -> Vec<EndpointId> {
+        self.in_flight
+            .keys()
+            .filter(|endpoint| self.room(endpoint) == 0)
+            .cloned()
+            .collect()
+    }
+}
+
+/// What one claim produced.
+#[derive(Debug, Clone, Default)]
+pub struct Claim {
+    /// The deliveries to send now.
+    pub deliveries: Vec<ClaimedDelivery>,
+    /// How many due rows the claim took before admission held some back; equal to the
+    /// limit when more work may be due right away.
+    pub rows: usize,
 }
 
 /// `due_at` of a pending delivery whose endpoint is disabled: never due until re-enabled.

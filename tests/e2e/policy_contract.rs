@@ -1,0 +1,515 @@
+//! The store's delivery-policy contract, on both engines, with an explicit clock:
+//! breakers, ordered partitions, rate limits, lanes and per-endpoint caps.
+
+use std::time::Duration;
+
+use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal};
+use hookline_core::ids::{AppId, EventId};
+use hookline_core::model::{DeadReason, DeliveryState};
+use hookline_core::ordering::OnDead;
+use hookline_core::signing::EndpointSecret;
+use hookline_core::time::Timestamp;
+use hookline_store::*;
+
+use crate::helpers::{both_engines, Engine, TestDb};
+
+const LEASE: Duration = Duration::from_secs(30);
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
+}
+
+fn breaker() -> BreakerPolicy {
+    BreakerPolicy {
+        failure_threshold: 3,
+        cooldown: Duration::from_secs(10),
+        max_cooldown: Duration::from_secs(60),
+        disable_after: Duration::from_secs(3600),
+    }
+}
+
+fn policy() -> ClaimPolicy {
+    ClaimPolicy {
+        probe_hold: LEASE,
+        rate_lookahead: Duration::from_secs(1),
+        ..ClaimPolicy::default()
+    }
+}
+
+struct Fixture {
+    store: Store,
+    app: AppId,
+    endpoint: Endpoint,
+    _db: TestDb,
+}
+
+async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fixture {
+    let db = TestDb::new(engine).await;
+    let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
+    store.migrate().await.unwrap();
+    let app = store
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "acme".into(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let mut new = NewEndpoint {
+        url: "https://a.example".into(),
+        description: String::new(),
+        event_types: None,
+        enabled: true,
+        secret: EndpointSecret::generate(),
+        retry: RetryOverrides::default(),
+        rate_limit_per_sec: None,
+        ordering_on_dead: OnDead::Skip,
+    };
+    configure(&mut new);
+    let endpoint = store.create_endpoint(&app, new, t(0)).await.unwrap();
+    Fixture {
+        store,
+        app,
+        endpoint,
+        _db: db,
+    }
+}
+
+impl Fixture {
+    async fn publish(&self, key: Option<&str>, now: Timestamp) -> EventId {
+        let event = NewEvent {
+            id: EventId::generate(),
+            event_type: "a".into(),
+            ordering_key: key.map(String::from),
+            body: b"{}".to_vec(),
+        };
+        let id = event.id.clone();
+        let render = |_: &Published| StoredResponse {
+            status: 202,
+            body: Vec::new(),
+        };
+        self.store
+            .publish(&self.app, event, None, now, &render)
+            .await
+            .unwrap();
+        id
+    }
+
+    async fn claim(&self, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
+        self.store
+            .claim_due_deliveries(now, LEASE, limit, &policy())
+            .await
+            .unwrap()
+            .deliveries
+    }
+
+    async fn finish(
+        &self,
+        claimed: &[ClaimedDelivery],
+        completion: Completion,
+        signal: Signal,
+        now: Timestamp,
+    ) {
+        let records: Vec<AttemptRecord> = claimed
+            .iter()
+            .map(|c| AttemptRecord {
+                delivery_id: c.id.clone(),
+                app_id: c.app_id.clone(),
+                endpoint_id: c.endpoint_id.clone(),
+                lease_token: c.lease_token.clone(),
+                attempt_number: c.attempts + 1,
+                started_at: now,
+                duration: Duration::from_millis(5),
+                status_code: Some(if signal == Signal::Failed { 503 } else { 200 }),
+                response_body: None,
+                error: None,
+                completion,
+                signal,
+                disable_endpoint: false,
+            })
+            .collect();
+        self.store
+            .complete_attempts(&records, &breaker(), now)
+            .await
+            .unwrap();
+    }
+
+    async fn health(&self) -> EndpointHealth {
+        self.store
+            .endpoint_health(&self.app, &self.endpoint.id)
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    async fn delivery_of(&self, event: &EventId) -> Delivery {
+        self.store
+            .get_event(&self.app, event)
+            .await
+            .unwrap()
+            .unwrap()
+            .1
+            .remove(0)
+    }
+}
+
+both_engines!(
+    breaker_opens_defers_without_charging_and_admits_one_probe,
+    failed_probe_reopens_with_a_longer_cooldown,
+    failing_past_the_span_disables_and_parks,
+    ordered_partition_releases_one_at_a_time,
+    dead_head_skips_or_blocks_by_endpoint_option,
+    rate_limit_hands_out_spaced_slots_cluster_wide,
+    fresh_work_is_claimed_beside_a_retry_backlog,
+    saturated_endpoints_are_skipped,
+    deferral_past_max_age_dead_letters,
+);
+
+async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let events: Vec<EventId> = {
+        let mut ids = Vec::new();
+        for _ in 0..5 {
+            ids.push(f.publish(None, t(0)).await);
+        }
+        ids
+    };
+    // Three failures in a row open the breaker (threshold 3).
+    let first = f.claim(t(1), 3).await;
+    assert_eq!(first.len(), 3);
+    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+        .await;
+    let health = f.health().await;
+    assert_eq!(health.breaker.state, BreakerState::Open);
+    assert_eq!(health.breaker.consecutive_failures, 3);
+    assert_eq!(health.breaker.next_probe_at, Some(t(11)));
+    assert_eq!(health.last_error.as_deref(), Some("HTTP 503"));
+    assert_eq!(health.recent_attempts, 3);
+
+    // Open: everything waits for the probe time, uncharged.
+    assert!(f.claim(t(5), 10).await.is_empty());
+    for event in &events {
+        let d = f.delivery_of(event).await;
+        assert_eq!(d.due_at, t(11), "deferred to the probe time");
+    }
+    // The cool-down is over: two concurrent claims, exactly one probe between them.
+    let (a, b) = tokio::join!(f.claim(t(11), 10), f.claim(t(11), 10));
+    let probes: Vec<_> = a.iter().chain(b.iter()).collect();
+    assert_eq!(probes.len(), 1, "exactly one probe");
+    assert!(probes[0].probe);
+    assert_eq!(f.health().await.breaker.state, BreakerState::HalfOpen);
+    assert!(
+        f.claim(t(12), 10).await.is_empty(),
+        "nothing else while the probe is out"
+    );
+
+    let probe = vec![probes[0].clone()];
+    f.finish(&probe, Completion::Succeeded, Signal::Healthy, t(12))
+        .await;
+    let health = f.health().await;
+    assert_eq!(
+        (health.breaker.state, health.breaker.consecutive_failures),
+        (BreakerState::Closed, 0)
+    );
+    // Closing brings the deferred deliveries back to now; none was charged for waiting.
+    let rest = f.claim(t(12), 10).await;
+    assert_eq!(rest.len(), 4);
+    let charged: Vec<u32> = rest.iter().map(|d| d.attempts).collect();
+    assert_eq!(
+        charged.iter().filter(|a| **a == 1).count(),
+        2,
+        "only real attempts count: {charged:?}"
+    );
+    assert!(charged.iter().all(|a| *a <= 1));
+}
+
+async fn failed_probe_reopens_with_a_longer_cooldown(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    for _ in 0..4 {
+        f.publish(None, t(0)).await;
+    }
+    let first = f.claim(t(1), 3).await;
+    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+        .await;
+    let probe = f.claim(t(11), 10).await;
+    assert_eq!(probe.len(), 1);
+    f.finish(&probe, Completion::RetryAt(t(12)), Signal::Failed, t(12))
+        .await;
+    let health = f.health().await;
+    assert_eq!(health.breaker.state, BreakerState::Open);
+    assert_eq!(
+        health.breaker.next_probe_at,
+        Some(t(32)),
+        "10 s doubled to 20 s"
+    );
+    assert!(f.claim(t(31), 10).await.is_empty());
+    assert_eq!(f.claim(t(32), 10).await.len(), 1, "one probe again");
+}
+
+async fn failing_past_the_span_disables_and_parks(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let mut now = t(0);
+    // Fail once per probe until the endpoint has failed for over an hour.
+    while f.health().await.enabled {
+        f.publish(None, now).await;
+        let claimed = f.claim(now, 1).await;
+        if let Some(d) = claimed.first() {
+            f.finish(
+                std::slice::from_ref(d),
+                Completion::RetryAt(now + Duration::from_secs(1)),
+                Signal::Failed,
+                now,
+            )
+            .await;
+        }
+        now = now + Duration::from_secs(61);
+        assert!(now < t(3 * 3600), "never disabled");
+    }
+    let health = f.health().await;
+    assert_eq!(health.disabled_reason.as_deref(), Some("failing"));
+    assert!(
+        f.claim(t(10 * 3600), 100).await.is_empty(),
+        "its queue is parked"
+    );
+    assert!(
+        f.store
+            .count_deliveries(&f.endpoint.id, DeliveryState::Pending)
+            .await
+            .unwrap()
+            > 0,
+        "and kept"
+    );
+}
+
+async fn ordered_partition_releases_one_at_a_time(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let a1 = f.publish(Some("order_1"), t(0)).await;
+    let a2 = f.publish(Some("order_1"), t(0)).await;
+    let a3 = f.publish(Some("order_1"), t(0)).await;
+    let b1 = f.publish(Some("order_2"), t(0)).await;
+    let free = f.publish(None, t(0)).await;
+    assert_eq!(f.delivery_of(&a2).await.state, DeliveryState::Blocked);
+    assert_eq!(f.delivery_of(&a3).await.sequence, Some(3));
+    assert_eq!(
+        f.delivery_of(&b1).await.sequence,
+        Some(1),
+        "sequences are per key"
+    );
+
+    let claimed = f.claim(t(1), 10).await;
+    let mut got: Vec<_> = claimed.iter().map(|c| c.event_id.clone()).collect();
+    got.sort();
+    let mut expected = vec![a1.clone(), b1.clone(), free.clone()];
+    expected.sort();
+    assert_eq!(got, expected, "only partition heads and unordered events");
+    let head = claimed.iter().find(|c| c.event_id == a1).unwrap().clone();
+    assert_eq!(
+        (head.ordering_key.as_deref(), head.sequence),
+        (Some("order_1"), Some(1))
+    );
+
+    // A retry of the head keeps the partition waiting; other keys are unaffected.
+    f.finish(
+        std::slice::from_ref(&head),
+        Completion::RetryAt(t(5)),
+        Signal::Neutral,
+        t(2),
+    )
+    .await;
+    assert!(f.claim(t(3), 10).await.is_empty());
+    let retried = f.claim(t(5), 10).await;
+    assert_eq!(
+        retried.iter().map(|c| &c.event_id).collect::<Vec<_>>(),
+        vec![&a1]
+    );
+    f.finish(&retried, Completion::Succeeded, Signal::Healthy, t(6))
+        .await;
+    let next = f.claim(t(6), 10).await;
+    assert_eq!(
+        next.iter().map(|c| &c.event_id).collect::<Vec<_>>(),
+        vec![&a2],
+        "released in sequence order"
+    );
+    // A new event of the key queues behind the unfinished one.
+    let a4 = f.publish(Some("order_1"), t(7)).await;
+    assert_eq!(f.delivery_of(&a4).await.state, DeliveryState::Blocked);
+}
+
+async fn dead_head_skips_or_blocks_by_endpoint_option(engine: Engine) {
+    for (on_dead, released) in [(OnDead::Skip, true), (OnDead::Block, false)] {
+        let f = fixture(engine, |e| e.ordering_on_dead = on_dead).await;
+        let first = f.publish(Some("k"), t(0)).await;
+        let second = f.publish(Some("k"), t(0)).await;
+        let head = f.claim(t(1), 10).await;
+        f.finish(
+            &head,
+            Completion::Dead(DeadReason::ClientError),
+            Signal::Healthy,
+            t(1),
+        )
+        .await;
+        let next = f.claim(t(2), 10).await;
+        assert_eq!(next.len() == 1, released, "{on_dead:?}");
+        if !released {
+            // Blocked until the dead one is replayed and delivered.
+            let dead = f.delivery_of(&first).await;
+            assert!(matches!(
+                f.store
+                    .replay_delivery(&f.app, &dead.id, t(3))
+                    .await
+                    .unwrap(),
+                ReplayOutcome::Replayed(_)
+            ));
+            let replayed = f.claim(t(3), 10).await;
+            assert_eq!(replayed[0].event_id, first);
+            f.finish(&replayed, Completion::Succeeded, Signal::Healthy, t(4))
+                .await;
+            let unblocked = f.claim(t(4), 10).await;
+            assert_eq!(unblocked[0].event_id, second);
+        }
+    }
+}
+
+async fn rate_limit_hands_out_spaced_slots_cluster_wide(engine: Engine) {
+    let f = fixture(engine, |e| e.rate_limit_per_sec = Some(4)).await;
+    for _ in 0..10 {
+        f.publish(None, t(0)).await;
+    }
+    // Two "nodes" claim: slots come from one shared sequence, 250 ms apart, one second ahead.
+    let a = f.claim(t(1), 3).await;
+    let b = f.claim(t(1), 10).await;
+    let mut slots: Vec<i64> = a
+        .iter()
+        .chain(b.iter())
+        .map(|d| d.send_at.unwrap().as_millis() - t(1).as_millis())
+        .collect();
+    slots.sort();
+    assert_eq!(slots, [0, 250, 500, 750, 1000]);
+    // The rest wait, pending and uncharged, until the next free slot.
+    assert!(f.claim(t(1), 10).await.is_empty());
+    let later = f.claim(t(1) + Duration::from_millis(1250), 10).await;
+    assert!(!later.is_empty());
+    assert!(later.iter().all(|d| d.attempts == 0));
+}
+
+async fn fresh_work_is_claimed_beside_a_retry_backlog(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    for _ in 0..8 {
+        f.publish(None, t(0)).await;
+    }
+    let first = f.claim(t(0), 8).await;
+    f.finish(&first, Completion::RetryAt(t(1)), Signal::Neutral, t(0))
+        .await;
+    let fresh = f.publish(None, t(2)).await;
+    // Eight retries are older, but a batch of 4 still takes the new event (retries get a quarter).
+    let claimed = f.claim(t(2), 4).await;
+    assert_eq!(claimed.len(), 4);
+    assert!(
+        claimed.iter().any(|d| d.event_id == fresh),
+        "fresh work does not wait behind retries"
+    );
+    assert!(
+        claimed.iter().filter(|d| d.attempts > 0).count() >= 1,
+        "and retries are not starved"
+    );
+}
+
+async fn saturated_endpoints_are_skipped(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let other = f
+        .store
+        .create_endpoint(
+            &f.app,
+            NewEndpoint {
+                url: "https://b.example".into(),
+                description: String::new(),
+                event_types: None,
+                enabled: true,
+                secret: EndpointSecret::generate(),
+                retry: RetryOverrides::default(),
+                rate_limit_per_sec: None,
+                ordering_on_dead: OnDead::Skip,
+            },
+            t(0),
+        )
+        .await
+        .unwrap();
+    f.publish(None, t(0)).await;
+    // This dispatcher already has one request out to the first endpoint, its cap.
+    let busy = ClaimPolicy {
+        in_flight: [(f.endpoint.id.clone(), 1)].into(),
+        max_per_endpoint: 1,
+        ..policy()
+    };
+    let claimed = f
+        .store
+        .claim_due_deliveries(t(1), LEASE, 10, &busy)
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].endpoint_id, other.id);
+
+    // A claim takes no more than the room left: the rest go back, due now, uncharged.
+    for _ in 0..5 {
+        f.publish(None, t(2)).await;
+    }
+    let capped = ClaimPolicy {
+        max_per_endpoint: 2,
+        ..policy()
+    };
+    let claim = f
+        .store
+        .claim_due_deliveries(t(3), LEASE, 10, &capped)
+        .await
+        .unwrap();
+    let to_first: Vec<_> = claim
+        .deliveries
+        .iter()
+        .filter(|d| d.endpoint_id == f.endpoint.id)
+        .collect();
+    assert_eq!(to_first.len(), 2);
+    assert!(
+        claim.rows > claim.deliveries.len(),
+        "the claim took more rows than it admitted"
+    );
+    let again = f.claim(t(3), 10).await;
+    assert_eq!(
+        again
+            .iter()
+            .filter(|d| d.endpoint_id == f.endpoint.id && d.attempts == 0)
+            .count(),
+        4
+    );
+}
+
+async fn deferral_past_max_age_dead_letters(engine: Engine) {
+    let f = fixture(engine, |e| e.retry.max_age_secs = Some(5)).await;
+    for _ in 0..4 {
+        f.publish(None, t(0)).await;
+    }
+    let first = f.claim(t(1), 3).await;
+    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+        .await;
+    // The breaker would defer the fourth to t(11), beyond its 5 s max age: dead, not deferred.
+    let claimed = f.claim(t(11), 10).await;
+    assert_eq!(claimed.len(), 1, "the probe");
+    let dlq = f
+        .store
+        .list_dlq(
+            &f.app,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!dlq.is_empty());
+    assert!(dlq
+        .iter()
+        .all(|d| d.dead_reason == Some(DeadReason::RetriesExhausted) && d.attempts <= 1));
+}
