@@ -11,6 +11,7 @@ both_engines!(
     same_key_with_another_body_is_refused,
     bad_input_gets_problem_json_and_writes_nothing,
     apps_and_endpoints_round_trip,
+    batch_publish_is_one_transaction_with_per_event_idempotency,
 );
 
 async fn publish_with_key(
@@ -360,4 +361,84 @@ async fn apps_and_endpoints_round_trip(engine: Engine) {
     app.call(Method::GET, "/v1/apps/acme", None, 404).await;
     assert_eq!(app.get("/healthz").await, json!({"status": "ok"}));
     assert_eq!(app.get("/readyz").await, json!({"status": "ready"}));
+}
+
+async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let path = format!("/v1/apps/{app_id}/events/batch");
+    let batch = json!({"events": [
+        {"event_type": "a", "payload": {"n": 1}, "idempotency_key": "k1"},
+        {"event_type": "b", "payload": {"n": 2}, "ordering_key": "o"},
+        {"event_type": "c", "payload": {"n": 3}, "idempotency_key": "k3"},
+    ]});
+    let first = app.call(Method::POST, &path, Some(&batch), 202).await;
+    let items = first["data"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    assert!(items
+        .iter()
+        .all(|i| i["status"] == 202 && i["idempotent_replayed"] == false));
+    assert_eq!(items[1]["sequence"], 1);
+    assert_eq!(receiver.wait_for_requests(3).await.len(), 3);
+
+    // Again: keyed events are replayed (same ids), the unkeyed one is new, a reused key is refused.
+    let again = json!({"events": [
+        {"event_type": "a", "payload": {"n": 1}, "idempotency_key": "k1"},
+        {"event_type": "b", "payload": {"n": 2}},
+        {"event_type": "c", "payload": {"n": 999}, "idempotency_key": "k3"},
+    ]});
+    let second = app.call(Method::POST, &path, Some(&again), 202).await;
+    let items2 = second["data"].as_array().unwrap();
+    assert_eq!(
+        (
+            items2[0]["id"].clone(),
+            items2[0]["idempotent_replayed"].clone()
+        ),
+        (items[0]["id"].clone(), json!(true))
+    );
+    assert_ne!(items2[1]["id"], items[1]["id"]);
+    assert_eq!(
+        (items2[2]["status"].as_u64(), items2[2]["code"].as_str()),
+        (Some(422), Some("idempotency_key_reused"))
+    );
+    // A key means the same in a batch and in a single publish.
+    let (status, replayed, body) = publish_with_key(
+        &app,
+        &app_id,
+        "k1",
+        &json!({"event_type": "a", "payload": {"n": 1}}),
+    )
+    .await;
+    assert_eq!((status, replayed.as_deref()), (202, Some("true")));
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["id"],
+        items[0]["id"]
+    );
+    assert_eq!(
+        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        4
+    );
+
+    // One invalid event fails the whole batch and writes nothing.
+    let bad = json!({"events": [{"event_type": "a", "payload": {}}, {"payload": {}}]});
+    let response = app.request(Method::POST, &path, Some(&bad), &[]).await;
+    assert_eq!(response.status(), 422);
+    let problem: Value = response.json().await.unwrap();
+    assert!(
+        problem["detail"].as_str().unwrap().starts_with("events[1]"),
+        "{problem}"
+    );
+    assert_eq!(
+        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        4
+    );
+    let too_many = json!({"events": vec![json!({"event_type": "a", "payload": {}}); 1001]});
+    assert_eq!(
+        app.request(Method::POST, &path, Some(&too_many), &[])
+            .await
+            .status(),
+        422
+    );
 }

@@ -87,12 +87,9 @@ impl Fixture {
             body: b"{}".to_vec(),
         };
         let id = event.id.clone();
-        let render = |_: &Published| StoredResponse {
-            status: 202,
-            body: Vec::new(),
-        };
+
         self.store
-            .publish(&self.app, event, None, now, &render)
+            .publish(item(&self.app, event, None, now), render)
             .await
             .unwrap();
         id
@@ -153,6 +150,16 @@ impl Fixture {
             .unwrap()
             .1
             .remove(0)
+    }
+}
+
+/// A publish request as the API makes it.
+fn item(app: &AppId, event: NewEvent, key: Option<&IdempotencyKey>, now: Timestamp) -> PublishItem {
+    PublishItem {
+        app: app.clone(),
+        event,
+        key: key.cloned(),
+        now,
     }
 }
 
@@ -512,4 +519,11 @@ async fn deferral_past_max_age_dead_letters(engine: Engine) {
     assert!(dlq
         .iter()
         .all(|d| d.dead_reason == Some(DeadReason::RetriesExhausted) && d.attempts <= 1));
+}
+
+fn render(_: &Published) -> StoredResponse {
+    StoredResponse {
+        status: 202,
+        body: Vec::new(),
+    }
 }

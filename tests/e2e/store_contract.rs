@@ -72,7 +72,10 @@ async fn app(store: &Store) -> AppId {
 async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -> EventId {
     let event = new_event(event_type);
     let id = event.id.clone();
-    let outcome = store.publish(app, event, None, now, &render).await.unwrap();
+    let outcome = store
+        .publish(item(app, event, None, now), render)
+        .await
+        .unwrap();
     assert!(matches!(outcome, PublishOutcome::Created(_)));
     id
 }
@@ -104,6 +107,16 @@ fn policy() -> ClaimPolicy {
         probe_hold: LEASE,
         rate_lookahead: Duration::from_secs(1),
         ..ClaimPolicy::default()
+    }
+}
+
+/// A publish request as the API makes it.
+fn item(app: &AppId, event: NewEvent, key: Option<&IdempotencyKey>, now: Timestamp) -> PublishItem {
+    PublishItem {
+        app: app.clone(),
+        event,
+        key: key.cloned(),
+        now,
     }
 }
 
@@ -331,7 +344,7 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
     event.ordering_key = Some("order_42".into());
     let id = event.id.clone();
     store
-        .publish(&app, event, None, t(1), &render)
+        .publish(item(&app, event, None, t(1)), render)
         .await
         .unwrap();
 
@@ -370,14 +383,14 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     };
 
     let first = store
-        .publish(&app, new_event("a"), Some(&key), t(1), &render)
+        .publish(item(&app, new_event("a"), Some(&key), t(1)), render)
         .await
         .unwrap();
     let PublishOutcome::Created(answer) = first else {
         panic!("expected Created, got {first:?}")
     };
     let again = store
-        .publish(&app, new_event("a"), Some(&key), t(2), &render)
+        .publish(item(&app, new_event("a"), Some(&key), t(2)), render)
         .await
         .unwrap();
     assert_eq!(again, PublishOutcome::Replayed(answer));
@@ -387,7 +400,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     };
     assert_eq!(
         store
-            .publish(&app, new_event("a"), Some(&other), t(3), &render)
+            .publish(item(&app, new_event("a"), Some(&other), t(3)), render)
             .await
             .unwrap(),
         PublishOutcome::KeyReused
@@ -396,7 +409,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     let app2 = self::app(&store).await;
     assert!(matches!(
         store
-            .publish(&app2, new_event("a"), Some(&other), t(3), &render)
+            .publish(item(&app2, new_event("a"), Some(&other), t(3)), render)
             .await
             .unwrap(),
         PublishOutcome::Created(_)
@@ -420,7 +433,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
             let (store, app, key) = (store.clone(), app.clone(), key.clone());
             tokio::spawn(async move {
                 store
-                    .publish(&app, new_event("a"), Some(&key), t(1), &render)
+                    .publish(item(&app, new_event("a"), Some(&key), t(1)), render)
                     .await
                     .unwrap()
             })
@@ -1011,25 +1024,34 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
         fingerprint: "f".into(),
     };
     store
-        .publish(&app, new_event("a"), Some(&key("old")), t(0), &render)
+        .publish(item(&app, new_event("a"), Some(&key("old")), t(0)), render)
         .await
         .unwrap();
     store
-        .publish(&app, new_event("a"), Some(&key("new")), t(100), &render)
+        .publish(
+            item(&app, new_event("a"), Some(&key("new")), t(100)),
+            render,
+        )
         .await
         .unwrap();
     assert_eq!(store.purge_idempotency_keys(t(50)).await.unwrap(), 1);
     // The old key is free again; the new one still replays.
     assert!(matches!(
         store
-            .publish(&app, new_event("a"), Some(&key("old")), t(101), &render)
+            .publish(
+                item(&app, new_event("a"), Some(&key("old")), t(101)),
+                render
+            )
             .await
             .unwrap(),
         PublishOutcome::Created(_)
     ));
     assert!(matches!(
         store
-            .publish(&app, new_event("a"), Some(&key("new")), t(101), &render)
+            .publish(
+                item(&app, new_event("a"), Some(&key("new")), t(101)),
+                render
+            )
             .await
             .unwrap(),
         PublishOutcome::Replayed(_)

@@ -12,7 +12,8 @@
 //!
 //! - [`records`]: the rows the store hands out and takes in.
 //! - `apps`, `endpoints`, `keys`: management data.
-//! - `events`: publishing (the outbox transaction, idempotency) and reading events.
+//! - `publish`: the outbox transaction, idempotency keys, group commit.
+//! - `events`: reading events.
 //! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
 //! - `complete`: attempts, next states, breakers and ordered partitions after sending.
 //! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
@@ -32,6 +33,7 @@ mod deliveries;
 mod endpoints;
 mod events;
 mod keys;
+mod publish;
 pub mod records;
 mod wake;
 
@@ -42,6 +44,7 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 
+pub use publish::{PublishItem, Render, MAX_GROUP};
 pub use records::*;
 
 /// A store error. Callers map `NotFound`/`Conflict` to user errors; the rest is internal.
@@ -59,6 +62,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("unsupported database URL `{0}` (use sqlite://… or postgres://…)")]
     UnsupportedUrl(String),
+    /// The store was closed while a request waited for its commit.
+    #[error("the store is shutting down")]
+    Closed,
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -100,6 +106,9 @@ pub struct Store {
     /// Writes. On SQLite a single connection: the one writer SQLite allows.
     writer: AnyPool,
     wake: Arc<wake::Wake>,
+    /// The group-commit queue for publishes (set right after construction:
+    /// its committer tasks hold clones of the store).
+    group: Arc<std::sync::OnceLock<publish::GroupCommit>>,
     database_url: Arc<str>,
 }
 
@@ -169,8 +178,17 @@ impl Store {
             reader,
             writer,
             wake: Arc::new(wake::Wake::new(engine)),
+            group: Arc::default(),
             database_url: url.into(),
         };
+        // SQLite has one writer, so one committer; PostgreSQL commits groups in parallel.
+        let committers = match engine {
+            Engine::Sqlite => 1,
+            Engine::Postgres => 4,
+        };
+        let _ = store
+            .group
+            .set(publish::GroupCommit::start(store.clone(), committers));
         Ok(store)
     }
 

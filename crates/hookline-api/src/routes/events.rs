@@ -5,9 +5,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hookline_core::fingerprint::request_fingerprint;
+use hookline_core::ids::AppId;
 use hookline_core::ids::EventId;
 use hookline_core::model::envelope;
-use hookline_store::{IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse};
+use hookline_store::{
+    IdempotencyKey, NewEvent, PublishItem, PublishOutcome, Published, StoredResponse,
+};
 use serde::Deserialize;
 
 use super::path_id;
@@ -26,21 +29,20 @@ pub(crate) struct PublishRequest {
 }
 
 const MAX_NAME: usize = 256;
+/// The most events in one batch request.
+pub(crate) const MAX_BATCH: usize = 1000;
 
-/// `POST /v1/apps/{app}/events`: store the event and its deliveries, then answer 202.
-///
-/// With `Idempotency-Key`, the same key and request give the same answer (with
-/// `Idempotent-Replayed: true`) and never a second event; the same key with a
-/// different request is 422 `idempotency_key_reused`.
-pub(crate) async fn publish(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(app): Path<String>,
-    headers: HeaderMap,
-    body: JsonBody<PublishRequest>,
-) -> ApiResult<Response> {
-    let app = caller.app(&state, &app).await?;
-    let request = body.value;
+/// Validates one event and builds what the store writes. `raw` is the request
+/// (or batch item) as parsed JSON, without its idempotency key: the fingerprint
+/// is taken over it, on the canonical single-event path, so a key means the same
+/// whether it came with a single publish or inside a batch.
+fn prepare(
+    state: &AppState,
+    app: &AppId,
+    request: PublishRequest,
+    raw: &serde_json::Value,
+    key: Option<&str>,
+) -> ApiResult<PublishItem> {
     if request.event_type.is_empty() || request.event_type.len() > MAX_NAME {
         return Err(ApiError::Validation(format!(
             "event_type must be 1 to {MAX_NAME} characters"
@@ -55,47 +57,62 @@ pub(crate) async fn publish(
             "ordering_key must be 1 to {MAX_NAME} characters"
         )));
     }
-    let key = match headers.get("idempotency-key") {
+    let key = match key {
         None => None,
-        Some(value) => {
-            let key = value
-                .to_str()
-                .ok()
-                .filter(|k| !k.is_empty() && k.len() <= 255)
-                .ok_or_else(|| {
-                    ApiError::Validation(
-                        "Idempotency-Key must be 1 to 255 visible ASCII characters".into(),
-                    )
-                })?;
-            // The canonical path (by app id) so a request by uid and one by id match.
-            let path = format!("/v1/apps/{}/events", app.id);
-            Some(IdempotencyKey {
-                key: key.to_owned(),
-                fingerprint: request_fingerprint("POST", &path, &body.raw),
-            })
+        Some(key) if !key.is_empty() && key.len() <= 255 => Some(IdempotencyKey {
+            key: key.to_owned(),
+            fingerprint: request_fingerprint("POST", &format!("/v1/apps/{app}/events"), raw),
+        }),
+        Some(_) => {
+            return Err(ApiError::Validation(
+                "an idempotency key must be 1 to 255 visible ASCII characters".into(),
+            ))
         }
     };
-
     let now = state.clock.now();
-    let body_bytes = envelope(&request.event_type, now, &request.payload);
-    // The envelope adds a fixed ~60 bytes plus the type; what counts is the payload.
-    let payload_len = body_bytes.len() - request.event_type.len() - 60;
+    let body = envelope(&request.event_type, now, &request.payload);
+    // What counts against the limit is the payload, not the envelope around it.
+    let payload_len = serde_json::to_vec(&request.payload).map_or(usize::MAX, |p| p.len());
     if payload_len > state.config.max_payload_bytes {
         return Err(ApiError::PayloadTooLarge {
             limit: state.config.max_payload_bytes,
         });
     }
-    let new = NewEvent {
-        id: EventId::generate(),
-        event_type: request.event_type,
-        ordering_key: request.ordering_key,
-        body: body_bytes,
-    };
-    let outcome = state
-        .store
-        .publish(&app.id, new, key.as_ref(), now, &render_published)
-        .await?;
-    match outcome {
+    Ok(PublishItem {
+        app: app.clone(),
+        event: NewEvent {
+            id: EventId::generate(),
+            event_type: request.event_type,
+            ordering_key: request.ordering_key,
+            body,
+        },
+        key,
+        now,
+    })
+}
+
+/// `POST /v1/apps/{app}/events`: store the event and its deliveries, then answer 202.
+///
+/// With `Idempotency-Key`, the same key and request give the same answer (with
+/// `Idempotent-Replayed: true`) and never a second event; the same key with a
+/// different request is 422 `idempotency_key_reused`.
+pub(crate) async fn publish(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    headers: HeaderMap,
+    body: JsonBody<PublishRequest>,
+) -> ApiResult<Response> {
+    let app = caller.app(&state, &app).await?;
+    let key =
+        match headers.get("idempotency-key") {
+            None => None,
+            Some(value) => Some(value.to_str().map_err(|_| {
+                ApiError::Validation("Idempotency-Key must be visible ASCII".into())
+            })?),
+        };
+    let item = prepare(&state, &app.id, body.value, &body.raw, key)?;
+    match state.store.publish(item, render_published).await? {
         PublishOutcome::Created(stored) => {
             metrics::counter!("hookline_events_accepted_total").increment(1);
             Ok(stored_response(stored, false))
@@ -103,6 +120,90 @@ pub(crate) async fn publish(
         PublishOutcome::Replayed(stored) => Ok(stored_response(stored, true)),
         PublishOutcome::KeyReused => Err(ApiError::IdempotencyKeyReused),
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchRequest {
+    events: Vec<serde_json::Value>,
+}
+
+/// `POST /v1/apps/{app}/events/batch`: up to 1,000 events in one transaction.
+///
+/// Each item is `{"event_type", "payload", "ordering_key"?, "idempotency_key"?}`.
+/// Validation is all or nothing (422 naming the first bad item, nothing
+/// written). Idempotency is per event: the answer lists, in order, each event's
+/// single-publish answer with `"status": 202` and `"idempotent_replayed"`, or
+/// `"status": 422, "code": "idempotency_key_reused"` for an item whose key was
+/// used with a different event (the others are still written).
+pub(crate) async fn publish_batch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    body: JsonBody<BatchRequest>,
+) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+    let app = caller.app(&state, &app).await?;
+    let events = body.value.events;
+    if events.is_empty() || events.len() > MAX_BATCH {
+        return Err(ApiError::Validation(format!(
+            "events must hold 1 to {MAX_BATCH} events"
+        )));
+    }
+    let mut items = Vec::with_capacity(events.len());
+    for (index, mut raw) in events.into_iter().enumerate() {
+        let key = match raw.as_object_mut().map(|o| o.remove("idempotency_key")) {
+            Some(Some(serde_json::Value::String(key))) => Some(key),
+            Some(None) | Some(Some(serde_json::Value::Null)) => None,
+            _ => {
+                return Err(ApiError::Validation(format!(
+                    "events[{index}]: an event is an object; idempotency_key is a string"
+                )))
+            }
+        };
+        let request: PublishRequest = serde_json::from_value(raw.clone())
+            .map_err(|e| ApiError::Validation(format!("events[{index}]: {e}")))?;
+        let item =
+            prepare(&state, &app.id, request, &raw, key.as_deref()).map_err(|e| match e {
+                ApiError::Validation(detail) => {
+                    ApiError::Validation(format!("events[{index}]: {detail}"))
+                }
+                other => other,
+            })?;
+        items.push(item);
+    }
+    let outcomes = state.store.publish_group(&items, render_published).await?;
+    let mut created = 0u64;
+    let data: Vec<serde_json::Value> = outcomes
+        .into_iter()
+        .map(|outcome| match outcome {
+            PublishOutcome::Created(stored) => {
+                created += 1;
+                batch_item(&stored, false)
+            }
+            PublishOutcome::Replayed(stored) => batch_item(&stored, true),
+            PublishOutcome::KeyReused => serde_json::json!({
+                "status": 422,
+                "code": "idempotency_key_reused",
+                "detail": ApiError::IdempotencyKeyReused.to_string(),
+            }),
+        })
+        .collect();
+    metrics::counter!("hookline_events_accepted_total").increment(created);
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "data": data })),
+    ))
+}
+
+/// A batch answer's entry: the single-publish answer, with its status and replay flag.
+fn batch_item(stored: &StoredResponse, replayed: bool) -> serde_json::Value {
+    let mut item: serde_json::Value =
+        serde_json::from_slice(&stored.body).unwrap_or(serde_json::Value::Null);
+    if let Some(object) = item.as_object_mut() {
+        object.insert("status".into(), stored.status.into());
+        object.insert("idempotent_replayed".into(), replayed.into());
+    }
+    item
 }
 
 fn render_published(published: &Published) -> StoredResponse {

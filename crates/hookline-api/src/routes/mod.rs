@@ -39,6 +39,11 @@ pub(crate) fn routes() -> Router<AppState> {
             get(endpoints::health),
         )
         .route("/v1/apps/{app}/events", post(events::publish))
+        .route(
+            "/v1/apps/{app}/events/batch",
+            post(events::publish_batch)
+                .layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT)),
+        )
         .route("/v1/apps/{app}/events/{event}", get(events::get))
         .route("/v1/apps/{app}/deliveries/{delivery}", get(deliveries::get))
         .route(
@@ -63,6 +68,9 @@ pub(crate) struct PageQuery {
     limit: Option<u32>,
     before: Option<String>,
 }
+
+/// The largest batch request body (1,000 events of a few KiB each fit easily).
+const BATCH_BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 250;

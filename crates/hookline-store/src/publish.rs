@@ -1,0 +1,496 @@
+//! Publishing: the outbox transaction, `Idempotency-Key`, and group commit.
+//!
+//! Every publish — a single `POST …/events` or a batch — goes through
+//! [`Store::publish_group`]: one transaction writes several events, their
+//! deliveries and their idempotency records. Single publishes reach it through
+//! a **group-commit queue**: a few committer tasks each take whatever requests
+//! are waiting (up to [`MAX_GROUP`]) and commit them together. Under load that
+//! turns one fsync per event into one per group; at low load a request is
+//! committed alone, at once. Each caller still gets its answer only after its
+//! own transaction committed.
+
+use std::collections::{HashMap, HashSet};
+
+use hookline_core::breaker::BreakerState;
+use hookline_core::ids::{AppId, DeliveryId, EndpointId};
+use hookline_core::model::DeliveryState;
+use hookline_core::ordering::{self, OnDead};
+use hookline_core::time::Timestamp;
+use sqlx::{Any, Row, Transaction};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::endpoints::{
+    breaker_from_row, event_types_from_json, on_dead_from_row, BREAKER_COLUMNS,
+};
+use crate::records::{
+    Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
+};
+use crate::{parse_column, placeholders, Result, Store, StoreError};
+
+/// The most events committed in one group.
+pub const MAX_GROUP: usize = 512;
+/// Rows per multi-row `INSERT` (8 values each; far below either engine's parameter limit).
+const INSERT_CHUNK: usize = 100;
+/// How often a group is retried after losing an idempotency-key race.
+const KEY_RACE_RETRIES: usize = 3;
+
+/// Turns what was written into the answer stored with the idempotency key.
+pub type Render = fn(&Published) -> StoredResponse;
+
+/// One event to publish.
+#[derive(Debug, Clone)]
+pub struct PublishItem {
+    pub app: AppId,
+    pub event: NewEvent,
+    pub key: Option<IdempotencyKey>,
+    /// When the request arrived: the event's `created_at` and its deliveries' due time.
+    pub now: Timestamp,
+}
+
+type Reply = oneshot::Sender<Result<PublishOutcome>>;
+
+/// The queue in front of the committers.
+pub(crate) struct GroupCommit {
+    queue: mpsc::UnboundedSender<(PublishItem, Render, Reply)>,
+}
+
+impl GroupCommit {
+    /// Starts `committers` tasks (one for SQLite, whose writer is single anyway).
+    pub(crate) fn start(store: Store, committers: usize) -> Self {
+        let (queue, receiver) = mpsc::unbounded_channel();
+        let receiver = std::sync::Arc::new(tokio::sync::Mutex::new(receiver));
+        for _ in 0..committers {
+            let (store, receiver) = (store.clone(), receiver.clone());
+            tokio::spawn(async move {
+                loop {
+                    let mut group = Vec::new();
+                    {
+                        // One committer at a time gathers a group; the others commit meanwhile.
+                        let mut receiver = receiver.lock().await;
+                        if receiver.recv_many(&mut group, MAX_GROUP).await == 0 {
+                            return;
+                        }
+                    }
+                    store.commit_group(group).await;
+                }
+            });
+        }
+        Self { queue }
+    }
+}
+
+impl Store {
+    /// Writes an event and one delivery per enabled endpoint whose filter accepts
+    /// it, committed (with other concurrent publishes) before this returns.
+    ///
+    /// With an idempotency key, the answer `render` makes is stored under the key
+    /// in the same transaction. A later request with the key gets the stored
+    /// answer (same fingerprint) or [`PublishOutcome::KeyReused`]; of concurrent
+    /// requests with one key exactly one creates the event.
+    #[tracing::instrument(skip_all, fields(app = %item.app, event = %item.event.id))]
+    pub async fn publish(&self, item: PublishItem, render: Render) -> Result<PublishOutcome> {
+        let (reply, answer) = oneshot::channel();
+        self.group
+            .get()
+            .expect("the group committer starts with the store")
+            .queue
+            .send((item, render, reply))
+            .map_err(|_| StoreError::Closed)?;
+        answer.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Commits a gathered group; if the group's transaction fails, each item is
+    /// tried alone so one bad request cannot fail its neighbours.
+    async fn commit_group(&self, group: Vec<(PublishItem, Render, Reply)>) {
+        let render = group[0].1;
+        if group
+            .iter()
+            .all(|(_, r, _)| std::ptr::fn_addr_eq(*r, render))
+        {
+            let items: Vec<PublishItem> = group.iter().map(|(item, _, _)| item.clone()).collect();
+            if let Ok(outcomes) = self.publish_group(&items, render).await {
+                for ((_, _, reply), outcome) in group.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+                return;
+            }
+        }
+        for (item, render, reply) in group {
+            let _ = reply.send(
+                self.publish_group(std::slice::from_ref(&item), render)
+                    .await
+                    .map(|mut o| o.remove(0)),
+            );
+        }
+    }
+
+    /// Publishes several events (of any apps) in one transaction; one outcome per item, in order.
+    #[tracing::instrument(skip_all, fields(count = items.len()))]
+    pub async fn publish_group(
+        &self,
+        items: &[PublishItem],
+        render: Render,
+    ) -> Result<Vec<PublishOutcome>> {
+        let mut attempt = 0;
+        loop {
+            match self.try_publish_group(items, render).await? {
+                Some(outcomes) => return Ok(outcomes),
+                // A concurrent transaction took one of our keys first: go again, and
+                // the earlier answer is found this time.
+                None if attempt < KEY_RACE_RETRIES => attempt += 1,
+                None => return Err(StoreError::Corrupt("idempotency keys kept racing".into())),
+            }
+        }
+    }
+
+    /// One try of a group: `None` if an idempotency key was taken concurrently
+    /// (the transaction was rolled back).
+    async fn try_publish_group(
+        &self,
+        items: &[PublishItem],
+        render: Render,
+    ) -> Result<Option<Vec<PublishOutcome>>> {
+        let earlier = self.stored_answers(items).await?;
+        let mut tx = self.writer.begin().await?;
+        let mut endpoints: HashMap<AppId, Vec<Target>> = HashMap::new();
+        // Partitions that got a delivery earlier in this group (not yet visible to queries).
+        let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
+        // Keys answered earlier in this group: (app, key) → (fingerprint, answer).
+        let mut answered: HashMap<(AppId, String), (String, StoredResponse)> = HashMap::new();
+        let mut outcomes = Vec::with_capacity(items.len());
+        let mut events = Vec::new();
+        let mut deliveries = Vec::new();
+        let mut keys = Vec::new();
+        let mut woke = false;
+
+        for item in items {
+            if let Some(key) = &item.key {
+                let slot = (item.app.clone(), key.key.clone());
+                let known = answered
+                    .get(&slot)
+                    .cloned()
+                    .or_else(|| earlier.get(&slot).cloned());
+                if let Some((fingerprint, answer)) = known {
+                    outcomes.push(if fingerprint == key.fingerprint {
+                        PublishOutcome::Replayed(answer)
+                    } else {
+                        PublishOutcome::KeyReused
+                    });
+                    continue;
+                }
+            }
+            if !endpoints.contains_key(&item.app) {
+                let targets = load_targets(&mut tx, &item.app).await?;
+                endpoints.insert(item.app.clone(), targets);
+            }
+            let targets = &endpoints[&item.app];
+            let sequence = match &item.event.ordering_key {
+                Some(key) => Some(next_sequence(&mut tx, &item.app, key).await?),
+                None => None,
+            };
+            let accepting: Vec<&Target> = targets
+                .iter()
+                .filter(|t| t.accepts(&item.event.event_type))
+                .collect();
+            let held = match &item.event.ordering_key {
+                Some(key) if !accepting.is_empty() => {
+                    held_partitions(&mut tx, key, &accepting).await?
+                }
+                _ => HashSet::new(),
+            };
+            let mut published = Vec::with_capacity(accepting.len());
+            for target in accepting {
+                let due_at = target.due_at(item.now);
+                let state = match &item.event.ordering_key {
+                    None => DeliveryState::Pending,
+                    Some(key) => {
+                        let partition = (target.id.clone(), key.clone());
+                        let earlier_in_group = !touched.insert(partition);
+                        ordering::initial_state(earlier_in_group || held.contains(&target.id))
+                    }
+                };
+                woke |= state == DeliveryState::Pending && due_at <= item.now;
+                published.push(Delivery {
+                    id: DeliveryId::generate(),
+                    app_id: item.app.clone(),
+                    event_id: item.event.id.clone(),
+                    endpoint_id: target.id.clone(),
+                    state,
+                    due_at,
+                    ordering_key: item.event.ordering_key.clone(),
+                    sequence,
+                    attempts: 0,
+                    round_started_at: item.now,
+                    last_attempt_at: None,
+                    dead_reason: None,
+                    dead_at: None,
+                    created_at: item.now,
+                });
+            }
+            let published = Published {
+                event: Event {
+                    id: item.event.id.clone(),
+                    app_id: item.app.clone(),
+                    event_type: item.event.event_type.clone(),
+                    ordering_key: item.event.ordering_key.clone(),
+                    sequence,
+                    // The answer never shows the body; it is written from `item` below.
+                    body: Vec::new(),
+                    created_at: item.now,
+                },
+                deliveries: published,
+            };
+            let answer = render(&published);
+            if let Some(key) = &item.key {
+                answered.insert(
+                    (item.app.clone(), key.key.clone()),
+                    (key.fingerprint.clone(), answer.clone()),
+                );
+                keys.push((item, key, answer.clone()));
+            }
+            events.push((item, sequence));
+            deliveries.extend(published.deliveries);
+            outcomes.push(PublishOutcome::Created(answer));
+        }
+
+        insert_events(&mut tx, &events).await?;
+        insert_deliveries(&mut tx, &deliveries).await?;
+        if !insert_keys(&mut tx, &keys).await? {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        tx.commit().await?;
+        if woke {
+            self.notify_due();
+        }
+        Ok(Some(outcomes))
+    }
+
+    /// The stored answers for the group's keys that were used before.
+    async fn stored_answers(
+        &self,
+        items: &[PublishItem],
+    ) -> Result<HashMap<(AppId, String), (String, StoredResponse)>> {
+        let mut found = HashMap::new();
+        let keyed: Vec<(&AppId, &IdempotencyKey)> = items
+            .iter()
+            .filter_map(|i| i.key.as_ref().map(|k| (&i.app, k)))
+            .collect();
+        for chunk in keyed.chunks(INSERT_CHUNK) {
+            let pairs = (0..chunk.len())
+                .map(|i| format!("(app_id = ${} AND key = ${})", 2 * i + 1, 2 * i + 2))
+                .collect::<Vec<_>>()
+                .join(" OR ");
+            let sql = format!("SELECT app_id, key, fingerprint, status, response FROM idempotency_keys WHERE {pairs}");
+            let mut query = sqlx::query(&sql);
+            for (app, key) in chunk {
+                query = query.bind(app.as_str()).bind(key.key.as_str());
+            }
+            for row in query.fetch_all(&self.writer).await? {
+                let app: AppId = parse_column(&row, "app_id")?;
+                let answer = StoredResponse {
+                    status: row.try_get::<i64, _>("status")? as u16,
+                    body: row.try_get("response")?,
+                };
+                found.insert(
+                    (app, row.try_get("key")?),
+                    (row.try_get("fingerprint")?, answer),
+                );
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// An enabled endpoint an app's events may go to.
+struct Target {
+    id: EndpointId,
+    event_types: Option<Vec<String>>,
+    on_dead: OnDead,
+    /// `Some(t)`: its breaker is open until `t`.
+    deferred_until: Option<Timestamp>,
+}
+
+impl Target {
+    fn accepts(&self, event_type: &str) -> bool {
+        self.event_types
+            .as_ref()
+            .is_none_or(|types| types.iter().any(|t| t == event_type))
+    }
+
+    /// An open breaker creates new work due at its probe time instead of letting every
+    /// claim pick the delivery up only to put it back.
+    fn due_at(&self, now: Timestamp) -> Timestamp {
+        self.deferred_until
+            .filter(|until| *until > now)
+            .unwrap_or(now)
+    }
+}
+
+async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result<Vec<Target>> {
+    let sql = format!(
+        "SELECT id, event_types, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled = 1"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(app.as_str())
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let breaker = breaker_from_row(row)?;
+            let deferred_until = match breaker.state {
+                BreakerState::Closed => None,
+                BreakerState::Open => breaker.next_probe_at,
+                BreakerState::HalfOpen => breaker.probe_until,
+            };
+            Ok(Target {
+                id: parse_column(row, "id")?,
+                event_types: event_types_from_json(row.try_get("event_types")?)?,
+                on_dead: on_dead_from_row(row)?,
+                deferred_until,
+            })
+        })
+        .collect()
+}
+
+/// The next sequence number of an ordering key. The upsert takes the key's row
+/// lock until commit, so concurrent publishes of one key are numbered in commit order.
+async fn next_sequence(tx: &mut Transaction<'static, Any>, app: &AppId, key: &str) -> Result<u64> {
+    let sequence: i64 = sqlx::query_scalar(
+        "INSERT INTO ordering_keys (app_id, ordering_key, last_sequence) VALUES ($1, $2, 1) \
+         ON CONFLICT (app_id, ordering_key) DO UPDATE SET last_sequence = ordering_keys.last_sequence + 1 \
+         RETURNING last_sequence",
+    )
+    .bind(app.as_str())
+    .bind(key)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(sequence as u64)
+}
+
+/// The endpoints whose partition for `key` has an earlier delivery holding a new one
+/// back (by each endpoint's `ordering_on_dead`).
+async fn held_partitions(
+    tx: &mut Transaction<'static, Any>,
+    key: &str,
+    targets: &[&Target],
+) -> Result<HashSet<EndpointId>> {
+    let sql = format!(
+        "SELECT DISTINCT endpoint_id, state FROM deliveries \
+         WHERE endpoint_id IN ({}) AND ordering_key = $1 AND state <> 'succeeded'",
+        placeholders(2, targets.len())
+    );
+    let mut query = sqlx::query(&sql).bind(key);
+    for target in targets {
+        query = query.bind(target.id.as_str());
+    }
+    let mut held = HashSet::new();
+    for row in query.fetch_all(&mut **tx).await? {
+        let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
+        let state: DeliveryState = parse_column(&row, "state")?;
+        let on_dead = targets
+            .iter()
+            .find(|t| t.id == endpoint)
+            .map(|t| t.on_dead)
+            .unwrap_or_default();
+        if on_dead.holding_states().contains(&state) {
+            held.insert(endpoint);
+        }
+    }
+    Ok(held)
+}
+
+async fn insert_events(
+    tx: &mut Transaction<'static, Any>,
+    events: &[(&PublishItem, Option<u64>)],
+) -> Result<()> {
+    for chunk in events.chunks(INSERT_CHUNK) {
+        let values = (0..chunk.len())
+            .map(|i| format!("({})", placeholders(1 + i * 7, 7)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) VALUES {values}"
+        );
+        let mut query = sqlx::query(&sql);
+        for (item, sequence) in chunk {
+            query = query
+                .bind(item.event.id.as_str())
+                .bind(item.app.as_str())
+                .bind(item.event.event_type.as_str())
+                .bind(item.event.ordering_key.as_deref())
+                .bind(sequence.map(|s| s as i64))
+                .bind(item.event.body.as_slice())
+                .bind(item.now.as_millis());
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+async fn insert_deliveries(
+    tx: &mut Transaction<'static, Any>,
+    deliveries: &[Delivery],
+) -> Result<()> {
+    for chunk in deliveries.chunks(INSERT_CHUNK) {
+        let values = (0..chunk.len())
+            .map(|i| {
+                let p = 1 + i * 9;
+                // created_at, updated_at and round_started_at are all the publish time.
+                format!("({}, 0, ${t}, ${t}, ${t})", placeholders(p, 8), t = p + 8)
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
+             attempts, round_started_at, created_at, updated_at) VALUES {values}"
+        );
+        let mut query = sqlx::query(&sql);
+        for d in chunk {
+            query = query
+                .bind(d.id.as_str())
+                .bind(d.app_id.as_str())
+                .bind(d.event_id.as_str())
+                .bind(d.endpoint_id.as_str())
+                .bind(d.state.as_str())
+                .bind(d.due_at.as_millis())
+                .bind(d.ordering_key.as_deref())
+                .bind(d.sequence.map(|s| s as i64))
+                .bind(d.created_at.as_millis());
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Stores the answers under their keys; `false` if a concurrent transaction
+/// committed one of the keys first (PostgreSQL made this insert wait for it).
+async fn insert_keys(
+    tx: &mut Transaction<'static, Any>,
+    keys: &[(&PublishItem, &IdempotencyKey, StoredResponse)],
+) -> Result<bool> {
+    for chunk in keys.chunks(INSERT_CHUNK) {
+        let values = (0..chunk.len())
+            .map(|i| format!("({})", placeholders(1 + i * 6, 6)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) VALUES {values} \
+             ON CONFLICT (app_id, key) DO NOTHING"
+        );
+        let mut query = sqlx::query(&sql);
+        for (item, key, answer) in chunk {
+            query = query
+                .bind(item.app.as_str())
+                .bind(key.key.as_str())
+                .bind(key.fingerprint.as_str())
+                .bind(i64::from(answer.status))
+                .bind(answer.body.as_slice())
+                .bind(item.now.as_millis());
+        }
+        if query.execute(&mut **tx).await?.rows_affected() < chunk.len() as u64 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
