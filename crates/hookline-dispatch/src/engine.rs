@@ -58,12 +58,14 @@ impl InFlight {
             .or_default() += 1;
     }
 
-    fn finish(&mut self, delivery: &ClaimedDelivery) {
-        self.leases.remove(&delivery.id);
-        if let Some(count) = self.per_endpoint.get_mut(&delivery.endpoint_id) {
+    /// Called once the attempt is *recorded*, not merely sent: until then the endpoint's
+    /// slot stays taken, so the next claim sees the breaker state this attempt produced.
+    fn finish(&mut self, delivery: &DeliveryId, endpoint: &EndpointId) {
+        self.leases.remove(delivery);
+        if let Some(count) = self.per_endpoint.get_mut(endpoint) {
             *count -= 1;
             if *count == 0 {
-                self.per_endpoint.remove(&delivery.endpoint_id);
+                self.per_endpoint.remove(endpoint);
             }
         }
     }
@@ -96,7 +98,12 @@ impl Dispatcher {
         let in_flight: Shared<InFlight> = Arc::default();
         let rescan = Arc::new(Notify::new());
         let (records_tx, records_rx) = mpsc::unbounded_channel();
-        let completer = tokio::spawn(complete_loop(this.clone(), records_rx, rescan.clone()));
+        let completer = tokio::spawn(complete_loop(
+            this.clone(),
+            records_rx,
+            in_flight.clone(),
+            rescan.clone(),
+        ));
         let mut sends = JoinSet::new();
 
         while !shutdown.is_cancelled() {
@@ -146,13 +153,8 @@ impl Dispatcher {
                     .start(&delivery);
                 let this = this.clone();
                 let records = records_tx.clone();
-                let in_flight = in_flight.clone();
                 sends.spawn(async move {
                     let record = this.attempt(&delivery).await;
-                    in_flight
-                        .lock()
-                        .expect("in-flight map poisoned")
-                        .finish(&delivery);
                     // The completer outlives every send (it stops when all senders are gone).
                     let _ = records.send(record);
                     drop(permit);
@@ -172,14 +174,16 @@ impl Dispatcher {
             sends.abort_all();
             while sends.join_next().await.is_some() {}
         }
+        // Every finished send's record is written before the leases still held — those
+        // of aborted sends — are released.
+        drop(records_tx);
+        let completed = completer.await;
         let unfinished: Vec<(DeliveryId, String)> = in_flight
             .lock()
             .expect("in-flight map poisoned")
             .leases
             .drain()
             .collect();
-        drop(records_tx);
-        let completed = completer.await;
         if !unfinished.is_empty() {
             tracing::info!(count = unfinished.len(), "releasing unfinished deliveries");
             this.store
@@ -271,6 +275,7 @@ impl Dispatcher {
 async fn complete_loop(
     this: Arc<Dispatcher>,
     mut records: mpsc::UnboundedReceiver<AttemptRecord>,
+    in_flight: Shared<InFlight>,
     rescan: Arc<Notify>,
 ) -> Result<(), DispatchError> {
     let mut batch = Vec::with_capacity(COMPLETION_BATCH);
@@ -291,7 +296,13 @@ async fn complete_loop(
                 Err(error) => return Err(error.into()),
             }
         }
-        // Slots are free again and a retry may now be the earliest due work:
+        {
+            let mut in_flight = in_flight.lock().expect("in-flight map poisoned");
+            for record in &batch {
+                in_flight.finish(&record.delivery_id, &record.endpoint_id);
+            }
+        }
+        // Endpoint slots are free again and a retry may now be the earliest due work:
         // let the claim loop look again.
         rescan.notify_one();
         batch.clear();

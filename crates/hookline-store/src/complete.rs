@@ -2,10 +2,10 @@
 //! endpoints' breakers and the release of ordered partitions — one transaction
 //! per batch.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use hookline_core::breaker::{Admission, BreakerPolicy, BreakerState, Signal, Transition};
-use hookline_core::ids::{AttemptId, EndpointId};
+use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState};
 use hookline_core::ordering::{self, OnDead};
 use hookline_core::time::Timestamp;
@@ -15,10 +15,132 @@ use crate::endpoints::{
     breaker_from_row, disable_endpoint, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, Completion, PARKED};
-use crate::{Engine, Result, Store};
+use crate::{parse_column, placeholders, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
 const LAST_ERROR_CHARS: usize = 500;
+/// Attempts per multi-row statement (14 values each; far below either engine's limit).
+const COMPLETION_CHUNK: usize = 100;
+
+/// What an attempt's completion writes to its attempt row and its delivery.
+fn outcome(
+    completion: Completion,
+    now: Timestamp,
+) -> (
+    AttemptVerdict,
+    DeliveryState,
+    Timestamp,
+    Option<Timestamp>,
+    Option<DeadReason>,
+) {
+    match completion {
+        Completion::Succeeded => (
+            AttemptVerdict::Delivered,
+            DeliveryState::Succeeded,
+            now,
+            None,
+            None,
+        ),
+        Completion::RetryAt(at) => (
+            AttemptVerdict::Retry,
+            DeliveryState::Pending,
+            at,
+            Some(at),
+            None,
+        ),
+        Completion::Dead(reason) => (
+            AttemptVerdict::Dead,
+            DeliveryState::Dead,
+            now,
+            None,
+            Some(reason),
+        ),
+    }
+}
+
+/// One multi-row `INSERT` of attempt rows.
+async fn insert_attempts(
+    tx: &mut Transaction<'static, Any>,
+    records: &[AttemptRecord],
+) -> Result<()> {
+    let values = (0..records.len())
+        .map(|i| format!("({})", placeholders(1 + i * 14, 14)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!(
+        "INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
+         status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason) VALUES {values}"
+    );
+    let mut query = sqlx::query(&sql);
+    for record in records {
+        // `now` only matters for the delivery's row; the attempt keeps its own times.
+        let (verdict, _, _, next_attempt_at, dead_reason) =
+            outcome(record.completion, record.started_at);
+        let (error_kind, error_message) = match &record.error {
+            Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
+            None => (None, None),
+        };
+        query = query
+            .bind(AttemptId::generate().to_string())
+            .bind(record.delivery_id.as_str())
+            .bind(record.app_id.as_str())
+            .bind(record.endpoint_id.as_str())
+            .bind(i64::from(record.attempt_number))
+            .bind(record.started_at.as_millis())
+            .bind(record.duration.as_millis() as i64)
+            .bind(record.status_code.map(i64::from))
+            .bind(record.response_body.as_deref())
+            .bind(error_kind)
+            .bind(error_message)
+            .bind(verdict.as_str())
+            .bind(next_attempt_at.map(Timestamp::as_millis))
+            .bind(dead_reason.map(DeadReason::as_str));
+    }
+    query.execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// One multi-row `UPDATE` moving the deliveries on — only those whose lease the
+/// record still holds. Returns the ordering keys of the updated keyed deliveries.
+async fn update_deliveries(
+    tx: &mut Transaction<'static, Any>,
+    records: &[AttemptRecord],
+    now: Timestamp,
+) -> Result<HashMap<DeliveryId, String>> {
+    let values = (0..records.len())
+        .map(|i| format!("({})", placeholders(2 + i * 8, 8)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The same statement on both engines: a VALUES list as a CTE, then UPDATE … FROM.
+    let sql = format!(
+        "WITH v (id, token, state, due_at, attempts, last_attempt_at, dead_reason, dead_at) AS (VALUES {values}) \
+         UPDATE deliveries SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
+         last_attempt_at = v.last_attempt_at, dead_reason = v.dead_reason, dead_at = v.dead_at, \
+         lease_token = NULL, updated_at = $1 \
+         FROM v WHERE deliveries.id = v.id AND deliveries.lease_token = v.token \
+         RETURNING deliveries.id, deliveries.ordering_key"
+    );
+    let mut query = sqlx::query(&sql).bind(now.as_millis());
+    for record in records {
+        let (_, state, due_at, _, dead_reason) = outcome(record.completion, now);
+        query = query
+            .bind(record.delivery_id.as_str())
+            .bind(record.lease_token.as_str())
+            .bind(state.as_str())
+            .bind(due_at.as_millis())
+            .bind(i64::from(record.attempt_number))
+            .bind(record.started_at.as_millis())
+            .bind(dead_reason.map(DeadReason::as_str))
+            .bind(dead_reason.map(|_| now.as_millis()));
+    }
+    let mut keyed = HashMap::new();
+    for row in query.fetch_all(&mut **tx).await? {
+        if let Some(key) = row.try_get::<Option<String>, _>("ordering_key")? {
+            keyed.insert(parse_column(&row, "id")?, key);
+        }
+    }
+    Ok(keyed)
+}
 
 impl Store {
     /// Records finished attempts and moves each delivery on, all in one transaction:
@@ -44,85 +166,25 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
         let mut finished_keyed = Vec::new();
-        for record in records {
-            let (verdict, state, due_at, next_attempt_at, dead_reason) = match record.completion {
-                Completion::Succeeded => (
-                    AttemptVerdict::Delivered,
-                    DeliveryState::Succeeded,
-                    now,
-                    None,
-                    None,
-                ),
-                Completion::RetryAt(at) => (
-                    AttemptVerdict::Retry,
-                    DeliveryState::Pending,
-                    at,
-                    Some(at),
-                    None,
-                ),
-                Completion::Dead(reason) => (
-                    AttemptVerdict::Dead,
-                    DeliveryState::Dead,
-                    now,
-                    None,
-                    Some(reason),
-                ),
-            };
-            let (error_kind, error_message) = match &record.error {
-                Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
-                None => (None, None),
-            };
-            sqlx::query(
-                "INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
-                 status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
-            )
-            .bind(AttemptId::generate().as_str())
-            .bind(record.delivery_id.as_str())
-            .bind(record.app_id.as_str())
-            .bind(record.endpoint_id.as_str())
-            .bind(i64::from(record.attempt_number))
-            .bind(record.started_at.as_millis())
-            .bind(record.duration.as_millis() as i64)
-            .bind(record.status_code.map(i64::from))
-            .bind(record.response_body.as_deref())
-            .bind(error_kind)
-            .bind(error_message)
-            .bind(verdict.as_str())
-            .bind(next_attempt_at.map(Timestamp::as_millis))
-            .bind(dead_reason.map(DeadReason::as_str))
-            .execute(&mut *tx)
-            .await?;
-            let updated = sqlx::query(
-                "UPDATE deliveries SET state = $3, due_at = $4, attempts = $5, last_attempt_at = $6, \
-                 dead_reason = $7, dead_at = $8, lease_token = NULL, updated_at = $9 \
-                 WHERE id = $1 AND lease_token = $2 RETURNING ordering_key",
-            )
-            .bind(record.delivery_id.as_str())
-            .bind(&record.lease_token)
-            .bind(state.as_str())
-            .bind(due_at.as_millis())
-            .bind(i64::from(record.attempt_number))
-            .bind(record.started_at.as_millis())
-            .bind(dead_reason.map(DeadReason::as_str))
-            .bind(dead_reason.map(|_| now.as_millis()))
-            .bind(now.as_millis())
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some(key) = updated
-                .map(|row| row.try_get::<Option<String>, _>("ordering_key"))
-                .transpose()?
-                .flatten()
-            {
-                if state != DeliveryState::Pending {
-                    finished_keyed.push((
-                        record.app_id.clone(),
-                        record.endpoint_id.clone(),
-                        key,
-                        state,
-                        dead_reason,
-                    ));
-                }
+        for chunk in records.chunks(COMPLETION_CHUNK) {
+            insert_attempts(&mut tx, chunk).await?;
+            let keyed = update_deliveries(&mut tx, chunk, now).await?;
+            for record in chunk {
+                let Some(key) = keyed.get(&record.delivery_id) else {
+                    continue;
+                };
+                let (state, reason) = match record.completion {
+                    Completion::Succeeded => (DeliveryState::Succeeded, None),
+                    Completion::Dead(reason) => (DeliveryState::Dead, Some(reason)),
+                    Completion::RetryAt(_) => continue,
+                };
+                finished_keyed.push((
+                    record.app_id.clone(),
+                    record.endpoint_id.clone(),
+                    key.clone(),
+                    state,
+                    reason,
+                ));
             }
         }
 
