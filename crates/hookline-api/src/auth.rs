@@ -24,12 +24,47 @@ impl FromRequestParts<AppState> for Caller {
             .map(str::trim)
             .filter(|k| !k.is_empty())
             .ok_or(ApiError::Unauthorized)?;
+        let hash = api_key::hash(key);
+        if let Some(scope) = state.keys.get(&hash) {
+            return Ok(Caller(scope));
+        }
         let scope = state
             .store
-            .find_api_key(&api_key::hash(key))
+            .find_api_key(&hash)
             .await?
             .ok_or(ApiError::Unauthorized)?;
+        state.keys.insert(hash, scope.clone());
         Ok(Caller(scope))
+    }
+}
+
+/// Known keys by hash, so a busy producer's every request is not a database read.
+/// Entries live [`KeyCache::TTL`]; unknown keys are never cached, so a new key works
+/// at once.
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    entries: std::sync::Mutex<std::collections::HashMap<String, (KeyScope, std::time::Instant)>>,
+}
+
+impl KeyCache {
+    const TTL: std::time::Duration = std::time::Duration::from_secs(60);
+    /// Past this many keys the cache starts over (a bound, not an LRU: keys are few).
+    const CAPACITY: usize = 10_000;
+
+    fn get(&self, hash: &str) -> Option<KeyScope> {
+        let entries = self.entries.lock().expect("key cache poisoned");
+        entries
+            .get(hash)
+            .filter(|(_, at)| at.elapsed() < Self::TTL)
+            .map(|(scope, _)| scope.clone())
+    }
+
+    fn insert(&self, hash: String, scope: KeyScope) {
+        let mut entries = self.entries.lock().expect("key cache poisoned");
+        if entries.len() >= Self::CAPACITY {
+            entries.clear();
+        }
+        entries.insert(hash, (scope, std::time::Instant::now()));
     }
 }
 

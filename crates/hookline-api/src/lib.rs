@@ -50,6 +50,7 @@ pub(crate) struct AppState {
     pub store: Store,
     pub clock: Arc<dyn Clock>,
     pub config: Arc<ApiConfig>,
+    pub keys: Arc<auth::KeyCache>,
 }
 
 /// The whole API as one router.
@@ -59,6 +60,7 @@ pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router 
         store,
         clock,
         config: Arc::new(config),
+        keys: Arc::default(),
     };
     routes::routes()
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
