@@ -6,60 +6,14 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::helpers::{
-    both_engines, free_port, wait_until, Engine, Process, Receiver, Reply, TestDb, ADMIN_TOKEN,
+    both_engines, free_port, publish_concurrently, setup_remote, wait_until, Engine, Process,
+    Receiver, Reply, TestDb,
 };
 
 both_engines!(
     sigkill_mid_delivery_loses_no_event,
     sigterm_finishes_or_releases_in_flight_work
 );
-
-/// Creates an app and an endpoint at `url`; returns the app id.
-async fn setup(http: &reqwest::Client, base: &str, url: &str) -> String {
-    let app: serde_json::Value = http
-        .post(format!("{base}/v1/apps"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"name": "crash"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let app_id = app["id"].as_str().unwrap().to_owned();
-    let created = http
-        .post(format!("{base}/v1/apps/{app_id}/endpoints"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"url": url}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
-    app_id
-}
-
-/// Publishes `count` events; returns their ids (each answered 202, so each is committed).
-async fn publish_many(
-    http: &reqwest::Client,
-    base: &str,
-    app_id: &str,
-    count: usize,
-) -> HashSet<String> {
-    let mut ids = HashSet::new();
-    for n in 0..count {
-        let response = http
-            .post(format!("{base}/v1/apps/{app_id}/events"))
-            .bearer_auth(ADMIN_TOKEN)
-            .json(&json!({"event_type": "order.paid", "payload": {"n": n}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 202);
-        let body: serde_json::Value = response.json().await.unwrap();
-        ids.insert(body["id"].as_str().unwrap().to_owned());
-    }
-    ids
-}
 
 async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
     let db = TestDb::new(engine).await;
@@ -69,9 +23,8 @@ async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
     receiver.answer_always(Reply::status(200).after(Duration::from_millis(300)));
     let lease = [("HOOKLINE_LEASE_MS", "1500")];
     let first = Process::serve(&db, port, &lease).await;
-    let http = reqwest::Client::new();
-    let app_id = setup(&http, &first.base, &receiver.url).await;
-    let accepted = publish_many(&http, &first.base, &app_id, 200).await;
+    let (app_id, _) = setup_remote(&first.base, &receiver.url, json!({})).await;
+    let accepted = publish_concurrently(&first.base, &app_id, 200, 4).await;
 
     receiver.wait_for_requests(20).await;
     first.kill();
@@ -120,14 +73,13 @@ async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
 async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
     let db = TestDb::new(engine).await;
     let port = free_port();
-    let http = reqwest::Client::new();
 
     // Drain long enough: in-flight requests finish and are recorded.
     let quick = Receiver::start().await;
     quick.answer_always(Reply::status(200).after(Duration::from_millis(500)));
     let process = Process::serve(&db, port, &[("HOOKLINE_DRAIN_TIMEOUT_MS", "10000")]).await;
-    let app_id = setup(&http, &process.base, &quick.url).await;
-    publish_many(&http, &process.base, &app_id, 10).await;
+    let (app_id, _) = setup_remote(&process.base, &quick.url, json!({})).await;
+    publish_concurrently(&process.base, &app_id, 10, 2).await;
     quick.wait_for_requests(10).await;
     assert!(process.terminate().success(), "a graceful stop exits 0");
 
@@ -167,8 +119,8 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
         ],
     )
     .await;
-    let app_id = setup(&http, &process.base, &stuck.url).await;
-    publish_many(&http, &process.base, &app_id, 5).await;
+    let (app_id, _) = setup_remote(&process.base, &stuck.url, json!({})).await;
+    publish_concurrently(&process.base, &app_id, 5, 1).await;
     stuck.wait_for_requests(5).await;
     assert!(process.terminate().success());
     let app = hookline_core::ids::AppId::parse(&app_id).unwrap();

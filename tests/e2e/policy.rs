@@ -5,10 +5,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::helpers::{
-    both_engines, free_port, Engine, Process, Receiver, Reply, TestApp, TestDb, ADMIN_TOKEN,
+    both_engines, free_port, publish_concurrently, setup_remote, Engine, Process, Receiver, Reply,
+    TestApp, TestDb,
 };
 
 both_engines!(
@@ -270,78 +271,6 @@ async fn noisy_neighbours_leave_a_healthy_endpoint_alone(engine: Engine) {
         delays[delays.len() / 2],
         delays.last().unwrap()
     );
-}
-
-/// Creates an app and an endpoint over HTTP against a process; returns (app id, endpoint id).
-async fn setup_remote(base: &str, url: &str, endpoint: Value) -> (String, String) {
-    let http = reqwest::Client::new();
-    let app: Value = http
-        .post(format!("{base}/v1/apps"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"name": "cluster"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let app_id = app["id"].as_str().unwrap().to_owned();
-    let mut body = endpoint;
-    body["url"] = json!(url);
-    let created: Value = http
-        .post(format!("{base}/v1/apps/{app_id}/endpoints"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (app_id, created["id"].as_str().unwrap().to_owned())
-}
-
-/// Publishes `count` events with `concurrency` producers; returns the accepted ids.
-async fn publish_concurrently(
-    base: &str,
-    app_id: &str,
-    count: usize,
-    concurrency: usize,
-) -> HashSet<String> {
-    let http = reqwest::Client::new();
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let (http, next, url) = (
-            http.clone(),
-            next.clone(),
-            format!("{base}/v1/apps/{app_id}/events"),
-        );
-        tasks.push(tokio::spawn(async move {
-            let mut ids = Vec::new();
-            loop {
-                let n = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                if n >= count {
-                    return ids;
-                }
-                let response = http
-                    .post(&url)
-                    .bearer_auth(ADMIN_TOKEN)
-                    .json(&json!({"event_type": "order.paid", "payload": {"n": n}}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(response.status(), 202);
-                let body: Value = response.json().await.unwrap();
-                ids.push(body["id"].as_str().unwrap().to_owned());
-            }
-        }));
-    }
-    let mut all = HashSet::new();
-    for task in tasks {
-        all.extend(task.await.unwrap());
-    }
-    all
 }
 
 const CLUSTER_ENV: [(&str, &str); 2] = [
