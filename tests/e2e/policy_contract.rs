@@ -173,6 +173,7 @@ both_engines!(
     fresh_work_is_claimed_beside_a_retry_backlog,
     saturated_endpoints_are_skipped,
     deferral_past_max_age_dead_letters,
+    a_saturated_endpoints_backlog_does_not_hide_other_work,
 );
 
 async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
@@ -526,4 +527,69 @@ fn render(_: &Published) -> StoredResponse {
         status: 202,
         body: Vec::new(),
     }
+}
+
+async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) {
+    let f = fixture(engine, |e| e.event_types = Some(vec!["busy".into()])).await;
+    let quiet = f
+        .store
+        .create_endpoint(
+            &f.app,
+            NewEndpoint {
+                url: "https://quiet.example".into(),
+                description: String::new(),
+                event_types: Some(vec!["quiet".into()]),
+                enabled: true,
+                secret: EndpointSecret::generate(),
+                retry: RetryOverrides::default(),
+                rate_limit_per_sec: None,
+                ordering_on_dead: OnDead::Skip,
+            },
+            t(0),
+        )
+        .await
+        .unwrap();
+    // A backlog larger than the claim's scan window, all due before the quiet endpoint's one event.
+    let backlog: Vec<PublishItem> = (0..1500)
+        .map(|_| {
+            let event = NewEvent {
+                id: EventId::generate(),
+                event_type: "busy".into(),
+                ordering_key: None,
+                body: b"{}".to_vec(),
+            };
+            item(&f.app, event, None, t(0))
+        })
+        .collect();
+    f.store.publish_group(&backlog, render).await.unwrap();
+    let event = NewEvent {
+        id: EventId::generate(),
+        event_type: "quiet".into(),
+        ordering_key: None,
+        body: b"{}".to_vec(),
+    };
+    let quiet_event = event.id.clone();
+    f.store
+        .publish(item(&f.app, event, None, t(1)), render)
+        .await
+        .unwrap();
+
+    let busy = ClaimPolicy {
+        in_flight: [(f.endpoint.id.clone(), 1)].into(),
+        max_per_endpoint: 1,
+        ..policy()
+    };
+    let claim = f
+        .store
+        .claim_due_deliveries(t(2), LEASE, 10, &busy)
+        .await
+        .unwrap();
+    assert_eq!(claim.deliveries.len(), 1);
+    assert_eq!(
+        (
+            &claim.deliveries[0].endpoint_id,
+            &claim.deliveries[0].event_id
+        ),
+        (&quiet.id, &quiet_event)
+    );
 }

@@ -134,6 +134,13 @@ impl Store {
         let token = ulid::Ulid::new().to_string();
         let saturated = policy.saturated();
         let mut tx = self.writer.begin().await?;
+        if self.engine == Engine::Postgres {
+            // A lease lost in a database crash costs at most a duplicate send (the
+            // delivery is claimed again), never an event: no need to wait for the flush.
+            sqlx::query("SET LOCAL synchronous_commit = off")
+                .execute(&mut *tx)
+                .await?;
+        }
         let claim = LaneClaim {
             engine: self.engine,
             now,
@@ -142,19 +149,44 @@ impl Store {
             saturated: &saturated,
         };
         let retry_share = (limit / 4).max(1).min(limit);
-        let mut rows = claim.take(&mut tx, Lane::Retry, retry_share).await?;
+        let mut rows = claim
+            .take(&mut tx, Source::Lane(Lane::Retry), retry_share)
+            .await?;
         let retries_full = rows.len() == retry_share as usize;
         if rows.len() < limit as usize {
             let fresh = claim
-                .take(&mut tx, Lane::Fresh, limit - rows.len() as u32)
+                .take(
+                    &mut tx,
+                    Source::Lane(Lane::Fresh),
+                    limit - rows.len() as u32,
+                )
                 .await?;
             rows.extend(fresh);
         }
         if retries_full && rows.len() < limit as usize {
             let more = claim
-                .take(&mut tx, Lane::Retry, limit - rows.len() as u32)
+                .take(
+                    &mut tx,
+                    Source::Lane(Lane::Retry),
+                    limit - rows.len() as u32,
+                )
                 .await?;
             rows.extend(more);
+        }
+        if rows.len() < limit as usize && !saturated.is_empty() {
+            // The lanes' heads may all belong to endpoints at their cap: visit other
+            // endpoints round-robin through their own index, so none starves.
+            for endpoint in self.fair_pass_endpoints(&mut tx, &saturated).await? {
+                let room = policy.room(&endpoint).min(limit as usize - rows.len()) as u32;
+                if room == 0 {
+                    break;
+                }
+                rows.extend(
+                    claim
+                        .take(&mut tx, Source::Endpoint(&endpoint), room)
+                        .await?,
+                );
+            }
         }
         if self.engine == Engine::Sqlite && !rows.is_empty() {
             // SQLite's UPDATE can't feed a join: read the claimed rows back by id.
@@ -192,6 +224,44 @@ impl Store {
             deliveries: ready,
             rows: rows.len(),
         })
+    }
+
+    /// The next few enabled endpoints after the last fair pass's, skipping saturated ones.
+    async fn fair_pass_endpoints(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        saturated: &[EndpointId],
+    ) -> Result<Vec<EndpointId>> {
+        let after = self
+            .fair_cursor
+            .lock()
+            .expect("fair cursor poisoned")
+            .clone();
+        let sql = format!(
+            "SELECT id FROM endpoints WHERE enabled = 1 AND id > $1 AND id NOT IN ({}) ORDER BY id LIMIT $2",
+            placeholders(3, saturated.len())
+        );
+        let mut visit = Vec::new();
+        // From the cursor to the end, then (wrapping) from the start.
+        for start in [after.as_ref().map_or("", |e| e.as_str()), ""] {
+            let mut query = sqlx::query(&sql)
+                .bind(start)
+                .bind(i64::from(FAIR_PASS_ENDPOINTS) - visit.len() as i64);
+            for endpoint in saturated {
+                query = query.bind(endpoint.as_str());
+            }
+            for row in query.fetch_all(&mut **tx).await? {
+                let endpoint: EndpointId = parse_column(&row, "id")?;
+                if !visit.contains(&endpoint) {
+                    visit.push(endpoint);
+                }
+            }
+            if visit.len() >= FAIR_PASS_ENDPOINTS as usize || after.is_none() {
+                break;
+            }
+        }
+        *self.fair_cursor.lock().expect("fair cursor poisoned") = visit.last().cloned();
+        Ok(visit)
     }
 
     /// Decides, for one endpoint's claimed deliveries, which go now.
@@ -327,32 +397,60 @@ struct LaneClaim<'a> {
     saturated: &'a [EndpointId],
 }
 
+/// How many due rows a claim looks at when it must skip saturated endpoints:
+/// the scan is bounded, so a large backlog of a busy endpoint cannot make every
+/// claim walk it (the fair pass then finds the other endpoints' work).
+const SKIP_WINDOW: u32 = 1024;
+/// Endpoints visited per fair pass.
+const FAIR_PASS_ENDPOINTS: u32 = 32;
+
+/// Where a claim takes due rows from.
+enum Source<'a> {
+    /// A lane's due index, in due order.
+    Lane(Lane),
+    /// One endpoint's pending deliveries (its own index), in due order.
+    Endpoint(&'a EndpointId),
+}
+
 impl LaneClaim<'_> {
-    /// Leases up to `limit` due deliveries of one lane. On PostgreSQL the rows come
-    /// back joined with what sending needs; on SQLite only the count matters here.
+    /// Leases up to `limit` due deliveries from `source`. On PostgreSQL the rows come
+    /// back joined with what sending needs; on SQLite only their ids.
     async fn take(
         &self,
         tx: &mut Transaction<'static, Any>,
-        lane: Lane,
+        source: Source<'_>,
         limit: u32,
     ) -> Result<Vec<AnyRow>> {
-        let excluded = if self.saturated.is_empty() {
-            String::new()
+        let lock = if self.engine == Engine::Postgres {
+            " FOR UPDATE SKIP LOCKED"
         } else {
-            format!(
-                " AND endpoint_id NOT IN ({})",
-                placeholders(5, self.saturated.len())
-            )
+            ""
         };
-        let due = format!(
-            "SELECT id FROM deliveries WHERE {} AND due_at <= $1{excluded} ORDER BY due_at LIMIT $4",
-            lane.predicate()
-        );
+        // Parameters: $1 now, $2 lease end, $3 token, $4 limit, $5 window or endpoint, $6… saturated.
+        let due = match source {
+            Source::Endpoint(_) => format!(
+                "SELECT id FROM deliveries WHERE endpoint_id = $5 AND state = 'pending' AND due_at <= $1 \
+                 ORDER BY due_at LIMIT $4{lock}"
+            ),
+            Source::Lane(lane) if self.saturated.is_empty() => format!(
+                "SELECT id FROM deliveries WHERE {} AND due_at <= $1 ORDER BY due_at LIMIT $4{lock}",
+                lane.predicate()
+            ),
+            Source::Lane(lane) => format!(
+                "SELECT id FROM deliveries WHERE {lane} AND due_at <= $1 AND id IN ( \
+                   SELECT id FROM (SELECT id, endpoint_id FROM deliveries WHERE {lane} AND due_at <= $1 \
+                                   ORDER BY due_at LIMIT $5) window_rows \
+                   WHERE endpoint_id NOT IN ({saturated})) \
+                 ORDER BY due_at LIMIT $4{lock}",
+                lane = lane.predicate(),
+                saturated = placeholders(6, self.saturated.len()),
+            ),
+        };
         let sql = match self.engine {
             Engine::Postgres => format!(
                 "WITH c AS ( \
                    UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
-                   FROM ({due} FOR UPDATE SKIP LOCKED) due WHERE d.id = due.id \
+                   FROM ({due}) due WHERE d.id = due.id \
                    RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
                              d.round_started_at, d.ordering_key, d.sequence) \
                  SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id \
@@ -368,8 +466,15 @@ impl LaneClaim<'_> {
             .bind(self.lease_until.as_millis())
             .bind(self.token)
             .bind(i64::from(limit));
-        for endpoint in self.saturated {
-            query = query.bind(endpoint.as_str());
+        match source {
+            Source::Endpoint(endpoint) => query = query.bind(endpoint.as_str()),
+            Source::Lane(_) if self.saturated.is_empty() => {}
+            Source::Lane(_) => {
+                query = query.bind(i64::from(SKIP_WINDOW.max(limit * 8)));
+                for endpoint in self.saturated {
+                    query = query.bind(endpoint.as_str());
+                }
+            }
         }
         Ok(query.fetch_all(&mut **tx).await?)
     }

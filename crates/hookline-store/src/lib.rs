@@ -109,6 +109,8 @@ pub struct Store {
     /// The group-commit queue for publishes (set right after construction:
     /// its committer tasks hold clones of the store).
     group: Arc<std::sync::OnceLock<publish::GroupCommit>>,
+    /// Where the claim's round-robin pass over endpoints continues.
+    fair_cursor: Arc<std::sync::Mutex<Option<hookline_core::ids::EndpointId>>>,
     database_url: Arc<str>,
 }
 
@@ -179,6 +181,7 @@ impl Store {
             writer,
             wake: Arc::new(wake::Wake::new(engine)),
             group: Arc::default(),
+            fair_cursor: Arc::default(),
             database_url: url.into(),
         };
         // SQLite has one writer, so one committer; PostgreSQL commits groups in parallel.

@@ -1,0 +1,266 @@
+//! Command-line options. Every option is echoed in the report and in `--json`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+use serde::Serialize;
+
+/// Which database a managed Hookline gets (a fresh one every run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// A fresh file /tmp/hookline-bench-<random>.db, removed afterwards.
+    Sqlite,
+    /// A fresh database hookline_bench_<random> on --postgres-url, dropped afterwards.
+    Postgres,
+}
+
+#[derive(Debug, Clone, Parser, Serialize)]
+#[command(
+    name = "hookline-bench",
+    version,
+    about = "Reproducible benchmark of Hookline on one machine (all traffic on 127.0.0.1).",
+    long_about = "Reproducible benchmark of Hookline on one machine (all traffic on 127.0.0.1).\n\n\
+        Runs an in-process sink receiver, starts Hookline on a fresh database, creates one app \
+        and --endpoints endpoints pointing at the sink, publishes --events events with \
+        --concurrency producers and measures, in one run: publish rate, end-to-end delivery \
+        rate, latency from each event's due time to its arrival at the sink, attempts per \
+        delivery, Hookline's CPU seconds and peak RSS, a ledger check (accepted events x \
+        endpoints == unique deliveries received + dead-lettered) and the plain HTTP ceiling \
+        of this machine against the same sink.\n\n\
+        Recommended: --spawn target/release/hookline, which runs Hookline as its own process so \
+        its CPU and memory are measured alone. Without --spawn Hookline runs inside this \
+        process and CPU/RSS include the sink and the load generator. With --url the bench \
+        targets an already-running Hookline and does not measure CPU/RSS.\n\n\
+        A run whose ledger does not balance prints `VOID: ...` and exits non-zero.",
+    after_help = "Example: hookline-bench --spawn target/release/hookline --store postgres --events 100000 --json run.json"
+)]
+pub struct Args {
+    // ----- the Hookline under test -----
+    /// Database for a managed Hookline: a fresh SQLite file or a fresh PostgreSQL database.
+    #[arg(long, value_enum, default_value_t = StoreKind::Sqlite, help_heading = "Hookline under test")]
+    pub store: StoreKind,
+
+    /// PostgreSQL server on which --store postgres creates (and finally drops) its database.
+    #[arg(
+        long,
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres",
+        help_heading = "Hookline under test"
+    )]
+    pub postgres_url: String,
+
+    /// RECOMMENDED. Run this hookline binary as a child process (`BIN serve`, configured by
+    /// HOOKLINE_* environment variables) and measure that process's CPU and peak RSS alone.
+    /// Without it Hookline runs in-process (Server::start) and the CPU/RSS figures include the
+    /// sink and the load generator.
+    #[arg(
+        long,
+        value_name = "BIN",
+        conflicts_with = "url",
+        help_heading = "Hookline under test"
+    )]
+    pub spawn: Option<PathBuf>,
+
+    /// Target an already-running Hookline at this base URL (http://127.0.0.1:PORT) instead of
+    /// starting one. Needs --token, and that instance must allow private destinations. No
+    /// CPU/RSS measurement, no --backlog; --store and Hookline overrides are ignored.
+    #[arg(long, requires = "token", help_heading = "Hookline under test")]
+    pub url: Option<String>,
+
+    /// Admin API key of the --url instance (a managed instance gets a random one).
+    #[arg(long, help_heading = "Hookline under test")]
+    #[serde(skip_serializing)]
+    pub token: Option<String>,
+
+    /// Override Hookline's max_in_flight (concurrent deliveries per dispatcher). Also the
+    /// concurrency of the HTTP ceiling client (default: Hookline's default, 256).
+    #[arg(long, help_heading = "Hookline under test")]
+    pub max_in_flight: Option<usize>,
+
+    /// Override Hookline's max_in_flight_per_endpoint (concurrent deliveries to one endpoint).
+    #[arg(long, help_heading = "Hookline under test")]
+    pub max_in_flight_per_endpoint: Option<usize>,
+
+    /// Override Hookline's batch_size (deliveries claimed per round trip).
+    #[arg(long, help_heading = "Hookline under test")]
+    pub batch_size: Option<u32>,
+
+    /// Override Hookline's retry_base_ms (full-jitter backoff base). Hookline's default of
+    /// 5000 ms makes the tail of a --fail-share run mostly backoff waiting.
+    #[arg(long, help_heading = "Hookline under test")]
+    pub retry_base_ms: Option<u64>,
+
+    /// Keep the database (SQLite file or PostgreSQL database) after the run, for inspection.
+    #[arg(long, help_heading = "Hookline under test")]
+    pub keep_store: bool,
+
+    // ----- workload -----
+    /// Endpoints created in the app; every event fans out to all of them.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000), help_heading = "Workload")]
+    pub endpoints: u16,
+
+    /// Events published in the measured phase.
+    #[arg(long, default_value_t = 100_000, help_heading = "Workload")]
+    pub events: u64,
+
+    /// Approximate size of each event's serialized payload, a JSON object {"pad":"xxx…"}.
+    #[arg(long, default_value_t = 1024, help_heading = "Workload")]
+    pub payload_bytes: usize,
+
+    /// Concurrent producers (each has at most one publish request outstanding).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workload")]
+    pub concurrency: u32,
+
+    /// Share of events (0..1) that carry an ordering_key.
+    #[arg(long, default_value_t = 0.5, value_parser = share, help_heading = "Workload")]
+    pub ordered_share: f64,
+
+    /// Distinct ordering keys; each ordered event draws one with the seeded RNG.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Workload")]
+    pub keys: u64,
+
+    /// Offered load in events per second, open loop: event i is due at t0 + i/R and its latency
+    /// counts from then even if producers fall behind. 0 = as fast as the producers can go
+    /// (each event is then due when its request is sent).
+    #[arg(long, default_value_t = 0.0, help_heading = "Workload")]
+    pub rate: f64,
+
+    /// Events (not deliveries: each fans out to --endpoints) published BEFORE the measured
+    /// phase while no dispatcher runs (Hookline in the `api` role, then restarted as `serve`),
+    /// so the measured phase starts on a backlog of backlog x endpoints deliveries. They count
+    /// in the delivery rate and the ledger, not in the latency percentiles. Needs a managed
+    /// Hookline (not --url).
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub backlog: u64,
+
+    /// Publish through POST /v1/apps/{app}/events/batch in chunks of --batch-size-publish.
+    #[arg(long, help_heading = "Workload")]
+    pub batch: bool,
+
+    /// Events per batch request with --batch.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workload")]
+    pub batch_size_publish: u32,
+
+    /// Share of attempts (0..1) the sink answers with 500 instead of 200, decided by a seeded
+    /// RNG. 0 by default, so a run measures throughput; with failures the tail follows
+    /// Hookline's backoff (see --retry-base-ms), ordering and circuit breaker.
+    #[arg(long, default_value_t = 0.0, value_parser = share, help_heading = "Workload")]
+    pub fail_share: f64,
+
+    /// The status of a failed answer: 500 (the default) is retried by Hookline; a 4xx such as
+    /// 400 sends the delivery straight to the dead-letter queue (exercises the ledger's DLQ side).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(400..=599), help_heading = "Workload")]
+    pub fail_status: u16,
+
+    /// Seed of every random choice (ordering keys, sink failures), for reproducible runs.
+    #[arg(long, default_value_t = 1, help_heading = "Workload")]
+    pub seed: u64,
+
+    // ----- measurement and output -----
+    /// Give up waiting for the ledger to balance after this many seconds (the run is then VOID).
+    #[arg(long, default_value_t = 600, help_heading = "Measurement and output")]
+    pub timeout_secs: u64,
+
+    /// Skip the HTTP ceiling phase.
+    #[arg(long, help_heading = "Measurement and output")]
+    pub no_ceiling: bool,
+
+    /// Requests of the HTTP ceiling phase (default: as many as expected deliveries).
+    #[arg(long, help_heading = "Measurement and output")]
+    pub ceiling_requests: Option<u64>,
+
+    /// No progress bars (they are also off when stdout is not a terminal).
+    #[arg(long, short, help_heading = "Measurement and output")]
+    pub quiet: bool,
+
+    /// Also write every input and result as JSON to this file.
+    #[arg(long, value_name = "FILE", help_heading = "Measurement and output")]
+    pub json: Option<PathBuf>,
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    let value: f64 = text.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&value) {
+        Ok(value)
+    } else {
+        Err("must be between 0 and 1".into())
+    }
+}
+
+impl Args {
+    /// Checks that clap cannot express.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.rate.is_finite() && self.rate >= 0.0,
+            "--rate must be 0 or a positive number of events per second"
+        );
+        anyhow::ensure!(self.events > 0, "--events must be at least 1");
+        if self.url.is_some() {
+            anyhow::ensure!(
+                self.backlog == 0,
+                "--backlog needs a Hookline this tool starts (it must run without a dispatcher \
+                 while the backlog is published); drop --url"
+            );
+        }
+        if let Some(url) = &self.url {
+            anyhow::ensure!(
+                is_loopback_url(url),
+                "--url must point at 127.0.0.1 / localhost: this tool sends traffic only to this machine"
+            );
+        }
+        if self.store == StoreKind::Postgres && self.url.is_none() {
+            anyhow::ensure!(
+                is_loopback_url(&self.postgres_url),
+                "--postgres-url must point at 127.0.0.1 / localhost"
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether this tool starts Hookline itself (in-process or --spawn).
+    pub fn managed(&self) -> bool {
+        self.url.is_none()
+    }
+}
+
+/// `scheme://[user@]host[:port]/…` with a loopback host.
+fn is_loopback_url(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host = if let Some(stripped) = host_port.strip_prefix('[') {
+        stripped.split(']').next().unwrap_or("")
+    } else {
+        host_port.split(':').next().unwrap_or("")
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_urls_pass() {
+        assert!(is_loopback_url("http://127.0.0.1:8080"));
+        assert!(is_loopback_url("http://localhost:8080/x"));
+        assert!(is_loopback_url(
+            "postgres://postgres@127.0.0.1:5432/postgres"
+        ));
+        assert!(is_loopback_url("http://[::1]:80"));
+        assert!(!is_loopback_url("http://10.0.0.1:8080"));
+        assert!(!is_loopback_url("postgres://u@db.example.com/x"));
+        assert!(!is_loopback_url("nonsense"));
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+    }
+}

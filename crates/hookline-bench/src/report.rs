@@ -1,0 +1,461 @@
+//! The results of a run: one structure, printed as an aligned table and written as JSON.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::ceiling::Ceiling;
+use crate::cli::Args;
+use crate::target::{Effective, Mode};
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// `OK` or `VOID: …`.
+    pub verdict: String,
+    pub inputs: Inputs,
+    pub publish: PublishStats,
+    pub backlog: Option<BacklogStats>,
+    pub delivery: DeliveryStats,
+    /// From each live event's due time to the first request for that delivery at the sink.
+    pub latency_first_attempt: Option<Percentiles>,
+    /// From each live event's due time to the first request answered 200.
+    pub latency_delivered: Option<Percentiles>,
+    pub resources: Option<Resources>,
+    pub ledger: Ledger,
+    pub ceiling: Option<CeilingStats>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Inputs {
+    pub args: Args,
+    pub mode: Mode,
+    pub run_id: String,
+    /// Where the data went (a file or a database name), for a managed Hookline.
+    pub store_location: Option<String>,
+    /// Effective settings of a managed Hookline (defaults unless overridden).
+    pub hookline_settings: Option<Effective>,
+    pub cpus: usize,
+    pub bench_version: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PublishStats {
+    pub events_offered: u64,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub transport_errors: u64,
+    pub batch: bool,
+    pub seconds: f64,
+    /// Accepted events per second, first send to last acceptance.
+    pub rate_per_sec: f64,
+    pub error_samples: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BacklogStats {
+    pub events_offered: u64,
+    pub accepted: u64,
+    /// accepted × endpoints.
+    pub deliveries: u64,
+    pub publish_seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeliveryStats {
+    pub endpoints: u16,
+    /// (backlog + live accepted events) × endpoints.
+    pub expected: u64,
+    /// Distinct (webhook-id, endpoint) pairs the sink answered 200.
+    pub delivered_unique: u64,
+    pub dead_lettered: u64,
+    /// Every request the sink got in the Hookline phase.
+    pub sink_requests: u64,
+    /// Requests answered with the failure status.
+    pub sink_answered_failure: u64,
+    /// 200s for a pair that already had one (at-least-once re-sends).
+    pub duplicate_200s: u64,
+    /// sink_requests / delivered_unique.
+    pub attempts_per_delivery: f64,
+    /// From the phase start to the last unique delivery.
+    pub seconds: f64,
+    /// delivered_unique / seconds.
+    pub rate_per_sec: f64,
+    /// From the phase start until 99 % of the expected deliveries had arrived.
+    pub seconds_to_99_percent: Option<f64>,
+    /// What the phase start is.
+    pub phase_start: &'static str,
+}
+
+#[derive(Debug, Serialize, Clone, Copy)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub mean_ms: f64,
+}
+
+impl Percentiles {
+    /// From a histogram of microseconds.
+    pub fn of(histogram: &hdrhistogram::Histogram<u64>) -> Option<Self> {
+        if histogram.is_empty() {
+            return None;
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Some(Self {
+            count: histogram.len(),
+            p50_ms: ms(histogram.value_at_quantile(0.50)),
+            p95_ms: ms(histogram.value_at_quantile(0.95)),
+            p99_ms: ms(histogram.value_at_quantile(0.99)),
+            max_ms: ms(histogram.max()),
+            mean_ms: histogram.mean() / 1000.0,
+        })
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Resources {
+    /// Whose CPU and memory these are.
+    pub scope: String,
+    pub cpu_seconds: f64,
+    /// CPU milliseconds per unique delivery.
+    pub cpu_ms_per_delivery: f64,
+    /// CPU seconds / wall seconds of the phase (1.0 = one core busy).
+    pub cores_busy: f64,
+    pub peak_rss_mib: f64,
+    /// Whose peak it is.
+    pub peak_rss_who: String,
+    /// Over which span: the measured phase, or since the process started.
+    pub peak_rss_scope: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Ledger {
+    pub expected: u64,
+    pub delivered: u64,
+    pub dead: u64,
+    /// Dead-lettered pairs that the sink also answered 200 (counted twice: must be 0).
+    pub dead_also_delivered: u64,
+    /// Pairs the sink answered 200 whose event was never acknowledged as accepted (must be 0).
+    pub unknown_delivered: u64,
+    pub balanced: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CeilingStats {
+    #[serde(flatten)]
+    pub ceiling: Ceiling,
+    /// Hookline's unique-delivery rate / the ceiling's request rate.
+    pub hookline_delivery_ratio: f64,
+    /// Hookline's attempt rate (sink requests per second) / the ceiling's request rate.
+    pub hookline_attempt_ratio: f64,
+}
+
+/// Aligned `label  value` lines grouped in sections; the label column fits the longest label.
+#[derive(Default)]
+struct Table {
+    lines: Vec<Line>,
+}
+
+enum Line {
+    Section(String),
+    Row(String, String),
+    Text(String),
+}
+
+impl Table {
+    fn section(&mut self, title: &str) {
+        self.lines.push(Line::Section(title.to_owned()));
+    }
+    fn row(&mut self, label: &str, value: impl std::fmt::Display) {
+        self.lines
+            .push(Line::Row(label.to_owned(), value.to_string()));
+    }
+    fn text(&mut self, text: impl Into<String>) {
+        self.lines.push(Line::Text(text.into()));
+    }
+    fn render(&self) -> String {
+        let width = self
+            .lines
+            .iter()
+            .filter_map(|line| match line {
+                Line::Row(label, _) => Some(label.chars().count()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let mut out = String::new();
+        for line in &self.lines {
+            let _ = match line {
+                Line::Section(title) => {
+                    writeln!(out, "\n{title}\n{}", "-".repeat(title.chars().count()))
+                }
+                Line::Row(label, value) => writeln!(out, "  {label:<width$}  {value}"),
+                Line::Text(text) => writeln!(out, "{text}"),
+            };
+        }
+        out
+    }
+}
+
+fn int(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn rate(per_sec: f64) -> String {
+    format!("{per_sec:.1} /s")
+}
+
+impl Report {
+    pub fn table(&self) -> String {
+        let mut t = Table::default();
+        let a = &self.inputs.args;
+        t.section("Inputs");
+        t.row(
+            "mode",
+            match self.inputs.mode {
+                Mode::Spawn => format!(
+                    "spawn {}",
+                    a.spawn
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default()
+                ),
+                Mode::InProcess => "in-process (Server::start)".into(),
+                Mode::External => format!("external {}", a.url.clone().unwrap_or_default()),
+            },
+        );
+        if let Some(location) = &self.inputs.store_location {
+            t.row("store", format!("{:?}: {location}", a.store).to_lowercase());
+        }
+        if let Some(e) = &self.inputs.hookline_settings {
+            t.row(
+                "hookline max_in_flight (per endpoint)",
+                format!("{} ({})", e.max_in_flight, e.max_in_flight_per_endpoint),
+            );
+            t.row(
+                "hookline batch_size / retry_base_ms",
+                format!("{} / {}", e.batch_size, e.retry_base_ms),
+            );
+        }
+        t.row("endpoints", a.endpoints);
+        t.row(
+            "events (live) / backlog events",
+            format!("{} / {}", int(a.events), int(a.backlog)),
+        );
+        t.row("payload bytes", a.payload_bytes);
+        t.row("producers (concurrency)", a.concurrency);
+        t.row(
+            "offered rate",
+            if a.rate > 0.0 {
+                format!("{} events/s (open loop)", a.rate)
+            } else {
+                "as fast as possible".into()
+            },
+        );
+        t.row(
+            "publish",
+            if a.batch {
+                format!("batch of {}", a.batch_size_publish)
+            } else {
+                "one event per request".into()
+            },
+        );
+        t.row(
+            "ordered share / keys",
+            format!("{} / {}", a.ordered_share, a.keys),
+        );
+        t.row(
+            "sink fail share / fail status / seed",
+            format!("{} / {} / {}", a.fail_share, a.fail_status, a.seed),
+        );
+        t.row("cpus", self.inputs.cpus);
+
+        let p = &self.publish;
+        t.section("Publish (live phase)");
+        t.row(
+            "accepted / rejected / transport errors",
+            format!(
+                "{} / {} / {}",
+                int(p.accepted),
+                int(p.rejected),
+                int(p.transport_errors)
+            ),
+        );
+        t.row("seconds", format!("{:.3}", p.seconds));
+        t.row("publish rate (accepted events)", rate(p.rate_per_sec));
+        for sample in &p.error_samples {
+            t.row("error sample", sample);
+        }
+        if let Some(b) = &self.backlog {
+            t.section("Backlog (published before the dispatcher ran)");
+            t.row(
+                "events accepted / deliveries queued",
+                format!("{} / {}", int(b.accepted), int(b.deliveries)),
+            );
+            t.row("publish seconds", format!("{:.3}", b.publish_seconds));
+        }
+
+        let d = &self.delivery;
+        t.section("Delivery");
+        t.row("phase start", d.phase_start);
+        t.row("expected deliveries (events x endpoints)", int(d.expected));
+        t.row("delivered (unique, answered 200)", int(d.delivered_unique));
+        t.row("dead-lettered", int(d.dead_lettered));
+        t.row(
+            "sink requests / answered failure / duplicate 200s",
+            format!(
+                "{} / {} / {}",
+                int(d.sink_requests),
+                int(d.sink_answered_failure),
+                int(d.duplicate_200s)
+            ),
+        );
+        t.row(
+            "attempts per delivery",
+            format!("{:.4}", d.attempts_per_delivery),
+        );
+        t.row(
+            "seconds (phase start -> last unique delivery)",
+            format!("{:.3}", d.seconds),
+        );
+        if let Some(s) = d.seconds_to_99_percent {
+            t.row("seconds to 99% delivered", format!("{s:.3}"));
+        }
+        t.row("end-to-end delivery rate", rate(d.rate_per_sec));
+
+        for (title, latency) in [
+            (
+                "Latency: due time -> first attempt at the sink",
+                &self.latency_first_attempt,
+            ),
+            (
+                "Latency: due time -> first 200 at the sink",
+                &self.latency_delivered,
+            ),
+        ] {
+            t.section(title);
+            match latency {
+                None => t.row("deliveries", 0),
+                Some(l) => {
+                    t.row("deliveries measured", int(l.count));
+                    t.row(
+                        "p50 / p95 / p99 (ms)",
+                        format!("{:.2} / {:.2} / {:.2}", l.p50_ms, l.p95_ms, l.p99_ms),
+                    );
+                    t.row(
+                        "max / mean (ms)",
+                        format!("{:.2} / {:.2}", l.max_ms, l.mean_ms),
+                    );
+                }
+            }
+        }
+
+        t.section("Resources");
+        match &self.resources {
+            None => t.row("CPU / RSS", "not measured (external Hookline)"),
+            Some(r) => {
+                t.row(
+                    &format!("{}, seconds", r.scope),
+                    format!("{:.2}", r.cpu_seconds),
+                );
+                t.row(
+                    "CPU ms per delivery",
+                    format!("{:.4}", r.cpu_ms_per_delivery),
+                );
+                t.row(
+                    "cores busy (CPU s / wall s)",
+                    format!("{:.2}", r.cores_busy),
+                );
+                t.row(
+                    &format!("peak RSS, {}", r.peak_rss_who),
+                    format!("{:.1} MiB (VmHWM, {})", r.peak_rss_mib, r.peak_rss_scope),
+                );
+            }
+        }
+
+        t.section("HTTP ceiling (plain keep-alive client -> same sink, no storage)");
+        match &self.ceiling {
+            None => t.row("ceiling", "skipped"),
+            Some(c) => {
+                t.row(
+                    "requests / in flight",
+                    format!("{} / {}", int(c.ceiling.requests), c.ceiling.concurrency),
+                );
+                t.row(
+                    "answered 200 / other / transport errors",
+                    format!(
+                        "{} / {} / {}",
+                        int(c.ceiling.answered_200),
+                        int(c.ceiling.answered_other),
+                        int(c.ceiling.transport_errors)
+                    ),
+                );
+                t.row("ceiling request rate", rate(c.ceiling.rate_per_sec));
+                t.row(
+                    "Hookline delivery rate / ceiling",
+                    format!("{:.1} %", c.hookline_delivery_ratio * 100.0),
+                );
+                t.row(
+                    "Hookline attempt rate / ceiling",
+                    format!("{:.1} %", c.hookline_attempt_ratio * 100.0),
+                );
+            }
+        }
+
+        let l = &self.ledger;
+        t.section("Ledger: accepted events x endpoints == delivered (unique 200) + dead-lettered");
+        t.row(
+            "expected == delivered + dead",
+            format!(
+                "{} {} {} + {}",
+                int(l.expected),
+                if l.expected == l.delivered + l.dead {
+                    "=="
+                } else {
+                    "!="
+                },
+                int(l.delivered),
+                int(l.dead)
+            ),
+        );
+        t.row(
+            "dead-lettered but also delivered",
+            int(l.dead_also_delivered),
+        );
+        t.row("delivered but never accepted", int(l.unknown_delivered));
+        t.row("balanced", if l.balanced { "yes" } else { "NO" });
+
+        if !self.notes.is_empty() {
+            t.section("Notes");
+            for note in &self.notes {
+                t.text(format!("  - {note}"));
+            }
+        }
+        t.text(format!("\n{}", self.verdict));
+        t.render()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_get_thousands_separators() {
+        assert_eq!(int(0), "0");
+        assert_eq!(int(999), "999");
+        assert_eq!(int(1000), "1,000");
+        assert_eq!(int(1234567), "1,234,567");
+    }
+}
