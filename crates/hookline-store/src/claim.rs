@@ -436,14 +436,18 @@ impl LaneClaim<'_> {
                 "SELECT id FROM deliveries WHERE {} AND due_at <= $1 ORDER BY due_at LIMIT $4{lock}",
                 lane.predicate()
             ),
+            // The window is a derived table with its own LIMIT, so the planner scans
+            // exactly that many index entries first, then looks rows up by key.
             Source::Lane(lane) => format!(
-                "SELECT id FROM deliveries WHERE {lane} AND due_at <= $1 AND id IN ( \
-                   SELECT id FROM (SELECT id, endpoint_id FROM deliveries WHERE {lane} AND due_at <= $1 \
+                "SELECT d.id FROM (SELECT id FROM deliveries WHERE {lane} AND due_at <= $1 \
                                    ORDER BY due_at LIMIT $5) window_rows \
-                   WHERE endpoint_id NOT IN ({saturated})) \
-                 ORDER BY due_at LIMIT $4{lock}",
+                 JOIN deliveries d ON d.id = window_rows.id \
+                 WHERE d.endpoint_id NOT IN ({saturated}) AND d.due_at <= $1 \
+                   AND d.state IN ('pending', 'in_flight') \
+                 ORDER BY d.due_at LIMIT $4{lock_d}",
                 lane = lane.predicate(),
                 saturated = placeholders(6, self.saturated.len()),
+                lock_d = if self.engine == Engine::Postgres { " FOR UPDATE OF d SKIP LOCKED" } else { "" },
             ),
         };
         let sql = match self.engine {
