@@ -111,8 +111,8 @@ pub struct Args {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Workload")]
     pub concurrency: u32,
 
-    /// Share of events (0..1) that carry an ordering_key.
-    #[arg(long, default_value_t = 0.5, value_parser = share, help_heading = "Workload")]
+    /// Share of events (0..1) that carry an ordering_key (scenario (c): 0.5).
+    #[arg(long, default_value_t = 0.0, value_parser = share, help_heading = "Workload")]
     pub ordered_share: f64,
 
     /// Distinct ordering keys; each ordered event draws one with the seeded RNG.

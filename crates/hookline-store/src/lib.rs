@@ -143,13 +143,17 @@ impl Store {
                     "NORMAL" => "NORMAL",
                     _ => "FULL",
                 };
-                let pragmas: Arc<str> = format!(
-                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
-                     PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = OFF;"
-                )
-                .into();
-                let options = |max: u32| {
-                    let pragmas = pragmas.clone();
+                // The writer touches every hot index on every state change: give it a page
+                // cache that holds them (SQLite's default is 2 MiB); readers need less.
+                let pragmas = |cache_kib: u32| -> Arc<str> {
+                    format!(
+                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
+                         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = OFF; \
+                         PRAGMA cache_size = -{cache_kib}; PRAGMA temp_store = MEMORY;"
+                    )
+                    .into()
+                };
+                let options = |max: u32, pragmas: Arc<str>| {
                     AnyPoolOptions::new()
                         .max_connections(max)
                         .after_connect(move |conn, _| {
@@ -160,8 +164,8 @@ impl Store {
                             })
                         })
                 };
-                let writer = options(1).connect(&url).await?;
-                let reader = options(config.max_connections.clamp(1, 8))
+                let writer = options(1, pragmas(32 * 1024)).connect(&url).await?;
+                let reader = options(config.max_connections.clamp(1, 8), pragmas(4 * 1024))
                     .connect(&url)
                     .await?;
                 (reader, writer)

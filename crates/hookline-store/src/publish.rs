@@ -9,7 +9,7 @@
 //! committed alone, at once. Each caller still gets its answer only after its
 //! own transaction committed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use hookline_core::breaker::BreakerState;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
@@ -162,6 +162,7 @@ impl Store {
         let mut deliveries = Vec::new();
         let mut keys = Vec::new();
         let mut woke = false;
+        let mut sequences = allocate_sequences(&mut tx, items, &earlier).await?;
 
         for item in items {
             if let Some(key) = &item.key {
@@ -184,10 +185,13 @@ impl Store {
                 endpoints.insert(item.app.clone(), targets);
             }
             let targets = &endpoints[&item.app];
-            let sequence = match &item.event.ordering_key {
-                Some(key) => Some(next_sequence(&mut tx, &item.app, key).await?),
-                None => None,
-            };
+            let sequence = item.event.ordering_key.as_ref().map(|key| {
+                let next = sequences
+                    .get_mut(&(item.app.clone(), key.clone()))
+                    .expect("allocated for every event that is written");
+                *next += 1;
+                *next - 1
+            });
             let accepting: Vec<&Target> = targets
                 .iter()
                 .filter(|t| t.accepts(&item.event.event_type))
@@ -355,17 +359,57 @@ async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result
 
 /// The next sequence number of an ordering key. The upsert takes the key's row
 /// lock until commit, so concurrent publishes of one key are numbered in commit order.
-async fn next_sequence(tx: &mut Transaction<'static, Any>, app: &AppId, key: &str) -> Result<u64> {
-    let sequence: i64 = sqlx::query_scalar(
-        "INSERT INTO ordering_keys (app_id, ordering_key, last_sequence) VALUES ($1, $2, 1) \
-         ON CONFLICT (app_id, ordering_key) DO UPDATE SET last_sequence = ordering_keys.last_sequence + 1 \
+async fn next_sequences(
+    tx: &mut Transaction<'static, Any>,
+    app: &AppId,
+    key: &str,
+    count: u64,
+) -> Result<u64> {
+    let last: i64 = sqlx::query_scalar(
+        "INSERT INTO ordering_keys (app_id, ordering_key, last_sequence) VALUES ($1, $2, $3) \
+         ON CONFLICT (app_id, ordering_key) DO UPDATE SET last_sequence = ordering_keys.last_sequence + $3 \
          RETURNING last_sequence",
     )
     .bind(app.as_str())
     .bind(key)
+    .bind(count as i64)
     .fetch_one(&mut **tx)
     .await?;
-    Ok(sequence as u64)
+    Ok(last as u64 + 1 - count)
+}
+
+/// Reserves the sequence numbers of every ordered event the group will write,
+/// key by key in (app, key) order — the lock order every transaction uses, so
+/// concurrent groups sharing keys cannot deadlock. Returns the first number of
+/// each key's range; events take them in group order. Events answered from an
+/// earlier use of their idempotency key (or a duplicate key in the group) take
+/// none, so sequences have no gaps.
+async fn allocate_sequences(
+    tx: &mut Transaction<'static, Any>,
+    items: &[PublishItem],
+    earlier: &HashMap<(AppId, String), (String, StoredResponse)>,
+) -> Result<BTreeMap<(AppId, String), u64>> {
+    let mut counts: BTreeMap<(AppId, String), u64> = BTreeMap::new();
+    let mut seen_keys = HashSet::new();
+    for item in items {
+        if let Some(key) = &item.key {
+            let slot = (item.app.clone(), key.key.clone());
+            if earlier.contains_key(&slot) || !seen_keys.insert(slot) {
+                continue;
+            }
+        }
+        if let Some(ordering_key) = &item.event.ordering_key {
+            *counts
+                .entry((item.app.clone(), ordering_key.clone()))
+                .or_default() += 1;
+        }
+    }
+    let mut first = BTreeMap::new();
+    for ((app, key), count) in counts {
+        let start = next_sequences(tx, &app, &key, count).await?;
+        first.insert((app, key), start);
+    }
+    Ok(first)
 }
 
 /// The endpoints whose partition for `key` has an earlier delivery holding a new one
