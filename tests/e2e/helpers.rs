@@ -692,3 +692,32 @@ pub async fn publish_concurrently(
     }
     all
 }
+
+/// An enabled endpoint at `url` with default settings and a fresh secret.
+pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store::NewEndpoint {
+    hookline_store::NewEndpoint {
+        url: url.into(),
+        description: String::new(),
+        event_types: event_types.map(|t| t.into_iter().map(String::from).collect()),
+        enabled: true,
+        secret: hookline_core::signing::EndpointSecret::generate(),
+        retry: hookline_store::RetryOverrides::default(),
+        rate_limit_per_sec: None,
+        ordering_on_dead: Default::default(),
+    }
+}
+
+/// A publish request as the API makes it.
+pub fn item(
+    app: &hookline_core::ids::AppId,
+    event: hookline_store::NewEvent,
+    key: Option<&hookline_store::IdempotencyKey>,
+    now: hookline_core::time::Timestamp,
+) -> hookline_store::PublishItem {
+    hookline_store::PublishItem {
+        app: app.clone(),
+        event,
+        key: key.cloned(),
+        now,
+    }
+}

@@ -7,11 +7,10 @@ use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal};
 use hookline_core::ids::{AppId, EventId};
 use hookline_core::model::{DeadReason, DeliveryState};
 use hookline_core::ordering::OnDead;
-use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
-use crate::helpers::{both_engines, Engine, TestDb};
+use crate::helpers::{both_engines, item, new_endpoint, Engine, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -58,16 +57,7 @@ async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fi
         .await
         .unwrap()
         .id;
-    let mut new = NewEndpoint {
-        url: "https://a.example".into(),
-        description: String::new(),
-        event_types: None,
-        enabled: true,
-        secret: EndpointSecret::generate(),
-        retry: RetryOverrides::default(),
-        rate_limit_per_sec: None,
-        ordering_on_dead: OnDead::Skip,
-    };
+    let mut new = new_endpoint("https://a.example", None);
     configure(&mut new);
     let endpoint = store.create_endpoint(&app, new, t(0)).await.unwrap();
     Fixture {
@@ -150,16 +140,6 @@ impl Fixture {
             .unwrap()
             .1
             .remove(0)
-    }
-}
-
-/// A publish request as the API makes it.
-fn item(app: &AppId, event: NewEvent, key: Option<&IdempotencyKey>, now: Timestamp) -> PublishItem {
-    PublishItem {
-        app: app.clone(),
-        event,
-        key: key.cloned(),
-        now,
     }
 }
 
@@ -430,20 +410,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     let other = f
         .store
-        .create_endpoint(
-            &f.app,
-            NewEndpoint {
-                url: "https://b.example".into(),
-                description: String::new(),
-                event_types: None,
-                enabled: true,
-                secret: EndpointSecret::generate(),
-                retry: RetryOverrides::default(),
-                rate_limit_per_sec: None,
-                ordering_on_dead: OnDead::Skip,
-            },
-            t(0),
-        )
+        .create_endpoint(&f.app, new_endpoint("https://b.example", None), t(0))
         .await
         .unwrap();
     f.publish(None, t(0)).await;
@@ -536,16 +503,7 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
         .store
         .create_endpoint(
             &f.app,
-            NewEndpoint {
-                url: "https://quiet.example".into(),
-                description: String::new(),
-                event_types: Some(vec!["quiet".into()]),
-                enabled: true,
-                secret: EndpointSecret::generate(),
-                retry: RetryOverrides::default(),
-                rate_limit_per_sec: None,
-                ordering_on_dead: OnDead::Skip,
-            },
+            new_endpoint("https://quiet.example", Some(vec!["quiet"])),
             t(0),
         )
         .await

@@ -6,11 +6,10 @@ use std::time::Duration;
 use hookline_core::breaker::{BreakerPolicy, Signal};
 use hookline_core::ids::{AppId, EventId};
 use hookline_core::model::{DeadReason, DeliveryState, TransportError};
-use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
-use crate::helpers::{both_engines, Engine, TestDb};
+use crate::helpers::{both_engines, item, new_endpoint, Engine, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -23,19 +22,6 @@ async fn open(engine: Engine) -> (Store, TestDb) {
     let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
     store.migrate().await.unwrap();
     (store, db)
-}
-
-fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> NewEndpoint {
-    NewEndpoint {
-        url: url.into(),
-        description: String::new(),
-        event_types: event_types.map(|t| t.into_iter().map(String::from).collect()),
-        enabled: true,
-        secret: EndpointSecret::generate(),
-        retry: RetryOverrides::default(),
-        rate_limit_per_sec: None,
-        ordering_on_dead: Default::default(),
-    }
 }
 
 fn new_event(event_type: &str) -> NewEvent {
@@ -107,16 +93,6 @@ fn policy() -> ClaimPolicy {
         probe_hold: LEASE,
         rate_lookahead: Duration::from_secs(1),
         ..ClaimPolicy::default()
-    }
-}
-
-/// A publish request as the API makes it.
-fn item(app: &AppId, event: NewEvent, key: Option<&IdempotencyKey>, now: Timestamp) -> PublishItem {
-    PublishItem {
-        app: app.clone(),
-        event,
-        key: key.cloned(),
-        now,
     }
 }
 
