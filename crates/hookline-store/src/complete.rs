@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use hookline_core::breaker::{Admission, BreakerPolicy, BreakerState, Signal, Transition};
+use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal, Transition};
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState};
 use hookline_core::ordering::{self, OnDead};
@@ -12,9 +12,10 @@ use hookline_core::time::Timestamp;
 use sqlx::{Any, Row, Transaction};
 
 use crate::endpoints::{
-    breaker_from_row, disable_endpoint, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
+    breaker_from_row, disable_endpoint, due_for_new_work, on_dead_from_row, save_breaker,
+    BREAKER_COLUMNS,
 };
-use crate::records::{AttemptRecord, Completion, PARKED};
+use crate::records::{AttemptRecord, Completion};
 use crate::{parse_column, placeholders, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
@@ -345,14 +346,8 @@ pub(crate) async fn release_partition_successor(
     else {
         return Ok(None);
     };
-    let due = if row.try_get::<i64, _>("enabled")? == 0 {
-        PARKED
-    } else {
-        match breaker_from_row(&row)?.admit(now) {
-            Admission::Defer(until) => until,
-            Admission::Send | Admission::Probe => now,
-        }
-    };
+    let enabled = row.try_get::<i64, _>("enabled")? != 0;
+    let due = due_for_new_work(enabled, &breaker_from_row(&row)?, now);
     let released = sqlx::query(
         "UPDATE deliveries SET state = 'pending', due_at = $3, updated_at = $4 WHERE id = ( \
            SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hookline_core::breaker::{Breaker, BreakerState};
+use hookline_core::breaker::{Admission, Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
@@ -102,6 +102,19 @@ fn event_types_json(types: &Option<Vec<String>>) -> Option<String> {
     types
         .as_ref()
         .map(|t| serde_json::to_string(t).expect("strings serialize"))
+}
+
+/// When work newly made pending for an endpoint is due: never while the endpoint is
+/// disabled ([`PARKED`]), at the probe time while its breaker defers, else now —
+/// so claims do not pick a delivery up only to put it back.
+pub(crate) fn due_for_new_work(enabled: bool, breaker: &Breaker, now: Timestamp) -> Timestamp {
+    if !enabled {
+        return PARKED;
+    }
+    match breaker.admit(now) {
+        Admission::Defer(until) => until,
+        Admission::Send | Admission::Probe => now,
+    }
 }
 
 /// Writes a breaker back to its endpoint row.

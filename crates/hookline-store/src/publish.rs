@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use hookline_core::breaker::BreakerState;
+use hookline_core::breaker::Breaker;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::{self, OnDead};
@@ -20,7 +20,7 @@ use sqlx::{Any, Row, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::endpoints::{
-    breaker_from_row, event_types_from_json, on_dead_from_row, BREAKER_COLUMNS,
+    breaker_from_row, due_for_new_work, event_types_from_json, on_dead_from_row, BREAKER_COLUMNS,
 };
 use crate::records::{
     Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
@@ -311,8 +311,7 @@ struct Target {
     id: EndpointId,
     event_types: Option<Vec<String>>,
     on_dead: OnDead,
-    /// `Some(t)`: its breaker is open until `t`.
-    deferred_until: Option<Timestamp>,
+    breaker: Breaker,
 }
 
 impl Target {
@@ -322,12 +321,8 @@ impl Target {
             .is_none_or(|types| types.iter().any(|t| t == event_type))
     }
 
-    /// An open breaker creates new work due at its probe time instead of letting every
-    /// claim pick the delivery up only to put it back.
     fn due_at(&self, now: Timestamp) -> Timestamp {
-        self.deferred_until
-            .filter(|until| *until > now)
-            .unwrap_or(now)
+        due_for_new_work(true, &self.breaker, now)
     }
 }
 
@@ -341,17 +336,11 @@ async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result
         .await?;
     rows.iter()
         .map(|row| {
-            let breaker = breaker_from_row(row)?;
-            let deferred_until = match breaker.state {
-                BreakerState::Closed => None,
-                BreakerState::Open => breaker.next_probe_at,
-                BreakerState::HalfOpen => breaker.probe_until,
-            };
             Ok(Target {
                 id: parse_column(row, "id")?,
                 event_types: event_types_from_json(row.try_get("event_types")?)?,
                 on_dead: on_dead_from_row(row)?,
-                deferred_until,
+                breaker: breaker_from_row(row)?,
             })
         })
         .collect()
