@@ -90,6 +90,11 @@ pub struct Args {
     #[arg(long, help_heading = "Hookline under test")]
     pub retry_base_ms: Option<u64>,
 
+    /// Override Hookline's sqlite_synchronous: FULL (the default: every acknowledged event
+    /// survives power loss) or NORMAL (see docs/configuration.md for its loss window).
+    #[arg(long, value_parser = ["FULL", "NORMAL"], help_heading = "Hookline under test")]
+    pub sqlite_synchronous: Option<String>,
+
     /// Keep the database (SQLite file or PostgreSQL database) after the run, for inspection.
     #[arg(long, help_heading = "Hookline under test")]
     pub keep_store: bool,

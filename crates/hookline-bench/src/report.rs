@@ -247,6 +247,9 @@ impl Report {
                 "hookline batch_size / retry_base_ms",
                 format!("{} / {}", e.batch_size, e.retry_base_ms),
             );
+            if a.store == crate::cli::StoreKind::Sqlite {
+                t.row("hookline sqlite_synchronous", e.sqlite_synchronous);
+            }
         }
         t.row("endpoints", a.endpoints);
         t.row(

@@ -198,6 +198,9 @@ impl Hookline {
                 if let Some(value) = args.retry_base_ms {
                     command.env("HOOKLINE_RETRY_BASE_MS", value.to_string());
                 }
+                if let Some(value) = &args.sqlite_synchronous {
+                    command.env("HOOKLINE_SQLITE_SYNCHRONOUS", value);
+                }
                 let log_file = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
@@ -295,6 +298,9 @@ fn overrides(args: &Args) -> hookline::Config {
     if let Some(value) = args.retry_base_ms {
         config.retry_base_ms = value;
     }
+    if let Some(value) = &args.sqlite_synchronous {
+        config.sqlite_synchronous = value.clone();
+    }
     config
 }
 
@@ -305,6 +311,7 @@ pub struct Effective {
     pub max_in_flight_per_endpoint: usize,
     pub batch_size: u32,
     pub retry_base_ms: u64,
+    pub sqlite_synchronous: &'static str,
 }
 
 pub fn effective_settings(args: &Args) -> Effective {
@@ -314,6 +321,11 @@ pub fn effective_settings(args: &Args) -> Effective {
         max_in_flight_per_endpoint: config.max_in_flight_per_endpoint,
         batch_size: config.batch_size,
         retry_base_ms: config.retry_base_ms,
+        sqlite_synchronous: if config.sqlite_synchronous.eq_ignore_ascii_case("NORMAL") {
+            "NORMAL"
+        } else {
+            "FULL"
+        },
     }
 }
 

@@ -15,7 +15,7 @@
 //!    send slots from its stored GCRA state, deferring deliveries whose slot
 //!    lies beyond the look-ahead.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use sqlx::{Any, Row, Transaction};
 
 use crate::complete::release_partition_successor;
 use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
-use crate::records::{Claim, ClaimPolicy, ClaimedDelivery, PARKED};
+use crate::records::{Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
 use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
 /// The two queues of due work.
@@ -54,15 +54,20 @@ impl Lane {
     }
 }
 
-/// What a claim returns per delivery: the delivery joined with its endpoint and event body.
+/// What a claim returns per delivery: the delivery joined with its event's body.
+/// The endpoint side is read once per endpoint of the batch ([`ENDPOINT_COLUMNS`]),
+/// not once per row: decoding rows is most of a claim's cost.
 const CLAIMED_COLUMNS: &str =
     "c.id, c.app_id, c.event_id, c.endpoint_id, c.lease_token, c.attempts, \
-     c.round_started_at, c.ordering_key, c.sequence, e.body, ep.url, ep.secret, ep.enabled, \
-     ep.retry_base_ms, ep.retry_cap_ms, ep.max_attempts, ep.max_age_secs, ep.rate_limit_per_sec, \
-     ep.ordering_on_dead, ep.breaker_state, ep.consecutive_failures, ep.breaker_cooldown_ms, \
-     ep.next_probe_at, ep.probe_until, ep.failing_since";
+     c.round_started_at, c.ordering_key, c.sequence, e.body";
 
-/// The endpoint side of a claimed row (`None` for a deleted endpoint).
+/// What sending and admission need of an endpoint.
+const ENDPOINT_COLUMNS: &str =
+    "id, url, secret, enabled, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
+     rate_limit_per_sec, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
+     next_probe_at, probe_until, failing_since";
+
+/// The endpoint side of a claimed row.
 #[derive(Clone, Copy)]
 struct Gate {
     enabled: bool,
@@ -71,37 +76,48 @@ struct Gate {
     on_dead: OnDead,
 }
 
-struct Claimed {
-    delivery: ClaimedDelivery,
-    gate: Option<Gate>,
+/// A claimed batch's endpoint: where and how to send, and its gate.
+struct Target {
+    url: String,
+    secret: EndpointSecret,
+    retry: RetryOverrides,
+    gate: Gate,
 }
 
-fn claimed_from_row(row: &AnyRow) -> Result<Claimed> {
-    let secret: Option<String> = row.try_get("secret")?;
-    let gate = match &secret {
-        None => None,
-        Some(_) => Some(Gate {
+fn target_from_row(row: &AnyRow) -> Result<Target> {
+    let secret: String = row.try_get("secret")?;
+    Ok(Target {
+        url: row.try_get("url")?,
+        secret: EndpointSecret::parse(&secret)
+            .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
+        retry: retry_from_row(row)?,
+        gate: Gate {
             enabled: row.try_get::<i64, _>("enabled")? != 0,
             breaker: breaker_from_row(row)?,
             rate_limit: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?
                 .map(|r| r as u32),
             on_dead: on_dead_from_row(row)?,
-        }),
-    };
-    let secret = match secret {
-        Some(text) => EndpointSecret::parse(&text)
-            .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
-        // Never sent: a deleted endpoint's delivery is dead-lettered below.
-        None => EndpointSecret::generate(),
-    };
+        },
+    })
+}
+
+struct Claimed {
+    delivery: ClaimedDelivery,
+    /// `None` for a deleted endpoint.
+    gate: Option<Gate>,
+}
+
+fn claimed_from_row(row: &AnyRow, targets: &HashMap<EndpointId, Target>) -> Result<Claimed> {
+    let endpoint_id: EndpointId = parse_column(row, "endpoint_id")?;
+    let target = targets.get(&endpoint_id);
     let body: Vec<u8> = row.try_get("body")?;
     Ok(Claimed {
         delivery: ClaimedDelivery {
             id: parse_column(row, "id")?,
             app_id: parse_column(row, "app_id")?,
             event_id: parse_column(row, "event_id")?,
-            endpoint_id: parse_column(row, "endpoint_id")?,
+            endpoint_id,
             lease_token: row.try_get("lease_token")?,
             attempts: row.try_get::<i64, _>("attempts")? as u32,
             round_started_at: Timestamp::from_millis(row.try_get("round_started_at")?),
@@ -109,12 +125,13 @@ fn claimed_from_row(row: &AnyRow) -> Result<Claimed> {
             sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
             send_at: None,
             probe: false,
-            url: row.try_get::<Option<String>, _>("url")?.unwrap_or_default(),
-            secret,
-            retry: retry_from_row(row)?,
+            url: target.map(|t| t.url.clone()).unwrap_or_default(),
+            // Never sent: a deleted endpoint's delivery is dead-lettered on admission.
+            secret: target.map_or_else(EndpointSecret::generate, |t| t.secret.clone()),
+            retry: target.map(|t| t.retry).unwrap_or_default(),
             body: Arc::from(body),
         },
-        gate,
+        gate: target.map(|t| t.gate),
     })
 }
 
@@ -190,11 +207,11 @@ impl Store {
         }
         if self.engine == Engine::Sqlite && !rows.is_empty() {
             // SQLite's UPDATE can't feed a join: read the claimed rows back by id.
-            let sql = format!(
+            let sql = self.engine.in_order(format!(
                 "SELECT {CLAIMED_COLUMNS} FROM deliveries c JOIN events e ON e.id = c.event_id \
-                 LEFT JOIN endpoints ep ON ep.id = c.endpoint_id WHERE c.id IN ({}) ORDER BY c.id",
+                 WHERE c.id IN ({}) ORDER BY c.id",
                 placeholders(1, rows.len())
-            );
+            ));
             let ids: Vec<String> = rows
                 .iter()
                 .map(|r| r.try_get("id"))
@@ -206,24 +223,66 @@ impl Store {
             rows = query.fetch_all(&mut *tx).await?;
         }
 
+        let targets = self.claimed_targets(&mut tx, &rows).await?;
         let mut by_endpoint: BTreeMap<EndpointId, Vec<Claimed>> = BTreeMap::new();
         for row in &rows {
-            let claimed = claimed_from_row(row)?;
+            let claimed = claimed_from_row(row, &targets)?;
             by_endpoint
                 .entry(claimed.delivery.endpoint_id.clone())
                 .or_default()
                 .push(claimed);
         }
         let mut ready = Vec::with_capacity(rows.len());
+        let mut deferred = Deferred::default();
         for (endpoint, group) in by_endpoint {
-            self.admit(&mut tx, &endpoint, group, now, policy, &mut ready)
-                .await?;
+            self.admit(
+                &mut tx,
+                &mut deferred,
+                &endpoint,
+                group,
+                now,
+                policy,
+                &mut ready,
+            )
+            .await?;
         }
+        deferred.write(&mut tx, self.engine, &token).await?;
         tx.commit().await?;
         Ok(Claim {
             deliveries: ready,
             rows: rows.len(),
         })
+    }
+
+    /// The endpoints of the claimed rows, read once each.
+    async fn claimed_targets(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        rows: &[AnyRow],
+    ) -> Result<HashMap<EndpointId, Target>> {
+        let mut ids = Vec::new();
+        for row in rows {
+            let id: String = row.try_get("endpoint_id")?;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = self.engine.in_order(format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id IN ({})",
+            placeholders(1, ids.len())
+        ));
+        let mut query = sqlx::query(&sql);
+        for id in &ids {
+            query = query.bind(id.as_str());
+        }
+        let mut targets = HashMap::with_capacity(ids.len());
+        for row in query.fetch_all(&mut **tx).await? {
+            targets.insert(parse_column(&row, "id")?, target_from_row(&row)?);
+        }
+        Ok(targets)
     }
 
     /// The next few enabled endpoints after the last fair pass's, skipping saturated ones.
@@ -265,9 +324,11 @@ impl Store {
     }
 
     /// Decides, for one endpoint's claimed deliveries, which go now.
+    #[allow(clippy::too_many_arguments)]
     async fn admit(
         &self,
         tx: &mut Transaction<'static, Any>,
+        deferred: &mut Deferred,
         endpoint: &EndpointId,
         group: Vec<Claimed>,
         now: Timestamp,
@@ -290,7 +351,7 @@ impl Store {
         let on_dead = gate.on_dead;
         if !gate.enabled {
             for claimed in &group {
-                defer(tx, &claimed.delivery, PARKED).await?;
+                deferred.defer(&claimed.delivery, PARKED);
             }
             return Ok(());
         }
@@ -300,14 +361,15 @@ impl Store {
         let mut group = group;
         if group.len() > room {
             for claimed in group.split_off(room) {
-                defer(tx, &claimed.delivery, now).await?;
+                deferred.defer(&claimed.delivery, now);
             }
         }
         let mut admitted: Vec<ClaimedDelivery> = match gate.breaker.admit(now) {
             Admission::Send => group.into_iter().map(|c| c.delivery).collect(),
             Admission::Defer(until) => {
                 for claimed in &group {
-                    defer_or_expire(tx, &claimed.delivery, until, now, policy, on_dead).await?;
+                    defer_or_expire(tx, deferred, &claimed.delivery, until, now, policy, on_dead)
+                        .await?;
                 }
                 Vec::new()
             }
@@ -317,7 +379,8 @@ impl Store {
                 let mut deliveries = group.into_iter().map(|c| c.delivery);
                 let probe = if won { deliveries.next() } else { None };
                 for delivery in deliveries {
-                    defer_or_expire(tx, &delivery, hold_until, now, policy, on_dead).await?;
+                    defer_or_expire(tx, deferred, &delivery, hold_until, now, policy, on_dead)
+                        .await?;
                 }
                 probe
                     .map(|mut delivery| {
@@ -329,7 +392,9 @@ impl Store {
         };
         if let Some(per_second) = rate_limit {
             admitted = self
-                .reserve_send_slots(tx, endpoint, admitted, per_second, now, policy, on_dead)
+                .reserve_send_slots(
+                    tx, deferred, endpoint, admitted, per_second, now, policy, on_dead,
+                )
                 .await?;
         }
         ready.extend(admitted);
@@ -343,6 +408,7 @@ impl Store {
     async fn reserve_send_slots(
         &self,
         tx: &mut Transaction<'static, Any>,
+        deferred: &mut Deferred,
         endpoint: &EndpointId,
         deliveries: Vec<ClaimedDelivery>,
         per_second: u32,
@@ -376,7 +442,7 @@ impl Store {
             } else {
                 // Not reserved: the slot is taken by whoever claims it when it comes.
                 let at = Timestamp::from_millis((slot + 999) / 1000);
-                defer_or_expire(tx, &delivery, at, now, policy, on_dead).await?;
+                defer_or_expire(tx, deferred, &delivery, at, now, policy, on_dead).await?;
             }
         }
         sqlx::query("UPDATE endpoints SET rate_tat_us = $2 WHERE id = $1")
@@ -457,8 +523,7 @@ impl LaneClaim<'_> {
                    FROM ({due}) due WHERE d.id = due.id \
                    RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
                              d.round_started_at, d.ordering_key, d.sequence) \
-                 SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id \
-                 LEFT JOIN endpoints ep ON ep.id = c.endpoint_id ORDER BY c.id"
+                 SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id ORDER BY c.id"
             ),
             Engine::Sqlite => format!(
                 "UPDATE deliveries SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
@@ -511,27 +576,50 @@ async fn take_probe(
     Ok(taken == 1)
 }
 
-/// Puts a claimed delivery back, pending until `until`, with no attempt charged.
-async fn defer(
-    tx: &mut Transaction<'static, Any>,
-    delivery: &ClaimedDelivery,
-    until: Timestamp,
-) -> Result<()> {
-    sqlx::query(
-        "UPDATE deliveries SET state = 'pending', due_at = $3, lease_token = NULL WHERE id = $1 AND lease_token = $2",
-    )
-    .bind(delivery.id.as_str())
-    .bind(&delivery.lease_token)
-    .bind(until.as_millis())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
+/// Claimed deliveries put back, pending, with no attempt charged: by the time they
+/// are due again. Written with one statement per distinct time (most claims defer
+/// none, or all to one time), not one per delivery.
+#[derive(Default)]
+struct Deferred(BTreeMap<Timestamp, Vec<String>>);
+
+impl Deferred {
+    fn defer(&mut self, delivery: &ClaimedDelivery, until: Timestamp) {
+        self.0
+            .entry(until)
+            .or_default()
+            .push(delivery.id.to_string());
+    }
+
+    /// Writes the deferrals (all rows of one claim share its lease `token`).
+    async fn write(
+        self,
+        tx: &mut Transaction<'static, Any>,
+        engine: Engine,
+        token: &str,
+    ) -> Result<()> {
+        for (until, ids) in self.0 {
+            for chunk in ids.chunks(500) {
+                let sql = engine.in_order(format!(
+                    "UPDATE deliveries SET state = 'pending', due_at = $1, lease_token = NULL \
+                     WHERE lease_token = $2 AND id IN ({})",
+                    placeholders(3, chunk.len())
+                ));
+                let mut query = sqlx::query(&sql).bind(until.as_millis()).bind(token);
+                for id in chunk {
+                    query = query.bind(id.as_str());
+                }
+                query.execute(&mut **tx).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Defers a delivery, unless waiting until `until` would take it past its max age:
 /// then it is dead-lettered (`retries_exhausted`) — deferral never stops the clock.
 async fn defer_or_expire(
     tx: &mut Transaction<'static, Any>,
+    deferred: &mut Deferred,
     delivery: &ClaimedDelivery,
     until: Timestamp,
     now: Timestamp,
@@ -542,7 +630,8 @@ async fn defer_or_expire(
     if until.since(delivery.round_started_at) > max_age {
         dead_letter(tx, delivery, DeadReason::RetriesExhausted, now, on_dead).await
     } else {
-        defer(tx, delivery, until).await
+        deferred.defer(delivery, until);
+        Ok(())
     }
 }
 

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal, Transition};
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState};
-use hookline_core::ordering::{self, OnDead};
+use hookline_core::ordering;
 use hookline_core::time::Timestamp;
+use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use crate::endpoints::{
@@ -62,6 +63,7 @@ fn outcome(
 /// One multi-row `INSERT` of attempt rows.
 async fn insert_attempts(
     tx: &mut Transaction<'static, Any>,
+    engine: Engine,
     records: &[AttemptRecord],
 ) -> Result<()> {
     let values = (0..records.len())
@@ -72,6 +74,7 @@ async fn insert_attempts(
         "INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
          status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason) VALUES {values}"
     );
+    let sql = engine.in_order(sql);
     let mut query = sqlx::query(&sql);
     for record in records {
         // `now` only matters for the delivery's row; the attempt keeps its own times.
@@ -105,11 +108,12 @@ async fn insert_attempts(
 /// record still holds. Returns the ordering keys of the updated keyed deliveries.
 async fn update_deliveries(
     tx: &mut Transaction<'static, Any>,
+    engine: Engine,
     records: &[AttemptRecord],
     now: Timestamp,
 ) -> Result<HashMap<DeliveryId, String>> {
     let values = (0..records.len())
-        .map(|i| format!("({})", placeholders(2 + i * 8, 8)))
+        .map(|i| format!("({})", placeholders(1 + i * 8, 8)))
         .collect::<Vec<_>>()
         .join(", ");
     // The same statement on both engines: a VALUES list as a CTE, then UPDATE … FROM.
@@ -117,11 +121,13 @@ async fn update_deliveries(
         "WITH v (id, token, state, due_at, attempts, last_attempt_at, dead_reason, dead_at) AS (VALUES {values}) \
          UPDATE deliveries SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
          last_attempt_at = v.last_attempt_at, dead_reason = v.dead_reason, dead_at = v.dead_at, \
-         lease_token = NULL, updated_at = $1 \
+         lease_token = NULL, updated_at = ${now} \
          FROM v WHERE deliveries.id = v.id AND deliveries.lease_token = v.token \
-         RETURNING deliveries.id, deliveries.ordering_key"
+         RETURNING deliveries.id, deliveries.ordering_key",
+        now = 1 + records.len() * 8
     );
-    let mut query = sqlx::query(&sql).bind(now.as_millis());
+    let sql = engine.in_order(sql);
+    let mut query = sqlx::query(&sql);
     for record in records {
         let (_, state, due_at, _, dead_reason) = outcome(record.completion, now);
         query = query
@@ -134,6 +140,7 @@ async fn update_deliveries(
             .bind(dead_reason.map(DeadReason::as_str))
             .bind(dead_reason.map(|_| now.as_millis()));
     }
+    query = query.bind(now.as_millis());
     let mut keyed = HashMap::new();
     for row in query.fetch_all(&mut **tx).await? {
         if let Some(key) = row.try_get::<Option<String>, _>("ordering_key")? {
@@ -168,8 +175,8 @@ impl Store {
         // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
         let mut finished_keyed = Vec::new();
         for chunk in records.chunks(COMPLETION_CHUNK) {
-            insert_attempts(&mut tx, chunk).await?;
-            let keyed = update_deliveries(&mut tx, chunk, now).await?;
+            insert_attempts(&mut tx, self.engine, chunk).await?;
+            let keyed = update_deliveries(&mut tx, self.engine, chunk, now).await?;
             for record in chunk {
                 let Some(key) = keyed.get(&record.delivery_id) else {
                     continue;
@@ -198,12 +205,14 @@ impl Store {
                 .push(record);
         }
         let mut on_dead_of = BTreeMap::new();
+        let ids: Vec<&EndpointId> = by_endpoint.keys().copied().collect();
+        let mut rows = self.lock_endpoints(&mut tx, &ids).await?;
         for (endpoint, group) in by_endpoint {
-            if let Some(on_dead) = self
-                .update_breaker(&mut tx, endpoint, &group, breaker_policy, now)
-                .await?
-            {
-                on_dead_of.insert(endpoint.clone(), on_dead);
+            // A deleted endpoint has no row, no breaker and no partitions left.
+            if let Some(row) = rows.remove(endpoint) {
+                self.update_breaker(&mut tx, endpoint, &row, &group, breaker_policy, now)
+                    .await?;
+                on_dead_of.insert(endpoint.clone(), on_dead_from_row(&row)?);
             }
         }
 
@@ -236,32 +245,45 @@ impl Store {
         Ok(())
     }
 
-    /// Applies one endpoint's attempts to its breaker; returns the endpoint's
-    /// `ordering_on_dead` (`None` if the endpoint is gone).
-    async fn update_breaker(
+    /// Reads (on PostgreSQL: locks, in id order) the breaker state of the batch's endpoints.
+    async fn lock_endpoints(
         &self,
         tx: &mut Transaction<'static, Any>,
-        endpoint: &EndpointId,
-        records: &[&AttemptRecord],
-        policy: &BreakerPolicy,
-        now: Timestamp,
-    ) -> Result<Option<OnDead>> {
+        endpoints: &[&EndpointId],
+    ) -> Result<HashMap<EndpointId, AnyRow>> {
         let lock = if self.engine == Engine::Postgres {
             " FOR UPDATE"
         } else {
             ""
         };
-        let sql = format!("SELECT enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1{lock}");
-        let Some(row) = sqlx::query(&sql)
-            .bind(endpoint.as_str())
-            .fetch_optional(&mut **tx)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let on_dead = on_dead_from_row(&row)?;
+        let sql = self.engine.in_order(format!(
+            "SELECT id, enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE id IN ({}) \
+             ORDER BY id{lock}",
+            placeholders(1, endpoints.len())
+        ));
+        let mut query = sqlx::query(&sql);
+        for endpoint in endpoints {
+            query = query.bind(endpoint.as_str());
+        }
+        let mut rows = HashMap::new();
+        for row in query.fetch_all(&mut **tx).await? {
+            rows.insert(parse_column(&row, "id")?, row);
+        }
+        Ok(rows)
+    }
+
+    /// Applies one endpoint's attempts to its breaker (`row`: its [`Self::lock_endpoints`] row).
+    async fn update_breaker(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        endpoint: &EndpointId,
+        row: &AnyRow,
+        records: &[&AttemptRecord],
+        policy: &BreakerPolicy,
+        now: Timestamp,
+    ) -> Result<()> {
         let enabled = row.try_get::<i64, _>("enabled")? != 0;
-        let before = breaker_from_row(&row)?;
+        let before = breaker_from_row(row)?;
         // Deliveries deferred by the breaker are due no later than this.
         let horizon = before.next_probe_at.max(before.probe_until);
         let mut breaker = before;
@@ -325,7 +347,7 @@ impl Store {
             tracing::warn!(endpoint = %endpoint, reason, "disabling endpoint");
             disable_endpoint(tx, endpoint, reason, now).await?;
         }
-        Ok(Some(on_dead))
+        Ok(())
     }
 }
 

@@ -268,10 +268,71 @@ where
     .transpose()
 }
 
+impl Engine {
+    /// A statement with many values, as this engine should prepare it. Written
+    /// with `$1, $2, …` in textual order, each exactly once, it becomes SQLite's
+    /// anonymous `?` there: SQLite resolves `$n` names through a list, so
+    /// preparing and binding N of them costs O(N²) — with 100-row `INSERT`s that
+    /// was a third of the SQLite writer's time (perf: `sqlite3_bind_parameter_name`).
+    pub(crate) fn in_order(self, sql: String) -> String {
+        if self == Engine::Postgres {
+            return sql;
+        }
+        let mut out = String::with_capacity(sql.len());
+        let mut expected = 1usize;
+        let mut rest = sql.as_str();
+        while let Some(at) = rest.find('$') {
+            out.push_str(&rest[..at]);
+            let digits = rest[at + 1..]
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len() - at - 1);
+            if rest[at + 1..at + 1 + digits].parse::<usize>().ok() != Some(expected) {
+                // Still correct as written, only slower; tests run every statement on SQLite.
+                debug_assert!(false, "in_order: placeholders must be $1, $2, … in order");
+                return sql;
+            }
+            out.push('?');
+            expected += 1;
+            rest = &rest[at + 1 + digits..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
 /// Builds `$start, $start+1, …` for `count` values (a dynamic `IN (…)` list).
 fn placeholders(start: usize, count: usize) -> String {
     (start..start + count)
         .map(|n| format!("${n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_makes_numbered_placeholders_anonymous_on_sqlite_only() {
+        let sql = format!(
+            "INSERT INTO t VALUES ({}), ({})",
+            placeholders(1, 2),
+            placeholders(3, 2)
+        );
+        assert_eq!(
+            Engine::Sqlite.in_order(sql.clone()),
+            "INSERT INTO t VALUES (?, ?), (?, ?)"
+        );
+        assert_eq!(Engine::Postgres.in_order(sql.clone()), sql);
+        // $10 is one placeholder, not $1 followed by a 0.
+        let ten = format!("SELECT {}", placeholders(1, 10));
+        assert_eq!(Engine::Sqlite.in_order(ten).matches('?').count(), 10);
+    }
+
+    #[test]
+    #[should_panic(expected = "in_order")]
+    fn in_order_refuses_reordered_or_repeated_placeholders() {
+        // Anonymous `?` would bind these in the wrong order: debug builds stop here.
+        Engine::Sqlite.in_order("SELECT $2, $1".to_owned());
+    }
 }

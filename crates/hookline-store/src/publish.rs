@@ -25,7 +25,7 @@ use crate::endpoints::{
 use crate::records::{
     Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
 };
-use crate::{parse_column, placeholders, Result, Store, StoreError};
+use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
 /// The most events committed in one group.
 pub const MAX_GROUP: usize = 512;
@@ -257,9 +257,9 @@ impl Store {
             outcomes.push(PublishOutcome::Created(answer));
         }
 
-        insert_events(&mut tx, &events).await?;
-        insert_deliveries(&mut tx, &deliveries).await?;
-        if !insert_keys(&mut tx, &keys).await? {
+        insert_events(&mut tx, self.engine, &events).await?;
+        insert_deliveries(&mut tx, self.engine, &deliveries).await?;
+        if !insert_keys(&mut tx, self.engine, &keys).await? {
             tx.rollback().await?;
             return Ok(None);
         }
@@ -285,7 +285,9 @@ impl Store {
                 .map(|i| format!("(app_id = ${} AND key = ${})", 2 * i + 1, 2 * i + 2))
                 .collect::<Vec<_>>()
                 .join(" OR ");
-            let sql = format!("SELECT app_id, key, fingerprint, status, response FROM idempotency_keys WHERE {pairs}");
+            let sql = self.engine.in_order(format!(
+                "SELECT app_id, key, fingerprint, status, response FROM idempotency_keys WHERE {pairs}"
+            ));
             let mut query = sqlx::query(&sql);
             for (app, key) in chunk {
                 query = query.bind(app.as_str()).bind(key.key.as_str());
@@ -435,6 +437,7 @@ async fn held_partitions(
 
 async fn insert_events(
     tx: &mut Transaction<'static, Any>,
+    engine: Engine,
     events: &[(&PublishItem, Option<u64>)],
 ) -> Result<()> {
     for chunk in events.chunks(INSERT_CHUNK) {
@@ -445,6 +448,7 @@ async fn insert_events(
         let sql = format!(
             "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) VALUES {values}"
         );
+        let sql = engine.in_order(sql);
         let mut query = sqlx::query(&sql);
         for (item, sequence) in chunk {
             query = query
@@ -463,14 +467,17 @@ async fn insert_events(
 
 async fn insert_deliveries(
     tx: &mut Transaction<'static, Any>,
+    engine: Engine,
     deliveries: &[Delivery],
 ) -> Result<()> {
     for chunk in deliveries.chunks(INSERT_CHUNK) {
         let values = (0..chunk.len())
             .map(|i| {
-                let p = 1 + i * 9;
-                // created_at, updated_at and round_started_at are all the publish time.
-                format!("({}, 0, ${t}, ${t}, ${t})", placeholders(p, 8), t = p + 8)
+                format!(
+                    "({}, 0, {})",
+                    placeholders(1 + i * 11, 8),
+                    placeholders(9 + i * 11, 3)
+                )
             })
             .collect::<Vec<_>>()
             .join(", ");
@@ -478,6 +485,7 @@ async fn insert_deliveries(
             "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
              attempts, round_started_at, created_at, updated_at) VALUES {values}"
         );
+        let sql = engine.in_order(sql);
         let mut query = sqlx::query(&sql);
         for d in chunk {
             query = query
@@ -489,6 +497,9 @@ async fn insert_deliveries(
                 .bind(d.due_at.as_millis())
                 .bind(d.ordering_key.as_deref())
                 .bind(d.sequence.map(|s| s as i64))
+                // round_started_at, created_at and updated_at: all the publish time.
+                .bind(d.round_started_at.as_millis())
+                .bind(d.created_at.as_millis())
                 .bind(d.created_at.as_millis());
         }
         query.execute(&mut **tx).await?;
@@ -500,6 +511,7 @@ async fn insert_deliveries(
 /// committed one of the keys first (PostgreSQL made this insert wait for it).
 async fn insert_keys(
     tx: &mut Transaction<'static, Any>,
+    engine: Engine,
     keys: &[(&PublishItem, &IdempotencyKey, StoredResponse)],
 ) -> Result<bool> {
     for chunk in keys.chunks(INSERT_CHUNK) {
@@ -511,6 +523,7 @@ async fn insert_keys(
             "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) VALUES {values} \
              ON CONFLICT (app_id, key) DO NOTHING"
         );
+        let sql = engine.in_order(sql);
         let mut query = sqlx::query(&sql);
         for (item, key, answer) in chunk {
             query = query
