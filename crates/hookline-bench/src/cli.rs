@@ -104,6 +104,13 @@ pub struct Args {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000), help_heading = "Workload")]
     pub endpoints: u16,
 
+    /// Extra endpoints that are down (a closed port on 127.0.0.1: connection refused), beside
+    /// the --endpoints healthy ones (scenario (e): --endpoints 9 --dead-endpoints 1). Their
+    /// deliveries are outside the ledger and the rates: the run measures what the healthy
+    /// endpoints get while Hookline retries, and its breaker stops, the dead one.
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub dead_endpoints: u16,
+
     /// Events published in the measured phase.
     #[arg(long, default_value_t = 100_000, help_heading = "Workload")]
     pub events: u64,

@@ -239,6 +239,26 @@ async fn bench(
             .await?;
         endpoint_index.insert(id, i);
     }
+    // Endpoints that are down: a port that was free a moment ago refuses connections.
+    let mut down = HashSet::new();
+    for i in 0..args.dead_endpoints {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        down.insert(
+            api.create_endpoint(&app, &format!("http://127.0.0.1:{port}/dead{i}"))
+                .await?,
+        );
+    }
+    // The DLQ as the ledger sees it: the down endpoints' deliveries are not in it.
+    let dead_letters = |api: Api| {
+        let (app, down) = (app.clone(), &down);
+        async move {
+            let mut dead: Vec<DeadLetter> = api.dead_letters(&app).await?;
+            dead.retain(|d| !down.contains(&d.endpoint_id));
+            anyhow::Ok(dead)
+        }
+    };
 
     let plan = |events: u64, stream: u64, rate: f64| Plan {
         events,
@@ -342,7 +362,7 @@ async fn bench(
             }
             // The tail: only now look at the DLQ (reading it costs Hookline a query).
             if last_dlq_poll.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-                let dead = api.dead_letters(&app).await?.len() as u64;
+                let dead = dead_letters(api.clone()).await?.len() as u64;
                 last_dlq_poll = Some(Instant::now());
                 let unique = sink.counters.unique_ok.load(Ordering::Relaxed);
                 if unique + dead >= expected {
@@ -370,7 +390,7 @@ async fn bench(
         );
     };
     // The final word on the DLQ (deliveries may have died since the last look).
-    let dead: Vec<DeadLetter> = api.dead_letters(&app).await?;
+    let dead: Vec<DeadLetter> = dead_letters(api.clone()).await?;
     hookline.stop().await.context("stopping Hookline")?;
 
     // 5. Fold the sink's records into the results.

@@ -252,6 +252,12 @@ impl Report {
             }
         }
         t.row("endpoints", a.endpoints);
+        if a.dead_endpoints > 0 {
+            t.row(
+                "dead endpoints (connection refused; outside the ledger)",
+                a.dead_endpoints,
+            );
+        }
         t.row(
             "events (live) / backlog events",
             format!("{} / {}", int(a.events), int(a.backlog)),
