@@ -29,7 +29,7 @@ use hookline_core::time::Timestamp;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
-use crate::complete::release_partition_successor;
+use crate::complete::{new_work_due, release_partition_successor};
 use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
 use crate::records::{Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
 use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
@@ -659,7 +659,9 @@ async fn dead_letter(
             Some(reason),
             on_dead,
         ) {
-            release_partition_successor(tx, &delivery.endpoint_id, key, now).await?;
+            if let Some(due) = new_work_due(tx, &delivery.endpoint_id, now).await? {
+                release_partition_successor(tx, &delivery.endpoint_id, key, due, now).await?;
+            }
         }
     }
     Ok(())

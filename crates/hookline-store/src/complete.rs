@@ -225,6 +225,8 @@ impl Store {
             }
         }
         let mut released_now = false;
+        // Read once per endpoint, after its breaker was updated above.
+        let mut due_of: HashMap<EndpointId, Option<Timestamp>> = HashMap::new();
         for (app, key, endpoint) in &releases {
             if self.engine == Engine::Postgres {
                 // Serialises with publishes of this key (they upsert the same row), so a
@@ -235,8 +237,19 @@ impl Store {
                     .fetch_optional(&mut *tx)
                     .await?;
             }
-            released_now |=
-                release_partition_successor(&mut tx, endpoint, key, now).await? == Some(now);
+            let due = match due_of.get(endpoint) {
+                Some(due) => *due,
+                None => {
+                    let due = new_work_due(&mut tx, endpoint, now).await?;
+                    due_of.insert(endpoint.clone(), due);
+                    due
+                }
+            };
+            if let Some(due) = due {
+                released_now |= release_partition_successor(&mut tx, endpoint, key, due, now)
+                    .await?
+                    && due == now;
+            }
         }
         tx.commit().await?;
         if released_now {
@@ -351,13 +364,11 @@ impl Store {
     }
 }
 
-/// Makes the next `blocked` delivery of a partition pending; returns when it is due
-/// (now, the breaker's probe time, or [`PARKED`] for a disabled endpoint), or `None`
-/// if the partition had nothing waiting.
-pub(crate) async fn release_partition_successor(
+/// When work an endpoint gets now is due ([`due_for_new_work`] of its current row;
+/// `None` if the endpoint is gone).
+pub(crate) async fn new_work_due(
     tx: &mut Transaction<'static, Any>,
     endpoint: &EndpointId,
-    key: &str,
     now: Timestamp,
 ) -> Result<Option<Timestamp>> {
     let sql = format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1");
@@ -369,10 +380,29 @@ pub(crate) async fn release_partition_successor(
         return Ok(None);
     };
     let enabled = row.try_get::<i64, _>("enabled")? != 0;
-    let due = due_for_new_work(enabled, &breaker_from_row(&row)?, now);
+    Ok(Some(due_for_new_work(
+        enabled,
+        &breaker_from_row(&row)?,
+        now,
+    )))
+}
+
+/// Makes the next `blocked` delivery of a partition pending, due at `due` (from
+/// [`new_work_due`]: now, the breaker's probe time, or `PARKED` for a disabled
+/// endpoint); whether the partition had one waiting.
+pub(crate) async fn release_partition_successor(
+    tx: &mut Transaction<'static, Any>,
+    endpoint: &EndpointId,
+    key: &str,
+    due: Timestamp,
+    now: Timestamp,
+) -> Result<bool> {
+    // `state <> 'succeeded'` is implied by `state = 'blocked'`, but spelled out: it is the
+    // partition index's predicate, and without it SQLite walked all the endpoint's deliveries.
     let released = sqlx::query(
         "UPDATE deliveries SET state = 'pending', due_at = $3, updated_at = $4 WHERE id = ( \
            SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
+             AND state <> 'succeeded' \
            ORDER BY sequence LIMIT 1)",
     )
     .bind(endpoint.as_str())
@@ -382,7 +412,7 @@ pub(crate) async fn release_partition_successor(
     .execute(&mut **tx)
     .await?
     .rows_affected();
-    Ok((released == 1).then_some(due))
+    Ok(released == 1)
 }
 
 /// A short description of a failed attempt for the endpoint's `last_error`.
