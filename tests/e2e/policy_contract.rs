@@ -155,6 +155,7 @@ both_engines!(
     deferral_past_max_age_dead_letters,
     a_saturated_endpoints_backlog_does_not_hide_other_work,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
+    one_turn_records_attempts_then_claims_what_they_released,
 );
 
 async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
@@ -325,6 +326,102 @@ async fn ordered_partition_releases_one_at_a_time(engine: Engine) {
     // A new event of the key queues behind the unfinished one.
     let a4 = f.publish(Some("order_1"), t(7)).await;
     assert_eq!(f.delivery_of(&a4).await.state, DeliveryState::Blocked);
+}
+
+/// The dispatcher's turn: finished attempts are written first, so the claim in
+/// the same transaction already sees what they moved on (a released partition,
+/// an opened breaker), and the attempts are recorded exactly as on their own.
+async fn one_turn_records_attempts_then_claims_what_they_released(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let a1 = f.publish(Some("order_1"), t(0)).await;
+    let a2 = f.publish(Some("order_1"), t(0)).await;
+    let head = f.claim(t(1), 10).await;
+    assert_eq!(
+        head.iter().map(|c| &c.event_id).collect::<Vec<_>>(),
+        vec![&a1]
+    );
+
+    let record = |c: &ClaimedDelivery, completion, signal, status| AttemptRecord {
+        delivery_id: c.id.clone(),
+        app_id: c.app_id.clone(),
+        endpoint_id: c.endpoint_id.clone(),
+        lease_token: c.lease_token.clone(),
+        attempt_number: c.attempts + 1,
+        started_at: t(2),
+        duration: Duration::from_millis(5),
+        status_code: Some(status),
+        response_body: None,
+        error: None,
+        completion,
+        signal,
+        disable_endpoint: false,
+    };
+    let turn = f
+        .store
+        .complete_and_claim(
+            &[record(
+                &head[0],
+                Completion::Succeeded,
+                Signal::Healthy,
+                200,
+            )],
+            &breaker(),
+            t(2),
+            LEASE,
+            10,
+            &policy(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        turn.deliveries
+            .iter()
+            .map(|c| &c.event_id)
+            .collect::<Vec<_>>(),
+        vec![&a2],
+        "the head's success released its successor, claimed in the same turn"
+    );
+    assert_eq!(f.delivery_of(&a1).await.state, DeliveryState::Succeeded);
+    let attempts = f
+        .store
+        .list_attempts(
+            &f.app,
+            &head[0].id,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        attempts.iter().map(|a| a.status_code).collect::<Vec<_>>(),
+        vec![Some(200)]
+    );
+
+    // Failures that open the breaker leave nothing for the same turn's claim.
+    f.publish(None, t(3)).await;
+    f.publish(None, t(3)).await;
+    let mut in_flight = turn.deliveries;
+    in_flight.extend(f.claim(t(3), 10).await);
+    assert_eq!(in_flight.len(), 3);
+    let d = f.publish(None, t(3)).await;
+    let failed: Vec<AttemptRecord> = in_flight
+        .iter()
+        .map(|c| record(c, Completion::RetryAt(t(4)), Signal::Failed, 503))
+        .collect();
+    let turn = f
+        .store
+        .complete_and_claim(&failed, &breaker(), t(3), LEASE, 10, &policy())
+        .await
+        .unwrap();
+    assert!(
+        turn.deliveries.is_empty(),
+        "the third failure opened the breaker before this turn's claim"
+    );
+    assert_eq!(f.health().await.breaker.state, BreakerState::Open);
+    assert_eq!(f.delivery_of(&d).await.state, DeliveryState::Pending);
+    assert_eq!(f.delivery_of(&d).await.attempts, 0, "deferred, not charged");
 }
 
 async fn dead_head_skips_or_blocks_by_endpoint_option(engine: Engine) {

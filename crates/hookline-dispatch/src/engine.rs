@@ -1,20 +1,21 @@
-//! The claim loop, the in-flight pool, the completer and the drain.
+//! The dispatch loop, the in-flight pool and the drain.
 //!
 //! ```text
-//!   claim loop ──(claimed batch)──▶ one task per send (≤ max_in_flight, a Semaphore)
-//!        ▲                                   │ AttemptRecord
-//!        │ wake: publish / replay / retry    ▼
-//!        └──────────────────────────── completer: batches records into one transaction
+//!   dispatch loop ──(claimed batch)──▶ one task per send (≤ max_in_flight, a Semaphore)
+//!     ▲     ▲                                   │
+//!     │     └──────── AttemptRecord ────────────┘
+//!     │ wake: publish / replay / retry due
 //! ```
 //!
-//! Claims are sized to the free permits, so nothing claimed waits in a local
-//! queue while its lease runs. Completions are written in batches (one
-//! transaction for whatever has finished meanwhile): on a busy dispatcher that
-//! is the difference between thousands and tens of thousands of deliveries
-//! per second.
+//! Each turn of the loop is **one transaction**: the attempts that finished
+//! since the last turn are recorded (breakers, retries, partitions moved on),
+//! then due work is claimed, sized to the free permits so nothing claimed waits
+//! in a local queue while its lease runs. Under load a turn writes and claims
+//! hundreds of deliveries for one commit; at rest a finished send or a publish
+//! wakes the loop at once.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::classify::{breaker_signal, classify, Verdict};
@@ -22,14 +23,14 @@ use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::retry::{Next, ThreadJitter};
 use hookline_core::time::Clock;
 use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, Store};
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::sender::Sender;
 use crate::{DispatchError, DispatcherConfig};
 
-/// The most completions written in one transaction.
+/// The most finished attempts written in one turn.
 const COMPLETION_BATCH: usize = 512;
 
 /// A delivery engine bound to one store.
@@ -59,7 +60,7 @@ impl InFlight {
     }
 
     /// Called once the attempt is *recorded*, not merely sent: until then the endpoint's
-    /// slot stays taken, so the next claim sees the breaker state this attempt produced.
+    /// slot stays taken, so a claim sees the breaker state this attempt produced.
     fn finish(&mut self, delivery: &DeliveryId, endpoint: &EndpointId) {
         self.leases.remove(delivery);
         if let Some(count) = self.per_endpoint.get_mut(endpoint) {
@@ -69,9 +70,20 @@ impl InFlight {
             }
         }
     }
-}
 
-type Shared<T> = Arc<Mutex<T>>;
+    /// Per-endpoint sends once `recording` is written (it is, before the claim that
+    /// this count is for, in the same transaction).
+    fn after(&self, recording: &[AttemptRecord]) -> HashMap<EndpointId, usize> {
+        let mut counts = self.per_endpoint.clone();
+        for record in recording {
+            if let Some(count) = counts.get_mut(&record.endpoint_id) {
+                *count = count.saturating_sub(1);
+            }
+        }
+        counts.retain(|_, count| *count > 0);
+        counts
+    }
+}
 
 impl Dispatcher {
     pub fn new(
@@ -89,79 +101,90 @@ impl Dispatcher {
     }
 
     /// Runs until `shutdown` is cancelled, then stops claiming, lets in-flight
-    /// sends finish for up to `drain_timeout`, releases the leases of any that
-    /// did not, and writes every completion before returning.
+    /// sends finish for up to `drain_timeout`, records every finished attempt,
+    /// and releases the leases of the sends that did not finish.
     #[tracing::instrument(name = "dispatcher", skip_all)]
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), DispatchError> {
         let this = Arc::new(self);
         let permits = Arc::new(Semaphore::new(this.config.max_in_flight));
-        let in_flight: Shared<InFlight> = Arc::default();
-        let rescan = Arc::new(Notify::new());
-        let (records_tx, records_rx) = mpsc::unbounded_channel();
-        let completer = tokio::spawn(complete_loop(
-            this.clone(),
-            records_rx,
-            in_flight.clone(),
-            rescan.clone(),
-        ));
+        let mut in_flight = InFlight::default();
+        let (records_tx, mut records_rx) = mpsc::unbounded_channel();
+        // Finished attempts not yet written: the next turn's transaction writes them.
+        let mut finished: Vec<AttemptRecord> = Vec::new();
         let mut sends = JoinSet::new();
+        let mut failures = 0u32;
 
         while !shutdown.is_cancelled() {
             // Reap finished send tasks so the set does not grow.
             while sends.try_join_next().is_some() {}
-            let free = permits.available_permits();
-            if free == 0 {
+            while finished.len() < COMPLETION_BATCH {
+                let Ok(record) = records_rx.try_recv() else {
+                    break;
+                };
+                finished.push(record);
+            }
+            let limit = (permits.available_permits() as u32).min(this.config.batch_size);
+            if limit == 0 && finished.is_empty() {
+                // Every permit is sending: wait for one to finish.
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    _ = sends.join_next() => continue,
+                    _ = records_rx.recv_many(&mut finished, COMPLETION_BATCH) => continue,
                 }
             }
-            let limit = (free as u32).min(this.config.batch_size);
             let policy = ClaimPolicy {
                 retry: this.config.retry,
-                in_flight: in_flight
-                    .lock()
-                    .expect("in-flight map poisoned")
-                    .per_endpoint
-                    .clone(),
+                in_flight: in_flight.after(&finished),
                 max_per_endpoint: this.config.max_in_flight_per_endpoint,
                 probe_hold: this.config.lease,
                 rate_lookahead: this.config.rate_lookahead,
             };
             let claimed = match this
                 .store
-                .claim_due_deliveries(this.clock.now(), this.config.lease, limit, &policy)
+                .complete_and_claim(
+                    &finished,
+                    &this.config.breaker,
+                    this.clock.now(),
+                    this.config.lease,
+                    limit,
+                    &policy,
+                )
                 .await
             {
                 Ok(claimed) => claimed,
                 Err(error) => {
-                    tracing::error!(%error, "claim failed; retrying");
-                    sleep_or_shutdown(Duration::from_millis(500), &shutdown).await;
+                    // The finished attempts stay in hand and are written next turn.
+                    failures += 1;
+                    tracing::error!(%error, failures, "dispatch turn failed; retrying");
+                    let backoff = Duration::from_millis(100 * u64::from(failures.min(50)));
+                    sleep_or_shutdown(backoff, &shutdown).await;
                     continue;
                 }
             };
-            // A full batch means more may be due at once.
-            let full = claimed.rows as u32 == limit;
+            failures = 0;
+            for record in finished.drain(..) {
+                in_flight.finish(&record.delivery_id, &record.endpoint_id);
+            }
+            // A full batch means more may be due at once; after a write-only turn
+            // (no free permit) the permits the written sends freed are claimable now.
+            let look_again = limit == 0 || claimed.rows as u32 == limit;
             for delivery in claimed.deliveries {
                 let permit = permits
                     .clone()
                     .try_acquire_owned()
                     .expect("claims are sized to free permits");
-                in_flight
-                    .lock()
-                    .expect("in-flight map poisoned")
-                    .start(&delivery);
+                in_flight.start(&delivery);
                 let this = this.clone();
                 let records = records_tx.clone();
                 sends.spawn(async move {
                     let record = this.attempt(&delivery).await;
-                    // The completer outlives every send (it stops when all senders are gone).
+                    // The loop outlives every send (it keeps the receiver until all are done).
                     let _ = records.send(record);
                     drop(permit);
                 });
             }
-            if !full {
-                this.wait_for_work(&shutdown, &rescan).await;
+            if !look_again {
+                this.wait_for_work(&shutdown, &mut records_rx, &mut finished)
+                    .await;
             }
         }
 
@@ -177,28 +200,53 @@ impl Dispatcher {
         // Every finished send's record is written before the leases still held — those
         // of aborted sends — are released.
         drop(records_tx);
-        let completed = completer.await;
-        let unfinished: Vec<(DeliveryId, String)> = in_flight
-            .lock()
-            .expect("in-flight map poisoned")
-            .leases
-            .drain()
-            .collect();
+        while records_rx.recv_many(&mut finished, COMPLETION_BATCH).await > 0 {}
+        for batch in finished.chunks(COMPLETION_BATCH) {
+            this.write_with_retries(batch).await?;
+            for record in batch {
+                in_flight.finish(&record.delivery_id, &record.endpoint_id);
+            }
+        }
+        let unfinished: Vec<(DeliveryId, String)> = in_flight.leases.drain().collect();
         if !unfinished.is_empty() {
             tracing::info!(count = unfinished.len(), "releasing unfinished deliveries");
             this.store
                 .release_deliveries(&unfinished, this.clock.now())
                 .await?;
         }
-        if let Ok(Err(error)) = completed {
-            return Err(error);
-        }
         Ok(())
     }
 
-    /// Sleeps until work may be due: a wake-up (publish, replay, retry written),
-    /// the earliest due time, the idle poll, or shutdown.
-    async fn wait_for_work(&self, shutdown: &CancellationToken, rescan: &Notify) {
+    /// Writes finished attempts during the drain, retrying a failed write (the
+    /// records stay in hand), so no outcome is dropped unless the store stays down.
+    async fn write_with_retries(&self, records: &[AttemptRecord]) -> Result<(), DispatchError> {
+        let mut failures = 0u32;
+        loop {
+            match self
+                .store
+                .complete_attempts(records, &self.config.breaker, self.clock.now())
+                .await
+            {
+                Ok(()) => return Ok(()),
+                Err(error) if failures < 20 => {
+                    failures += 1;
+                    tracing::error!(%error, failures, "writing attempts failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(failures))).await;
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
+    /// Sleeps until work may be due: a wake-up (publish, replay, retry written), the
+    /// earliest due time, the idle poll, a finished send (its record is written next
+    /// turn, and its endpoint's slot is free again), or shutdown.
+    async fn wait_for_work(
+        &self,
+        shutdown: &CancellationToken,
+        records: &mut mpsc::UnboundedReceiver<AttemptRecord>,
+        finished: &mut Vec<AttemptRecord>,
+    ) {
         let idle = self.config.idle_poll;
         let wait = match self.store.next_due_at().await {
             // Due work this claim did not take belongs to endpoints at their cap (or was
@@ -214,7 +262,7 @@ impl Dispatcher {
         tokio::select! {
             _ = shutdown.cancelled() => {}
             _ = self.store.wait_for_due(wait) => {}
-            _ = rescan.notified() => {}
+            _ = records.recv_many(finished, COMPLETION_BATCH) => {}
         }
     }
 
@@ -268,46 +316,6 @@ impl Dispatcher {
             ),
         }
     }
-}
-
-/// Writes finished attempts in batches until every sender is gone. A failed
-/// write is retried (the records stay in hand), so no outcome is dropped.
-async fn complete_loop(
-    this: Arc<Dispatcher>,
-    mut records: mpsc::UnboundedReceiver<AttemptRecord>,
-    in_flight: Shared<InFlight>,
-    rescan: Arc<Notify>,
-) -> Result<(), DispatchError> {
-    let mut batch = Vec::with_capacity(COMPLETION_BATCH);
-    while records.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
-        let mut failures = 0u32;
-        loop {
-            match this
-                .store
-                .complete_attempts(&batch, &this.config.breaker, this.clock.now())
-                .await
-            {
-                Ok(()) => break,
-                Err(error) if failures < 20 => {
-                    failures += 1;
-                    tracing::error!(%error, failures, "writing attempts failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(failures))).await;
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
-        {
-            let mut in_flight = in_flight.lock().expect("in-flight map poisoned");
-            for record in &batch {
-                in_flight.finish(&record.delivery_id, &record.endpoint_id);
-            }
-        }
-        // Endpoint slots are free again and a retry may now be the earliest due work:
-        // let the claim loop look again.
-        rescan.notify_one();
-        batch.clear();
-    }
-    Ok(())
 }
 
 fn record_metrics(result: &crate::sender::SendResult, completion: &Completion) {

@@ -172,11 +172,33 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.writer.begin().await?;
+        let released_now = self
+            .complete_in(&mut tx, records, breaker_policy, now)
+            .await?;
+        tx.commit().await?;
+        if released_now {
+            self.notify_due();
+        }
+        Ok(())
+    }
+
+    /// [`Self::complete_attempts`] inside a caller's transaction; whether it made a
+    /// partition's next delivery due now (the caller wakes dispatchers after commit).
+    pub(crate) async fn complete_in(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        records: &[AttemptRecord],
+        breaker_policy: &BreakerPolicy,
+        now: Timestamp,
+    ) -> Result<bool> {
+        if records.is_empty() {
+            return Ok(false);
+        }
         // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
         let mut finished_keyed = Vec::new();
         for chunk in records.chunks(COMPLETION_CHUNK) {
-            insert_attempts(&mut tx, self.engine, chunk).await?;
-            let keyed = update_deliveries(&mut tx, self.engine, chunk, now).await?;
+            insert_attempts(tx, self.engine, chunk).await?;
+            let keyed = update_deliveries(tx, self.engine, chunk, now).await?;
             for record in chunk {
                 let Some(key) = keyed.get(&record.delivery_id) else {
                     continue;
@@ -206,11 +228,11 @@ impl Store {
         }
         let mut on_dead_of = BTreeMap::new();
         let ids: Vec<&EndpointId> = by_endpoint.keys().copied().collect();
-        let mut rows = self.lock_endpoints(&mut tx, &ids).await?;
+        let mut rows = self.lock_endpoints(tx, &ids).await?;
         for (endpoint, group) in by_endpoint {
             // A deleted endpoint has no row, no breaker and no partitions left.
             if let Some(row) = rows.remove(endpoint) {
-                self.update_breaker(&mut tx, endpoint, &row, &group, breaker_policy, now)
+                self.update_breaker(tx, endpoint, &row, &group, breaker_policy, now)
                     .await?;
                 on_dead_of.insert(endpoint.clone(), on_dead_from_row(&row)?);
             }
@@ -234,28 +256,23 @@ impl Store {
                 sqlx::query("SELECT last_sequence FROM ordering_keys WHERE app_id = $1 AND ordering_key = $2 FOR UPDATE")
                     .bind(app.as_str())
                     .bind(key)
-                    .fetch_optional(&mut *tx)
+                    .fetch_optional(&mut **tx)
                     .await?;
             }
             let due = match due_of.get(endpoint) {
                 Some(due) => *due,
                 None => {
-                    let due = new_work_due(&mut tx, endpoint, now).await?;
+                    let due = new_work_due(tx, endpoint, now).await?;
                     due_of.insert(endpoint.clone(), due);
                     due
                 }
             };
             if let Some(due) = due {
-                released_now |= release_partition_successor(&mut tx, endpoint, key, due, now)
-                    .await?
-                    && due == now;
+                released_now |=
+                    release_partition_successor(tx, endpoint, key, due, now).await? && due == now;
             }
         }
-        tx.commit().await?;
-        if released_now {
-            self.notify_due();
-        }
-        Ok(())
+        Ok(released_now)
     }
 
     /// Reads (on PostgreSQL: locks, in id order) the breaker state of the batch's endpoints.
