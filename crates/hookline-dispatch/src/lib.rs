@@ -3,14 +3,16 @@
 //! A [`Dispatcher`] claims due deliveries in batches under a lease, sends each
 //! as a signed Standard Webhooks POST, classifies the outcome with
 //! `hookline_core::classify`, decides the next step with the endpoint's
-//! `RetryPolicy`, and writes attempts back in batches.
+//! `RetryPolicy`, and writes attempts back in batches — in the same
+//! transaction as its next claim.
 //!
 //! # Layout
 //!
 //! - [`sender`]: the HTTP client — signing, SSRF-safe resolution, no redirects,
 //!   timeouts, bounded response capture.
-//! - `engine`: the claim loop, the bounded pool of in-flight sends, the
-//!   batching completer and the graceful drain.
+//! - `engine`: the dispatch loop (record finished attempts, then claim: one
+//!   transaction per turn), the bounded pool of in-flight sends and the
+//!   graceful drain.
 
 mod engine;
 pub mod sender;
