@@ -95,6 +95,10 @@ pub struct Args {
     #[arg(long, value_parser = ["FULL", "NORMAL"], help_heading = "Hookline under test")]
     pub sqlite_synchronous: Option<String>,
 
+    /// Override Hookline's sqlite_cache_mib (the writer's page cache; default 32).
+    #[arg(long, help_heading = "Hookline under test")]
+    pub sqlite_cache_mib: Option<u32>,
+
     /// Keep the database (SQLite file or PostgreSQL database) after the run, for inspection.
     #[arg(long, help_heading = "Hookline under test")]
     pub keep_store: bool,

@@ -248,7 +248,10 @@ impl Report {
                 format!("{} / {}", e.batch_size, e.retry_base_ms),
             );
             if a.store == crate::cli::StoreKind::Sqlite {
-                t.row("hookline sqlite_synchronous", e.sqlite_synchronous);
+                t.row(
+                    "hookline sqlite_synchronous / cache MiB",
+                    format!("{} / {}", e.sqlite_synchronous, e.sqlite_cache_mib),
+                );
             }
         }
         t.row("endpoints", a.endpoints);

@@ -201,6 +201,9 @@ impl Hookline {
                 if let Some(value) = &args.sqlite_synchronous {
                     command.env("HOOKLINE_SQLITE_SYNCHRONOUS", value);
                 }
+                if let Some(value) = args.sqlite_cache_mib {
+                    command.env("HOOKLINE_SQLITE_CACHE_MIB", value.to_string());
+                }
                 let log_file = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
@@ -301,6 +304,9 @@ fn overrides(args: &Args) -> hookline::Config {
     if let Some(value) = &args.sqlite_synchronous {
         config.sqlite_synchronous = value.clone();
     }
+    if let Some(value) = args.sqlite_cache_mib {
+        config.sqlite_cache_mib = value;
+    }
     config
 }
 
@@ -312,6 +318,7 @@ pub struct Effective {
     pub batch_size: u32,
     pub retry_base_ms: u64,
     pub sqlite_synchronous: &'static str,
+    pub sqlite_cache_mib: u32,
 }
 
 pub fn effective_settings(args: &Args) -> Effective {
@@ -326,6 +333,7 @@ pub fn effective_settings(args: &Args) -> Effective {
         } else {
             "FULL"
         },
+        sqlite_cache_mib: config.sqlite_cache_mib,
     }
 }
 

@@ -63,6 +63,8 @@ pub struct Config {
     pub db_max_connections: u32,
     /// SQLite `synchronous`: `FULL` (each commit durable) or `NORMAL`.
     pub sqlite_synchronous: String,
+    /// SQLite page cache of the writer connection, in MiB (each reader gets an eighth).
+    pub sqlite_cache_mib: u32,
     /// How long `Idempotency-Key` records are kept.
     pub idempotency_retention_secs: u64,
     /// `text` or `json`.
@@ -97,6 +99,7 @@ impl Default for Config {
             idle_poll_ms: dispatch.idle_poll.as_millis() as u64,
             db_max_connections: 16,
             sqlite_synchronous: "FULL".into(),
+            sqlite_cache_mib: 32,
             idempotency_retention_secs: 24 * 3600,
             log_format: "text".into(),
         }

@@ -206,6 +206,7 @@ async fn connect(config: &Config) -> anyhow::Result<Store> {
         database_url: config.database_url.clone(),
         max_connections: config.db_max_connections,
         sqlite_synchronous: config.sqlite_synchronous.clone(),
+        sqlite_cache_mib: config.sqlite_cache_mib,
     };
     Store::connect(&store_config)
         .await
