@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::records::{App, AppPatch, NewApp, Page};
-use crate::{parse_column, Commit, Result, Store, StoreError};
+use crate::{parse_column, Result, Store, StoreError};
 
 const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at";
 
@@ -41,7 +41,6 @@ impl Store {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.begin_write(Commit::Durable).await?;
         sqlx::query(
             "INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
         )
@@ -49,10 +48,9 @@ impl Store {
         .bind(app.uid.as_deref())
         .bind(&app.name)
         .bind(now.as_millis())
-        .execute(&mut *tx)
+        .execute(&self.writer)
         .await
         .map_err(uid_taken)?;
-        tx.commit().await?;
         Ok(app)
     }
 
@@ -115,7 +113,7 @@ impl Store {
     /// Deletes an app and everything it owns; `false` if it did not exist.
     #[tracing::instrument(skip_all, fields(app = %id))]
     pub async fn delete_app(&self, id: &AppId) -> Result<bool> {
-        let mut tx = self.begin_write(Commit::Durable).await?;
+        let mut tx = self.writer.begin().await?;
         for table in [
             "attempts",
             "deliveries",

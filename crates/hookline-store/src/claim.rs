@@ -32,7 +32,7 @@ use sqlx::{Any, Row, Transaction};
 use crate::complete::{new_work_due, release_partition_successor};
 use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
 use crate::records::{AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
-use crate::{parse_column, placeholders, Commit, Engine, Result, Store, StoreError};
+use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
 /// The two queues of due work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,15 +165,15 @@ impl Store {
         limit: u32,
         policy: &ClaimPolicy,
     ) -> Result<Claim> {
-        // A turn that only claims writes nothing but leases: one lost in a crash costs
-        // at most a duplicate send (the delivery is claimed again), never an event, so
-        // its commit does not wait for the disk. Completions do.
-        let commit = if records.is_empty() {
-            Commit::Relaxed
-        } else {
-            Commit::Durable
-        };
-        let mut tx = self.begin_write(commit).await?;
+        let mut tx = self.writer.begin().await?;
+        if self.engine == Engine::Postgres && records.is_empty() {
+            // A lease lost in a database crash costs at most a duplicate send (the
+            // delivery is claimed again), never an event: no need to wait for the flush.
+            // (Completions are durable: they wait.)
+            sqlx::query("SET LOCAL synchronous_commit = off")
+                .execute(&mut *tx)
+                .await?;
+        }
         let released_now = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;

@@ -17,7 +17,7 @@ use crate::endpoints::{
     BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, Completion};
-use crate::{parse_column, placeholders, Commit, Engine, Result, Store};
+use crate::{parse_column, placeholders, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
 const LAST_ERROR_CHARS: usize = 500;
@@ -171,7 +171,7 @@ impl Store {
         if records.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin_write(Commit::Durable).await?;
+        let mut tx = self.writer.begin().await?;
         let released_now = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;

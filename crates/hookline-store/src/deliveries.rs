@@ -8,7 +8,7 @@ use sqlx::Row;
 
 use crate::claim::Lane;
 use crate::records::{Attempt, Delivery, Page, ReplayOutcome};
-use crate::{parse_column, parse_optional_column, Commit, Result, Store};
+use crate::{parse_column, parse_optional_column, Result, Store};
 
 pub(crate) const DELIVERY_COLUMNS: &str =
     "id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, attempts, \
@@ -72,7 +72,7 @@ impl Store {
         if claims.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin_write(Commit::Durable).await?;
+        let mut tx = self.writer.begin().await?;
         for (id, token) in claims {
             sqlx::query(
                 "UPDATE deliveries SET state = 'pending', due_at = $3, lease_token = NULL, updated_at = $3 \
@@ -194,14 +194,12 @@ impl Store {
              dead_reason = NULL, dead_at = NULL, updated_at = $3 \
              WHERE id = $1 AND app_id = $2 AND state = 'dead' RETURNING {DELIVERY_COLUMNS}"
         );
-        let mut tx = self.begin_write(Commit::Durable).await?;
         let replayed = sqlx::query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .bind(now.as_millis())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.writer)
             .await?;
-        tx.commit().await?;
         if let Some(row) = replayed {
             self.notify_due();
             return Ok(ReplayOutcome::Replayed(delivery_from_row(&row)?));

@@ -13,7 +13,7 @@ use sqlx::{Any, Row, Transaction};
 use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
 };
-use crate::{parse_column, Commit, Result, Store, StoreError};
+use crate::{parse_column, Result, Store, StoreError};
 
 pub(crate) const ENDPOINT_COLUMNS: &str = "id, app_id, url, description, event_types, enabled, secret, \
      retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
@@ -186,7 +186,6 @@ impl Store {
             created_at: now,
             updated_at: now,
         };
-        let mut tx = self.begin_write(Commit::Durable).await?;
         sqlx::query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
@@ -208,9 +207,8 @@ impl Store {
         .bind(endpoint.ordering_on_dead.as_str())
         .bind(endpoint.disabled_reason.as_deref())
         .bind(now.as_millis())
-        .execute(&mut *tx)
+        .execute(&self.writer)
         .await?;
-        tx.commit().await?;
         Ok(endpoint)
     }
 
@@ -255,7 +253,7 @@ impl Store {
         patch: EndpointPatch,
         now: Timestamp,
     ) -> Result<Option<Endpoint>> {
-        let mut tx = self.begin_write(Commit::Durable).await?;
+        let mut tx = self.writer.begin().await?;
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2");
         let Some(row) = sqlx::query(&sql)
             .bind(id.as_str())
@@ -347,7 +345,7 @@ impl Store {
     /// Deleting is the user's explicit "stop and forget": pending deliveries to it are dropped.
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
     pub async fn delete_endpoint(&self, app: &AppId, id: &EndpointId) -> Result<bool> {
-        let mut tx = self.begin_write(Commit::Durable).await?;
+        let mut tx = self.writer.begin().await?;
         let deleted = sqlx::query("DELETE FROM endpoints WHERE id = $1 AND app_id = $2")
             .bind(id.as_str())
             .bind(app.as_str())

@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use crate::deliveries::{delivery_from_row, DELIVERY_COLUMNS};
 use crate::records::{Delivery, Event};
-use crate::{parse_column, Commit, Result, Store};
+use crate::{parse_column, Result, Store};
 
 fn event_from_row(row: &AnyRow) -> Result<Event> {
     Ok(Event {
@@ -65,13 +65,12 @@ impl Store {
     /// Deletes idempotency records created before `cutoff`; returns how many.
     #[tracing::instrument(skip_all)]
     pub async fn purge_idempotency_keys(&self, cutoff: Timestamp) -> Result<u64> {
-        let mut tx = self.begin_write(Commit::Durable).await?;
-        let purged = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-            .bind(cutoff.as_millis())
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        tx.commit().await?;
-        Ok(purged)
+        Ok(
+            sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+                .bind(cutoff.as_millis())
+                .execute(&self.writer)
+                .await?
+                .rows_affected(),
+        )
     }
 }

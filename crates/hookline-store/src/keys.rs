@@ -9,7 +9,7 @@ use hookline_core::time::Timestamp;
 use sqlx::Row;
 
 use crate::records::KeyScope;
-use crate::{parse_optional_column, Commit, Result, Store};
+use crate::{parse_optional_column, Result, Store};
 
 impl Store {
     /// Stores a key's hash with its scope, unless that hash is already stored.
@@ -25,7 +25,6 @@ impl Store {
             KeyScope::Admin => None,
             KeyScope::App(app) => Some(app.as_str()),
         };
-        let mut tx = self.begin_write(Commit::Durable).await?;
         sqlx::query(
             "INSERT INTO api_keys (id, key_hash, app_id, name, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (key_hash) DO NOTHING",
@@ -35,9 +34,8 @@ impl Store {
         .bind(app)
         .bind(name)
         .bind(now.as_millis())
-        .execute(&mut *tx)
+        .execute(&self.writer)
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{Any, AnyPool, Executor, Row, Transaction};
+use sqlx::{AnyPool, Executor, Row};
 
 pub use publish::{PublishItem, Render, MAX_GROUP};
 pub use records::*;
@@ -115,20 +115,6 @@ pub struct Store {
     /// Where the claim's round-robin pass over endpoints continues.
     fair_cursor: Arc<std::sync::Mutex<Option<hookline_core::ids::EndpointId>>>,
     database_url: Arc<str>,
-    /// How a durable write transaction begins (see [`Store::begin_write`]).
-    durable_begin: &'static str,
-}
-
-/// How a write transaction's commit must reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Commit {
-    /// Durable when the commit returns (SQLite: under the configured `synchronous`):
-    /// anything acknowledged to a caller, and every record of what happened.
-    Durable,
-    /// May be lost to a power cut or a database crash (on SQLite never to a process
-    /// crash): only a dispatcher turn that records nothing and only claims — a lost
-    /// lease costs a duplicate send, never an event.
-    Relaxed,
 }
 
 impl std::fmt::Debug for Store {
@@ -153,17 +139,12 @@ impl Store {
             return Err(StoreError::UnsupportedUrl(url.to_owned()));
         };
         tracing::Span::current().record("engine", tracing::field::debug(engine));
-        let mut durable_begin = "BEGIN";
         let (reader, writer) = match engine {
             Engine::Sqlite => {
                 let url = sqlite_url_creating_file(url);
                 let synchronous = match config.sqlite_synchronous.to_ascii_uppercase().as_str() {
                     "NORMAL" => "NORMAL",
                     _ => "FULL",
-                };
-                durable_begin = match synchronous {
-                    "NORMAL" => "PRAGMA synchronous = NORMAL; BEGIN",
-                    _ => "PRAGMA synchronous = FULL; BEGIN",
                 };
                 // The writer touches every hot index on every state change: give it a page
                 // cache that holds them (SQLite's default is 2 MiB); readers need less.
@@ -210,7 +191,6 @@ impl Store {
             group: Arc::default(),
             fair_cursor: Arc::default(),
             database_url: url.into(),
-            durable_begin,
         };
         // SQLite has one writer, so one committer; PostgreSQL commits groups in parallel.
         let committers = match engine {
@@ -243,18 +223,6 @@ impl Store {
 
     pub fn engine(&self) -> Engine {
         self.engine
-    }
-
-    /// Begins a write transaction, setting how its commit reaches the disk. On SQLite
-    /// that is a connection setting, so every write transaction sets it as it begins:
-    /// one transaction's choice never carries over to the next on the shared writer.
-    pub(crate) async fn begin_write(&self, commit: Commit) -> Result<Transaction<'static, Any>> {
-        let begin = match (self.engine, commit) {
-            (_, Commit::Durable) => self.durable_begin,
-            (Engine::Sqlite, Commit::Relaxed) => "PRAGMA synchronous = NORMAL; BEGIN",
-            (Engine::Postgres, Commit::Relaxed) => "BEGIN; SET LOCAL synchronous_commit = off",
-        };
-        Ok(self.writer.begin_with(begin).await?)
     }
 
     /// Whether the database answers a trivial query (for `/readyz`).
@@ -363,38 +331,6 @@ mod tests {
         // $10 is one placeholder, not $1 followed by a 0.
         let ten = format!("SELECT {}", placeholders(1, 10));
         assert_eq!(Engine::Sqlite.in_order(ten).matches('?').count(), 10);
-    }
-
-    /// On SQLite the durability of a commit is a connection setting: each write
-    /// transaction sets its own as it begins, so a relaxed claim never leaves the
-    /// shared writer relaxed for the publish that follows it.
-    #[tokio::test]
-    async fn each_write_transaction_sets_its_own_durability_on_sqlite() {
-        let path = std::env::temp_dir().join(format!("hookline-{}.db", ulid::Ulid::new()));
-        let store = Store::connect(&StoreConfig::new(format!("sqlite://{}", path.display())))
-            .await
-            .unwrap();
-        let synchronous = |commit| {
-            let store = store.clone();
-            async move {
-                let mut tx = store.begin_write(commit).await.unwrap();
-                let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
-                    .fetch_one(&mut *tx)
-                    .await
-                    .unwrap();
-                tx.commit().await.unwrap();
-                level
-            }
-        };
-        // SQLite: 1 = NORMAL, 2 = FULL.
-        assert_eq!(synchronous(Commit::Relaxed).await, 1);
-        assert_eq!(synchronous(Commit::Durable).await, 2);
-        assert_eq!(synchronous(Commit::Relaxed).await, 1);
-        assert_eq!(synchronous(Commit::Durable).await, 2);
-        store.close().await;
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::endpoints::{
 use crate::records::{
     Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
 };
-use crate::{parse_column, placeholders, Commit, Engine, Result, Store, StoreError};
+use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
 /// The most events committed in one group.
 pub const MAX_GROUP: usize = 512;
@@ -151,7 +151,7 @@ impl Store {
         render: Render,
     ) -> Result<Option<Vec<PublishOutcome>>> {
         let earlier = self.stored_answers(items).await?;
-        let mut tx = self.begin_write(Commit::Durable).await?;
+        let mut tx = self.writer.begin().await?;
         let mut endpoints: HashMap<AppId, Vec<Target>> = HashMap::new();
         // Partitions that got a delivery earlier in this group (not yet visible to queries).
         let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
