@@ -174,12 +174,12 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
-        let released_now = self
+        let due_now = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;
         let claim = self.claim_in(&mut tx, now, lease, limit, policy).await?;
         tx.commit().await?;
-        if released_now {
+        if due_now {
             self.notify_due();
         }
         Ok(claim)

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal, Transition};
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState};
-use hookline_core::ordering;
+use hookline_core::ordering::{self, OnDead};
 use hookline_core::time::Timestamp;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -172,18 +172,19 @@ impl Store {
             return Ok(());
         }
         let mut tx = self.writer.begin().await?;
-        let released_now = self
+        let due_now = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;
         tx.commit().await?;
-        if released_now {
+        if due_now {
             self.notify_due();
         }
         Ok(())
     }
 
-    /// [`Self::complete_attempts`] inside a caller's transaction; whether it made a
-    /// partition's next delivery due now (the caller wakes dispatchers after commit).
+    /// [`Self::complete_attempts`] inside a caller's transaction; whether it made work
+    /// due now — a released partition head, or a closed breaker's deferred queue (the caller
+    /// wakes dispatchers after the commit, never before).
     pub(crate) async fn complete_in(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -226,30 +227,33 @@ impl Store {
                 .or_default()
                 .push(record);
         }
-        let mut on_dead_of = BTreeMap::new();
+        // Per endpoint: its `ordering_on_dead`, and when work it gets now is due.
+        let mut after: BTreeMap<EndpointId, (OnDead, Timestamp)> = BTreeMap::new();
+        let mut due_now = false;
         let ids: Vec<&EndpointId> = by_endpoint.keys().copied().collect();
         let mut rows = self.lock_endpoints(tx, &ids).await?;
         for (endpoint, group) in by_endpoint {
             // A deleted endpoint has no row, no breaker and no partitions left.
             if let Some(row) = rows.remove(endpoint) {
-                self.update_breaker(tx, endpoint, &row, &group, breaker_policy, now)
+                let (new_work_due, pulled_forward) = self
+                    .update_breaker(tx, endpoint, &row, &group, breaker_policy, now)
                     .await?;
-                on_dead_of.insert(endpoint.clone(), on_dead_from_row(&row)?);
+                due_now |= pulled_forward;
+                after.insert(endpoint.clone(), (on_dead_from_row(&row)?, new_work_due));
             }
         }
 
         // Ordered partitions, in (app, key) order.
         let mut releases = BTreeSet::new();
         for (app, endpoint, key, state, reason) in finished_keyed {
-            let on_dead = on_dead_of.get(&endpoint).copied().unwrap_or_default();
+            let Some(&(on_dead, due)) = after.get(&endpoint) else {
+                continue;
+            };
             if ordering::releases_next(state, reason, on_dead) {
-                releases.insert((app, key, endpoint));
+                releases.insert((app, key, endpoint, due));
             }
         }
-        let mut released_now = false;
-        // Read once per endpoint, after its breaker was updated above.
-        let mut due_of: HashMap<EndpointId, Option<Timestamp>> = HashMap::new();
-        for (app, key, endpoint) in &releases {
+        for (app, key, endpoint, due) in &releases {
             if self.engine == Engine::Postgres {
                 // Serialises with publishes of this key (they upsert the same row), so a
                 // delivery published as `blocked` meanwhile is seen and released here.
@@ -259,20 +263,10 @@ impl Store {
                     .fetch_optional(&mut **tx)
                     .await?;
             }
-            let due = match due_of.get(endpoint) {
-                Some(due) => *due,
-                None => {
-                    let due = new_work_due(tx, endpoint, now).await?;
-                    due_of.insert(endpoint.clone(), due);
-                    due
-                }
-            };
-            if let Some(due) = due {
-                released_now |=
-                    release_partition_successor(tx, endpoint, key, due, now).await? && due == now;
-            }
+            due_now |=
+                release_partition_successor(tx, endpoint, key, *due, now).await? && *due == now;
         }
-        Ok(released_now)
+        Ok(due_now)
     }
 
     /// Reads (on PostgreSQL: locks, in id order) the breaker state of the batch's endpoints.
@@ -302,7 +296,10 @@ impl Store {
         Ok(rows)
     }
 
-    /// Applies one endpoint's attempts to its breaker (`row`: its [`Self::lock_endpoints`] row).
+    /// Applies one endpoint's attempts to its breaker (`row`: its [`Self::lock_endpoints`]
+    /// row, locked). Returns when work the endpoint gets now is due, given the state this
+    /// leaves it in ([`due_for_new_work`]), and whether closing the breaker brought
+    /// deferred work forward to now (the caller wakes dispatchers after the commit).
     async fn update_breaker(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -311,7 +308,7 @@ impl Store {
         records: &[&AttemptRecord],
         policy: &BreakerPolicy,
         now: Timestamp,
-    ) -> Result<()> {
+    ) -> Result<(Timestamp, bool)> {
         let enabled = row.try_get::<i64, _>("enabled")? != 0;
         let before = breaker_from_row(row)?;
         // Deliveries deferred by the breaker are due no later than this.
@@ -346,6 +343,7 @@ impl Store {
                 .execute(&mut **tx)
                 .await?;
         }
+        let mut pulled_forward = false;
         match (opened, breaker.state) {
             (Some(next_probe_at), BreakerState::Open) => {
                 // Open: nothing of this endpoint is attempted before the probe.
@@ -368,7 +366,7 @@ impl Store {
                     .bind(horizon.as_millis())
                     .execute(&mut **tx)
                     .await?;
-                    self.notify_due();
+                    pulled_forward = true;
                 }
             }
             _ => {}
@@ -377,7 +375,8 @@ impl Store {
             tracing::warn!(endpoint = %endpoint, reason, "disabling endpoint");
             disable_endpoint(tx, endpoint, reason, now).await?;
         }
-        Ok(())
+        let enabled = enabled && disable.is_none();
+        Ok((due_for_new_work(enabled, &breaker, now), pulled_forward))
     }
 }
 
