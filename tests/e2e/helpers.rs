@@ -624,30 +624,28 @@ pub fn free_port() -> u16 {
 /// Creates an app and an endpoint over HTTP against a process; returns (app id, endpoint id).
 pub async fn setup_remote(base: &str, url: &str, endpoint: Value) -> (String, String) {
     let http = reqwest::Client::new();
-    let app: Value = http
-        .post(format!("{base}/v1/apps"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&json!({"name": "cluster"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let app_id = app["id"].as_str().unwrap().to_owned();
+    let create = |path: String, body: Value| {
+        let http = http.clone();
+        async move {
+            let response = http
+                .post(format!("{base}{path}"))
+                .bearer_auth(ADMIN_TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 201, "POST {path}");
+            response.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let app_id = create("/v1/apps".into(), json!({"name": "cluster"})).await;
     let mut body = endpoint;
     body["url"] = json!(url);
-    let created: Value = http
-        .post(format!("{base}/v1/apps/{app_id}/endpoints"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (app_id, created["id"].as_str().unwrap().to_owned())
+    let endpoint_id = create(format!("/v1/apps/{app_id}/endpoints"), body).await;
+    (app_id, endpoint_id)
 }
 
 /// Publishes `count` events with `concurrency` producers; returns the accepted ids.

@@ -35,6 +35,30 @@ fn policy() -> ClaimPolicy {
     }
 }
 
+/// A finished attempt of `claimed`: 503 when it failed, 200 otherwise.
+fn attempt(
+    claimed: &ClaimedDelivery,
+    completion: Completion,
+    signal: Signal,
+    at: Timestamp,
+) -> AttemptRecord {
+    AttemptRecord {
+        delivery_id: claimed.id.clone(),
+        app_id: claimed.app_id.clone(),
+        endpoint_id: claimed.endpoint_id.clone(),
+        lease_token: claimed.lease_token.clone(),
+        attempt_number: claimed.attempts + 1,
+        started_at: at,
+        duration: Duration::from_millis(5),
+        status_code: Some(if signal == Signal::Failed { 503 } else { 200 }),
+        response_body: None,
+        error: None,
+        completion,
+        signal,
+        disable_endpoint: false,
+    }
+}
+
 struct Fixture {
     store: Store,
     app: AppId,
@@ -102,21 +126,7 @@ impl Fixture {
     ) {
         let records: Vec<AttemptRecord> = claimed
             .iter()
-            .map(|c| AttemptRecord {
-                delivery_id: c.id.clone(),
-                app_id: c.app_id.clone(),
-                endpoint_id: c.endpoint_id.clone(),
-                lease_token: c.lease_token.clone(),
-                attempt_number: c.attempts + 1,
-                started_at: now,
-                duration: Duration::from_millis(5),
-                status_code: Some(if signal == Signal::Failed { 503 } else { 200 }),
-                response_body: None,
-                error: None,
-                completion,
-                signal,
-                disable_endpoint: false,
-            })
+            .map(|c| attempt(c, completion, signal, now))
             .collect();
         self.store
             .complete_attempts(&records, &breaker(), now)
@@ -341,29 +351,14 @@ async fn one_turn_records_attempts_then_claims_what_they_released(engine: Engine
         vec![&a1]
     );
 
-    let record = |c: &ClaimedDelivery, completion, signal, status| AttemptRecord {
-        delivery_id: c.id.clone(),
-        app_id: c.app_id.clone(),
-        endpoint_id: c.endpoint_id.clone(),
-        lease_token: c.lease_token.clone(),
-        attempt_number: c.attempts + 1,
-        started_at: t(2),
-        duration: Duration::from_millis(5),
-        status_code: Some(status),
-        response_body: None,
-        error: None,
-        completion,
-        signal,
-        disable_endpoint: false,
-    };
     let turn = f
         .store
         .complete_and_claim(
-            &[record(
+            &[attempt(
                 &head[0],
                 Completion::Succeeded,
                 Signal::Healthy,
-                200,
+                t(2),
             )],
             &breaker(),
             t(2),
@@ -408,7 +403,7 @@ async fn one_turn_records_attempts_then_claims_what_they_released(engine: Engine
     let d = f.publish(None, t(3)).await;
     let failed: Vec<AttemptRecord> = in_flight
         .iter()
-        .map(|c| record(c, Completion::RetryAt(t(4)), Signal::Failed, 503))
+        .map(|c| attempt(c, Completion::RetryAt(t(4)), Signal::Failed, t(3)))
         .collect();
     let turn = f
         .store
