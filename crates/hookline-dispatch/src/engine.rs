@@ -138,6 +138,7 @@ impl Dispatcher {
                 probe_hold: this.config.lease,
                 rate_lookahead: this.config.rate_lookahead,
             };
+            let turn_started = std::time::Instant::now();
             let claimed = match this
                 .store
                 .complete_and_claim(
@@ -161,6 +162,7 @@ impl Dispatcher {
                 }
             };
             failures = 0;
+            record_turn(turn_started.elapsed(), finished.len(), claimed.rows);
             for record in finished.drain(..) {
                 in_flight.finish(&record.delivery_id, &record.endpoint_id);
             }
@@ -337,6 +339,16 @@ fn record_metrics(result: &crate::sender::SendResult, completion: &Completion) {
         Completion::Dead(_) => "dead",
     };
     metrics::counter!("hookline_deliveries_completed_total", "result" => next).increment(1);
+}
+
+/// How long a turn's transaction took and how much it carried: under load, the
+/// batch sizes say whether turns are amortising their commit.
+fn record_turn(took: Duration, recorded: usize, claimed: usize) {
+    metrics::histogram!("hookline_dispatch_turn_seconds").record(took.as_secs_f64());
+    metrics::histogram!("hookline_dispatch_turn_deliveries", "kind" => "recorded")
+        .record(recorded as f64);
+    metrics::histogram!("hookline_dispatch_turn_deliveries", "kind" => "claimed")
+        .record(claimed as f64);
 }
 
 async fn sleep_or_shutdown(duration: Duration, shutdown: &CancellationToken) {

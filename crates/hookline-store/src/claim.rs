@@ -234,23 +234,6 @@ impl Store {
                 rows.extend(claim.take(tx, Source::Endpoint(&endpoint), room).await?);
             }
         }
-        if self.engine == Engine::Sqlite && !rows.is_empty() {
-            // SQLite's UPDATE can't feed a join: read the claimed rows back by id.
-            let sql = self.engine.in_order(format!(
-                "SELECT {CLAIMED_COLUMNS} FROM deliveries c JOIN events e ON e.id = c.event_id \
-                 WHERE c.id IN ({}) ORDER BY c.id",
-                placeholders(1, rows.len())
-            ));
-            let ids: Vec<String> = rows
-                .iter()
-                .map(|r| r.try_get("id"))
-                .collect::<Result<_, _>>()?;
-            let mut query = sqlx::query(&sql);
-            for id in &ids {
-                query = query.bind(id.as_str());
-            }
-            rows = query.fetch_all(&mut **tx).await?;
-        }
 
         let targets = self.claimed_targets(tx, &rows).await?;
         let mut by_endpoint: BTreeMap<EndpointId, Vec<Claimed>> = BTreeMap::new();
@@ -260,6 +243,10 @@ impl Store {
                 .entry(claimed.delivery.endpoint_id.clone())
                 .or_default()
                 .push(claimed);
+        }
+        for group in by_endpoint.values_mut() {
+            // Oldest first: the room and the probe go to the longest-waiting deliveries.
+            group.sort_by(|a, b| a.delivery.id.cmp(&b.delivery.id));
         }
         let mut ready = Vec::with_capacity(rows.len());
         let mut deferred = Deferred::default();
@@ -499,8 +486,7 @@ enum Source<'a> {
 }
 
 impl LaneClaim<'_> {
-    /// Leases up to `limit` due deliveries from `source`. On PostgreSQL the rows come
-    /// back joined with what sending needs; on SQLite only their ids.
+    /// Leases up to `limit` due deliveries from `source`, returning [`CLAIMED_COLUMNS`].
     async fn take(
         &self,
         tx: &mut Transaction<'static, Any>,
@@ -545,9 +531,14 @@ impl LaneClaim<'_> {
                              d.round_started_at, d.ordering_key, d.sequence) \
                  SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id ORDER BY c.id"
             ),
+            // SQLite's UPDATE can't feed a join, but its RETURNING may hold a subquery:
+            // the body comes back in the same statement.
             Engine::Sqlite => format!(
                 "UPDATE deliveries SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
-                 WHERE id IN ({due}) RETURNING id"
+                 WHERE id IN ({due}) \
+                 RETURNING id, app_id, event_id, endpoint_id, lease_token, attempts, round_started_at, \
+                           ordering_key, sequence, \
+                           (SELECT body FROM events WHERE events.id = deliveries.event_id) AS body"
             ),
         };
         let mut query = sqlx::query(&sql)

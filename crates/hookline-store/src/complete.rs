@@ -21,8 +21,11 @@ use crate::{parse_column, placeholders, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
 const LAST_ERROR_CHARS: usize = 500;
-/// Attempts per multi-row statement (14 values each; far below either engine's limit).
-const COMPLETION_CHUNK: usize = 100;
+/// Attempts per multi-row statement: a dispatcher turn's usual batch (the default
+/// claim batch) in one statement. 14 values each, so 1,792 — far below either
+/// engine's limit. Larger chunks measured no faster and cost memory: each size is
+/// its own cached prepared statement.
+const COMPLETION_CHUNK: usize = 128;
 
 /// What an attempt's completion writes to its attempt row and its delivery.
 fn outcome(

@@ -159,6 +159,9 @@ impl Store {
                 let options = |max: u32, pragmas: Arc<str>| {
                     AnyPoolOptions::new()
                         .max_connections(max)
+                        // An in-process file has nothing to ping: the default check costs a
+                        // round trip to the connection's thread on every transaction.
+                        .test_before_acquire(false)
                         .after_connect(move |conn, _| {
                             let pragmas = pragmas.clone();
                             Box::pin(async move {
