@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal};
-use hookline_core::ids::{AppId, EventId};
+use hookline_core::ids::{AppId, EndpointId, EventId};
 use hookline_core::model::{DeadReason, DeliveryState};
 use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
@@ -521,12 +521,13 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].endpoint_id, other.id);
 
-    // A claim takes no more than the room left: the rest go back, due now, uncharged.
+    // A claim leases no more of an endpoint than its room: the rest stay pending, due now.
     for _ in 0..5 {
         f.publish(None, t(2)).await;
     }
     let capped = ClaimPolicy {
-        max_per_endpoint: 2,
+        in_flight: [(f.endpoint.id.clone(), 1)].into(),
+        max_per_endpoint: 3,
         ..policy()
     };
     let claim = f
@@ -534,24 +535,26 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
         .claim_due_deliveries(t(3), LEASE, 10, &capped)
         .await
         .unwrap();
-    let to_first: Vec<_> = claim
-        .deliveries
-        .iter()
-        .filter(|d| d.endpoint_id == f.endpoint.id)
-        .collect();
-    assert_eq!(to_first.len(), 2);
-    assert!(
-        claim.rows > claim.deliveries.len(),
-        "the claim took more rows than it admitted"
+    let sent_to = |deliveries: &[ClaimedDelivery], endpoint: &EndpointId| {
+        deliveries
+            .iter()
+            .filter(|d| &d.endpoint_id == endpoint && d.attempts == 0)
+            .count()
+    };
+    assert_eq!(
+        sent_to(&claim.deliveries, &f.endpoint.id),
+        2,
+        "one of three in flight"
+    );
+    assert_eq!(sent_to(&claim.deliveries, &other.id), 3, "the cap");
+    assert_eq!(
+        claim.rows,
+        claim.deliveries.len(),
+        "nothing leased only to be handed back"
     );
     let again = f.claim(t(3), 10).await;
-    assert_eq!(
-        again
-            .iter()
-            .filter(|d| d.endpoint_id == f.endpoint.id && d.attempts == 0)
-            .count(),
-        4
-    );
+    assert_eq!(sent_to(&again, &f.endpoint.id), 4);
+    assert_eq!(sent_to(&again, &other.id), 2);
 }
 
 async fn deferral_past_max_age_dead_letters(engine: Engine) {

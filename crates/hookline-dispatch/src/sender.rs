@@ -121,18 +121,24 @@ impl Sender {
         })
     }
 
-    /// Sends one signed attempt of `delivery`, stamped with `timestamp` (unix seconds).
-    pub async fn send(&self, delivery: &ClaimedDelivery, timestamp: i64) -> SendResult {
+    /// Parses an endpoint URL for [`Self::send`]; the error is the attempt's message.
+    /// (A claim's deliveries share few endpoints: the engine parses once per endpoint.)
+    pub fn parse_url(url: &str) -> Result<reqwest::Url, String> {
+        reqwest::Url::parse(url).map_err(|e| format!("invalid URL: {e}"))
+    }
+
+    /// Sends one signed attempt of `delivery` to its endpoint's `url` (from
+    /// [`Self::parse_url`]), stamped with `timestamp` (unix seconds).
+    pub async fn send(
+        &self,
+        delivery: &ClaimedDelivery,
+        url: Result<reqwest::Url, String>,
+        timestamp: i64,
+    ) -> SendResult {
         let started = Instant::now();
-        let url = match reqwest::Url::parse(&delivery.url) {
+        let url = match url {
             Ok(url) => url,
-            Err(e) => {
-                return SendResult::failed(
-                    TransportError::Connect,
-                    format!("invalid URL: {e}"),
-                    started,
-                )
-            }
+            Err(message) => return SendResult::failed(TransportError::Connect, message, started),
         };
         if !self.allow_private && literal_ip(&url).is_some_and(|ip| !destination::is_public(ip)) {
             return SendResult::failed(

@@ -4,7 +4,10 @@
 //! 1. **Lanes.** Due work is taken from two partial indexes: retries (up to a
 //!    quarter of the batch), then fresh deliveries, then retries again if room
 //!    is left. A backlog of retries never delays new events, and retries
-//!    are never starved by a flood of new ones.
+//!    are never starved by a flood of new ones. A lane's head is ranked per
+//!    endpoint, so no endpoint is leased more than its room under the
+//!    per-process cap; a round-robin pass finds the work of other endpoints
+//!    behind the rows of capped ones.
 //! 2. **Lease.** Claimed rows become `in_flight` until `now + lease` under a
 //!    fresh token; on PostgreSQL `FOR UPDATE SKIP LOCKED` keeps nodes apart.
 //! 3. **Admission**, per endpoint, in endpoint-id order (a fixed lock order):
@@ -198,40 +201,63 @@ impl Store {
         }
         let lease_until = now + lease;
         let token = ulid::Ulid::new().to_string();
-        let saturated = policy.saturated();
         let claim = LaneClaim {
             engine: self.engine,
             now,
             lease_until,
             token: &token,
-            saturated: &saturated,
+            max_per_endpoint: policy.max_per_endpoint,
         };
+        let mut rooms = Rooms::new(policy);
         let retry_share = (limit / 4).max(1).min(limit);
         let mut rows = claim
-            .take(tx, Source::Lane(Lane::Retry), retry_share)
+            .take(tx, Source::Lane(Lane::Retry), retry_share, &mut rooms)
             .await?;
         let retries_full = rows.len() == retry_share as usize;
         if rows.len() < limit as usize {
             let fresh = claim
-                .take(tx, Source::Lane(Lane::Fresh), limit - rows.len() as u32)
+                .take(
+                    tx,
+                    Source::Lane(Lane::Fresh),
+                    limit - rows.len() as u32,
+                    &mut rooms,
+                )
                 .await?;
             rows.extend(fresh);
         }
         if retries_full && rows.len() < limit as usize {
             let more = claim
-                .take(tx, Source::Lane(Lane::Retry), limit - rows.len() as u32)
+                .take(
+                    tx,
+                    Source::Lane(Lane::Retry),
+                    limit - rows.len() as u32,
+                    &mut rooms,
+                )
                 .await?;
             rows.extend(more);
         }
+        // A lane passes over rows only of endpoints it filled to their cap.
+        let saturated: Vec<EndpointId> = rooms
+            .limited()
+            .into_iter()
+            .filter(|(_, room)| *room == 0)
+            .map(|(endpoint, _)| endpoint)
+            .collect();
         if rows.len() < limit as usize && !saturated.is_empty() {
             // The lanes' heads may all belong to endpoints at their cap: visit other
             // endpoints round-robin through their own index, so none starves.
             for endpoint in self.fair_pass_endpoints(tx, &saturated).await? {
-                let room = policy.room(&endpoint).min(limit as usize - rows.len()) as u32;
+                let room = rooms.of(&endpoint).min(limit as usize - rows.len()) as u32;
                 if room == 0 {
+                    continue;
+                }
+                let more = claim
+                    .take(tx, Source::Endpoint(&endpoint), room, &mut rooms)
+                    .await?;
+                rows.extend(more);
+                if rows.len() == limit as usize {
                     break;
                 }
-                rows.extend(claim.take(tx, Source::Endpoint(&endpoint), room).await?);
             }
         }
 
@@ -467,12 +493,61 @@ struct LaneClaim<'a> {
     now: Timestamp,
     lease_until: Timestamp,
     token: &'a str,
-    saturated: &'a [EndpointId],
+    max_per_endpoint: usize,
 }
 
-/// How many due rows a claim looks at when it must skip saturated endpoints:
-/// the scan is bounded, so a large backlog of a busy endpoint cannot make every
-/// claim walk it (the fair pass then finds the other endpoints' work).
+/// What a claim may still take per endpoint: the cap, less this dispatcher's sends
+/// in flight, less what the claim has taken so far. A claim never leases more of an
+/// endpoint than this: leasing rows only to hand them back over the cap cost a
+/// single busy endpoint's dispatcher most of each turn, so it fell behind for good.
+struct Rooms<'a> {
+    policy: &'a ClaimPolicy,
+    taken: HashMap<EndpointId, usize>,
+}
+
+impl<'a> Rooms<'a> {
+    fn new(policy: &'a ClaimPolicy) -> Self {
+        Self {
+            policy,
+            taken: HashMap::new(),
+        }
+    }
+
+    fn of(&self, endpoint: &EndpointId) -> usize {
+        self.policy
+            .room(endpoint)
+            .saturating_sub(self.taken.get(endpoint).copied().unwrap_or(0))
+    }
+
+    /// The endpoints whose room is below the cap, with their room (possibly 0).
+    fn limited(&self) -> Vec<(EndpointId, usize)> {
+        let mut endpoints: Vec<&EndpointId> = self.policy.in_flight.keys().collect();
+        endpoints.extend(
+            self.taken
+                .keys()
+                .filter(|e| !self.policy.in_flight.contains_key(*e)),
+        );
+        endpoints
+            .into_iter()
+            .map(|e| (e.clone(), self.of(e)))
+            .collect()
+    }
+
+    fn record(&mut self, rows: &[AnyRow]) -> Result<()> {
+        for row in rows {
+            *self
+                .taken
+                .entry(parse_column(row, "endpoint_id")?)
+                .or_default() += 1;
+        }
+        Ok(())
+    }
+}
+
+/// How many due rows a lane claim ranks when some endpoint is at its cap: enough to
+/// see past that endpoint's rows at the head, yet bounded, so a large backlog of a
+/// busy endpoint cannot make every claim walk it (the fair pass then finds the
+/// other endpoints' work).
 const SKIP_WINDOW: u32 = 1024;
 /// Endpoints visited per fair pass.
 const FAIR_PASS_ENDPOINTS: u32 = 32;
@@ -486,41 +561,57 @@ enum Source<'a> {
 }
 
 impl LaneClaim<'_> {
-    /// Leases up to `limit` due deliveries from `source`, returning [`CLAIMED_COLUMNS`].
+    /// Leases up to `limit` due deliveries from `source`, no more per endpoint than
+    /// its room, returning [`CLAIMED_COLUMNS`].
     async fn take(
         &self,
         tx: &mut Transaction<'static, Any>,
         source: Source<'_>,
         limit: u32,
+        rooms: &mut Rooms<'_>,
     ) -> Result<Vec<AnyRow>> {
+        let limited = match source {
+            Source::Lane(_) => rooms.limited(),
+            Source::Endpoint(_) => Vec::new(),
+        };
         let lock = if self.engine == Engine::Postgres {
             " FOR UPDATE SKIP LOCKED"
         } else {
             ""
         };
-        // Parameters: $1 now, $2 lease end, $3 token, $4 limit, $5 window or endpoint, $6… saturated.
+        // Parameters: $1 now, $2 lease end, $3 token, $4 limit, $5 window or endpoint,
+        // $6 the cap, then (endpoint, room) pairs of the limited endpoints.
         let due = match source {
+            // The caller asks for no more than the endpoint's room.
             Source::Endpoint(_) => format!(
                 "SELECT id FROM deliveries WHERE endpoint_id = $5 AND state = 'pending' AND due_at <= $1 \
                  ORDER BY due_at LIMIT $4{lock}"
             ),
-            Source::Lane(lane) if self.saturated.is_empty() => format!(
-                "SELECT id FROM deliveries WHERE {} AND due_at <= $1 ORDER BY due_at LIMIT $4{lock}",
-                lane.predicate()
-            ),
-            // The window is a derived table with its own LIMIT, so the planner scans
-            // exactly that many index entries first, then looks rows up by key.
-            Source::Lane(lane) => format!(
-                "SELECT d.id FROM (SELECT id FROM deliveries WHERE {lane} AND due_at <= $1 \
-                                   ORDER BY due_at LIMIT $5) window_rows \
-                 JOIN deliveries d ON d.id = window_rows.id \
-                 WHERE d.endpoint_id NOT IN ({saturated}) AND d.due_at <= $1 \
-                   AND d.state IN ('pending', 'in_flight') \
-                 ORDER BY d.due_at LIMIT $4{lock_d}",
-                lane = lane.predicate(),
-                saturated = placeholders(6, self.saturated.len()),
-                lock_d = if self.engine == Engine::Postgres { " FOR UPDATE OF d SKIP LOCKED" } else { "" },
-            ),
+            // The lane's head (a derived table with its own LIMIT, so the planner scans
+            // exactly that many index entries), ranked per endpoint; an endpoint's rows
+            // beyond its room stay where they are.
+            Source::Lane(lane) => {
+                let room = if limited.is_empty() {
+                    "$6".to_owned()
+                } else {
+                    let cases: String = (0..limited.len())
+                        .map(|i| format!(" WHEN ${} THEN ${}", 7 + 2 * i, 8 + 2 * i))
+                        .collect();
+                    format!("CASE ranked.endpoint_id{cases} ELSE $6 END")
+                };
+                format!(
+                    "SELECT d.id FROM ( \
+                       SELECT id, endpoint_id, \
+                              ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at, id) AS rn \
+                       FROM (SELECT id, endpoint_id, due_at FROM deliveries WHERE {lane} AND due_at <= $1 \
+                             ORDER BY due_at LIMIT $5) window_rows) ranked \
+                     JOIN deliveries d ON d.id = ranked.id \
+                     WHERE ranked.rn <= {room} AND d.due_at <= $1 AND d.state IN ('pending', 'in_flight') \
+                     ORDER BY d.due_at LIMIT $4{lock_d}",
+                    lane = lane.predicate(),
+                    lock_d = if self.engine == Engine::Postgres { " FOR UPDATE OF d SKIP LOCKED" } else { "" },
+                )
+            }
         };
         let sql = match self.engine {
             Engine::Postgres => format!(
@@ -548,16 +639,30 @@ impl LaneClaim<'_> {
             .bind(i64::from(limit));
         match source {
             Source::Endpoint(endpoint) => query = query.bind(endpoint.as_str()),
-            Source::Lane(_) if self.saturated.is_empty() => {}
             Source::Lane(_) => {
-                query = query.bind(i64::from(SKIP_WINDOW.max(limit * 8)));
-                for endpoint in self.saturated {
-                    query = query.bind(endpoint.as_str());
+                // Wide enough to see past a capped endpoint's rows; else just the batch.
+                let window = if limited.iter().any(|(_, room)| *room == 0) {
+                    SKIP_WINDOW.max(limit * 8)
+                } else {
+                    limit
+                };
+                query = query
+                    .bind(i64::from(window))
+                    .bind(as_sql_count(self.max_per_endpoint));
+                for (endpoint, room) in &limited {
+                    query = query.bind(endpoint.as_str()).bind(as_sql_count(*room));
                 }
             }
         }
-        Ok(query.fetch_all(&mut **tx).await?)
+        let rows = query.fetch_all(&mut **tx).await?;
+        rooms.record(&rows)?;
+        Ok(rows)
     }
+}
+
+/// A count as a bound parameter ("no cap" is `usize::MAX`).
+fn as_sql_count(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
 }
 
 /// The breaker's probe, taken by compare-and-set on exactly the state this claim

@@ -294,15 +294,6 @@ impl ClaimPolicy {
         self.max_per_endpoint
             .saturating_sub(self.in_flight.get(endpoint).copied().unwrap_or(0))
     }
-
-    /// Endpoints with no room left.
-    pub fn saturated(&self) -> Vec<EndpointId> {
-        self.in_flight
-            .keys()
-            .filter(|endpoint| self.room(endpoint) == 0)
-            .cloned()
-            .collect()
-    }
 }
 
 /// What one claim produced.
