@@ -166,6 +166,7 @@ both_engines!(
     a_saturated_endpoints_backlog_does_not_hide_other_work,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
+    the_breaker_moves_a_queue_larger_than_one_statement,
 );
 
 async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
@@ -224,6 +225,39 @@ async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engi
         "only real attempts count: {charged:?}"
     );
     assert!(charged.iter().all(|a| *a <= 1));
+}
+
+async fn the_breaker_moves_a_queue_larger_than_one_statement(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    // More pending deliveries than one statement moves (the queue moves in chunks).
+    let items: Vec<PublishItem> = (0..2_500)
+        .map(|_| {
+            let event = NewEvent {
+                id: EventId::generate(),
+                event_type: "a".into(),
+                ordering_key: None,
+                body: b"{}".to_vec(),
+            };
+            item(&f.app, event, None, t(0))
+        })
+        .collect();
+    for group in items.chunks(500) {
+        f.store.publish_group(group, render).await.unwrap();
+    }
+    let first = f.claim(t(1), 3).await;
+    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+        .await;
+    assert_eq!(f.health().await.breaker.state, BreakerState::Open);
+    // Opening moved the whole queue, retries included, to the probe time.
+    assert_eq!(f.store.next_due_at().await.unwrap(), Some(t(11)));
+
+    let probe = f.claim(t(11), 10).await;
+    assert_eq!(probe.len(), 1);
+    f.finish(&probe, Completion::Succeeded, Signal::Healthy, t(12))
+        .await;
+    // Closing brought every deferred delivery back: all the rest are due now.
+    let rest = f.claim(t(12), 5_000).await;
+    assert_eq!(rest.len(), 2_499);
 }
 
 async fn failed_probe_reopens_with_a_longer_cooldown(engine: Engine) {

@@ -13,8 +13,8 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use crate::endpoints::{
-    breaker_from_row, disable_endpoint, due_for_new_work, on_dead_from_row, save_breaker,
-    BREAKER_COLUMNS,
+    breaker_from_row, disable_endpoint, due_for_new_work, move_queue, on_dead_from_row,
+    save_breaker, BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, Completion};
 use crate::{parse_column, placeholders, Engine, Result, Store};
@@ -350,25 +350,13 @@ impl Store {
         match (opened, breaker.state) {
             (Some(next_probe_at), BreakerState::Open) => {
                 // Open: nothing of this endpoint is attempted before the probe.
-                sqlx::query(
-                    "UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND due_at < $2",
-                )
-                .bind(endpoint.as_str())
-                .bind(next_probe_at.as_millis())
-                .execute(&mut **tx)
-                .await?;
+                let before_probe = i64::MIN..=next_probe_at.as_millis() - 1;
+                move_queue(tx, endpoint, before_probe, next_probe_at).await?;
             }
             _ if closed && breaker.state == BreakerState::Closed => {
                 if let Some(horizon) = horizon {
-                    sqlx::query(
-                        "UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' \
-                         AND due_at > $2 AND due_at <= $3",
-                    )
-                    .bind(endpoint.as_str())
-                    .bind(now.as_millis())
-                    .bind(horizon.as_millis())
-                    .execute(&mut **tx)
-                    .await?;
+                    let deferred = now.as_millis() + 1..=horizon.as_millis();
+                    move_queue(tx, endpoint, deferred, now).await?;
                     pulled_forward = true;
                 }
             }

@@ -154,12 +154,41 @@ pub(crate) async fn disable_endpoint(
     .bind(now.as_millis())
     .execute(&mut **tx)
     .await?;
-    sqlx::query("UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND due_at < $2")
+    move_queue(tx, endpoint, i64::MIN..=PARKED.as_millis() - 1, PARKED).await
+}
+
+/// Deliveries per statement when an endpoint's queue is moved.
+const QUEUE_MOVE_CHUNK: i64 = 1000;
+
+/// Moves an endpoint's pending deliveries due within `due` (unix ms) to `to`: a breaker
+/// opening or closing, an endpoint parked or resumed. In chunks, because one statement
+/// over a large queue makes SQLite hold the journal of every page it changes in memory
+/// (a dead endpoint's 100k-delivery queue took the process to 336 MiB).
+pub(crate) async fn move_queue(
+    tx: &mut Transaction<'static, Any>,
+    endpoint: &EndpointId,
+    due: std::ops::RangeInclusive<i64>,
+    to: Timestamp,
+) -> Result<()> {
+    loop {
+        // `due_at <> $4`: a moved row never matches again, so the loop ends.
+        let moved = sqlx::query(
+            "UPDATE deliveries SET due_at = $4 WHERE id IN ( \
+               SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' \
+                 AND due_at >= $2 AND due_at <= $3 AND due_at <> $4 LIMIT $5)",
+        )
         .bind(endpoint.as_str())
-        .bind(PARKED.as_millis())
+        .bind(*due.start())
+        .bind(*due.end())
+        .bind(to.as_millis())
+        .bind(QUEUE_MOVE_CHUNK)
         .execute(&mut **tx)
-        .await?;
-    Ok(())
+        .await?
+        .rows_affected();
+        if moved < QUEUE_MOVE_CHUNK as u64 {
+            return Ok(());
+        }
+    }
 }
 
 impl Store {
@@ -320,14 +349,8 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
                 save_breaker(&mut tx, id, &Breaker::default()).await?;
-                sqlx::query(
-                    "UPDATE deliveries SET due_at = $2 WHERE endpoint_id = $1 AND state = 'pending' AND due_at = $3",
-                )
-                .bind(id.as_str())
-                .bind(now.as_millis())
-                .bind(PARKED.as_millis())
-                .execute(&mut *tx)
-                .await?;
+                let parked = PARKED.as_millis()..=PARKED.as_millis();
+                move_queue(&mut tx, id, parked, now).await?;
                 endpoint.disabled_reason = None;
                 true
             }
