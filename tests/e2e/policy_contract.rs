@@ -94,12 +94,7 @@ async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fi
 
 impl Fixture {
     async fn publish(&self, key: Option<&str>, now: Timestamp) -> EventId {
-        let event = NewEvent {
-            id: EventId::generate(),
-            event_type: "a".into(),
-            ordering_key: key.map(String::from),
-            body: b"{}".to_vec(),
-        };
+        let event = new_event("a", key);
         let id = event.id.clone();
 
         self.store
@@ -231,15 +226,7 @@ async fn the_breaker_moves_a_queue_larger_than_one_statement(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     // More pending deliveries than one statement moves (the queue moves in chunks).
     let items: Vec<PublishItem> = (0..2_500)
-        .map(|_| {
-            let event = NewEvent {
-                id: EventId::generate(),
-                event_type: "a".into(),
-                ordering_key: None,
-                body: b"{}".to_vec(),
-            };
-            item(&f.app, event, None, t(0))
-        })
+        .map(|_| item(&f.app, new_event("a", None), None, t(0)))
         .collect();
     for group in items.chunks(500) {
         f.store.publish_group(group, render).await.unwrap();
@@ -619,6 +606,16 @@ async fn deferral_past_max_age_dead_letters(engine: Engine) {
         .all(|d| d.dead_reason == Some(DeadReason::RetriesExhausted) && d.attempts <= 1));
 }
 
+/// An event of `event_type` with an empty JSON body.
+fn new_event(event_type: &str, key: Option<&str>) -> NewEvent {
+    NewEvent {
+        id: EventId::generate(),
+        event_type: event_type.into(),
+        ordering_key: key.map(String::from),
+        body: b"{}".to_vec(),
+    }
+}
+
 fn render(_: &Published) -> StoredResponse {
     StoredResponse {
         status: 202,
@@ -639,23 +636,10 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
         .unwrap();
     // A backlog larger than the claim's scan window, all due before the quiet endpoint's one event.
     let backlog: Vec<PublishItem> = (0..1500)
-        .map(|_| {
-            let event = NewEvent {
-                id: EventId::generate(),
-                event_type: "busy".into(),
-                ordering_key: None,
-                body: b"{}".to_vec(),
-            };
-            item(&f.app, event, None, t(0))
-        })
+        .map(|_| item(&f.app, new_event("busy", None), None, t(0)))
         .collect();
     f.store.publish_group(&backlog, render).await.unwrap();
-    let event = NewEvent {
-        id: EventId::generate(),
-        event_type: "quiet".into(),
-        ordering_key: None,
-        body: b"{}".to_vec(),
-    };
+    let event = new_event("quiet", None);
     let quiet_event = event.id.clone();
     f.store
         .publish(item(&f.app, event, None, t(1)), render)
@@ -686,15 +670,7 @@ async fn concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps(engine: 
     let f = fixture(engine, |_| {}).await;
     let group = |keys: [&str; 2]| -> Vec<PublishItem> {
         keys.iter()
-            .map(|key| {
-                let event = NewEvent {
-                    id: EventId::generate(),
-                    event_type: "a".into(),
-                    ordering_key: Some(key.to_string()),
-                    body: b"{}".to_vec(),
-                };
-                item(&f.app, event, None, t(0))
-            })
+            .map(|key| item(&f.app, new_event("a", Some(key)), None, t(0)))
             .collect()
     };
     // Groups naming the same keys in opposite orders, concurrently: on PostgreSQL this
