@@ -172,10 +172,14 @@ impl Dispatcher {
             // Parsed once per endpoint of the batch, not once per delivery.
             let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
             for delivery in claimed.deliveries {
-                let url = urls
-                    .entry(delivery.url.clone())
-                    .or_insert_with(|| Sender::parse_url(&delivery.url))
-                    .clone();
+                let url = match urls.get(&delivery.url) {
+                    Some(url) => url.clone(),
+                    None => {
+                        let url = Sender::parse_url(&delivery.url);
+                        urls.insert(delivery.url.clone(), url.clone());
+                        url
+                    }
+                };
                 let permit = permits
                     .clone()
                     .try_acquire_owned()
