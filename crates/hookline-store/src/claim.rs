@@ -620,7 +620,7 @@ impl LaneClaim<'_> {
                    FROM ({due}) due WHERE d.id = due.id \
                    RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
                              d.round_started_at, d.ordering_key, d.sequence) \
-                 SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id ORDER BY c.id"
+                 SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id"
             ),
             // SQLite's UPDATE can't feed a join, but its RETURNING may hold a subquery:
             // the body comes back in the same statement.
