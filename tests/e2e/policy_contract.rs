@@ -35,6 +35,15 @@ fn policy() -> ClaimPolicy {
     }
 }
 
+/// A dispatcher's slots with `count` requests in flight to `endpoint`, at most `cap` per endpoint.
+fn slots_with(endpoint: &EndpointId, count: usize, cap: usize) -> std::sync::Arc<Slots> {
+    let slots = Slots::new(cap);
+    for _ in 0..count {
+        slots.start(endpoint);
+    }
+    slots
+}
+
 /// A finished attempt of `claimed`: 503 when it failed, 200 otherwise.
 fn attempt(
     claimed: &ClaimedDelivery,
@@ -162,6 +171,7 @@ both_engines!(
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
+    publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room,
 );
 
 async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
@@ -529,8 +539,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
     f.publish(None, t(0)).await;
     // This dispatcher already has one request out to the first endpoint, its cap.
     let busy = ClaimPolicy {
-        in_flight: [(f.endpoint.id.clone(), 1)].into(),
-        max_per_endpoint: 1,
+        slots: slots_with(&f.endpoint.id, 1, 1),
         ..policy()
     };
     let claimed = f
@@ -547,8 +556,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
         f.publish(None, t(2)).await;
     }
     let capped = ClaimPolicy {
-        in_flight: [(f.endpoint.id.clone(), 1)].into(),
-        max_per_endpoint: 3,
+        slots: slots_with(&f.endpoint.id, 1, 3),
         ..policy()
     };
     let claim = f
@@ -647,8 +655,7 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
         .unwrap();
 
     let busy = ClaimPolicy {
-        in_flight: [(f.endpoint.id.clone(), 1)].into(),
-        max_per_endpoint: 1,
+        slots: slots_with(&f.endpoint.id, 1, 1),
         ..policy()
     };
     let claim = f
@@ -707,4 +714,116 @@ async fn concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps(engine: 
         .await
         .unwrap();
     assert_eq!(blocked, 38);
+}
+
+async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let mut limited = new_endpoint("https://limited.example", None);
+    limited.rate_limit_per_sec = Some(100);
+    let limited = f
+        .store
+        .create_endpoint(&f.app, limited, t(0))
+        .await
+        .unwrap();
+    // A dispatcher with 3 permits and room for 2 requests per endpoint.
+    let slots = Slots::new(2);
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(3));
+    let (handoff, mut inbox) = Handoff::new(slots.clone(), permits.clone(), LEASE);
+    f.store.accept_handoffs(handoff);
+    let state_of = |event: EventId, endpoint: EndpointId| {
+        let store = f.store.clone();
+        let app = f.app.clone();
+        async move {
+            let (_, deliveries) = store.get_event(&app, &event).await.unwrap().unwrap();
+            deliveries
+                .into_iter()
+                .find(|d| d.endpoint_id == endpoint)
+                .unwrap()
+        }
+    };
+
+    // Unordered, to an endpoint with a closed breaker and no rate limit: written
+    // leased and handed over after the commit, with what sending needs.
+    let first = f.publish(None, t(0)).await;
+    let handed = inbox.try_recv().unwrap();
+    assert_eq!(handed.len(), 1);
+    let delivery = &handed[0].delivery;
+    assert_eq!(
+        (&delivery.event_id, &delivery.endpoint_id, delivery.attempts),
+        (&first, &f.endpoint.id, 0)
+    );
+    assert_eq!(
+        (&*delivery.body, delivery.url.as_str()),
+        (&b"{}"[..], f.endpoint.url.as_str())
+    );
+    let row = state_of(first.clone(), f.endpoint.id.clone()).await;
+    assert_eq!(
+        (row.id.clone(), row.state),
+        (delivery.id.clone(), DeliveryState::InFlight)
+    );
+    // The rate-limited endpoint's delivery is left to a claim (its send slot is stored).
+    let row = state_of(first.clone(), limited.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Pending);
+
+    // The head of an ordered partition goes with its key and sequence; it fills the room.
+    let head = f.publish(Some("order_1"), t(0)).await;
+    let handed_head = inbox.try_recv().unwrap();
+    let delivery_head = &handed_head[0].delivery;
+    assert_eq!(delivery_head.event_id, head);
+    assert_eq!(
+        (
+            delivery_head.ordering_key.as_deref(),
+            delivery_head.sequence
+        ),
+        (Some("order_1"), Some(1))
+    );
+    // Past the room, deliveries are written pending; behind the head, blocked.
+    let unordered = f.publish(None, t(0)).await;
+    let behind = f.publish(Some("order_1"), t(0)).await;
+    assert!(inbox.try_recv().is_err());
+    let row = state_of(unordered.clone(), f.endpoint.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Pending);
+    let row = state_of(behind.clone(), f.endpoint.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Blocked);
+    assert_eq!(slots.in_flight(&f.endpoint.id), 2);
+    assert_eq!(permits.available_permits(), 1);
+
+    // A claim counts the hand-offs in the room: none of the full endpoint's work is leased.
+    let claiming = ClaimPolicy {
+        slots: slots.clone(),
+        ..policy()
+    };
+    let claim = f
+        .store
+        .claim_due_deliveries(t(1), LEASE, 1, &claiming)
+        .await
+        .unwrap();
+    assert_eq!(claim.deliveries.len(), 1);
+    assert_eq!(claim.deliveries[0].endpoint_id, limited.id);
+
+    // A handed-off attempt completes like a claimed one, and recording it frees its slot.
+    let record = attempt(delivery, Completion::Succeeded, Signal::Healthy, t(1));
+    f.store
+        .complete_and_claim(&[record], &breaker(), t(1), LEASE, 0, &claiming)
+        .await
+        .unwrap();
+    let row = state_of(first, f.endpoint.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Succeeded);
+    assert_eq!(slots.in_flight(&f.endpoint.id), 1);
+    // A handed-off partition head releases the delivery behind it when it succeeds.
+    let record = attempt(delivery_head, Completion::Succeeded, Signal::Healthy, t(1));
+    f.store
+        .complete_and_claim(&[record], &breaker(), t(1), LEASE, 0, &claiming)
+        .await
+        .unwrap();
+    let row = state_of(behind, f.endpoint.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Pending);
+    assert_eq!(slots.in_flight(&f.endpoint.id), 0);
+
+    // Once the dispatcher stops taking hand-offs, fresh deliveries are written pending.
+    f.store.stop_handoffs();
+    let fourth = f.publish(None, t(2)).await;
+    assert!(inbox.try_recv().is_err());
+    let row = state_of(fourth, f.endpoint.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Pending);
 }

@@ -1,6 +1,8 @@
 //! The dispatch loop, the in-flight pool and the drain.
 //!
 //! ```text
+//!   publish in this process ──(handed off, leased)──┐
+//!                                                   ▼
 //!   dispatch loop ──(claimed batch)──▶ one task per send (≤ max_in_flight, a Semaphore)
 //!     ▲     ▲                                   │
 //!     │     └──────── AttemptRecord ────────────┘
@@ -12,18 +14,22 @@
 //! then due work is claimed, sized to the free permits so nothing claimed waits
 //! in a local queue while its lease runs. Under load a turn writes and claims
 //! hundreds of deliveries for one commit; at rest a finished send or a publish
-//! wakes the loop at once.
+//! wakes the loop at once. Fresh deliveries that publishes in this process could
+//! hand over (see `hookline_store::Handoff`) arrive already leased and skip the
+//! claim; their attempts are recorded by the next turn like any other.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::classify::{breaker_signal, classify, Verdict};
-use hookline_core::ids::{DeliveryId, EndpointId};
+use hookline_core::ids::DeliveryId;
 use hookline_core::retry::{Next, ThreadJitter};
 use hookline_core::time::Clock;
-use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, Store};
-use tokio::sync::{mpsc, Semaphore};
+use hookline_store::{
+    AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, HandedOff, Handoff, Slots, Store,
+};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -41,47 +47,20 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
 }
 
-/// Sends in progress: their leases (released if the drain deadline passes) and
-/// how many go to each endpoint (for the per-endpoint cap).
+/// The leases of this dispatcher's sends in progress (claimed or handed off):
+/// released if the drain deadline passes before they finish.
 #[derive(Default)]
-struct InFlight {
-    leases: HashMap<DeliveryId, String>,
-    per_endpoint: HashMap<EndpointId, usize>,
-}
+struct Leases(HashMap<DeliveryId, String>);
 
-impl InFlight {
+impl Leases {
     fn start(&mut self, delivery: &ClaimedDelivery) {
-        self.leases
+        self.0
             .insert(delivery.id.clone(), delivery.lease_token.clone());
-        *self
-            .per_endpoint
-            .entry(delivery.endpoint_id.clone())
-            .or_default() += 1;
     }
 
-    /// Called once the attempt is *recorded*, not merely sent: until then the endpoint's
-    /// slot stays taken, so a claim sees the breaker state this attempt produced.
-    fn finish(&mut self, delivery: &DeliveryId, endpoint: &EndpointId) {
-        self.leases.remove(delivery);
-        if let Some(count) = self.per_endpoint.get_mut(endpoint) {
-            *count -= 1;
-            if *count == 0 {
-                self.per_endpoint.remove(endpoint);
-            }
-        }
-    }
-
-    /// Per-endpoint sends once `recording` is written (it is, before the claim that
-    /// this count is for, in the same transaction).
-    fn after(&self, recording: &[AttemptRecord]) -> HashMap<EndpointId, usize> {
-        let mut counts = self.per_endpoint.clone();
-        for record in recording {
-            if let Some(count) = counts.get_mut(&record.endpoint_id) {
-                *count = count.saturating_sub(1);
-            }
-        }
-        counts.retain(|_, count| *count > 0);
-        counts
+    /// Called once the attempt is recorded.
+    fn finish(&mut self, delivery: &DeliveryId) {
+        self.0.remove(delivery);
     }
 }
 
@@ -107,37 +86,60 @@ impl Dispatcher {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), DispatchError> {
         let this = Arc::new(self);
         let permits = Arc::new(Semaphore::new(this.config.max_in_flight));
-        let mut in_flight = InFlight::default();
+        // Per-endpoint slots are counted by the store: its claims take them, and so do
+        // publishes handing deliveries to this dispatcher.
+        let slots = Slots::new(this.config.max_in_flight_per_endpoint);
+        let (handoff, mut inbox) = Handoff::new(slots.clone(), permits.clone(), this.config.lease);
+        this.store.accept_handoffs(handoff);
+        let mut leases = Leases::default();
         let (records_tx, mut records_rx) = mpsc::unbounded_channel();
         // Finished attempts not yet written: the next turn's transaction writes them.
         let mut finished: Vec<AttemptRecord> = Vec::new();
+        // Deliveries handed off by publishes, not yet started.
+        let mut handed: Vec<HandedOff> = Vec::new();
         let mut sends = JoinSet::new();
         let mut failures = 0u32;
+        let policy = ClaimPolicy {
+            retry: this.config.retry,
+            slots: slots.clone(),
+            probe_hold: this.config.lease,
+            rate_lookahead: this.config.rate_lookahead,
+        };
 
         while !shutdown.is_cancelled() {
             // Reap finished send tasks so the set does not grow.
             while sends.try_join_next().is_some() {}
+            while let Ok(batch) = inbox.try_recv() {
+                handed.extend(batch);
+            }
+            metrics::counter!("hookline_deliveries_handed_off_total")
+                .increment(handed.len() as u64);
+            for HandedOff { delivery, permit } in handed.drain(..) {
+                let url = Sender::parse_url(&delivery.url);
+                leases.start(&delivery);
+                this.spawn_send(&mut sends, delivery, url, permit, &records_tx);
+            }
             while finished.len() < COMPLETION_BATCH {
                 let Ok(record) = records_rx.try_recv() else {
                     break;
                 };
                 finished.push(record);
             }
-            let limit = (permits.available_permits() as u32).min(this.config.batch_size);
+            // The claim's permits are taken before it runs: publishes may take free
+            // permits for hand-offs meanwhile.
+            let mut claim_permits = take_permits(&permits, this.config.batch_size);
+            let limit = claim_permits.as_ref().map_or(0, |p| p.num_permits() as u32);
             if limit == 0 && finished.is_empty() {
                 // Every permit is sending: wait for one to finish.
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
                     _ = records_rx.recv_many(&mut finished, COMPLETION_BATCH) => continue,
+                    Some(batch) = inbox.recv() => {
+                        handed.extend(batch);
+                        continue;
+                    }
                 }
             }
-            let policy = ClaimPolicy {
-                retry: this.config.retry,
-                in_flight: in_flight.after(&finished),
-                max_per_endpoint: this.config.max_in_flight_per_endpoint,
-                probe_hold: this.config.lease,
-                rate_lookahead: this.config.rate_lookahead,
-            };
             let turn_started = std::time::Instant::now();
             let claimed = match this
                 .store
@@ -164,7 +166,7 @@ impl Dispatcher {
             failures = 0;
             record_turn(turn_started.elapsed(), finished.len(), claimed.rows);
             for record in finished.drain(..) {
-                in_flight.finish(&record.delivery_id, &record.endpoint_id);
+                leases.finish(&record.delivery_id);
             }
             // A full batch means more may be due at once; after a write-only turn
             // (no free permit) the permits the written sends freed are claimable now.
@@ -180,26 +182,38 @@ impl Dispatcher {
                         url
                     }
                 };
-                let permit = permits
-                    .clone()
-                    .try_acquire_owned()
-                    .expect("claims are sized to free permits");
-                in_flight.start(&delivery);
-                let this = this.clone();
-                let records = records_tx.clone();
-                sends.spawn(async move {
-                    let record = this.attempt(&delivery, url).await;
-                    // The loop outlives every send (it keeps the receiver until all are done).
-                    let _ = records.send(record);
-                    drop(permit);
-                });
+                let permit = claim_permits
+                    .as_mut()
+                    .and_then(|permits| permits.split(1))
+                    .expect("a claim takes no more than its permits");
+                leases.start(&delivery);
+                this.spawn_send(&mut sends, delivery, url, permit, &records_tx);
             }
-            if !look_again {
-                this.wait_for_work(&shutdown, &mut records_rx, &mut finished)
-                    .await;
+            // Permits the claim did not use go back here.
+            drop(claim_permits);
+            if !look_again && handed.is_empty() {
+                this.wait_for_work(
+                    &shutdown,
+                    &mut records_rx,
+                    &mut finished,
+                    &mut inbox,
+                    &mut handed,
+                )
+                .await;
             }
         }
 
+        // Publishes stop handing work over; what they already handed is sent like
+        // the rest of the drain.
+        this.store.stop_handoffs();
+        while let Ok(batch) = inbox.try_recv() {
+            handed.extend(batch);
+        }
+        for HandedOff { delivery, permit } in handed.drain(..) {
+            let url = Sender::parse_url(&delivery.url);
+            leases.start(&delivery);
+            this.spawn_send(&mut sends, delivery, url, permit, &records_tx);
+        }
         tracing::info!(in_flight = sends.len(), "draining");
         let drained = tokio::time::timeout(this.config.drain_timeout, async {
             while sends.join_next().await.is_some() {}
@@ -210,16 +224,23 @@ impl Dispatcher {
             while sends.join_next().await.is_some() {}
         }
         // Every finished send's record is written before the leases still held — those
-        // of aborted sends — are released.
+        // of aborted sends, and of deliveries a publish committing meanwhile handed
+        // over — are released.
         drop(records_tx);
         while records_rx.recv_many(&mut finished, COMPLETION_BATCH).await > 0 {}
         for batch in finished.chunks(COMPLETION_BATCH) {
             this.write_with_retries(batch).await?;
             for record in batch {
-                in_flight.finish(&record.delivery_id, &record.endpoint_id);
+                leases.finish(&record.delivery_id);
             }
         }
-        let unfinished: Vec<(DeliveryId, String)> = in_flight.leases.drain().collect();
+        inbox.close();
+        while let Ok(batch) = inbox.try_recv() {
+            for HandedOff { delivery, .. } in batch {
+                leases.start(&delivery);
+            }
+        }
+        let unfinished: Vec<(DeliveryId, String)> = leases.0.drain().collect();
         if !unfinished.is_empty() {
             tracing::info!(count = unfinished.len(), "releasing unfinished deliveries");
             this.store
@@ -227,6 +248,25 @@ impl Dispatcher {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Starts one send; its record comes back on `records`.
+    fn spawn_send(
+        self: &Arc<Self>,
+        sends: &mut JoinSet<()>,
+        delivery: ClaimedDelivery,
+        url: Result<reqwest::Url, String>,
+        permit: OwnedSemaphorePermit,
+        records: &mpsc::UnboundedSender<AttemptRecord>,
+    ) {
+        let this = self.clone();
+        let records = records.clone();
+        sends.spawn(async move {
+            let record = this.attempt(&delivery, url).await;
+            // The loop outlives every send (it keeps the receiver until all are done).
+            let _ = records.send(record);
+            drop(permit);
+        });
     }
 
     /// Writes finished attempts during the drain, retrying a failed write (the
@@ -252,12 +292,14 @@ impl Dispatcher {
 
     /// Sleeps until work may be due: a wake-up (publish, replay, retry written), the
     /// earliest due time, the idle poll, a finished send (its record is written next
-    /// turn, and its endpoint's slot is free again), or shutdown.
+    /// turn, and its endpoint's slot is free again), a hand-off, or shutdown.
     async fn wait_for_work(
         &self,
         shutdown: &CancellationToken,
         records: &mut mpsc::UnboundedReceiver<AttemptRecord>,
         finished: &mut Vec<AttemptRecord>,
+        inbox: &mut mpsc::UnboundedReceiver<Vec<HandedOff>>,
+        handed: &mut Vec<HandedOff>,
     ) {
         let idle = self.config.idle_poll;
         let wait = match self.store.next_due_at().await {
@@ -275,6 +317,7 @@ impl Dispatcher {
             _ = shutdown.cancelled() => {}
             _ = self.store.wait_for_due(wait) => {}
             _ = records.recv_many(finished, COMPLETION_BATCH) => {}
+            Some(batch) = inbox.recv() => handed.extend(batch),
         }
     }
 
@@ -370,5 +413,19 @@ async fn sleep_or_shutdown(duration: Duration, shutdown: &CancellationToken) {
     tokio::select! {
         _ = shutdown.cancelled() => {}
         _ = tokio::time::sleep(duration) => {}
+    }
+}
+
+/// Up to `most` of the free permits, taken at once (none if every permit is sending).
+fn take_permits(permits: &Arc<Semaphore>, most: u32) -> Option<OwnedSemaphorePermit> {
+    loop {
+        let free = permits.available_permits().min(most as usize);
+        if free == 0 {
+            return None;
+        }
+        // A hand-off may take one meanwhile: then ask again for what is left.
+        if let Ok(taken) = permits.clone().try_acquire_many_owned(free as u32) {
+            return Some(taken);
+        }
     }
 }

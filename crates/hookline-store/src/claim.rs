@@ -34,6 +34,7 @@ use sqlx::{Any, Row, Transaction};
 
 use crate::complete::{new_work_due, release_partition_successor};
 use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
+use crate::handoff::ClaimingSlots;
 use crate::records::{AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
 use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
@@ -65,29 +66,29 @@ const CLAIMED_COLUMNS: &str =
      c.round_started_at, c.ordering_key, c.sequence, e.body";
 
 /// What sending and admission need of an endpoint.
-const ENDPOINT_COLUMNS: &str =
+pub(crate) const ENDPOINT_COLUMNS: &str =
     "id, url, secret, enabled, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
      rate_limit_per_sec, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
      next_probe_at, probe_until, failing_since";
 
 /// The endpoint side of a claimed row.
 #[derive(Clone, Copy)]
-struct Gate {
-    enabled: bool,
-    breaker: Breaker,
-    rate_limit: Option<u32>,
-    on_dead: OnDead,
+pub(crate) struct Gate {
+    pub(crate) enabled: bool,
+    pub(crate) breaker: Breaker,
+    pub(crate) rate_limit: Option<u32>,
+    pub(crate) on_dead: OnDead,
 }
 
 /// A claimed batch's endpoint: where and how to send, and its gate.
-struct Target {
-    url: String,
-    secret: EndpointSecret,
-    retry: RetryOverrides,
-    gate: Gate,
+pub(crate) struct Target {
+    pub(crate) url: String,
+    pub(crate) secret: EndpointSecret,
+    pub(crate) retry: RetryOverrides,
+    pub(crate) gate: Gate,
 }
 
-fn target_from_row(row: &AnyRow) -> Result<Target> {
+pub(crate) fn target_from_row(row: &AnyRow) -> Result<Target> {
     let secret: String = row.try_get("secret")?;
     Ok(Target {
         url: row.try_get("url")?,
@@ -180,8 +181,21 @@ impl Store {
         let due_now = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;
-        let claim = self.claim_in(&mut tx, now, lease, limit, policy).await?;
+        // The room is read inside the transaction: on SQLite no publish can hand work
+        // off while this writer runs, so the claim blocks no hand-off there.
+        let claiming = (limit > 0).then(|| policy.slots.begin_claim(records));
+        let claim = match &claiming {
+            Some(claiming) => {
+                self.claim_in(&mut tx, now, lease, limit, policy, claiming)
+                    .await?
+            }
+            None => Claim::default(),
+        };
         tx.commit().await?;
+        match claiming {
+            Some(claiming) => claiming.settle(records, &claim.deliveries),
+            None => policy.slots.finish(records),
+        }
         if due_now {
             self.notify_due();
         }
@@ -195,10 +209,8 @@ impl Store {
         lease: Duration,
         limit: u32,
         policy: &ClaimPolicy,
+        slots: &ClaimingSlots<'_>,
     ) -> Result<Claim> {
-        if limit == 0 {
-            return Ok(Claim::default());
-        }
         let lease_until = now + lease;
         let token = ulid::Ulid::new().to_string();
         let claim = LaneClaim {
@@ -206,9 +218,9 @@ impl Store {
             now,
             lease_until,
             token: &token,
-            max_per_endpoint: policy.max_per_endpoint,
+            max_per_endpoint: policy.slots.max_per_endpoint(),
         };
-        let mut rooms = Rooms::new(policy);
+        let mut rooms = Rooms::new(slots);
         let retry_share = (limit / 4).max(1).min(limit);
         let mut rows = claim
             .take(tx, Source::Lane(Lane::Retry), retry_share, &mut rooms)
@@ -277,8 +289,18 @@ impl Store {
         let mut ready = Vec::with_capacity(rows.len());
         let mut deferred = Deferred::default();
         for (endpoint, group) in by_endpoint {
-            self.admit(tx, &mut deferred, &endpoint, group, now, policy, &mut ready)
-                .await?;
+            let room = slots.room(&endpoint);
+            self.admit(
+                tx,
+                &mut deferred,
+                &endpoint,
+                group,
+                room,
+                now,
+                policy,
+                &mut ready,
+            )
+            .await?;
         }
         deferred.write(tx, self.engine, &token).await?;
         Ok(Claim {
@@ -364,6 +386,7 @@ impl Store {
         deferred: &mut Deferred,
         endpoint: &EndpointId,
         group: Vec<Claimed>,
+        room: usize,
         now: Timestamp,
         policy: &ClaimPolicy,
         ready: &mut Vec<ClaimedDelivery>,
@@ -390,7 +413,6 @@ impl Store {
         }
         let rate_limit = gate.rate_limit;
         // Within this dispatcher's room for the endpoint; the rest go back, due now.
-        let room = policy.room(endpoint);
         let mut group = group;
         if group.len() > room {
             for claimed in group.split_off(room) {
@@ -501,31 +523,31 @@ struct LaneClaim<'a> {
 /// endpoint than this: leasing rows only to hand them back over the cap cost a
 /// single busy endpoint's dispatcher most of each turn, so it fell behind for good.
 struct Rooms<'a> {
-    policy: &'a ClaimPolicy,
+    slots: &'a ClaimingSlots<'a>,
     taken: HashMap<EndpointId, usize>,
 }
 
 impl<'a> Rooms<'a> {
-    fn new(policy: &'a ClaimPolicy) -> Self {
+    fn new(slots: &'a ClaimingSlots<'a>) -> Self {
         Self {
-            policy,
+            slots,
             taken: HashMap::new(),
         }
     }
 
     fn of(&self, endpoint: &EndpointId) -> usize {
-        self.policy
+        self.slots
             .room(endpoint)
             .saturating_sub(self.taken.get(endpoint).copied().unwrap_or(0))
     }
 
     /// The endpoints whose room is below the cap, with their room (possibly 0).
     fn limited(&self) -> Vec<(EndpointId, usize)> {
-        let mut endpoints: Vec<&EndpointId> = self.policy.in_flight.keys().collect();
+        let mut endpoints: Vec<&EndpointId> = self.slots.in_flight.keys().collect();
         endpoints.extend(
             self.taken
                 .keys()
-                .filter(|e| !self.policy.in_flight.contains_key(*e)),
+                .filter(|e| !self.slots.in_flight.contains_key(*e)),
         );
         endpoints
             .into_iter()

@@ -17,6 +17,8 @@
 //! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
 //! - `complete`: attempts, next states, breakers and ordered partitions after sending.
 //! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
+//! - `handoff`: a dispatcher's room per endpoint, and publishes handing fresh
+//!   deliveries straight to the dispatcher of their own process.
 //! - `wake`: telling dispatchers that work is due, in process and across nodes.
 //!
 //! # Concurrency
@@ -32,6 +34,7 @@ mod complete;
 mod deliveries;
 mod endpoints;
 mod events;
+mod handoff;
 mod keys;
 mod publish;
 pub mod records;
@@ -44,6 +47,7 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 
+pub use handoff::{HandedOff, Handoff, Slots};
 pub use publish::{PublishItem, Render, MAX_GROUP};
 pub use records::*;
 
@@ -112,6 +116,8 @@ pub struct Store {
     /// The group-commit queue for publishes (set right after construction:
     /// its committer tasks hold clones of the store).
     group: Arc<std::sync::OnceLock<publish::GroupCommit>>,
+    /// This process's dispatcher, if one takes fresh deliveries straight from publishes.
+    handoff: Arc<std::sync::Mutex<Option<Arc<handoff::Handoff>>>>,
     /// Where the claim's round-robin pass over endpoints continues.
     fair_cursor: Arc<std::sync::Mutex<Option<hookline_core::ids::EndpointId>>>,
     database_url: Arc<str>,
@@ -192,6 +198,7 @@ impl Store {
             writer,
             wake: Arc::new(wake::Wake::new(engine)),
             group: Arc::default(),
+            handoff: Arc::default(),
             fair_cursor: Arc::default(),
             database_url: url.into(),
         };
@@ -222,6 +229,21 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// From now on, publishes through this store (and its clones) hand fresh
+    /// deliveries they can to `handoff`'s dispatcher (see [`Handoff`]).
+    pub fn accept_handoffs(&self, handoff: Arc<Handoff>) {
+        *self.handoff.lock().expect("handoff poisoned") = Some(handoff);
+    }
+
+    /// Publishes stop handing deliveries off (the dispatcher is draining).
+    pub fn stop_handoffs(&self) {
+        *self.handoff.lock().expect("handoff poisoned") = None;
+    }
+
+    fn handoff(&self) -> Option<Arc<Handoff>> {
+        self.handoff.lock().expect("handoff poisoned").clone()
     }
 
     pub fn engine(&self) -> Engine {

@@ -10,20 +10,22 @@
 //! own transaction committed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
-use hookline_core::breaker::Breaker;
+use hookline_core::breaker::BreakerState;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
-use hookline_core::ordering::{self, OnDead};
+use hookline_core::ordering;
 use hookline_core::time::Timestamp;
 use sqlx::{Any, Row, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::endpoints::{
-    breaker_from_row, due_for_new_work, event_types_from_json, on_dead_from_row, BREAKER_COLUMNS,
-};
+use crate::claim::{self, ENDPOINT_COLUMNS};
+use crate::endpoints::{due_for_new_work, event_types_from_json};
+use crate::handoff::Reservation;
 use crate::records::{
-    Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published, StoredResponse,
+    ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
+    StoredResponse,
 };
 use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
@@ -162,6 +164,11 @@ impl Store {
         let mut deliveries = Vec::new();
         let mut keys = Vec::new();
         let mut woke = false;
+        // Deliveries written leased to this process's dispatcher, passed to it after the
+        // commit; if the transaction fails, dropping them gives their room back.
+        let handoff = self.handoff();
+        let lease_token = ulid::Ulid::new().to_string();
+        let mut handed: Vec<(Reservation, ClaimedDelivery)> = Vec::new();
         let mut sequences = allocate_sequences(&mut tx, items, &earlier).await?;
 
         for item in items {
@@ -203,9 +210,10 @@ impl Store {
                 _ => HashSet::new(),
             };
             let mut published = Vec::with_capacity(accepting.len());
+            let mut body: Option<Arc<[u8]>> = None;
             for target in accepting {
-                let due_at = target.due_at(item.now);
-                let state = match &item.event.ordering_key {
+                let mut due_at = target.due_at(item.now);
+                let mut state = match &item.event.ordering_key {
                     None => DeliveryState::Pending,
                     Some(key) => {
                         let partition = (target.id.clone(), key.clone());
@@ -213,9 +221,31 @@ impl Store {
                         ordering::initial_state(earlier_in_group || held.contains(&target.id))
                     }
                 };
+                let id = DeliveryId::generate();
+                let reservation = match &handoff {
+                    Some(handoff)
+                        if state == DeliveryState::Pending
+                            && due_at <= item.now
+                            && target.sends_at_once() =>
+                    {
+                        handoff.reserve(&target.id)
+                    }
+                    _ => None,
+                };
+                if let (Some(reservation), Some(handoff)) = (reservation, &handoff) {
+                    state = DeliveryState::InFlight;
+                    due_at = item.now + handoff.lease();
+                    let body = body
+                        .get_or_insert_with(|| Arc::from(item.event.body.as_slice()))
+                        .clone();
+                    handed.push((
+                        reservation,
+                        target.handed_off(&id, item, sequence, &lease_token, body),
+                    ));
+                }
                 woke |= state == DeliveryState::Pending && due_at <= item.now;
                 published.push(Delivery {
-                    id: DeliveryId::generate(),
+                    id,
                     app_id: item.app.clone(),
                     event_id: item.event.id.clone(),
                     endpoint_id: target.id.clone(),
@@ -258,12 +288,13 @@ impl Store {
         }
 
         insert_events(&mut tx, self.engine, &events).await?;
-        insert_deliveries(&mut tx, self.engine, &deliveries).await?;
+        insert_deliveries(&mut tx, self.engine, &deliveries, &lease_token).await?;
         if !insert_keys(&mut tx, self.engine, &keys).await? {
             tx.rollback().await?;
             return Ok(None);
         }
         tx.commit().await?;
+        Reservation::hand_over(handed);
         if woke {
             self.notify_due();
         }
@@ -312,8 +343,8 @@ impl Store {
 struct Target {
     id: EndpointId,
     event_types: Option<Vec<String>>,
-    on_dead: OnDead,
-    breaker: Breaker,
+    /// Where and how to send, and the endpoint's gate (as a claim reads them).
+    endpoint: claim::Target,
 }
 
 impl Target {
@@ -324,13 +355,48 @@ impl Target {
     }
 
     fn due_at(&self, now: Timestamp) -> Timestamp {
-        due_for_new_work(true, &self.breaker, now)
+        due_for_new_work(true, &self.endpoint.gate.breaker, now)
+    }
+
+    /// Whether a claim would admit this endpoint's deliveries without asking the
+    /// database: its breaker is closed and it has no rate limit.
+    fn sends_at_once(&self) -> bool {
+        self.endpoint.gate.breaker.state == BreakerState::Closed
+            && self.endpoint.gate.rate_limit.is_none()
+    }
+
+    /// A delivery of `item` to this endpoint, as the dispatcher gets it when handed off.
+    fn handed_off(
+        &self,
+        id: &DeliveryId,
+        item: &PublishItem,
+        sequence: Option<u64>,
+        lease_token: &str,
+        body: Arc<[u8]>,
+    ) -> ClaimedDelivery {
+        ClaimedDelivery {
+            id: id.clone(),
+            app_id: item.app.clone(),
+            event_id: item.event.id.clone(),
+            endpoint_id: self.id.clone(),
+            lease_token: lease_token.to_owned(),
+            attempts: 0,
+            round_started_at: item.now,
+            ordering_key: item.event.ordering_key.clone(),
+            sequence,
+            send_at: None,
+            probe: false,
+            url: self.endpoint.url.clone(),
+            secret: self.endpoint.secret.clone(),
+            retry: self.endpoint.retry,
+            body,
+        }
     }
 }
 
 async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result<Vec<Target>> {
     let sql = format!(
-        "SELECT id, event_types, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled = 1"
+        "SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled = 1"
     );
     let rows = sqlx::query(&sql)
         .bind(app.as_str())
@@ -341,8 +407,7 @@ async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result
             Ok(Target {
                 id: parse_column(row, "id")?,
                 event_types: event_types_from_json(row.try_get("event_types")?)?,
-                on_dead: on_dead_from_row(row)?,
-                breaker: breaker_from_row(row)?,
+                endpoint: claim::target_from_row(row)?,
             })
         })
         .collect()
@@ -426,7 +491,7 @@ async fn held_partitions(
         let on_dead = targets
             .iter()
             .find(|t| t.id == endpoint)
-            .map(|t| t.on_dead)
+            .map(|t| t.endpoint.gate.on_dead)
             .unwrap_or_default();
         if on_dead.holding_states().contains(&state) {
             held.insert(endpoint);
@@ -465,25 +530,27 @@ async fn insert_events(
     Ok(())
 }
 
+/// Writes `deliveries`; those in flight (handed off) under `lease_token`.
 async fn insert_deliveries(
     tx: &mut Transaction<'static, Any>,
     engine: Engine,
     deliveries: &[Delivery],
+    lease_token: &str,
 ) -> Result<()> {
     for chunk in deliveries.chunks(INSERT_CHUNK) {
         let values = (0..chunk.len())
             .map(|i| {
                 format!(
                     "({}, 0, {})",
-                    placeholders(1 + i * 11, 8),
-                    placeholders(9 + i * 11, 3)
+                    placeholders(1 + i * 12, 8),
+                    placeholders(9 + i * 12, 4)
                 )
             })
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
             "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
-             attempts, round_started_at, created_at, updated_at) VALUES {values}"
+             attempts, round_started_at, created_at, updated_at, lease_token) VALUES {values}"
         );
         let sql = engine.in_order(sql);
         let mut query = sqlx::query(&sql);
@@ -500,7 +567,8 @@ async fn insert_deliveries(
                 // round_started_at, created_at and updated_at: all the publish time.
                 .bind(d.round_started_at.as_millis())
                 .bind(d.created_at.as_millis())
-                .bind(d.created_at.as_millis());
+                .bind(d.created_at.as_millis())
+                .bind((d.state == DeliveryState::InFlight).then_some(lease_token));
         }
         query.execute(&mut **tx).await?;
     }

@@ -1,6 +1,6 @@
 //! The rows the store hands out and takes in.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::breaker::{Breaker, Signal};
@@ -10,6 +10,8 @@ use hookline_core::ordering::OnDead;
 use hookline_core::retry::RetryPolicy;
 use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
+
+use crate::handoff::Slots;
 
 /// A producer's tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,11 +267,10 @@ pub struct AttemptRecord {
 pub struct ClaimPolicy {
     /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
     pub retry: RetryPolicy,
-    /// Requests this dispatcher has in flight, per endpoint (those with any).
-    pub in_flight: HashMap<EndpointId, usize>,
-    /// The most requests this dispatcher may have in flight to one endpoint: an
-    /// endpoint at the cap is skipped, and a claim takes no more than its room.
-    pub max_per_endpoint: usize,
+    /// The claiming dispatcher's requests in flight per endpoint, and its per-endpoint
+    /// cap: an endpoint at the cap is skipped, and a claim takes no more than its room.
+    /// The claim counts what it leases here.
+    pub slots: Arc<Slots>,
     /// How long a half-open probe holds the right to be its endpoint's only request.
     pub probe_hold: Duration,
     /// How far ahead a rate-limited send slot may be handed out with its delivery.
@@ -280,19 +281,10 @@ impl Default for ClaimPolicy {
     fn default() -> Self {
         Self {
             retry: RetryPolicy::default(),
-            in_flight: HashMap::new(),
-            max_per_endpoint: usize::MAX,
+            slots: Slots::unlimited(),
             probe_hold: Duration::from_secs(30),
             rate_lookahead: Duration::from_secs(1),
         }
-    }
-}
-
-impl ClaimPolicy {
-    /// How many more requests this dispatcher may start to `endpoint`.
-    pub fn room(&self, endpoint: &EndpointId) -> usize {
-        self.max_per_endpoint
-            .saturating_sub(self.in_flight.get(endpoint).copied().unwrap_or(0))
     }
 }
 
