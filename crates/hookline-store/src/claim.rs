@@ -181,21 +181,24 @@ impl Store {
         let due_now = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;
-        // The room is read inside the transaction: on SQLite no publish can hand work
-        // off while this writer runs, so the claim blocks no hand-off there.
-        let claiming = (limit > 0).then(|| policy.slots.begin_claim(records));
-        let claim = match &claiming {
-            Some(claiming) => {
-                self.claim_in(&mut tx, now, lease, limit, policy, claiming)
-                    .await?
-            }
-            None => Claim::default(),
+        // The room is read inside the transaction (on SQLite no publish can hand work
+        // off while this writer runs), and what the claim leased is counted before
+        // the commit, so hand-offs pause only while the claim's statements run.
+        let claim = if limit > 0 {
+            let claiming = policy.slots.begin_claim(records);
+            let claim = self
+                .claim_in(&mut tx, now, lease, limit, policy, &claiming)
+                .await?;
+            claiming.count(&claim.deliveries);
+            claim
+        } else {
+            Claim::default()
         };
-        tx.commit().await?;
-        match claiming {
-            Some(claiming) => claiming.settle(records, &claim.deliveries),
-            None => policy.slots.finish(records),
+        if let Err(error) = tx.commit().await {
+            policy.slots.uncount(&claim.deliveries);
+            return Err(error.into());
         }
+        policy.slots.finish(records);
         if due_now {
             self.notify_due();
         }

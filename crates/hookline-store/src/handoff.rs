@@ -21,13 +21,13 @@
 //! the dispatcher's free permits and its room for the endpoint. Everything else
 //! is written pending and claimed.
 //!
-//! **Races.** A claim reads the room, leases rows, and only after its commit
-//! are the leased rows counted. A publish taking room in between could push an
-//! endpoint past its cap, so while a claim is between reading the room and
-//! counting what it took, publishes hand nothing off (they write pending rows
-//! instead). On SQLite, whose single writer already orders the two
-//! transactions, that window never overlaps a publish; on PostgreSQL it is the
-//! few milliseconds of each claim.
+//! **Races.** A claim reads the room, then leases rows, then counts them (before
+//! its commit; a commit that fails gives them back). A publish taking room in
+//! between could push an endpoint past its cap, so while a claim is between
+//! reading the room and counting what it took, publishes hand nothing off (they
+//! write pending rows instead). On SQLite, whose single writer already orders
+//! the two transactions, that window never overlaps a publish; on PostgreSQL it
+//! is the claim's statements, a millisecond or two.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -96,7 +96,7 @@ impl Slots {
 
     /// Starts a claim that records `recording` first: the room it may use per endpoint
     /// (as if those attempts were already recorded). Publishes hand nothing off until
-    /// the claim [settles](ClaimingSlots::settle) or is dropped.
+    /// the claim has [counted](ClaimingSlots::count) what it leased, or is dropped.
     pub(crate) fn begin_claim(&self, recording: &[AttemptRecord]) -> ClaimingSlots<'_> {
         let mut state = self.lock();
         state.claiming = true;
@@ -127,6 +127,14 @@ impl Slots {
     fn give_back(&self, endpoint: &EndpointId) {
         release(&mut self.lock(), endpoint);
     }
+
+    /// Gives back the slots a claim counted when its transaction did not commit.
+    pub(crate) fn uncount(&self, claimed: &[ClaimedDelivery]) {
+        let mut state = self.lock();
+        for delivery in claimed {
+            release(&mut state, &delivery.endpoint_id);
+        }
+    }
 }
 
 fn release(state: &mut SlotState, endpoint: &EndpointId) {
@@ -153,19 +161,18 @@ impl ClaimingSlots<'_> {
             .saturating_sub(self.in_flight.get(endpoint).copied().unwrap_or(0))
     }
 
-    /// After the commit: `recorded` attempts free their slots, `claimed` deliveries take one.
-    pub(crate) fn settle(self, recorded: &[AttemptRecord], claimed: &[ClaimedDelivery]) {
-        let mut state = self.slots.lock();
-        for record in recorded {
-            release(&mut state, &record.endpoint_id);
+    /// Counts the deliveries the claim leased (each takes a slot) and ends the claim.
+    pub(crate) fn count(self, claimed: &[ClaimedDelivery]) {
+        {
+            let mut state = self.slots.lock();
+            for delivery in claimed {
+                *state
+                    .in_flight
+                    .entry(delivery.endpoint_id.clone())
+                    .or_default() += 1;
+            }
         }
-        for delivery in claimed {
-            *state
-                .in_flight
-                .entry(delivery.endpoint_id.clone())
-                .or_default() += 1;
-        }
-        // Dropping `self` ends the claim.
+        // Dropping `self` (the lock is released) ends the claim.
     }
 }
 
