@@ -172,6 +172,7 @@ both_engines!(
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
     publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room,
+    a_released_partition_successor_goes_ahead_of_later_work,
 );
 
 async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
@@ -826,4 +827,21 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     assert!(inbox.try_recv().is_err());
     let row = state_of(fourth, f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Pending);
+}
+
+async fn a_released_partition_successor_goes_ahead_of_later_work(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let head = f.publish(Some("order_1"), t(0)).await;
+    let successor = f.publish(Some("order_1"), t(1)).await;
+    for _ in 0..3 {
+        f.publish(None, t(2)).await;
+    }
+    let first = f.claim(t(3), 1).await;
+    assert_eq!(first[0].event_id, head);
+    f.finish(&first, Completion::Succeeded, Signal::Healthy, t(4))
+        .await;
+    // Released at t(4), it has waited since its publish at t(1): older than the
+    // unordered work published at t(2), so the next claim takes it first.
+    let next = f.claim(t(5), 1).await;
+    assert_eq!(next[0].event_id, successor);
 }

@@ -397,6 +397,12 @@ pub(crate) async fn new_work_due(
 /// Makes the next `blocked` delivery of a partition pending, due at `due` (from
 /// [`new_work_due`]: now, the breaker's probe time, or `PARKED` for a disabled
 /// endpoint); whether the partition had one waiting.
+///
+/// When the endpoint takes new work now, the delivery is due since it was
+/// published: the fresh lane is served oldest first, so it goes ahead of work
+/// published after it instead of queueing behind the whole backlog once per
+/// step of its partition (with 50 events per key under load, that put minutes
+/// between a partition's first and last delivery).
 pub(crate) async fn release_partition_successor(
     tx: &mut Transaction<'static, Any>,
     endpoint: &EndpointId,
@@ -407,7 +413,8 @@ pub(crate) async fn release_partition_successor(
     // `state <> 'succeeded'` is implied by `state = 'blocked'`, but spelled out: it is the
     // partition index's predicate, and without it SQLite walked all the endpoint's deliveries.
     let released = sqlx::query(
-        "UPDATE deliveries SET state = 'pending', due_at = $3, updated_at = $4 WHERE id = ( \
+        "UPDATE deliveries SET state = 'pending', \
+           due_at = CASE WHEN $3 <= $4 THEN created_at ELSE $3 END, updated_at = $4 WHERE id = ( \
            SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
              AND state <> 'succeeded' \
            ORDER BY sequence LIMIT 1)",
