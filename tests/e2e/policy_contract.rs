@@ -225,9 +225,12 @@ async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engi
     let rest = f.claim(t(12), 10).await;
     assert_eq!(rest.len(), 4);
     let charged: Vec<u32> = rest.iter().map(|d| d.attempts).collect();
+    // Of the three that failed, those not sent as the probe: which of the five the
+    // probe is depends on which of the two concurrent claims won it.
+    let failed_left = if probe[0].attempts == 1 { 2 } else { 3 };
     assert_eq!(
         charged.iter().filter(|a| **a == 1).count(),
-        2,
+        failed_left,
         "only real attempts count: {charged:?}"
     );
     assert!(charged.iter().all(|a| *a <= 1));
