@@ -824,9 +824,34 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     assert_eq!(row.state, DeliveryState::Pending);
     assert_eq!(slots.in_flight(&f.endpoint.id), 0);
 
+    // The last claim filled its batch (1 of 1): older due work may be waiting, so a
+    // fresh delivery queues behind it instead of being handed off, room or not.
+    let queued = f.publish(None, t(2)).await;
+    assert!(inbox.try_recv().is_err());
+    let row = state_of(queued, f.endpoint.id.clone()).await;
+    assert_eq!(row.state, DeliveryState::Pending);
+    // A claim that takes less than it asked for has caught up: hand-offs resume.
+    let claim = f
+        .store
+        .claim_due_deliveries(t(3), LEASE, 100, &claiming)
+        .await
+        .unwrap();
+    assert!(claim.rows < 100);
+    let records: Vec<AttemptRecord> = claim
+        .deliveries
+        .iter()
+        .map(|d| attempt(d, Completion::Succeeded, Signal::Healthy, t(3)))
+        .collect();
+    f.store
+        .complete_and_claim(&records, &breaker(), t(3), LEASE, 0, &claiming)
+        .await
+        .unwrap();
+    let caught_up = f.publish(None, t(4)).await;
+    assert_eq!(inbox.try_recv().unwrap()[0].delivery.event_id, caught_up);
+
     // Once the dispatcher stops taking hand-offs, fresh deliveries are written pending.
     f.store.stop_handoffs();
-    let fourth = f.publish(None, t(2)).await;
+    let fourth = f.publish(None, t(5)).await;
     assert!(inbox.try_recv().is_err());
     let row = state_of(fourth, f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Pending);

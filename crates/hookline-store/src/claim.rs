@@ -189,7 +189,7 @@ impl Store {
             let claim = self
                 .claim_in(&mut tx, now, lease, limit, policy, &claiming)
                 .await?;
-            claiming.count(&claim.deliveries);
+            claiming.count(&claim.deliveries, claim.rows == limit as usize);
             claim
         } else {
             Claim::default()

@@ -18,8 +18,11 @@
 //! delivery due now and free to go — unordered, or the head of its ordered
 //! partition (the ones behind it are written `blocked`, as always) — to an
 //! enabled endpoint whose breaker is closed and which has no rate limit, within
-//! the dispatcher's free permits and its room for the endpoint. Everything else
-//! is written pending and claimed.
+//! the dispatcher's free permits and its room for the endpoint — and only while
+//! the dispatcher is caught up: when its last claim filled its batch, older due
+//! work is waiting (retries, released partition successors, a backlog), and a
+//! hand-off would send newer work ahead of it with the permits that work needs.
+//! Everything else is written pending and claimed.
 //!
 //! **Races.** A claim reads the room, then leases rows, then counts them (before
 //! its commit; a commit that fails gives them back). A publish taking room in
@@ -52,6 +55,8 @@ struct SlotState {
     in_flight: HashMap<EndpointId, usize>,
     /// A claim is between reading the room and counting what it leased.
     claiming: bool,
+    /// The last claim took as many rows as it asked for: more due work may be waiting.
+    behind: bool,
 }
 
 impl Slots {
@@ -117,7 +122,7 @@ impl Slots {
     fn try_take(&self, endpoint: &EndpointId) -> bool {
         let mut state = self.lock();
         let count = state.in_flight.get(endpoint).copied().unwrap_or(0);
-        if state.claiming || count >= self.max_per_endpoint {
+        if state.claiming || state.behind || count >= self.max_per_endpoint {
             return false;
         }
         state.in_flight.insert(endpoint.clone(), count + 1);
@@ -161,10 +166,12 @@ impl ClaimingSlots<'_> {
             .saturating_sub(self.in_flight.get(endpoint).copied().unwrap_or(0))
     }
 
-    /// Counts the deliveries the claim leased (each takes a slot) and ends the claim.
-    pub(crate) fn count(self, claimed: &[ClaimedDelivery]) {
+    /// Counts the deliveries the claim leased (each takes a slot) and ends the claim;
+    /// `filled`: it took as many rows as it asked for, so more may be due.
+    pub(crate) fn count(self, claimed: &[ClaimedDelivery], filled: bool) {
         {
             let mut state = self.slots.lock();
+            state.behind = filled;
             for delivery in claimed {
                 *state
                     .in_flight
