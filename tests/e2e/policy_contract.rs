@@ -114,11 +114,15 @@ impl Fixture {
     }
 
     async fn claim(&self, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
+        self.claim_as(now, limit, &policy()).await.deliveries
+    }
+
+    /// A claim by a dispatcher with `policy` (its slots: what it has in flight).
+    async fn claim_as(&self, now: Timestamp, limit: u32, policy: &ClaimPolicy) -> Claim {
         self.store
-            .claim_due_deliveries(now, LEASE, limit, &policy())
+            .claim_due_deliveries(now, LEASE, limit, policy)
             .await
             .unwrap()
-            .deliveries
     }
 
     async fn finish(
@@ -546,12 +550,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
         slots: slots_with(&f.endpoint.id, 1, 1),
         ..policy()
     };
-    let claimed = f
-        .store
-        .claim_due_deliveries(t(1), LEASE, 10, &busy)
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = f.claim_as(t(1), 10, &busy).await.deliveries;
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].endpoint_id, other.id);
 
@@ -563,11 +562,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
         slots: slots_with(&f.endpoint.id, 1, 3),
         ..policy()
     };
-    let claim = f
-        .store
-        .claim_due_deliveries(t(3), LEASE, 10, &capped)
-        .await
-        .unwrap();
+    let claim = f.claim_as(t(3), 10, &capped).await;
     let sent_to = |deliveries: &[ClaimedDelivery], endpoint: &EndpointId| {
         deliveries
             .iter()
@@ -662,11 +657,7 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
         slots: slots_with(&f.endpoint.id, 1, 1),
         ..policy()
     };
-    let claim = f
-        .store
-        .claim_due_deliveries(t(2), LEASE, 10, &busy)
-        .await
-        .unwrap();
+    let claim = f.claim_as(t(2), 10, &busy).await;
     assert_eq!(claim.deliveries.len(), 1);
     assert_eq!(
         (
@@ -797,11 +788,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
         slots: slots.clone(),
         ..policy()
     };
-    let claim = f
-        .store
-        .claim_due_deliveries(t(1), LEASE, 1, &claiming)
-        .await
-        .unwrap();
+    let claim = f.claim_as(t(1), 1, &claiming).await;
     assert_eq!(claim.deliveries.len(), 1);
     assert_eq!(claim.deliveries[0].endpoint_id, limited.id);
 
@@ -831,11 +818,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     let row = state_of(queued, f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Pending);
     // A claim that takes less than it asked for has caught up: hand-offs resume.
-    let claim = f
-        .store
-        .claim_due_deliveries(t(3), LEASE, 100, &claiming)
-        .await
-        .unwrap();
+    let claim = f.claim_as(t(3), 100, &claiming).await;
     assert!(claim.rows < 100);
     let records: Vec<AttemptRecord> = claim
         .deliveries

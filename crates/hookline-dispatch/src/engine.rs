@@ -109,16 +109,13 @@ impl Dispatcher {
         while !shutdown.is_cancelled() {
             // Reap finished send tasks so the set does not grow.
             while sends.try_join_next().is_some() {}
-            while let Ok(batch) = inbox.try_recv() {
-                handed.extend(batch);
-            }
-            metrics::counter!("hookline_deliveries_handed_off_total")
-                .increment(handed.len() as u64);
-            for HandedOff { delivery, permit } in handed.drain(..) {
-                let url = Sender::parse_url(&delivery.url);
-                leases.start(&delivery);
-                this.spawn_send(&mut sends, delivery, url, permit, &records_tx);
-            }
+            this.start_handed(
+                &mut inbox,
+                &mut handed,
+                &mut leases,
+                &mut sends,
+                &records_tx,
+            );
             while finished.len() < COMPLETION_BATCH {
                 let Ok(record) = records_rx.try_recv() else {
                     break;
@@ -206,14 +203,13 @@ impl Dispatcher {
         // Publishes stop handing work over; what they already handed is sent like
         // the rest of the drain.
         this.store.stop_handoffs();
-        while let Ok(batch) = inbox.try_recv() {
-            handed.extend(batch);
-        }
-        for HandedOff { delivery, permit } in handed.drain(..) {
-            let url = Sender::parse_url(&delivery.url);
-            leases.start(&delivery);
-            this.spawn_send(&mut sends, delivery, url, permit, &records_tx);
-        }
+        this.start_handed(
+            &mut inbox,
+            &mut handed,
+            &mut leases,
+            &mut sends,
+            &records_tx,
+        );
         tracing::info!(in_flight = sends.len(), "draining");
         let drained = tokio::time::timeout(this.config.drain_timeout, async {
             while sends.join_next().await.is_some() {}
@@ -248,6 +244,27 @@ impl Dispatcher {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Starts the sends of every delivery handed off so far (`handed`, and what
+    /// waits in the inbox).
+    fn start_handed(
+        self: &Arc<Self>,
+        inbox: &mut mpsc::UnboundedReceiver<Vec<HandedOff>>,
+        handed: &mut Vec<HandedOff>,
+        leases: &mut Leases,
+        sends: &mut JoinSet<()>,
+        records: &mpsc::UnboundedSender<AttemptRecord>,
+    ) {
+        while let Ok(batch) = inbox.try_recv() {
+            handed.extend(batch);
+        }
+        metrics::counter!("hookline_deliveries_handed_off_total").increment(handed.len() as u64);
+        for HandedOff { delivery, permit } in handed.drain(..) {
+            let url = Sender::parse_url(&delivery.url);
+            leases.start(&delivery);
+            self.spawn_send(sends, delivery, url, permit, records);
+        }
     }
 
     /// Starts one send; its record comes back on `records`.
