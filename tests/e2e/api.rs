@@ -10,6 +10,7 @@ both_engines!(
     concurrent_identical_publishes_with_one_key_make_one_event,
     same_key_with_another_body_is_refused,
     bad_input_gets_problem_json_and_writes_nothing,
+    a_refused_body_does_not_break_the_producers_next_request,
     apps_and_endpoints_round_trip,
     batch_publish_is_one_transaction_with_per_event_idempotency,
 );
@@ -269,6 +270,58 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
     );
     let endpoints = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
     assert!(endpoints["data"].as_array().unwrap().is_empty());
+}
+
+/// A request refused before its body was read leaves the rest of the body on
+/// the socket, so the server closes that connection. It must say so: a
+/// producer's keep-alive pool would otherwise send its next publish down the
+/// closing connection and see a broken pipe on a request that was fine.
+async fn a_refused_body_does_not_break_the_producers_next_request(engine: Engine) {
+    let app = TestApp::spawn_with(engine, |c| c.max_payload_bytes = 1024).await;
+    let app_id = app.create_app().await;
+    let events = format!("{}/v1/apps/{app_id}/events", app.base);
+    let token = crate::helpers::ADMIN_TOKEN;
+    let oversized = format!(
+        r#"{{"event_type":"a","payload":"{}"}}"#,
+        "x".repeat(100_000)
+    );
+
+    let mut accepted = 0u64;
+    for round in 0..20 {
+        for (refusal, status) in [
+            (app.http.post(&events).bearer_auth(token), 413),
+            (app.http.post(&events).bearer_auth("hk_wrong"), 401),
+        ] {
+            let response = refusal.body(oversized.clone()).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), status, "round {round}");
+            assert_eq!(
+                response.headers().get("connection").map(|v| v.as_bytes()),
+                Some(&b"close"[..]),
+                "round {round}: a {status} with its body unread must close the connection"
+            );
+
+            let next = app
+                .http
+                .post(&events)
+                .bearer_auth(token)
+                .json(&json!({"event_type": "a", "payload": {"round": round}}))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: the publish after a {status}: {e}"));
+            assert_eq!(next.status().as_u16(), 202, "round {round}");
+            assert_ne!(
+                next.headers().get("connection").map(|v| v.as_bytes()),
+                Some(&b"close"[..]),
+                "an answered request keeps its connection"
+            );
+            accepted += 1;
+        }
+    }
+    assert_eq!(
+        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        accepted,
+        "every publish after a refusal was accepted, and nothing refused was written"
+    );
 }
 
 async fn apps_and_endpoints_round_trip(engine: Engine) {

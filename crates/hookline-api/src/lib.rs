@@ -12,6 +12,7 @@ mod auth;
 pub mod error;
 mod extract;
 mod routes;
+mod unread;
 mod views;
 
 use std::sync::Arc;
@@ -64,5 +65,6 @@ pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router 
     };
     routes::routes()
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(unread::close_if_unread))
         .with_state(state)
 }
