@@ -238,6 +238,15 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
             "validation_failed",
         ),
         (
+            "endpoint with a concurrency ceiling of 0",
+            app.http
+                .post(format!("{}/v1/apps/{app_id}/endpoints", app.base))
+                .bearer_auth(token)
+                .json(&json!({"url": "https://example.com", "max_in_flight": 0})),
+            422,
+            "validation_failed",
+        ),
+        (
             "unknown field",
             app.http
                 .post(&events)

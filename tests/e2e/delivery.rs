@@ -359,6 +359,7 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
                 secret: hookline_core::signing::EndpointSecret::generate(),
                 retry: Default::default(),
                 rate_limit_per_sec: None,
+                max_in_flight: None,
                 ordering_on_dead: Default::default(),
             },
             hookline_core::time::Timestamp::from_millis(0),

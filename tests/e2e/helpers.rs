@@ -701,6 +701,7 @@ pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store
         secret: hookline_core::signing::EndpointSecret::generate(),
         retry: hookline_store::RetryOverrides::default(),
         rate_limit_per_sec: None,
+        max_in_flight: None,
         ordering_on_dead: Default::default(),
     }
 }

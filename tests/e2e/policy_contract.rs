@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal};
+use hookline_core::concurrency::{ConcurrencyPolicy, Pressure};
 use hookline_core::ids::{AppId, EndpointId, EventId};
 use hookline_core::model::{DeadReason, DeliveryState};
 use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
+use hookline_dispatch::room::{Handoff, Room};
 use hookline_store::*;
 
 use crate::helpers::{both_engines, item, new_endpoint, Engine, TestDb};
@@ -35,13 +37,18 @@ fn policy() -> ClaimPolicy {
     }
 }
 
-/// A dispatcher's slots with `count` requests in flight to `endpoint`, at most `cap` per endpoint.
-fn slots_with(endpoint: &EndpointId, count: usize, cap: usize) -> std::sync::Arc<Slots> {
-    let slots = Slots::new(cap);
+/// A dispatcher's room with a fixed limit of `cap` requests per endpoint.
+fn fixed_room(cap: u32) -> std::sync::Arc<Room> {
+    Room::new(ConcurrencyPolicy::default().with_ceiling(Some(cap)))
+}
+
+/// A dispatcher's room with `count` requests in flight to `endpoint`, at most `cap` per endpoint.
+fn room_with(endpoint: &EndpointId, count: usize, cap: u32) -> std::sync::Arc<Room> {
+    let room = fixed_room(cap);
     for _ in 0..count {
-        slots.start(endpoint);
+        room.start(endpoint);
     }
-    slots
+    room
 }
 
 /// A finished attempt of `claimed`: 503 when it failed, 200 otherwise.
@@ -170,6 +177,7 @@ both_engines!(
     rate_limit_hands_out_spaced_slots_cluster_wide,
     fresh_work_is_claimed_beside_a_retry_backlog,
     saturated_endpoints_are_skipped,
+    an_endpoint_ceiling_bounds_a_claim_before_the_dispatcher_knows_it,
     deferral_past_max_age_dead_letters,
     a_saturated_endpoints_backlog_does_not_hide_other_work,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
@@ -537,6 +545,46 @@ async fn fresh_work_is_claimed_beside_a_retry_backlog(engine: Engine) {
     );
 }
 
+async fn an_endpoint_ceiling_bounds_a_claim_before_the_dispatcher_knows_it(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let mut fragile = new_endpoint("https://fragile.example", None);
+    fragile.max_in_flight = Some(2);
+    let fragile = f
+        .store
+        .create_endpoint(&f.app, fragile, t(0))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        f.publish(None, t(0)).await;
+    }
+    // The dispatcher has never sent to it: its room would be the default of 16.
+    let room = fixed_room(16);
+    let claiming = ClaimPolicy {
+        room: room.clone(),
+        ..policy()
+    };
+    let claim = f.claim_as(t(1), 100, &claiming).await;
+    let to = |endpoint: &EndpointId| {
+        claim
+            .deliveries
+            .iter()
+            .filter(|d| &d.endpoint_id == endpoint)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(to(&fragile.id).len(), 2, "its own ceiling");
+    assert!(to(&fragile.id).iter().all(|d| d.max_in_flight == Some(2)));
+    assert_eq!(
+        to(&f.endpoint.id).len(),
+        5,
+        "the other endpoint is not held back"
+    );
+    // The dispatcher now knows the ceiling: the endpoint has no room left.
+    assert_eq!(room.in_flight(&fragile.id), 2);
+    assert_eq!(room.limit(&fragile.id), 2);
+    let again = f.claim_as(t(2), 100, &claiming).await;
+    assert!(again.deliveries.iter().all(|d| d.endpoint_id != fragile.id));
+}
+
 async fn saturated_endpoints_are_skipped(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     let other = f
@@ -547,7 +595,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
     f.publish(None, t(0)).await;
     // This dispatcher already has one request out to the first endpoint, its cap.
     let busy = ClaimPolicy {
-        slots: slots_with(&f.endpoint.id, 1, 1),
+        room: room_with(&f.endpoint.id, 1, 1),
         ..policy()
     };
     let claimed = f.claim_as(t(1), 10, &busy).await.deliveries;
@@ -559,7 +607,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
         f.publish(None, t(2)).await;
     }
     let capped = ClaimPolicy {
-        slots: slots_with(&f.endpoint.id, 1, 3),
+        room: room_with(&f.endpoint.id, 1, 3),
         ..policy()
     };
     let claim = f.claim_as(t(3), 10, &capped).await;
@@ -654,7 +702,7 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
         .unwrap();
 
     let busy = ClaimPolicy {
-        slots: slots_with(&f.endpoint.id, 1, 1),
+        room: room_with(&f.endpoint.id, 1, 1),
         ..policy()
     };
     let claim = f.claim_as(t(2), 10, &busy).await;
@@ -721,9 +769,9 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
         .await
         .unwrap();
     // A dispatcher with 3 permits and room for 2 requests per endpoint.
-    let slots = Slots::new(2);
+    let room = fixed_room(2);
     let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(3));
-    let (handoff, mut inbox) = Handoff::new(slots.clone(), permits.clone(), LEASE);
+    let (handoff, mut inbox) = Handoff::new(room.clone(), permits.clone(), LEASE);
     f.store.accept_handoffs(handoff);
     let state_of = |event: EventId, endpoint: EndpointId| {
         let store = f.store.clone();
@@ -780,19 +828,31 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     assert_eq!(row.state, DeliveryState::Pending);
     let row = state_of(behind.clone(), f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Blocked);
-    assert_eq!(slots.in_flight(&f.endpoint.id), 2);
+    assert_eq!(room.in_flight(&f.endpoint.id), 2);
     assert_eq!(permits.available_permits(), 1);
 
     // A claim counts the hand-offs in the room: none of the full endpoint's work is leased.
     let claiming = ClaimPolicy {
-        slots: slots.clone(),
+        room: room.clone(),
         ..policy()
     };
     let claim = f.claim_as(t(1), 1, &claiming).await;
     assert_eq!(claim.deliveries.len(), 1);
     assert_eq!(claim.deliveries[0].endpoint_id, limited.id);
 
-    // A handed-off attempt completes like a claimed one, and recording it frees its slot.
+    // A handed-off attempt's answer frees its room (as the dispatcher does when the
+    // response arrives), and it completes like a claimed one.
+    let answered = |room: &Room, endpoint: &EndpointId| {
+        let epoch = room.epoch(endpoint);
+        room.finish(
+            endpoint,
+            Pressure::Answered,
+            Duration::from_millis(1),
+            epoch,
+        );
+    };
+    answered(&room, &f.endpoint.id);
+    assert_eq!(room.in_flight(&f.endpoint.id), 1);
     let record = attempt(delivery, Completion::Succeeded, Signal::Healthy, t(1));
     f.store
         .complete_and_claim(&[record], &breaker(), t(1), LEASE, 0, &claiming)
@@ -800,8 +860,9 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
         .unwrap();
     let row = state_of(first, f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Succeeded);
-    assert_eq!(slots.in_flight(&f.endpoint.id), 1);
+    assert_eq!(room.in_flight(&f.endpoint.id), 1);
     // A handed-off partition head releases the delivery behind it when it succeeds.
+    answered(&room, &f.endpoint.id);
     let record = attempt(delivery_head, Completion::Succeeded, Signal::Healthy, t(1));
     f.store
         .complete_and_claim(&[record], &breaker(), t(1), LEASE, 0, &claiming)
@@ -809,7 +870,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
         .unwrap();
     let row = state_of(behind, f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Pending);
-    assert_eq!(slots.in_flight(&f.endpoint.id), 0);
+    assert_eq!(room.in_flight(&f.endpoint.id), 0);
 
     // The last claim filled its batch (1 of 1): older due work may be waiting, so a
     // fresh delivery queues behind it instead of being handed off, room or not.
@@ -820,6 +881,9 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     // A claim that takes less than it asked for has caught up: hand-offs resume.
     let claim = f.claim_as(t(3), 100, &claiming).await;
     assert!(claim.rows < 100);
+    for d in &claim.deliveries {
+        answered(&room, &d.endpoint_id);
+    }
     let records: Vec<AttemptRecord> = claim
         .deliveries
         .iter()

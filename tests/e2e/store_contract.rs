@@ -223,6 +223,7 @@ async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine
             max_attempts: Some(3),
             ..Default::default()
         }),
+        max_in_flight: Some(Some(7)),
         ..Default::default()
     };
     let updated = store
@@ -234,6 +235,7 @@ async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine
     assert_eq!(updated.event_types, None);
     assert!(!updated.enabled);
     assert_eq!(updated.retry.max_attempts, Some(3));
+    assert_eq!(updated.max_in_flight, Some(7));
     assert_eq!(
         updated.secret, created.secret,
         "the secret survives updates"

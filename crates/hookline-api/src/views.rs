@@ -42,6 +42,9 @@ pub(crate) struct EndpointView {
     disabled_reason: Option<String>,
     retry: RetryOverrides,
     rate_limit_per_sec: Option<u32>,
+    /// This endpoint's ceiling of requests in flight per dispatcher process
+    /// (`null`: the deployment's `max_in_flight_per_endpoint`).
+    max_in_flight: Option<u32>,
     ordering_on_dead: OnDead,
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -62,6 +65,7 @@ impl EndpointView {
             disabled_reason: endpoint.disabled_reason.clone(),
             retry: endpoint.retry,
             rate_limit_per_sec: endpoint.rate_limit_per_sec,
+            max_in_flight: endpoint.max_in_flight,
             ordering_on_dead: endpoint.ordering_on_dead,
             created_at: endpoint.created_at,
             updated_at: endpoint.updated_at,

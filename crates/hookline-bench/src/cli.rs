@@ -168,6 +168,17 @@ pub struct Args {
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u16).range(400..=599), help_heading = "Workload")]
     pub fail_status: u16,
 
+    /// How long the sink takes to answer each request, in milliseconds (a receiver doing
+    /// work: real ones take 20–300 ms). 0 answers at once.
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub sink_latency_ms: u64,
+
+    /// Plus this many microseconds per other request in flight at the sink: a receiver
+    /// that slows down under load (with --sink-latency-ms 20 and 625 here, its latency
+    /// doubles at 32 concurrent requests).
+    #[arg(long, default_value_t = 0, help_heading = "Workload")]
+    pub sink_load_latency_us: u64,
+
     /// Seed of every random choice (ordering keys, sink failures), for reproducible runs.
     #[arg(long, default_value_t = 1, help_heading = "Workload")]
     pub seed: u64,

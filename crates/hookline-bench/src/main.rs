@@ -78,7 +78,7 @@ use crate::report::{
     BacklogStats, CeilingStats, DeliveryStats, Inputs, Ledger, Percentiles, PublishStats, Report,
     Resources,
 };
-use crate::sink::{Sink, Timebase};
+use crate::sink::{Sink, SinkLatency, Timebase};
 use crate::target::{FreshStore, Hookline, Mode, Pid};
 
 #[tokio::main]
@@ -99,9 +99,19 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     args.validate()?;
     let run_id = ulid::Ulid::new().to_string().to_lowercase();
     let timebase = Timebase::new();
-    let sink = Sink::start(timebase, args.fail_share, args.fail_status, args.seed)
-        .await
-        .context("starting the sink")?;
+    let latency = SinkLatency {
+        base: Duration::from_millis(args.sink_latency_ms),
+        per_request: Duration::from_micros(args.sink_load_latency_us),
+    };
+    let sink = Sink::start(
+        timebase,
+        args.fail_share,
+        args.fail_status,
+        args.seed,
+        latency,
+    )
+    .await
+    .context("starting the sink")?;
     let progress = Progress::new(!args.quiet && std::io::stdout().is_terminal());
     let store = match args.managed() {
         true => Some(
@@ -665,6 +675,12 @@ async fn bench(
             dead_lettered: dead.len() as u64,
             sink_requests,
             sink_answered_failure: sink_failed,
+            sink_mean_in_flight: if sink_requests > 0 {
+                sink.counters.in_flight_sum.load(Ordering::Relaxed) as f64 / sink_requests as f64
+            } else {
+                0.0
+            },
+            sink_peak_in_flight: sink.counters.peak_in_flight.load(Ordering::Relaxed),
             duplicate_200s: folded.duplicate_oks,
             attempts_per_delivery: if folded.delivered > 0 {
                 sink_requests as f64 / folded.delivered as f64

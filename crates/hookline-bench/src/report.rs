@@ -77,6 +77,11 @@ pub struct DeliveryStats {
     pub duplicate_200s: u64,
     /// sink_requests / delivered_unique.
     pub attempts_per_delivery: f64,
+    /// Requests in flight at the sink, as each request found it on arrival (itself
+    /// included), averaged over requests: how much concurrency Hookline used.
+    pub sink_mean_in_flight: f64,
+    /// The most requests in flight at the sink at once.
+    pub sink_peak_in_flight: u64,
     /// From the phase start to the last unique delivery.
     pub seconds: f64,
     /// delivered_unique / seconds.
@@ -336,6 +341,10 @@ impl Report {
         t.row(
             "attempts per delivery",
             format!("{:.4}", d.attempts_per_delivery),
+        );
+        t.row(
+            "sink requests in flight (mean seen on arrival / peak)",
+            format!("{:.1} / {}", d.sink_mean_in_flight, d.sink_peak_in_flight),
         );
         t.row(
             "seconds (phase start -> last unique delivery)",

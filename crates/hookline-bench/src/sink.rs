@@ -78,6 +78,24 @@ pub struct SinkCounters {
     pub unique_ok: AtomicU64,
     /// Arrival of the latest pair's first 200 (ns on the timebase).
     pub last_unique_ok_ns: AtomicU64,
+    /// Requests being answered right now (received, answer not yet sent).
+    pub in_flight: AtomicU64,
+    /// The most requests seen in flight at once.
+    pub peak_in_flight: AtomicU64,
+    /// Sum over requests of the requests in flight when each arrived (itself included):
+    /// divided by `requests`, the concurrency a request saw on average.
+    pub in_flight_sum: AtomicU64,
+}
+
+/// How long the sink takes to answer, like a real receiver doing work.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SinkLatency {
+    /// Every answer waits this long.
+    pub base: std::time::Duration,
+    /// Plus this much for every other request in flight at the sink when it arrived:
+    /// a receiver that slows down under load (its latency doubles at `base / per_request`
+    /// concurrent requests).
+    pub per_request: std::time::Duration,
 }
 
 struct Arrival {
@@ -109,6 +127,7 @@ impl Sink {
         fail_share: f64,
         fail_status: u16,
         seed: u64,
+        latency: SinkLatency,
     ) -> anyhow::Result<Self> {
         let fail_status = StatusCode::from_u16(fail_status)?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -137,6 +156,7 @@ impl Sink {
                         rng: Mutex::new(rng),
                         fail_share,
                         fail_status,
+                        latency,
                         timebase,
                         counters: counters.clone(),
                         tx: tx.clone(),
@@ -192,6 +212,8 @@ impl Sink {
         self.counters.failed.store(0, Ordering::Relaxed);
         self.counters.unique_ok.store(0, Ordering::Relaxed);
         self.counters.last_unique_ok_ns.store(0, Ordering::Relaxed);
+        self.counters.peak_in_flight.store(0, Ordering::Relaxed);
+        self.counters.in_flight_sum.store(0, Ordering::Relaxed);
     }
 
     pub fn stop(self) {
@@ -204,6 +226,7 @@ struct Connection {
     rng: Mutex<rand::rngs::StdRng>,
     fail_share: f64,
     fail_status: StatusCode,
+    latency: SinkLatency,
     timebase: Timebase,
     counters: Arc<SinkCounters>,
     tx: mpsc::UnboundedSender<Message>,
@@ -212,6 +235,24 @@ struct Connection {
 impl Connection {
     async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
         let at_ns = self.timebase.now_ns();
+        let in_flight = self.counters.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.counters
+            .peak_in_flight
+            .fetch_max(in_flight, Ordering::Relaxed);
+        self.counters
+            .in_flight_sum
+            .fetch_add(in_flight, Ordering::Relaxed);
+        let response = self.answer(request, at_ns, in_flight).await;
+        self.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        response
+    }
+
+    async fn answer(
+        &self,
+        request: Request<Incoming>,
+        at_ns: u64,
+        in_flight: u64,
+    ) -> Response<Full<Bytes>> {
         let endpoint = request
             .uri()
             .path()
@@ -230,6 +271,10 @@ impl Connection {
             if frame.is_err() {
                 break;
             }
+        }
+        let work = self.latency.base + self.latency.per_request * (in_flight - 1) as u32;
+        if !work.is_zero() {
+            tokio::time::sleep(work).await;
         }
         let ok = !(self.fail_share > 0.0
             && self

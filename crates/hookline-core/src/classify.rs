@@ -84,6 +84,22 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
     }
 }
 
+/// What an attempt says about its receiver's load, for the endpoint's adaptive
+/// concurrency: timeouts, transport failures, 408, 429 and 5xx say "fewer at once"
+/// (so every attempt the breaker counts as failed is also a sign of overload).
+pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
+    use crate::concurrency::Pressure;
+    match outcome {
+        Outcome::Failed(TransportError::DestinationForbidden) => Pressure::Neutral,
+        Outcome::Failed(_) => Pressure::Overloaded,
+        Outcome::Response {
+            status: 408 | 429 | 500..=599,
+            ..
+        } => Pressure::Overloaded,
+        Outcome::Response { .. } => Pressure::Answered,
+    }
+}
+
 /// Parses `Retry-After` as delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
 ///
 /// A date in the past means "now" (zero); an unparseable value is ignored.
@@ -228,6 +244,38 @@ mod tests {
         assert_eq!(
             breaker_signal(&Outcome::Failed(TransportError::DestinationForbidden)),
             Signal::Neutral
+        );
+    }
+
+    #[test]
+    fn load_pressure() {
+        use crate::concurrency::Pressure;
+        for status in [200, 204, 301, 400, 404, 410] {
+            assert_eq!(pressure(&response(status)), Pressure::Answered, "{status}");
+        }
+        for status in [408, 429, 500, 502, 503, 504] {
+            assert_eq!(
+                pressure(&response(status)),
+                Pressure::Overloaded,
+                "{status}"
+            );
+        }
+        for error in [
+            TransportError::Timeout,
+            TransportError::Connect,
+            TransportError::Dns,
+            TransportError::Tls,
+            TransportError::Io,
+        ] {
+            assert_eq!(
+                pressure(&Outcome::Failed(error)),
+                Pressure::Overloaded,
+                "{error:?}"
+            );
+        }
+        assert_eq!(
+            pressure(&Outcome::Failed(TransportError::DestinationForbidden)),
+            Pressure::Neutral
         );
     }
 

@@ -12,6 +12,7 @@
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
+//! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
 //! - [`ordering`]: the rules of per-entity ordered partitions.
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
@@ -21,6 +22,7 @@
 
 pub mod breaker;
 pub mod classify;
+pub mod concurrency;
 pub mod destination;
 pub mod fingerprint;
 pub mod ids;

@@ -22,22 +22,49 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_core::classify::{breaker_signal, classify, Verdict};
+use hookline_core::breaker::Signal;
+use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
+use hookline_core::concurrency::Pressure;
 use hookline_core::ids::DeliveryId;
 use hookline_core::retry::{Next, ThreadJitter};
 use hookline_core::time::Clock;
-use hookline_store::{
-    AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, HandedOff, Handoff, Slots, Store,
-};
+use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, Store};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::room::{HandedOff, Handoff, Room};
 use crate::sender::Sender;
 use crate::{DispatchError, DispatcherConfig};
 
 /// The most finished attempts written in one turn.
 const COMPLETION_BATCH: usize = 512;
+
+/// A finished send, on its way from its task to the next turn.
+struct Finished {
+    record: AttemptRecord,
+    /// The room of an attempt that failed in a way the breaker counts is held until
+    /// the turn that records it: that record may open the breaker, and a claim
+    /// running before it is written would send the endpoint one more request than
+    /// the breaker allows. Every other answer frees its room as it arrives.
+    held: Option<HeldRoom>,
+}
+
+struct HeldRoom {
+    pressure: Pressure,
+    epoch: u64,
+}
+
+/// Moves what arrived into the turn's records, freeing the rooms held until now
+/// (the turn writes these records before it claims).
+fn take_arrived(arrived: &mut Vec<Finished>, finished: &mut Vec<AttemptRecord>, room: &Room) {
+    for Finished { record, held } in arrived.drain(..) {
+        if let Some(HeldRoom { pressure, epoch }) = held {
+            room.finish(&record.endpoint_id, pressure, record.duration, epoch);
+        }
+        finished.push(record);
+    }
+}
 
 /// A delivery engine bound to one store.
 pub struct Dispatcher {
@@ -86,14 +113,16 @@ impl Dispatcher {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), DispatchError> {
         let this = Arc::new(self);
         let permits = Arc::new(Semaphore::new(this.config.max_in_flight));
-        // Per-endpoint slots are counted by the store: its claims take them, and so do
-        // publishes handing deliveries to this dispatcher.
-        let slots = Slots::new(this.config.max_in_flight_per_endpoint);
-        let (handoff, mut inbox) = Handoff::new(slots.clone(), permits.clone(), this.config.lease);
+        // The room per endpoint is taken by this dispatcher's claims and by publishes
+        // handing deliveries to it, and freed by each answer as it arrives.
+        let room = Room::new(this.config.concurrency);
+        let (handoff, mut inbox) = Handoff::new(room.clone(), permits.clone(), this.config.lease);
         this.store.accept_handoffs(handoff);
         let mut leases = Leases::default();
         let (records_tx, mut records_rx) = mpsc::unbounded_channel();
-        // Finished attempts not yet written: the next turn's transaction writes them.
+        // Finished sends as they arrive, and the attempts the next turn's transaction
+        // writes (kept in hand when a turn fails).
+        let mut arrived: Vec<Finished> = Vec::new();
         let mut finished: Vec<AttemptRecord> = Vec::new();
         // Deliveries handed off by publishes, not yet started.
         let mut handed: Vec<HandedOff> = Vec::new();
@@ -101,7 +130,7 @@ impl Dispatcher {
         let mut failures = 0u32;
         let policy = ClaimPolicy {
             retry: this.config.retry,
-            slots: slots.clone(),
+            room: room.clone(),
             probe_hold: this.config.lease,
             rate_lookahead: this.config.rate_lookahead,
         };
@@ -115,28 +144,30 @@ impl Dispatcher {
                 &mut leases,
                 &mut sends,
                 &records_tx,
+                &room,
             );
-            while finished.len() < COMPLETION_BATCH {
-                let Ok(record) = records_rx.try_recv() else {
+            while finished.len() + arrived.len() < COMPLETION_BATCH {
+                let Ok(done) = records_rx.try_recv() else {
                     break;
                 };
-                finished.push(record);
+                arrived.push(done);
             }
             // The claim's permits are taken before it runs: publishes may take free
             // permits for hand-offs meanwhile.
             let mut claim_permits = take_permits(&permits, this.config.batch_size);
             let limit = claim_permits.as_ref().map_or(0, |p| p.num_permits() as u32);
-            if limit == 0 && finished.is_empty() {
+            if limit == 0 && finished.is_empty() && arrived.is_empty() {
                 // Every permit is sending: wait for one to finish.
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    _ = records_rx.recv_many(&mut finished, COMPLETION_BATCH) => continue,
+                    _ = records_rx.recv_many(&mut arrived, COMPLETION_BATCH) => continue,
                     Some(batch) = inbox.recv() => {
                         handed.extend(batch);
                         continue;
                     }
                 }
             }
+            take_arrived(&mut arrived, &mut finished, &room);
             let turn_started = std::time::Instant::now();
             let claimed = match this
                 .store
@@ -184,7 +215,7 @@ impl Dispatcher {
                     .and_then(|permits| permits.split(1))
                     .expect("a claim takes no more than its permits");
                 leases.start(&delivery);
-                this.spawn_send(&mut sends, delivery, url, permit, &records_tx);
+                this.spawn_send(&mut sends, delivery, url, permit, &records_tx, &room);
             }
             // Permits the claim did not use go back here.
             drop(claim_permits);
@@ -192,7 +223,7 @@ impl Dispatcher {
                 this.wait_for_work(
                     &shutdown,
                     &mut records_rx,
-                    &mut finished,
+                    &mut arrived,
                     &mut inbox,
                     &mut handed,
                 )
@@ -209,6 +240,7 @@ impl Dispatcher {
             &mut leases,
             &mut sends,
             &records_tx,
+            &room,
         );
         tracing::info!(in_flight = sends.len(), "draining");
         let drained = tokio::time::timeout(this.config.drain_timeout, async {
@@ -223,7 +255,8 @@ impl Dispatcher {
         // of aborted sends, and of deliveries a publish committing meanwhile handed
         // over — are released.
         drop(records_tx);
-        while records_rx.recv_many(&mut finished, COMPLETION_BATCH).await > 0 {}
+        while records_rx.recv_many(&mut arrived, COMPLETION_BATCH).await > 0 {}
+        take_arrived(&mut arrived, &mut finished, &room);
         for batch in finished.chunks(COMPLETION_BATCH) {
             this.write_with_retries(batch).await?;
             for record in batch {
@@ -254,7 +287,8 @@ impl Dispatcher {
         handed: &mut Vec<HandedOff>,
         leases: &mut Leases,
         sends: &mut JoinSet<()>,
-        records: &mpsc::UnboundedSender<AttemptRecord>,
+        records: &mpsc::UnboundedSender<Finished>,
+        room: &Arc<Room>,
     ) {
         while let Ok(batch) = inbox.try_recv() {
             handed.extend(batch);
@@ -263,26 +297,37 @@ impl Dispatcher {
         for HandedOff { delivery, permit } in handed.drain(..) {
             let url = Sender::parse_url(&delivery.url);
             leases.start(&delivery);
-            self.spawn_send(sends, delivery, url, permit, records);
+            self.spawn_send(sends, delivery, url, permit, records, room);
         }
     }
 
-    /// Starts one send; its record comes back on `records`.
+    /// Starts one send (its room in `room` is already taken); when its answer
+    /// arrives the room is freed at once (or held for the turn that records it, see
+    /// [`Finished`]), and its record comes back on `records`.
     fn spawn_send(
         self: &Arc<Self>,
         sends: &mut JoinSet<()>,
         delivery: ClaimedDelivery,
         url: Result<reqwest::Url, String>,
         permit: OwnedSemaphorePermit,
-        records: &mpsc::UnboundedSender<AttemptRecord>,
+        records: &mpsc::UnboundedSender<Finished>,
+        room: &Arc<Room>,
     ) {
         let this = self.clone();
         let records = records.clone();
+        let room = room.clone();
+        let epoch = room.epoch(&delivery.endpoint_id);
         sends.spawn(async move {
-            let record = this.attempt(&delivery, url).await;
-            // The loop outlives every send (it keeps the receiver until all are done).
-            let _ = records.send(record);
+            let (record, pressure) = this.attempt(&delivery, url).await;
+            let held = if record.signal == Signal::Failed {
+                Some(HeldRoom { pressure, epoch })
+            } else {
+                room.finish(&delivery.endpoint_id, pressure, record.duration, epoch);
+                None
+            };
             drop(permit);
+            // The loop outlives every send (it keeps the receiver until all are done).
+            let _ = records.send(Finished { record, held });
         });
     }
 
@@ -309,12 +354,12 @@ impl Dispatcher {
 
     /// Sleeps until work may be due: a wake-up (publish, replay, retry written), the
     /// earliest due time, the idle poll, a finished send (its record is written next
-    /// turn, and its endpoint's slot is free again), a hand-off, or shutdown.
+    /// turn), a hand-off, or shutdown.
     async fn wait_for_work(
         &self,
         shutdown: &CancellationToken,
-        records: &mut mpsc::UnboundedReceiver<AttemptRecord>,
-        finished: &mut Vec<AttemptRecord>,
+        records: &mut mpsc::UnboundedReceiver<Finished>,
+        finished: &mut Vec<Finished>,
         inbox: &mut mpsc::UnboundedReceiver<Vec<HandedOff>>,
         handed: &mut Vec<HandedOff>,
     ) {
@@ -346,7 +391,7 @@ impl Dispatcher {
         &self,
         delivery: &ClaimedDelivery,
         url: Result<reqwest::Url, String>,
-    ) -> AttemptRecord {
+    ) -> (AttemptRecord, Pressure) {
         if let Some(send_at) = delivery.send_at {
             // A rate-limited endpoint's reserved slot.
             tokio::time::sleep(send_at.since(self.clock.now())).await;
@@ -371,7 +416,7 @@ impl Dispatcher {
         };
         record_metrics(&result, &completion);
         tracing::debug!(status = ?result.status, ?completion, "attempt finished");
-        AttemptRecord {
+        let record = AttemptRecord {
             delivery_id: delivery.id.clone(),
             app_id: delivery.app_id.clone(),
             endpoint_id: delivery.endpoint_id.clone(),
@@ -391,7 +436,8 @@ impl Dispatcher {
                     ..
                 }
             ),
-        }
+        };
+        (record, pressure(&result.outcome))
     }
 }
 

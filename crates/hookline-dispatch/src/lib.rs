@@ -13,13 +13,18 @@
 //! - `engine`: the dispatch loop (record finished attempts, then claim: one
 //!   transaction per turn), the bounded pool of in-flight sends and the
 //!   graceful drain.
+//! - [`room`]: the dispatcher's in-memory state the store reads — requests in
+//!   flight per endpoint under each endpoint's adaptive limit, and the hand-off
+//!   inbox publishes put fresh deliveries on.
 
 mod engine;
+pub mod room;
 pub mod sender;
 
 use std::time::Duration;
 
 use hookline_core::breaker::BreakerPolicy;
+use hookline_core::concurrency::ConcurrencyPolicy;
 use hookline_core::retry::RetryPolicy;
 
 pub use engine::Dispatcher;
@@ -40,9 +45,10 @@ pub struct DispatcherConfig {
     pub batch_size: u32,
     /// The most requests in flight at once from this process.
     pub max_in_flight: usize,
-    /// The most requests in flight at once from this process to one endpoint, so a
-    /// slow endpoint cannot take every slot.
-    pub max_in_flight_per_endpoint: usize,
+    /// How many requests may be in flight from this process to one endpoint: a
+    /// limit per endpoint that adapts to the receiver, between a floor and a
+    /// ceiling (so a slow endpoint cannot take every permit).
+    pub concurrency: ConcurrencyPolicy,
     /// How far ahead a rate-limited endpoint's send slot may be reserved.
     pub rate_lookahead: Duration,
     /// Whether endpoints may resolve to loopback, private or link-local addresses.
@@ -64,7 +70,7 @@ impl Default for DispatcherConfig {
             lease: Duration::from_secs(30),
             batch_size: 128,
             max_in_flight: 256,
-            max_in_flight_per_endpoint: 32,
+            concurrency: ConcurrencyPolicy::default(),
             rate_lookahead: Duration::from_secs(1),
             allow_private_destinations: false,
             max_response_body_bytes: 64 * 1024,

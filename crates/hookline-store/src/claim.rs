@@ -33,8 +33,10 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 
 use crate::complete::{new_work_due, release_partition_successor};
-use crate::endpoints::{breaker_from_row, on_dead_from_row, retry_from_row};
-use crate::handoff::ClaimingSlots;
+use crate::dispatcher::RoomView;
+use crate::endpoints::{
+    breaker_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
+};
 use crate::records::{AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
 use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
 
@@ -68,7 +70,7 @@ const CLAIMED_COLUMNS: &str =
 /// What sending and admission need of an endpoint.
 pub(crate) const ENDPOINT_COLUMNS: &str =
     "id, url, secret, enabled, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
-     rate_limit_per_sec, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
+     rate_limit_per_sec, max_in_flight, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
      next_probe_at, probe_until, failing_since";
 
 /// The endpoint side of a claimed row.
@@ -77,6 +79,8 @@ pub(crate) struct Gate {
     pub(crate) enabled: bool,
     pub(crate) breaker: Breaker,
     pub(crate) rate_limit: Option<u32>,
+    /// The endpoint's own concurrency ceiling.
+    pub(crate) max_in_flight: Option<u32>,
     pub(crate) on_dead: OnDead,
 }
 
@@ -101,6 +105,7 @@ pub(crate) fn target_from_row(row: &AnyRow) -> Result<Target> {
             rate_limit: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?
                 .map(|r| r as u32),
+            max_in_flight: max_in_flight_from_row(row)?,
             on_dead: on_dead_from_row(row)?,
         },
     })
@@ -129,6 +134,7 @@ fn claimed_from_row(row: &AnyRow, targets: &HashMap<EndpointId, Target>) -> Resu
             sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
             send_at: None,
             probe: false,
+            max_in_flight: target.and_then(|t| t.gate.max_in_flight),
             url: target.map(|t| t.url.clone()).unwrap_or_default(),
             // Never sent: a deleted endpoint's delivery is dead-lettered on admission.
             secret: target.map_or_else(EndpointSecret::generate, |t| t.secret.clone()),
@@ -185,20 +191,29 @@ impl Store {
         // off while this writer runs), and what the claim leased is counted before
         // the commit, so hand-offs pause only while the claim's statements run.
         let claim = if limit > 0 {
-            let claiming = policy.slots.begin_claim(records);
-            let claim = self
-                .claim_in(&mut tx, now, lease, limit, policy, &claiming)
-                .await?;
-            claiming.count(&claim.deliveries, claim.rows == limit as usize);
-            claim
+            let view = policy.room.begin();
+            match self
+                .claim_in(&mut tx, now, lease, limit, policy, &view)
+                .await
+            {
+                Ok(claim) => {
+                    policy
+                        .room
+                        .leased(&claim.deliveries, claim.rows == limit as usize);
+                    claim
+                }
+                Err(error) => {
+                    policy.room.abandoned();
+                    return Err(error);
+                }
+            }
         } else {
             Claim::default()
         };
         if let Err(error) = tx.commit().await {
-            policy.slots.uncount(&claim.deliveries);
+            policy.room.unleased(&claim.deliveries);
             return Err(error.into());
         }
-        policy.slots.finish(records);
         if due_now {
             self.notify_due();
         }
@@ -212,7 +227,7 @@ impl Store {
         lease: Duration,
         limit: u32,
         policy: &ClaimPolicy,
-        slots: &ClaimingSlots<'_>,
+        view: &RoomView,
     ) -> Result<Claim> {
         let lease_until = now + lease;
         let token = ulid::Ulid::new().to_string();
@@ -221,9 +236,9 @@ impl Store {
             now,
             lease_until,
             token: &token,
-            max_per_endpoint: policy.slots.max_per_endpoint(),
+            default_room: view.default,
         };
-        let mut rooms = Rooms::new(slots);
+        let mut rooms = Rooms::new(view);
         let retry_share = (limit / 4).max(1).min(limit);
         let mut rows = claim
             .take(tx, Source::Lane(Lane::Retry), retry_share, &mut rooms)
@@ -292,7 +307,7 @@ impl Store {
         let mut ready = Vec::with_capacity(rows.len());
         let mut deferred = Deferred::default();
         for (endpoint, group) in by_endpoint {
-            let room = slots.room(&endpoint);
+            let room = view.room(&endpoint);
             self.admit(
                 tx,
                 &mut deferred,
@@ -415,7 +430,10 @@ impl Store {
             return Ok(());
         }
         let rate_limit = gate.rate_limit;
-        // Within this dispatcher's room for the endpoint; the rest go back, due now.
+        // Within this dispatcher's room for the endpoint (and the endpoint's own
+        // ceiling, for an endpoint the dispatcher has not sent to yet); the rest go
+        // back, due now.
+        let room = room.min(gate.max_in_flight.map_or(usize::MAX, |m| m as usize));
         let mut group = group;
         if group.len() > room {
             for claimed in group.split_off(room) {
@@ -518,39 +536,41 @@ struct LaneClaim<'a> {
     now: Timestamp,
     lease_until: Timestamp,
     token: &'a str,
-    max_per_endpoint: usize,
+    /// The room of an endpoint the dispatcher has no count for.
+    default_room: usize,
 }
 
-/// What a claim may still take per endpoint: the cap, less this dispatcher's sends
-/// in flight, less what the claim has taken so far. A claim never leases more of an
-/// endpoint than this: leasing rows only to hand them back over the cap cost a
-/// single busy endpoint's dispatcher most of each turn, so it fell behind for good.
+/// What a claim may still take per endpoint: the dispatcher's room (its limit
+/// less its sends in flight), less what the claim has taken so far. A claim never
+/// leases more of an endpoint than this: leasing rows only to hand them back over
+/// the cap cost a single busy endpoint's dispatcher most of each turn, so it fell
+/// behind for good.
 struct Rooms<'a> {
-    slots: &'a ClaimingSlots<'a>,
+    view: &'a RoomView,
     taken: HashMap<EndpointId, usize>,
 }
 
 impl<'a> Rooms<'a> {
-    fn new(slots: &'a ClaimingSlots<'a>) -> Self {
+    fn new(view: &'a RoomView) -> Self {
         Self {
-            slots,
+            view,
             taken: HashMap::new(),
         }
     }
 
     fn of(&self, endpoint: &EndpointId) -> usize {
-        self.slots
+        self.view
             .room(endpoint)
             .saturating_sub(self.taken.get(endpoint).copied().unwrap_or(0))
     }
 
-    /// The endpoints whose room is below the cap, with their room (possibly 0).
+    /// The endpoints whose room differs from the default, with their room (possibly 0).
     fn limited(&self) -> Vec<(EndpointId, usize)> {
-        let mut endpoints: Vec<&EndpointId> = self.slots.in_flight.keys().collect();
+        let mut endpoints: Vec<&EndpointId> = self.view.rooms.keys().collect();
         endpoints.extend(
             self.taken
                 .keys()
-                .filter(|e| !self.slots.in_flight.contains_key(*e)),
+                .filter(|e| !self.view.rooms.contains_key(*e)),
         );
         endpoints
             .into_iter()
@@ -673,7 +693,7 @@ impl LaneClaim<'_> {
                 };
                 query = query
                     .bind(i64::from(window))
-                    .bind(as_sql_count(self.max_per_endpoint));
+                    .bind(as_sql_count(self.default_room));
                 for (endpoint, room) in &limited {
                     query = query.bind(endpoint.as_str()).bind(as_sql_count(*room));
                 }

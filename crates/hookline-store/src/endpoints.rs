@@ -15,9 +15,10 @@ use crate::records::{
 };
 use crate::{parse_column, Result, Store, StoreError};
 
-pub(crate) const ENDPOINT_COLUMNS: &str = "id, app_id, url, description, event_types, enabled, secret, \
-     retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
-     disabled_reason, created_at, updated_at";
+pub(crate) const ENDPOINT_COLUMNS: &str =
+    "id, app_id, url, description, event_types, enabled, secret, \
+     retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
+     ordering_on_dead, disabled_reason, created_at, updated_at";
 
 /// The breaker's columns, as read by claims, completions and the health view.
 pub(crate) const BREAKER_COLUMNS: &str =
@@ -87,11 +88,18 @@ fn endpoint_from_row(row: &AnyRow) -> Result<Endpoint> {
         rate_limit_per_sec: row
             .try_get::<Option<i64>, _>("rate_limit_per_sec")?
             .map(|v| v as u32),
+        max_in_flight: max_in_flight_from_row(row)?,
         ordering_on_dead: on_dead_from_row(row)?,
         disabled_reason: row.try_get("disabled_reason")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
     })
+}
+
+pub(crate) fn max_in_flight_from_row(row: &AnyRow) -> Result<Option<u32>> {
+    Ok(row
+        .try_get::<Option<i64>, _>("max_in_flight")?
+        .map(|v| v as u32))
 }
 
 fn to_i64<T: Into<u64>>(value: Option<T>) -> Option<i64> {
@@ -210,6 +218,7 @@ impl Store {
             secret: new.secret,
             retry: new.retry,
             rate_limit_per_sec: new.rate_limit_per_sec,
+            max_in_flight: new.max_in_flight,
             ordering_on_dead: new.ordering_on_dead,
             disabled_reason: (!new.enabled).then(|| "manual".to_owned()),
             created_at: now,
@@ -218,8 +227,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
-             disabled_reason, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)",
+             disabled_reason, created_at, updated_at, max_in_flight) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -236,6 +245,7 @@ impl Store {
         .bind(endpoint.ordering_on_dead.as_str())
         .bind(endpoint.disabled_reason.as_deref())
         .bind(now.as_millis())
+        .bind(to_i64(endpoint.max_in_flight))
         .execute(&self.writer)
         .await?;
         Ok(endpoint)
@@ -312,6 +322,9 @@ impl Store {
         if let Some(rate) = patch.rate_limit_per_sec {
             endpoint.rate_limit_per_sec = rate;
         }
+        if let Some(ceiling) = patch.max_in_flight {
+            endpoint.max_in_flight = ceiling;
+        }
         if let Some(on_dead) = patch.ordering_on_dead {
             endpoint.ordering_on_dead = on_dead;
         }
@@ -319,7 +332,7 @@ impl Store {
         sqlx::query(
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
-             ordering_on_dead = $11, updated_at = $12 WHERE id = $1 AND app_id = $2",
+             ordering_on_dead = $11, updated_at = $12, max_in_flight = $13 WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
@@ -333,6 +346,7 @@ impl Store {
         .bind(to_i64(endpoint.rate_limit_per_sec))
         .bind(endpoint.ordering_on_dead.as_str())
         .bind(now.as_millis())
+        .bind(to_i64(endpoint.max_in_flight))
         .execute(&mut *tx)
         .await?;
         let resumed = match (was_enabled, endpoint.enabled) {

@@ -17,8 +17,9 @@
 //! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
 //! - `complete`: attempts, next states, breakers and ordered partitions after sending.
 //! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
-//! - `handoff`: a dispatcher's room per endpoint, and publishes handing fresh
-//!   deliveries straight to the dispatcher of their own process.
+//! - [`dispatcher`]: the two small traits through which a claim reads the
+//!   dispatcher's room and a publish hands fresh deliveries to it (the
+//!   dispatcher, in `hookline-dispatch`, owns that state).
 //! - `wake`: telling dispatchers that work is due, in process and across nodes.
 //!
 //! # Concurrency
@@ -32,9 +33,9 @@ mod apps;
 mod claim;
 mod complete;
 mod deliveries;
+pub mod dispatcher;
 mod endpoints;
 mod events;
-mod handoff;
 mod keys;
 mod publish;
 pub mod records;
@@ -47,7 +48,7 @@ use std::time::Duration;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 
-pub use handoff::{HandedOff, Handoff, Slots};
+pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
 pub use publish::{PublishItem, Render, MAX_GROUP};
 pub use records::*;
 
@@ -117,7 +118,7 @@ pub struct Store {
     /// its committer tasks hold clones of the store).
     group: Arc<std::sync::OnceLock<publish::GroupCommit>>,
     /// This process's dispatcher, if one takes fresh deliveries straight from publishes.
-    handoff: Arc<std::sync::Mutex<Option<Arc<handoff::Handoff>>>>,
+    handoff: Arc<std::sync::Mutex<Option<Arc<dyn Inbox>>>>,
     /// Where the claim's round-robin pass over endpoints continues.
     fair_cursor: Arc<std::sync::Mutex<Option<hookline_core::ids::EndpointId>>>,
     database_url: Arc<str>,
@@ -232,9 +233,9 @@ impl Store {
     }
 
     /// From now on, publishes through this store (and its clones) hand fresh
-    /// deliveries they can to `handoff`'s dispatcher (see [`Handoff`]).
-    pub fn accept_handoffs(&self, handoff: Arc<Handoff>) {
-        *self.handoff.lock().expect("handoff poisoned") = Some(handoff);
+    /// deliveries they can to the dispatcher behind `inbox` (see [`Inbox`]).
+    pub fn accept_handoffs(&self, inbox: Arc<dyn Inbox>) {
+        *self.handoff.lock().expect("handoff poisoned") = Some(inbox);
     }
 
     /// Publishes stop handing deliveries off (the dispatcher is draining).
@@ -242,7 +243,7 @@ impl Store {
         *self.handoff.lock().expect("handoff poisoned") = None;
     }
 
-    fn handoff(&self) -> Option<Arc<Handoff>> {
+    fn handoff(&self) -> Option<Arc<dyn Inbox>> {
         self.handoff.lock().expect("handoff poisoned").clone()
     }
 

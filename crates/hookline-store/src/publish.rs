@@ -21,8 +21,8 @@ use sqlx::{Any, Row, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::claim::{self, ENDPOINT_COLUMNS};
+use crate::dispatcher::Reservation;
 use crate::endpoints::{due_for_new_work, event_types_from_json};
-use crate::handoff::Reservation;
 use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
@@ -228,7 +228,7 @@ impl Store {
                             && due_at <= item.now
                             && target.sends_at_once() =>
                     {
-                        handoff.reserve(&target.id)
+                        Reservation::take(handoff, &target.id, target.endpoint.gate.max_in_flight)
                     }
                     _ => None,
                 };
@@ -386,6 +386,7 @@ impl Target {
             sequence,
             send_at: None,
             probe: false,
+            max_in_flight: self.endpoint.gate.max_in_flight,
             url: self.endpoint.url.clone(),
             secret: self.endpoint.secret.clone(),
             retry: self.endpoint.retry,

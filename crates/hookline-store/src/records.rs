@@ -11,7 +11,7 @@ use hookline_core::retry::RetryPolicy;
 use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 
-use crate::handoff::Slots;
+use crate::dispatcher::{ClaimRoom, Unlimited};
 
 /// A producer's tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +84,9 @@ pub struct Endpoint {
     pub retry: RetryOverrides,
     /// Deliveries per second, for the whole cluster; `None` is unlimited.
     pub rate_limit_per_sec: Option<u32>,
+    /// The ceiling of this endpoint's adaptive concurrency per dispatcher process;
+    /// `None` follows the deployment's.
+    pub max_in_flight: Option<u32>,
     /// What a dead delivery does to the rest of its ordering partition.
     pub ordering_on_dead: OnDead,
     /// Why the endpoint is disabled: `manual`, `gone` (410) or `failing` (the breaker's span).
@@ -102,6 +105,7 @@ pub struct NewEndpoint {
     pub secret: EndpointSecret,
     pub retry: RetryOverrides,
     pub rate_limit_per_sec: Option<u32>,
+    pub max_in_flight: Option<u32>,
     pub ordering_on_dead: OnDead,
 }
 
@@ -117,6 +121,8 @@ pub struct EndpointPatch {
     pub retry: Option<RetryOverrides>,
     /// `Some(None)` removes the limit.
     pub rate_limit_per_sec: Option<Option<u32>>,
+    /// `Some(None)` follows the deployment's ceiling again.
+    pub max_in_flight: Option<Option<u32>>,
     pub ordering_on_dead: Option<OnDead>,
 }
 
@@ -227,6 +233,8 @@ pub struct ClaimedDelivery {
     pub send_at: Option<Timestamp>,
     /// This delivery is its endpoint's half-open breaker probe.
     pub probe: bool,
+    /// The endpoint's own concurrency ceiling, if it has one.
+    pub max_in_flight: Option<u32>,
     pub url: String,
     pub secret: EndpointSecret,
     pub retry: RetryOverrides,
@@ -267,10 +275,10 @@ pub struct AttemptRecord {
 pub struct ClaimPolicy {
     /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
     pub retry: RetryPolicy,
-    /// The claiming dispatcher's requests in flight per endpoint, and its per-endpoint
-    /// cap: an endpoint at the cap is skipped, and a claim takes no more than its room.
-    /// The claim counts what it leases here.
-    pub slots: Arc<Slots>,
+    /// The claiming dispatcher's room per endpoint: an endpoint without room is
+    /// skipped, and a claim takes no more than the room. The claim counts what it
+    /// leases there.
+    pub room: Arc<dyn ClaimRoom>,
     /// How long a half-open probe holds the right to be its endpoint's only request.
     pub probe_hold: Duration,
     /// How far ahead a rate-limited send slot may be handed out with its delivery.
@@ -281,7 +289,7 @@ impl Default for ClaimPolicy {
     fn default() -> Self {
         Self {
             retry: RetryPolicy::default(),
-            slots: Slots::unlimited(),
+            room: Arc::new(Unlimited),
             probe_hold: Duration::from_secs(30),
             rate_lookahead: Duration::from_secs(1),
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use hookline_core::breaker::BreakerPolicy;
+use hookline_core::concurrency::ConcurrencyPolicy;
 use hookline_core::retry::RetryPolicy;
 use hookline_dispatch::DispatcherConfig;
 use serde::{Deserialize, Serialize};
@@ -45,8 +46,13 @@ pub struct Config {
     pub batch_size: u32,
     /// Concurrent requests per dispatcher process.
     pub max_in_flight: usize,
-    /// Concurrent requests per dispatcher process to any one endpoint.
+    /// The ceiling of the adaptive limit of concurrent requests per dispatcher
+    /// process to any one endpoint.
     pub max_in_flight_per_endpoint: usize,
+    /// Its floor: an endpoint that fails or slows down keeps at least this many.
+    pub min_in_flight_per_endpoint: usize,
+    /// Where a newly seen endpoint's limit starts.
+    pub initial_in_flight_per_endpoint: usize,
     /// Consecutive failed attempts that open an endpoint's circuit breaker.
     pub breaker_failure_threshold: u32,
     /// The breaker's first cool-down; each failed probe doubles it…
@@ -90,7 +96,9 @@ impl Default for Config {
             lease_ms: dispatch.lease.as_millis() as u64,
             batch_size: dispatch.batch_size,
             max_in_flight: dispatch.max_in_flight,
-            max_in_flight_per_endpoint: dispatch.max_in_flight_per_endpoint,
+            max_in_flight_per_endpoint: dispatch.concurrency.ceiling as usize,
+            min_in_flight_per_endpoint: dispatch.concurrency.floor as usize,
+            initial_in_flight_per_endpoint: dispatch.concurrency.initial as usize,
             breaker_failure_threshold: dispatch.breaker.failure_threshold,
             breaker_cooldown_ms: dispatch.breaker.cooldown.as_millis() as u64,
             breaker_max_cooldown_ms: dispatch.breaker.max_cooldown.as_millis() as u64,
@@ -129,6 +137,19 @@ impl Config {
         }
     }
 
+    /// The adaptive per-endpoint limit: floor ≤ initial ≤ ceiling, each at least 1.
+    pub fn concurrency_policy(&self) -> ConcurrencyPolicy {
+        let count = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        let ceiling = count(self.max_in_flight_per_endpoint);
+        let floor = count(self.min_in_flight_per_endpoint).min(ceiling);
+        ConcurrencyPolicy {
+            floor,
+            initial: count(self.initial_in_flight_per_endpoint).clamp(floor, ceiling),
+            ceiling,
+            ..ConcurrencyPolicy::default()
+        }
+    }
+
     pub fn dispatcher(&self) -> DispatcherConfig {
         DispatcherConfig {
             retry: self.retry_policy(),
@@ -136,7 +157,7 @@ impl Config {
             lease: Duration::from_millis(self.lease_ms),
             batch_size: self.batch_size.max(1),
             max_in_flight: self.max_in_flight.max(1),
-            max_in_flight_per_endpoint: self.max_in_flight_per_endpoint.max(1),
+            concurrency: self.concurrency_policy(),
             breaker: BreakerPolicy {
                 failure_threshold: self.breaker_failure_threshold.max(1),
                 cooldown: Duration::from_millis(self.breaker_cooldown_ms),

@@ -31,6 +31,7 @@ pub(crate) struct CreateEndpoint {
     #[serde(default)]
     retry: RetryOverrides,
     rate_limit_per_sec: Option<u32>,
+    max_in_flight: Option<u32>,
     #[serde(default)]
     ordering_on_dead: OnDead,
 }
@@ -50,6 +51,8 @@ pub(crate) struct UpdateEndpoint {
     retry: Option<RetryOverrides>,
     #[serde(default, deserialize_with = "double_option")]
     rate_limit_per_sec: Option<Option<u32>>,
+    #[serde(default, deserialize_with = "double_option")]
+    max_in_flight: Option<Option<u32>>,
     ordering_on_dead: Option<OnDead>,
 }
 
@@ -116,6 +119,19 @@ fn validate_rate_limit(rate: Option<u32>) -> ApiResult<()> {
     }
 }
 
+/// The highest concurrency ceiling an endpoint may name (the process's own
+/// `max_in_flight` bounds it further).
+const MAX_IN_FLIGHT: u32 = 1024;
+
+fn validate_max_in_flight(ceiling: Option<u32>) -> ApiResult<()> {
+    match ceiling {
+        Some(c) if c == 0 || c > MAX_IN_FLIGHT => Err(ApiError::Validation(format!(
+            "max_in_flight must be null (the deployment's ceiling) or 1 to {MAX_IN_FLIGHT}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn validate_retry(retry: &RetryOverrides) -> ApiResult<()> {
     let in_range = |value: Option<u64>, range: std::ops::RangeInclusive<u64>| {
         value.is_none_or(|v| range.contains(&v))
@@ -156,6 +172,7 @@ pub(crate) async fn create(
     validate_event_types(&new.event_types)?;
     validate_retry(&new.retry)?;
     validate_rate_limit(new.rate_limit_per_sec)?;
+    validate_max_in_flight(new.max_in_flight)?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -174,6 +191,7 @@ pub(crate) async fn create(
                 secret,
                 retry: new.retry,
                 rate_limit_per_sec: new.rate_limit_per_sec,
+                max_in_flight: new.max_in_flight,
                 ordering_on_dead: new.ordering_on_dead,
             },
             state.clock.now(),
@@ -243,6 +261,9 @@ pub(crate) async fn update(
     if let Some(rate) = patch.rate_limit_per_sec {
         validate_rate_limit(rate)?;
     }
+    if let Some(ceiling) = patch.max_in_flight {
+        validate_max_in_flight(ceiling)?;
+    }
     let updated = state
         .store
         .update_endpoint(
@@ -255,6 +276,7 @@ pub(crate) async fn update(
                 enabled: patch.enabled,
                 retry: patch.retry,
                 rate_limit_per_sec: patch.rate_limit_per_sec,
+                max_in_flight: patch.max_in_flight,
                 ordering_on_dead: patch.ordering_on_dead,
             },
             state.clock.now(),
