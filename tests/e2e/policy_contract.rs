@@ -52,12 +52,7 @@ fn room_with(endpoint: &EndpointId, count: usize, cap: u32) -> std::sync::Arc<Ro
 }
 
 /// A finished attempt of `claimed`: 503 when it failed, 200 otherwise.
-fn attempt(
-    claimed: &ClaimedDelivery,
-    completion: Completion,
-    signal: Signal,
-    at: Timestamp,
-) -> AttemptRecord {
+fn attempt(claimed: &ClaimedDelivery, next: Next, signal: Signal, at: Timestamp) -> AttemptRecord {
     AttemptRecord {
         delivery_id: claimed.id.clone(),
         app_id: claimed.app_id.clone(),
@@ -69,7 +64,7 @@ fn attempt(
         status_code: Some(if signal == Signal::Failed { 503 } else { 200 }),
         response_body: None,
         error: None,
-        completion,
+        next,
         signal,
         disable_endpoint: false,
     }
@@ -135,13 +130,13 @@ impl Fixture {
     async fn finish(
         &self,
         claimed: &[ClaimedDelivery],
-        completion: Completion,
+        next: Next,
         signal: Signal,
         now: Timestamp,
     ) {
         let records: Vec<AttemptRecord> = claimed
             .iter()
-            .map(|c| attempt(c, completion, signal, now))
+            .map(|c| attempt(c, next, signal, now))
             .collect();
         self.store
             .complete_attempts(&records, &breaker(), now)
@@ -199,7 +194,7 @@ async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engi
     // Three failures in a row open the breaker (threshold 3).
     let first = f.claim(t(1), 3).await;
     assert_eq!(first.len(), 3);
-    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+    f.finish(&first, Next::RetryAt(t(2)), Signal::Failed, t(1))
         .await;
     let health = f.health().await;
     assert_eq!(health.breaker.state, BreakerState::Open);
@@ -226,7 +221,7 @@ async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engi
     );
 
     let probe = vec![probes[0].clone()];
-    f.finish(&probe, Completion::Succeeded, Signal::Healthy, t(12))
+    f.finish(&probe, Next::Succeeded, Signal::Healthy, t(12))
         .await;
     let health = f.health().await;
     assert_eq!(
@@ -258,7 +253,7 @@ async fn the_breaker_moves_a_queue_larger_than_one_statement(engine: Engine) {
         f.store.publish_group(group, render).await.unwrap();
     }
     let first = f.claim(t(1), 3).await;
-    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+    f.finish(&first, Next::RetryAt(t(2)), Signal::Failed, t(1))
         .await;
     assert_eq!(f.health().await.breaker.state, BreakerState::Open);
     // Opening moved the whole queue, retries included, to the probe time.
@@ -266,7 +261,7 @@ async fn the_breaker_moves_a_queue_larger_than_one_statement(engine: Engine) {
 
     let probe = f.claim(t(11), 10).await;
     assert_eq!(probe.len(), 1);
-    f.finish(&probe, Completion::Succeeded, Signal::Healthy, t(12))
+    f.finish(&probe, Next::Succeeded, Signal::Healthy, t(12))
         .await;
     // Closing brought every deferred delivery back: all the rest are due now.
     let rest = f.claim(t(12), 5_000).await;
@@ -279,11 +274,11 @@ async fn failed_probe_reopens_with_a_longer_cooldown(engine: Engine) {
         f.publish(None, t(0)).await;
     }
     let first = f.claim(t(1), 3).await;
-    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+    f.finish(&first, Next::RetryAt(t(2)), Signal::Failed, t(1))
         .await;
     let probe = f.claim(t(11), 10).await;
     assert_eq!(probe.len(), 1);
-    f.finish(&probe, Completion::RetryAt(t(12)), Signal::Failed, t(12))
+    f.finish(&probe, Next::RetryAt(t(12)), Signal::Failed, t(12))
         .await;
     let health = f.health().await;
     assert_eq!(health.breaker.state, BreakerState::Open);
@@ -306,7 +301,7 @@ async fn failing_past_the_span_disables_and_parks(engine: Engine) {
         if let Some(d) = claimed.first() {
             f.finish(
                 std::slice::from_ref(d),
-                Completion::RetryAt(now + Duration::from_secs(1)),
+                Next::RetryAt(now + Duration::from_secs(1)),
                 Signal::Failed,
                 now,
             )
@@ -361,7 +356,7 @@ async fn ordered_partition_releases_one_at_a_time(engine: Engine) {
     // A retry of the head keeps the partition waiting; other keys are unaffected.
     f.finish(
         std::slice::from_ref(&head),
-        Completion::RetryAt(t(5)),
+        Next::RetryAt(t(5)),
         Signal::Neutral,
         t(2),
     )
@@ -372,7 +367,7 @@ async fn ordered_partition_releases_one_at_a_time(engine: Engine) {
         retried.iter().map(|c| &c.event_id).collect::<Vec<_>>(),
         vec![&a1]
     );
-    f.finish(&retried, Completion::Succeeded, Signal::Healthy, t(6))
+    f.finish(&retried, Next::Succeeded, Signal::Healthy, t(6))
         .await;
     let next = f.claim(t(6), 10).await;
     assert_eq!(
@@ -401,12 +396,7 @@ async fn one_turn_records_attempts_then_claims_what_they_released(engine: Engine
     let turn = f
         .store
         .complete_and_claim(
-            &[attempt(
-                &head[0],
-                Completion::Succeeded,
-                Signal::Healthy,
-                t(2),
-            )],
+            &[attempt(&head[0], Next::Succeeded, Signal::Healthy, t(2))],
             &breaker(),
             t(2),
             LEASE,
@@ -450,7 +440,7 @@ async fn one_turn_records_attempts_then_claims_what_they_released(engine: Engine
     let d = f.publish(None, t(3)).await;
     let failed: Vec<AttemptRecord> = in_flight
         .iter()
-        .map(|c| attempt(c, Completion::RetryAt(t(4)), Signal::Failed, t(3)))
+        .map(|c| attempt(c, Next::RetryAt(t(4)), Signal::Failed, t(3)))
         .collect();
     let turn = f
         .store
@@ -474,7 +464,7 @@ async fn dead_head_skips_or_blocks_by_endpoint_option(engine: Engine) {
         let head = f.claim(t(1), 10).await;
         f.finish(
             &head,
-            Completion::Dead(DeadReason::ClientError),
+            Next::Dead(DeadReason::ClientError),
             Signal::Healthy,
             t(1),
         )
@@ -493,7 +483,7 @@ async fn dead_head_skips_or_blocks_by_endpoint_option(engine: Engine) {
             ));
             let replayed = f.claim(t(3), 10).await;
             assert_eq!(replayed[0].event_id, first);
-            f.finish(&replayed, Completion::Succeeded, Signal::Healthy, t(4))
+            f.finish(&replayed, Next::Succeeded, Signal::Healthy, t(4))
                 .await;
             let unblocked = f.claim(t(4), 10).await;
             assert_eq!(unblocked[0].event_id, second);
@@ -529,7 +519,7 @@ async fn fresh_work_is_claimed_beside_a_retry_backlog(engine: Engine) {
         f.publish(None, t(0)).await;
     }
     let first = f.claim(t(0), 8).await;
-    f.finish(&first, Completion::RetryAt(t(1)), Signal::Neutral, t(0))
+    f.finish(&first, Next::RetryAt(t(1)), Signal::Neutral, t(0))
         .await;
     let fresh = f.publish(None, t(2)).await;
     // Eight retries are older, but a batch of 4 still takes the new event (retries get a quarter).
@@ -639,7 +629,7 @@ async fn deferral_past_max_age_dead_letters(engine: Engine) {
         f.publish(None, t(0)).await;
     }
     let first = f.claim(t(1), 3).await;
-    f.finish(&first, Completion::RetryAt(t(2)), Signal::Failed, t(1))
+    f.finish(&first, Next::RetryAt(t(2)), Signal::Failed, t(1))
         .await;
     // The breaker would defer the fourth to t(11), beyond its 5 s max age: dead, not deferred.
     let claimed = f.claim(t(11), 10).await;
@@ -853,7 +843,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     };
     answered(&room, &f.endpoint.id);
     assert_eq!(room.in_flight(&f.endpoint.id), 1);
-    let record = attempt(delivery, Completion::Succeeded, Signal::Healthy, t(1));
+    let record = attempt(delivery, Next::Succeeded, Signal::Healthy, t(1));
     f.store
         .complete_and_claim(&[record], &breaker(), t(1), LEASE, 0, &claiming)
         .await
@@ -863,7 +853,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     assert_eq!(room.in_flight(&f.endpoint.id), 1);
     // A handed-off partition head releases the delivery behind it when it succeeds.
     answered(&room, &f.endpoint.id);
-    let record = attempt(delivery_head, Completion::Succeeded, Signal::Healthy, t(1));
+    let record = attempt(delivery_head, Next::Succeeded, Signal::Healthy, t(1));
     f.store
         .complete_and_claim(&[record], &breaker(), t(1), LEASE, 0, &claiming)
         .await
@@ -887,7 +877,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     let records: Vec<AttemptRecord> = claim
         .deliveries
         .iter()
-        .map(|d| attempt(d, Completion::Succeeded, Signal::Healthy, t(3)))
+        .map(|d| attempt(d, Next::Succeeded, Signal::Healthy, t(3)))
         .collect();
     f.store
         .complete_and_claim(&records, &breaker(), t(3), LEASE, 0, &claiming)
@@ -913,7 +903,7 @@ async fn a_released_partition_successor_goes_ahead_of_later_work(engine: Engine)
     }
     let first = f.claim(t(3), 1).await;
     assert_eq!(first[0].event_id, head);
-    f.finish(&first, Completion::Succeeded, Signal::Healthy, t(4))
+    f.finish(&first, Next::Succeeded, Signal::Healthy, t(4))
         .await;
     // Released at t(4), it has waited since its publish at t(1): older than the
     // unordered work published at t(2), so the next claim takes it first.

@@ -66,7 +66,7 @@ async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -
     id
 }
 
-fn record(claimed: &ClaimedDelivery, completion: Completion, at: Timestamp) -> AttemptRecord {
+fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord {
     AttemptRecord {
         delivery_id: claimed.id.clone(),
         app_id: claimed.app_id.clone(),
@@ -78,9 +78,9 @@ fn record(claimed: &ClaimedDelivery, completion: Completion, at: Timestamp) -> A
         status_code: Some(500),
         response_body: Some("oops".into()),
         error: None,
-        completion,
-        signal: match completion {
-            Completion::Succeeded => Signal::Healthy,
+        next,
+        signal: match next {
+            Next::Succeeded => Signal::Healthy,
             _ => Signal::Failed,
         },
         disable_endpoint: false,
@@ -111,6 +111,7 @@ both_engines!(
     dlq_lists_newest_first_with_cursor,
     api_keys_by_hash_and_scope,
     idempotency_retention_purges_old_keys,
+    retention_removes_old_delivered_history_and_keeps_the_dlq,
 );
 
 async fn apps_round_trip_by_id_and_uid(engine: Engine) {
@@ -543,10 +544,10 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
         .await
         .unwrap()
         .deliveries;
-    let mut ok = record(&claimed[0], Completion::Succeeded, t(2));
+    let mut ok = record(&claimed[0], Next::Succeeded, t(2));
     ok.status_code = Some(200);
-    let retry = record(&claimed[1], Completion::RetryAt(t(60)), t(2));
-    let mut dead = record(&claimed[2], Completion::Dead(DeadReason::ClientError), t(2));
+    let retry = record(&claimed[1], Next::RetryAt(t(60)), t(2));
+    let mut dead = record(&claimed[2], Next::Dead(DeadReason::ClientError), t(2));
     dead.status_code = None;
     dead.error = Some((TransportError::Connect, "refused".into()));
     store
@@ -652,11 +653,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
     // The first owner finishes late: its attempt is on record, but the state stays the new owner's.
     store
         .complete_attempts(
-            &[record(
-                &old,
-                Completion::Dead(DeadReason::ClientError),
-                t(41),
-            )],
+            &[record(&old, Next::Dead(DeadReason::ClientError), t(41))],
             &BreakerPolicy::default(),
             t(41),
         )
@@ -666,7 +663,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
     assert_eq!(delivery.state, DeliveryState::InFlight);
     store
         .complete_attempts(
-            &[record(&new, Completion::Succeeded, t(42))],
+            &[record(&new, Next::Succeeded, t(42))],
             &BreakerPolicy::default(),
             t(42),
         )
@@ -744,7 +741,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         .unwrap()
         .deliveries
         .remove(0);
-    let mut gone = record(&first, Completion::Dead(DeadReason::Gone), t(1));
+    let mut gone = record(&first, Next::Dead(DeadReason::Gone), t(1));
     gone.disable_endpoint = true;
     store
         .complete_attempts(&[gone], &BreakerPolicy::default(), t(1))
@@ -825,11 +822,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
         .unwrap()
         .deliveries
         .remove(0);
-    let mut attempt = record(
-        &claimed,
-        Completion::Dead(DeadReason::RetriesExhausted),
-        t(1),
-    );
+    let mut attempt = record(&claimed, Next::Dead(DeadReason::RetriesExhausted), t(1));
     attempt.attempt_number = 5;
     store
         .complete_attempts(&[attempt], &BreakerPolicy::default(), t(1))
@@ -915,9 +908,9 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     // Dead at t(10), t(11), t(11), t(12), and one succeeded.
     for (i, claim) in claimed.iter().enumerate() {
         let completion = if i == 4 {
-            Completion::Succeeded
+            Next::Succeeded
         } else {
-            Completion::Dead(DeadReason::ClientError)
+            Next::Dead(DeadReason::ClientError)
         };
         let at = t(10 + [0, 1, 1, 2, 3][i]);
         store
@@ -1035,4 +1028,90 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
         PublishOutcome::Replayed(_)
     ));
     store.ping().await.unwrap();
+}
+
+async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let events: Vec<EventId> = [
+        publish(&store, &app, "a", t(1)).await,
+        publish(&store, &app, "a", t(1)).await,
+        publish(&store, &app, "a", t(1)).await,
+    ]
+    .into();
+    // An event nobody subscribed to (its app has no endpoint) has no delivery at all.
+    let quiet_app = self::app(&store).await;
+    let unsubscribed = publish(&store, &quiet_app, "a", t(1)).await;
+    let mut claimed = store
+        .claim_due_deliveries(t(2), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    claimed.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+    let (succeeded, dead, retrying) = (&claimed[0], &claimed[1], &claimed[2]);
+    store
+        .complete_attempts(
+            &[
+                record(succeeded, Next::Succeeded, t(2)),
+                record(dead, Next::Dead(DeadReason::ClientError), t(2)),
+                record(retrying, Next::RetryAt(t(60)), t(2)),
+            ],
+            &BreakerPolicy::default(),
+            t(3),
+        )
+        .await
+        .unwrap();
+    // Ids carry their creation time: a cutoff before it removes nothing.
+    let real_now = Timestamp::from_millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64,
+    );
+    let before = real_now - Duration::from_secs(3600);
+    assert_eq!(
+        store.purge_history(before).await.unwrap(),
+        Purged::default()
+    );
+
+    let after = real_now + Duration::from_secs(3600);
+    let purged = store.purge_history(after).await.unwrap();
+    assert_eq!(
+        purged,
+        Purged {
+            deliveries: 1,
+            attempts: 1,
+            events: 2,
+        },
+        "the succeeded delivery, its attempt, its event and the unsubscribed event"
+    );
+    assert!(!purged.full());
+    assert_eq!(store.get_event(&app, &events[0]).await.unwrap(), None);
+    assert_eq!(
+        store.get_event(&quiet_app, &unsubscribed).await.unwrap(),
+        None
+    );
+    // The dead-letter entry, with its event and its attempt, and the retrying delivery stay.
+    let (_, kept) = store.get_event(&app, &events[1]).await.unwrap().unwrap();
+    assert_eq!(kept[0].state, DeliveryState::Dead);
+    let attempts = store
+        .list_attempts(
+            &app,
+            &dead.id,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 1);
+    let (_, kept) = store.get_event(&app, &events[2]).await.unwrap().unwrap();
+    assert_eq!(kept[0].state, DeliveryState::Pending);
+    // Nothing is left to remove.
+    assert_eq!(store.purge_history(after).await.unwrap(), Purged::default());
 }

@@ -24,6 +24,7 @@
 
 use std::time::Duration;
 
+pub use crate::admission::Admission;
 use crate::time::Timestamp;
 
 /// The breaker's knobs (deployment-wide).
@@ -119,18 +120,6 @@ impl Default for Breaker {
     }
 }
 
-/// Whether a due delivery may be sent now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    /// Closed: send.
-    Send,
-    /// The cool-down is over and nobody is probing: this delivery may become the probe
-    /// (the store makes sure only one claim wins).
-    Probe,
-    /// Not before this time; the delivery is deferred without an attempt.
-    Defer(Timestamp),
-}
-
 /// What a recorded outcome did to the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
@@ -146,7 +135,8 @@ pub enum Transition {
 }
 
 impl Breaker {
-    /// May a due delivery be sent at `now`?
+    /// What the breaker says of a due delivery at `now` (never [`Admission::Park`]:
+    /// that is the endpoint's switch; see [`crate::admission::admit`]).
     pub fn admit(&self, now: Timestamp) -> Admission {
         match self.state {
             BreakerState::Closed => Admission::Send,

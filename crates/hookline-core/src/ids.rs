@@ -45,6 +45,13 @@ macro_rules! prefixed_id {
                 Self(format!("{}{}", $prefix, next_ulid()))
             }
 
+            /// The lowest id of the millisecond `unix_ms`: every id generated before
+            /// it sorts below (ids are time-sortable), so a range of ids is a range of
+            /// creation times.
+            pub fn first_of_millisecond(unix_ms: u64) -> Self {
+                Self(format!("{}{}", $prefix, ulid::Ulid::from_parts(unix_ms, 0)))
+            }
+
             /// Parses an id, checking its prefix and its ULID.
             pub fn parse(value: &str) -> Result<Self, InvalidId> {
                 value

@@ -11,6 +11,7 @@
 //! - [`time`]: [`time::Timestamp`] (unix milliseconds) and the injected clock.
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
+//! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
 //! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
 //! - [`ordering`]: the rules of per-entity ordered partitions.
@@ -20,6 +21,7 @@
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`destination`]: which IP addresses outbound requests may reach.
 
+pub mod admission;
 pub mod breaker;
 pub mod classify;
 pub mod concurrency;

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use crate::classify::Verdict;
-use crate::model::DeadReason;
+use crate::model::{AttemptVerdict, DeadReason, DeliveryState};
 use crate::time::Timestamp;
 
 /// A source of uniform random integers, injected so tests can pin the jitter.
@@ -60,12 +60,56 @@ impl Default for RetryPolicy {
     }
 }
 
-/// What to do with a delivery after an attempt.
+/// What happens after an attempt: the one type from the retry budget's decision
+/// to what is recorded (the attempt row's verdict and times, the delivery's next
+/// state). The classifier's [`Verdict`] is its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
     Succeeded,
     RetryAt(Timestamp),
     Dead(DeadReason),
+}
+
+impl Next {
+    /// The attempt row's verdict.
+    pub fn verdict(self) -> AttemptVerdict {
+        match self {
+            Next::Succeeded => AttemptVerdict::Delivered,
+            Next::RetryAt(_) => AttemptVerdict::Retry,
+            Next::Dead(_) => AttemptVerdict::Dead,
+        }
+    }
+
+    /// The delivery's state after the attempt.
+    pub fn state(self) -> DeliveryState {
+        match self {
+            Next::Succeeded => DeliveryState::Succeeded,
+            Next::RetryAt(_) => DeliveryState::Pending,
+            Next::Dead(_) => DeliveryState::Dead,
+        }
+    }
+
+    /// When the next attempt is scheduled, if one is.
+    pub fn next_attempt_at(self) -> Option<Timestamp> {
+        match self {
+            Next::RetryAt(at) => Some(at),
+            Next::Succeeded | Next::Dead(_) => None,
+        }
+    }
+
+    /// The delivery's `due_at` after an attempt recorded at `now`: the retry time,
+    /// or `now` for a delivery that is finished.
+    pub fn due_at(self, now: Timestamp) -> Timestamp {
+        self.next_attempt_at().unwrap_or(now)
+    }
+
+    /// Why the delivery is dead, if it is.
+    pub fn dead_reason(self) -> Option<DeadReason> {
+        match self {
+            Next::Dead(reason) => Some(reason),
+            Next::Succeeded | Next::RetryAt(_) => None,
+        }
+    }
 }
 
 impl RetryPolicy {

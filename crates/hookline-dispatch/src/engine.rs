@@ -22,18 +22,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_core::breaker::Signal;
 use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
 use hookline_core::concurrency::Pressure;
-use hookline_core::ids::DeliveryId;
+use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::retry::{Next, ThreadJitter};
 use hookline_core::time::Clock;
-use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Completion, Store};
+use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Store};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::room::{HandedOff, Handoff, Room};
+use crate::room::{holds_room, HandedOff, Handoff, Room};
 use crate::sender::Sender;
 use crate::{DispatchError, DispatcherConfig};
 
@@ -44,25 +43,37 @@ const COMPLETION_BATCH: usize = 512;
 struct Finished {
     record: AttemptRecord,
     /// The room of an attempt that failed in a way the breaker counts is held until
-    /// the turn that records it: that record may open the breaker, and a claim
-    /// running before it is written would send the endpoint one more request than
-    /// the breaker allows. Every other answer frees its room as it arrives.
+    /// the turn that records it has committed: that record may open the breaker,
+    /// and a claim or hand-off before it is written would send the endpoint one
+    /// more request than the breaker allows. (The turn's own claim, which runs
+    /// after the record in the same transaction, sees that room as free: see
+    /// `Room::begin`.) Every other answer frees its room as it arrives.
     held: Option<HeldRoom>,
 }
 
 struct HeldRoom {
+    endpoint: EndpointId,
     pressure: Pressure,
+    latency: Duration,
     epoch: u64,
 }
 
-/// Moves what arrived into the turn's records, freeing the rooms held until now
-/// (the turn writes these records before it claims).
-fn take_arrived(arrived: &mut Vec<Finished>, finished: &mut Vec<AttemptRecord>, room: &Room) {
-    for Finished { record, held } in arrived.drain(..) {
-        if let Some(HeldRoom { pressure, epoch }) = held {
-            room.finish(&record.endpoint_id, pressure, record.duration, epoch);
-        }
+/// Moves what arrived into the turn's records, and the rooms they hold into `held`.
+fn take_arrived(
+    arrived: &mut Vec<Finished>,
+    finished: &mut Vec<AttemptRecord>,
+    held: &mut Vec<HeldRoom>,
+) {
+    for Finished { record, held: room } in arrived.drain(..) {
+        held.extend(room);
         finished.push(record);
+    }
+}
+
+/// Frees the rooms whose records a committed turn wrote.
+fn release_held(held: &mut Vec<HeldRoom>, room: &Room) {
+    for h in held.drain(..) {
+        room.finish(&h.endpoint, h.pressure, h.latency, h.epoch);
     }
 }
 
@@ -124,6 +135,7 @@ impl Dispatcher {
         // writes (kept in hand when a turn fails).
         let mut arrived: Vec<Finished> = Vec::new();
         let mut finished: Vec<AttemptRecord> = Vec::new();
+        let mut held: Vec<HeldRoom> = Vec::new();
         // Deliveries handed off by publishes, not yet started.
         let mut handed: Vec<HandedOff> = Vec::new();
         let mut sends = JoinSet::new();
@@ -167,7 +179,7 @@ impl Dispatcher {
                     }
                 }
             }
-            take_arrived(&mut arrived, &mut finished, &room);
+            take_arrived(&mut arrived, &mut finished, &mut held);
             let turn_started = std::time::Instant::now();
             let claimed = match this
                 .store
@@ -192,6 +204,7 @@ impl Dispatcher {
                 }
             };
             failures = 0;
+            release_held(&mut held, &room);
             record_turn(turn_started.elapsed(), finished.len(), claimed.rows);
             for record in finished.drain(..) {
                 leases.finish(&record.delivery_id);
@@ -256,13 +269,14 @@ impl Dispatcher {
         // over — are released.
         drop(records_tx);
         while records_rx.recv_many(&mut arrived, COMPLETION_BATCH).await > 0 {}
-        take_arrived(&mut arrived, &mut finished, &room);
+        take_arrived(&mut arrived, &mut finished, &mut held);
         for batch in finished.chunks(COMPLETION_BATCH) {
             this.write_with_retries(batch).await?;
             for record in batch {
                 leases.finish(&record.delivery_id);
             }
         }
+        release_held(&mut held, &room);
         inbox.close();
         while let Ok(batch) = inbox.try_recv() {
             for HandedOff { delivery, .. } in batch {
@@ -319,8 +333,13 @@ impl Dispatcher {
         let epoch = room.epoch(&delivery.endpoint_id);
         sends.spawn(async move {
             let (record, pressure) = this.attempt(&delivery, url).await;
-            let held = if record.signal == Signal::Failed {
-                Some(HeldRoom { pressure, epoch })
+            let held = if holds_room(&record) {
+                Some(HeldRoom {
+                    endpoint: delivery.endpoint_id.clone(),
+                    pressure,
+                    latency: record.duration,
+                    epoch,
+                })
             } else {
                 room.finish(&delivery.endpoint_id, pressure, record.duration, epoch);
                 None
@@ -409,13 +428,8 @@ impl Dispatcher {
             now,
             &mut ThreadJitter,
         );
-        let completion = match next {
-            Next::Succeeded => Completion::Succeeded,
-            Next::RetryAt(at) => Completion::RetryAt(at),
-            Next::Dead(reason) => Completion::Dead(reason),
-        };
-        record_metrics(&result, &completion);
-        tracing::debug!(status = ?result.status, ?completion, "attempt finished");
+        record_metrics(&result, next);
+        tracing::debug!(status = ?result.status, ?next, "attempt finished");
         let record = AttemptRecord {
             delivery_id: delivery.id.clone(),
             app_id: delivery.app_id.clone(),
@@ -427,7 +441,7 @@ impl Dispatcher {
             status_code: result.status,
             response_body: result.response_body,
             error: result.error,
-            completion,
+            next,
             signal: breaker_signal(&result.outcome),
             disable_endpoint: matches!(
                 verdict,
@@ -441,7 +455,7 @@ impl Dispatcher {
     }
 }
 
-fn record_metrics(result: &crate::sender::SendResult, completion: &Completion) {
+fn record_metrics(result: &crate::sender::SendResult, next: Next) {
     let class = match (result.status, &result.error) {
         (Some(status), _) => match status {
             200..=299 => "2xx",
@@ -454,10 +468,10 @@ fn record_metrics(result: &crate::sender::SendResult, completion: &Completion) {
     };
     metrics::counter!("hookline_attempts_total", "outcome" => class).increment(1);
     metrics::histogram!("hookline_attempt_duration_seconds").record(result.duration.as_secs_f64());
-    let next = match completion {
-        Completion::Succeeded => "succeeded",
-        Completion::RetryAt(_) => "retry",
-        Completion::Dead(_) => "dead",
+    let next = match next {
+        Next::Succeeded => "succeeded",
+        Next::RetryAt(_) => "retry",
+        Next::Dead(_) => "dead",
     };
     metrics::counter!("hookline_deliveries_completed_total", "result" => next).increment(1);
 }

@@ -24,9 +24,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use hookline_core::breaker::Signal;
 use hookline_core::concurrency::{AdaptiveLimit, ConcurrencyPolicy, Pressure};
 use hookline_core::ids::EndpointId;
-use hookline_store::{ClaimRoom, ClaimedDelivery, Inbox, RoomView};
+use hookline_store::{AttemptRecord, ClaimRoom, ClaimedDelivery, Inbox, RoomView};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// One dispatcher's requests in flight per endpoint, under each endpoint's adaptive limit.
@@ -164,15 +165,35 @@ impl Room {
     }
 }
 
+/// Whether an attempt's room stays taken until its record is committed: a failure
+/// the breaker counts, whose record may open the breaker.
+pub fn holds_room(record: &AttemptRecord) -> bool {
+    record.signal == Signal::Failed
+}
+
 impl ClaimRoom for Room {
-    fn begin(&self) -> RoomView {
+    fn begin(&self, recording: &[AttemptRecord]) -> RoomView {
         let mut state = self.lock();
         state.claiming = true;
+        // The rooms `recording` holds are free for this claim: it runs after those
+        // records in the same transaction, so it sees what they did to the breaker.
+        let mut freed: HashMap<&EndpointId, usize> = HashMap::new();
+        for record in recording.iter().filter(|r| holds_room(r)) {
+            *freed.entry(&record.endpoint_id).or_default() += 1;
+        }
         let default = AdaptiveLimit::new(&self.policy).current();
         let rooms = state
             .endpoints
             .iter()
-            .map(|(endpoint, room)| (endpoint.clone(), room.room()))
+            .map(|(endpoint, room)| {
+                let in_flight = room
+                    .in_flight
+                    .saturating_sub(freed.get(endpoint).copied().unwrap_or(0));
+                (
+                    endpoint.clone(),
+                    room.limit.current().saturating_sub(in_flight),
+                )
+            })
             .filter(|(_, room)| *room != default)
             .collect();
         RoomView { default, rooms }
@@ -311,7 +332,7 @@ mod tests {
         let room = Room::new(policy(2));
         let (busy, idle) = (endpoint(), endpoint());
         room.start(&busy);
-        let view = room.begin();
+        let view = room.begin(&[]);
         assert_eq!(view.default, 2);
         assert_eq!(view.room(&busy), 1);
         assert_eq!(view.room(&idle), 2);
@@ -322,7 +343,7 @@ mod tests {
         room.leased(&[], false);
         assert!(room.try_take(&idle, None));
         // A claim that filled its batch leaves the dispatcher behind: no hand-offs.
-        room.begin();
+        room.begin(&[]);
         room.leased(&[], true);
         assert!(!room.try_take(&idle, None));
     }

@@ -10,7 +10,8 @@
 //!    behind the rows of capped ones.
 //! 2. **Lease.** Claimed rows become `in_flight` until `now + lease` under a
 //!    fresh token; on PostgreSQL `FOR UPDATE SKIP LOCKED` keeps nodes apart.
-//! 3. **Admission**, per endpoint, in endpoint-id order (a fixed lock order):
+//! 3. **Admission**, per endpoint, in endpoint-id order (a fixed lock order),
+//!    by the one rule of `hookline_core::admission` that publishes ask too:
 //!    a disabled endpoint's deliveries are parked; an open breaker defers them
 //!    to its probe time (no attempt charged, max age still enforced); when the
 //!    cool-down is over exactly one claim in the cluster wins the probe by a
@@ -22,7 +23,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookline_core::breaker::{Admission, Breaker, BreakerPolicy};
+use hookline_core::admission::{self, Admission};
+use hookline_core::breaker::{Breaker, BreakerPolicy};
 use hookline_core::ids::EndpointId;
 use hookline_core::model::DeadReason;
 use hookline_core::ordering::OnDead;
@@ -82,6 +84,17 @@ pub(crate) struct Gate {
     /// The endpoint's own concurrency ceiling.
     pub(crate) max_in_flight: Option<u32>,
     pub(crate) on_dead: OnDead,
+}
+
+impl Gate {
+    /// What the one admission rule (`hookline_core::admission`) reads.
+    pub(crate) fn admission(&self) -> admission::Gate {
+        admission::Gate {
+            enabled: self.enabled,
+            breaker: self.breaker,
+            rate_limited: self.rate_limit.is_some(),
+        }
+    }
 }
 
 /// A claimed batch's endpoint: where and how to send, and its gate.
@@ -191,7 +204,7 @@ impl Store {
         // off while this writer runs), and what the claim leased is counted before
         // the commit, so hand-offs pause only while the claim's statements run.
         let claim = if limit > 0 {
-            let view = policy.room.begin();
+            let view = policy.room.begin(records);
             match self
                 .claim_in(&mut tx, now, lease, limit, policy, &view)
                 .await
@@ -423,25 +436,33 @@ impl Store {
             return Ok(());
         };
         let on_dead = gate.on_dead;
-        if !gate.enabled {
-            for claimed in &group {
-                deferred.defer(&claimed.delivery, PARKED);
-            }
-            return Ok(());
-        }
-        let rate_limit = gate.rate_limit;
-        // Within this dispatcher's room for the endpoint (and the endpoint's own
-        // ceiling, for an endpoint the dispatcher has not sent to yet); the rest go
-        // back, due now.
+        // This dispatcher's room for the endpoint (and the endpoint's own ceiling, for
+        // an endpoint the dispatcher has not sent to yet).
         let room = room.min(gate.max_in_flight.map_or(usize::MAX, |m| m as usize));
-        let mut group = group;
-        if group.len() > room {
-            for claimed in group.split_off(room) {
-                deferred.defer(&claimed.delivery, now);
+        let mut admitted: Vec<ClaimedDelivery> = match admission::admit(&gate.admission(), now) {
+            Admission::Park => {
+                for claimed in &group {
+                    deferred.defer(&claimed.delivery, PARKED);
+                }
+                return Ok(());
             }
-        }
-        let mut admitted: Vec<ClaimedDelivery> = match gate.breaker.admit(now) {
-            Admission::Send => group.into_iter().map(|c| c.delivery).collect(),
+            // No room: everything goes back, due now, and the probe waits for room.
+            Admission::Send | Admission::Probe if room == 0 => {
+                for claimed in &group {
+                    deferred.defer(&claimed.delivery, now);
+                }
+                Vec::new()
+            }
+            Admission::Send => {
+                // Within the room; the rest go back, due now.
+                let mut group = group;
+                if group.len() > room {
+                    for claimed in group.split_off(room) {
+                        deferred.defer(&claimed.delivery, now);
+                    }
+                }
+                group.into_iter().map(|c| c.delivery).collect()
+            }
             Admission::Defer(until) => {
                 for claimed in &group {
                     defer_or_expire(tx, deferred, &claimed.delivery, until, now, policy, on_dead)
@@ -466,7 +487,7 @@ impl Store {
                     .unwrap_or_default()
             }
         };
-        if let Some(per_second) = rate_limit {
+        if let Some(per_second) = gate.rate_limit {
             admitted = self
                 .reserve_send_slots(
                     tx, deferred, endpoint, admitted, per_second, now, policy, on_dead,

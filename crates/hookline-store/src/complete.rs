@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal, Transition};
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
-use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState};
+use hookline_core::model::DeadReason;
 use hookline_core::ordering::{self, OnDead};
 use hookline_core::time::Timestamp;
 use sqlx::any::AnyRow;
@@ -16,7 +16,7 @@ use crate::endpoints::{
     breaker_from_row, disable_endpoint, due_for_new_work, move_queue, on_dead_from_row,
     save_breaker, BREAKER_COLUMNS,
 };
-use crate::records::{AttemptRecord, Completion};
+use crate::records::{AttemptRecord, Next};
 use crate::{parse_column, placeholders, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
@@ -26,42 +26,6 @@ const LAST_ERROR_CHARS: usize = 500;
 /// engine's limit. Larger chunks measured no faster and cost memory: each size is
 /// its own cached prepared statement.
 const COMPLETION_CHUNK: usize = 128;
-
-/// What an attempt's completion writes to its attempt row and its delivery.
-fn outcome(
-    completion: Completion,
-    now: Timestamp,
-) -> (
-    AttemptVerdict,
-    DeliveryState,
-    Timestamp,
-    Option<Timestamp>,
-    Option<DeadReason>,
-) {
-    match completion {
-        Completion::Succeeded => (
-            AttemptVerdict::Delivered,
-            DeliveryState::Succeeded,
-            now,
-            None,
-            None,
-        ),
-        Completion::RetryAt(at) => (
-            AttemptVerdict::Retry,
-            DeliveryState::Pending,
-            at,
-            Some(at),
-            None,
-        ),
-        Completion::Dead(reason) => (
-            AttemptVerdict::Dead,
-            DeliveryState::Dead,
-            now,
-            None,
-            Some(reason),
-        ),
-    }
-}
 
 /// One multi-row `INSERT` of attempt rows.
 async fn insert_attempts(
@@ -80,9 +44,7 @@ async fn insert_attempts(
     let sql = engine.in_order(sql);
     let mut query = sqlx::query(&sql);
     for record in records {
-        // `now` only matters for the delivery's row; the attempt keeps its own times.
-        let (verdict, _, _, next_attempt_at, dead_reason) =
-            outcome(record.completion, record.started_at);
+        let next = record.next;
         let (error_kind, error_message) = match &record.error {
             Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
             None => (None, None),
@@ -99,9 +61,9 @@ async fn insert_attempts(
             .bind(record.response_body.as_deref())
             .bind(error_kind)
             .bind(error_message)
-            .bind(verdict.as_str())
-            .bind(next_attempt_at.map(Timestamp::as_millis))
-            .bind(dead_reason.map(DeadReason::as_str));
+            .bind(next.verdict().as_str())
+            .bind(next.next_attempt_at().map(Timestamp::as_millis))
+            .bind(next.dead_reason().map(DeadReason::as_str));
     }
     query.execute(&mut **tx).await?;
     Ok(())
@@ -132,7 +94,11 @@ async fn update_deliveries(
     let sql = engine.in_order(sql);
     let mut query = sqlx::query(&sql);
     for record in records {
-        let (_, state, due_at, _, dead_reason) = outcome(record.completion, now);
+        let (state, due_at, dead_reason) = (
+            record.next.state(),
+            record.next.due_at(now),
+            record.next.dead_reason(),
+        );
         query = query
             .bind(record.delivery_id.as_str())
             .bind(record.lease_token.as_str())
@@ -207,11 +173,10 @@ impl Store {
                 let Some(key) = keyed.get(&record.delivery_id) else {
                     continue;
                 };
-                let (state, reason) = match record.completion {
-                    Completion::Succeeded => (DeliveryState::Succeeded, None),
-                    Completion::Dead(reason) => (DeliveryState::Dead, Some(reason)),
-                    Completion::RetryAt(_) => continue,
-                };
+                if let Next::RetryAt(_) = record.next {
+                    continue;
+                }
+                let (state, reason) = (record.next.state(), record.next.dead_reason());
                 finished_keyed.push((
                     record.app_id.clone(),
                     record.endpoint_id.clone(),

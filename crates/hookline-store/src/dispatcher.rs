@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use hookline_core::ids::EndpointId;
 
-use crate::records::ClaimedDelivery;
+use crate::records::{AttemptRecord, ClaimedDelivery};
 
 /// A claim's view of the dispatcher's room per endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,8 +51,9 @@ impl RoomView {
 /// [`leased`](ClaimRoom::leased) or [`abandoned`](ClaimRoom::abandoned), the
 /// dispatcher hands nothing off, so a publish cannot take room the claim counts on.
 pub trait ClaimRoom: Send + Sync + std::fmt::Debug {
-    /// A claim begins: the room it may use.
-    fn begin(&self) -> RoomView;
+    /// A claim begins, after recording `recording` in its transaction: the room it
+    /// may use.
+    fn begin(&self, recording: &[AttemptRecord]) -> RoomView;
     /// The claim leased `claimed` (each takes room) and ends; `filled`: it took as
     /// many rows as it asked for, so more due work may be waiting.
     fn leased(&self, claimed: &[ClaimedDelivery], filled: bool);
@@ -67,7 +68,7 @@ pub trait ClaimRoom: Send + Sync + std::fmt::Debug {
 pub struct Unlimited;
 
 impl ClaimRoom for Unlimited {
-    fn begin(&self) -> RoomView {
+    fn begin(&self, _: &[AttemptRecord]) -> RoomView {
         RoomView::unlimited()
     }
     fn leased(&self, _: &[ClaimedDelivery], _: bool) {}

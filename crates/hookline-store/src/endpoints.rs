@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use hookline_core::breaker::{Admission, Breaker, BreakerState};
+use hookline_core::admission::{self, Admission, Gate};
+use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
@@ -116,10 +117,13 @@ fn event_types_json(types: &Option<Vec<String>>) -> Option<String> {
 /// disabled ([`PARKED`]), at the probe time while its breaker defers, else now —
 /// so claims do not pick a delivery up only to put it back.
 pub(crate) fn due_for_new_work(enabled: bool, breaker: &Breaker, now: Timestamp) -> Timestamp {
-    if !enabled {
-        return PARKED;
-    }
-    match breaker.admit(now) {
+    let gate = Gate {
+        enabled,
+        breaker: *breaker,
+        rate_limited: false,
+    };
+    match admission::admit(&gate, now) {
+        Admission::Park => PARKED,
         Admission::Defer(until) => until,
         Admission::Send | Admission::Probe => now,
     }

@@ -1,4 +1,4 @@
-//! Reading events, and idempotency-key retention. (Writing them is `publish`.)
+//! Reading events. (Writing them is `publish`; removing old ones is `retention`.)
 
 use hookline_core::ids::{AppId, EventId};
 use hookline_core::time::Timestamp;
@@ -60,17 +60,5 @@ impl Store {
             .fetch_one(&self.reader)
             .await?;
         Ok(count as u64)
-    }
-
-    /// Deletes idempotency records created before `cutoff`; returns how many.
-    #[tracing::instrument(skip_all)]
-    pub async fn purge_idempotency_keys(&self, cutoff: Timestamp) -> Result<u64> {
-        Ok(
-            sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-                .bind(cutoff.as_millis())
-                .execute(&self.writer)
-                .await?
-                .rows_affected(),
-        )
     }
 }

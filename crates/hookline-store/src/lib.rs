@@ -14,6 +14,8 @@
 //! - `apps`, `endpoints`, `keys`: management data.
 //! - `publish`: the outbox transaction, idempotency keys, group commit.
 //! - `events`: reading events.
+//! - `retention`: removing old succeeded deliveries, their attempts, events
+//!   and idempotency records in small batches.
 //! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
 //! - `complete`: attempts, next states, breakers and ordered partitions after sending.
 //! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
@@ -39,6 +41,7 @@ mod events;
 mod keys;
 mod publish;
 pub mod records;
+mod retention;
 mod wake;
 
 use std::str::FromStr;
@@ -51,6 +54,7 @@ use sqlx::{AnyPool, Executor, Row};
 pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
 pub use publish::{PublishItem, Render, MAX_GROUP};
 pub use records::*;
+pub use retention::{Purged, RETENTION_BATCH};
 
 /// A store error. Callers map `NotFound`/`Conflict` to user errors; the rest is internal.
 #[derive(Debug, thiserror::Error)]

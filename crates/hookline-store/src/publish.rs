@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use hookline_core::breaker::BreakerState;
+use hookline_core::admission;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering;
@@ -226,7 +226,7 @@ impl Store {
                     Some(handoff)
                         if state == DeliveryState::Pending
                             && due_at <= item.now
-                            && target.sends_at_once() =>
+                            && target.sends_at_once(item.now) =>
                     {
                         Reservation::take(handoff, &target.id, target.endpoint.gate.max_in_flight)
                     }
@@ -358,11 +358,10 @@ impl Target {
         due_for_new_work(true, &self.endpoint.gate.breaker, now)
     }
 
-    /// Whether a claim would admit this endpoint's deliveries without asking the
-    /// database: its breaker is closed and it has no rate limit.
-    fn sends_at_once(&self) -> bool {
-        self.endpoint.gate.breaker.state == BreakerState::Closed
-            && self.endpoint.gate.rate_limit.is_none()
+    /// Whether a fresh delivery to this endpoint may be handed off: the claim's own
+    /// admission rule, asked without the database.
+    fn sends_at_once(&self, now: Timestamp) -> bool {
+        admission::sends_at_once(&self.endpoint.gate.admission(), now)
     }
 
     /// A delivery of `item` to this endpoint, as the dispatcher gets it when handed off.

@@ -7,6 +7,7 @@ use hookline_core::breaker::{Breaker, Signal};
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
 use hookline_core::ordering::OnDead;
+pub use hookline_core::retry::Next;
 use hookline_core::retry::RetryPolicy;
 use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
@@ -241,14 +242,6 @@ pub struct ClaimedDelivery {
     pub body: std::sync::Arc<[u8]>,
 }
 
-/// How a delivery ends up after an attempt (decided by the dispatcher).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Completion {
-    Succeeded,
-    RetryAt(Timestamp),
-    Dead(DeadReason),
-}
-
 /// One finished attempt and the delivery's next state, written together.
 #[derive(Debug, Clone)]
 pub struct AttemptRecord {
@@ -263,7 +256,8 @@ pub struct AttemptRecord {
     pub status_code: Option<u16>,
     pub response_body: Option<String>,
     pub error: Option<(TransportError, String)>,
-    pub completion: Completion,
+    /// What follows the attempt (decided by the dispatcher).
+    pub next: Next,
     /// What the attempt says about the endpoint's health.
     pub signal: Signal,
     /// 410 Gone: disable the endpoint too.

@@ -73,6 +73,9 @@ pub struct Config {
     pub sqlite_cache_mib: u32,
     /// How long `Idempotency-Key` records are kept.
     pub idempotency_retention_secs: u64,
+    /// How long succeeded deliveries (with their attempts) and events without
+    /// deliveries are kept; 0 keeps them forever.
+    pub history_retention_secs: u64,
     /// `text` or `json`.
     pub log_format: String,
 }
@@ -109,6 +112,7 @@ impl Default for Config {
             sqlite_synchronous: "FULL".into(),
             sqlite_cache_mib: 32,
             idempotency_retention_secs: 24 * 3600,
+            history_retention_secs: 30 * 86_400,
             log_format: "text".into(),
         }
     }

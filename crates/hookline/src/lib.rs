@@ -245,24 +245,66 @@ async fn bootstrap_admin_key(store: &Store, config: &Config) -> anyhow::Result<(
     Ok(())
 }
 
-/// Removes expired idempotency records hourly.
+/// Removes expired idempotency records, and history older than its retention in
+/// small batches (see `hookline_store`'s `retention`), every tenth of the shorter
+/// period (at most hourly, at least every second).
 async fn retention_loop(
     store: Store,
     config: Config,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let retention = Duration::from_secs(config.idempotency_retention_secs);
+    let keys = Duration::from_secs(config.idempotency_retention_secs);
+    let history = Duration::from_secs(config.history_retention_secs);
+    let shortest = if history.is_zero() {
+        keys
+    } else {
+        keys.min(history)
+    };
+    let interval = (shortest / 10).clamp(Duration::from_secs(1), Duration::from_secs(3600));
     loop {
-        let cutoff = SystemClock.now() - retention;
-        match store.purge_idempotency_keys(cutoff).await {
+        match store.purge_idempotency_keys(SystemClock.now() - keys).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "expired idempotency keys removed"),
             Err(error) => tracing::warn!(%error, "idempotency retention failed"),
         }
+        if !history.is_zero() {
+            purge_history(&store, history, &shutdown).await;
+        }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            _ = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+/// Batches of old history until a batch is not full; each is its own short
+/// transaction, with a pause between them so delivery keeps the writer.
+async fn purge_history(store: &Store, retention: Duration, shutdown: &CancellationToken) {
+    let mut removed = hookline_store::Purged::default();
+    while !shutdown.is_cancelled() {
+        match store.purge_history(SystemClock.now() - retention).await {
+            Ok(batch) => {
+                removed.deliveries += batch.deliveries;
+                removed.attempts += batch.attempts;
+                removed.events += batch.events;
+                if !batch.full() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "history retention failed");
+                break;
+            }
+        }
+    }
+    if removed != hookline_store::Purged::default() {
+        tracing::info!(
+            deliveries = removed.deliveries,
+            attempts = removed.attempts,
+            events = removed.events,
+            "old history removed"
+        );
     }
 }
 

@@ -1,0 +1,108 @@
+//! Retention: removing old history in small batches, so a long-running
+//! deployment's database levels off instead of growing forever.
+//!
+//! What goes, once older than its period (counted from creation):
+//!
+//! - **succeeded deliveries** and their attempt rows;
+//! - **events** that have no delivery left (all succeeded and removed, or the
+//!   event had no subscriber);
+//! - **idempotency records** (their own, shorter period).
+//!
+//! What stays: pending, in-flight, blocked and **dead** deliveries with their
+//! attempts and events — the dead-letter queue is for people to act on, and a
+//! replay needs the event. Each batch is one short transaction of at most
+//! [`RETENTION_BATCH`] deliveries found by a primary-key range scan (ids sort by
+//! creation time, so no index is added to the hot path for this), so delivery
+//! never waits behind retention for more than a batch.
+
+use hookline_core::ids::{DeliveryId, EventId};
+use hookline_core::time::Timestamp;
+use sqlx::Row;
+
+use crate::{placeholders, Result, Store};
+
+/// Deliveries (and at most as many events) removed per transaction.
+pub const RETENTION_BATCH: u32 = 1000;
+
+/// What one retention batch removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub deliveries: u64,
+    pub attempts: u64,
+    pub events: u64,
+}
+
+impl Purged {
+    /// Whether the batch was full: more may be waiting.
+    pub fn full(&self) -> bool {
+        self.deliveries >= u64::from(RETENTION_BATCH) || self.events >= u64::from(RETENTION_BATCH)
+    }
+}
+
+impl Store {
+    /// Removes one batch of succeeded deliveries created before `cutoff` (with their
+    /// attempts), then one batch of events created before `cutoff` that have no
+    /// delivery left. Call again while [`Purged::full`].
+    #[tracing::instrument(skip_all)]
+    pub async fn purge_history(&self, cutoff: Timestamp) -> Result<Purged> {
+        let cutoff_ms = cutoff.as_millis().max(0) as u64;
+        let mut tx = self.writer.begin().await?;
+        // Succeeded deliveries, oldest first, by the primary key.
+        let ids: Vec<String> = sqlx::query(
+            "SELECT id FROM deliveries WHERE id < $1 AND state = 'succeeded' ORDER BY id LIMIT $2",
+        )
+        .bind(DeliveryId::first_of_millisecond(cutoff_ms).as_str())
+        .bind(i64::from(RETENTION_BATCH))
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|row| row.try_get("id"))
+        .collect::<Result<_, _>>()?;
+        let mut purged = Purged::default();
+        if !ids.is_empty() {
+            let list = placeholders(1, ids.len());
+            let delete_attempts = self.engine.in_order(format!(
+                "DELETE FROM attempts WHERE delivery_id IN ({list})"
+            ));
+            let mut query = sqlx::query(&delete_attempts);
+            for id in &ids {
+                query = query.bind(id.as_str());
+            }
+            purged.attempts = query.execute(&mut *tx).await?.rows_affected();
+            let delete_deliveries = self
+                .engine
+                .in_order(format!("DELETE FROM deliveries WHERE id IN ({list})"));
+            let mut query = sqlx::query(&delete_deliveries);
+            for id in &ids {
+                query = query.bind(id.as_str());
+            }
+            purged.deliveries = query.execute(&mut *tx).await?.rows_affected();
+        }
+        // Events without any delivery left (each probe is an index lookup by event).
+        purged.events = sqlx::query(
+            "DELETE FROM events WHERE id IN ( \
+               SELECT id FROM events e WHERE e.id < $1 \
+               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) \
+               ORDER BY e.id LIMIT $2)",
+        )
+        .bind(EventId::first_of_millisecond(cutoff_ms).as_str())
+        .bind(i64::from(RETENTION_BATCH))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        Ok(purged)
+    }
+
+    /// Deletes idempotency records created before `cutoff`; returns how many.
+    #[tracing::instrument(skip_all)]
+    pub async fn purge_idempotency_keys(&self, cutoff: Timestamp) -> Result<u64> {
+        Ok(
+            sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+                .bind(cutoff.as_millis())
+                .execute(&self.writer)
+                .await?
+                .rows_affected(),
+        )
+    }
+}
