@@ -175,6 +175,7 @@ both_engines!(
     an_endpoint_ceiling_bounds_a_claim_before_the_dispatcher_knows_it,
     deferral_past_max_age_dead_letters,
     a_saturated_endpoints_backlog_does_not_hide_other_work,
+    a_tenants_backlog_does_not_hide_another_tenants_fresh_work,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
@@ -666,6 +667,56 @@ fn render(_: &Published) -> StoredResponse {
         status: 202,
         body: Vec::new(),
     }
+}
+
+async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    // One tenant's backlog, far more than a claim takes, all due before the other's event.
+    let backlog: Vec<PublishItem> = (0..500)
+        .map(|_| item(&f.app, new_event("a", None), None, t(0)))
+        .collect();
+    f.store.publish_group(&backlog, render).await.unwrap();
+    let other = f
+        .store
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "other".into(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let other_endpoint = f
+        .store
+        .create_endpoint(&other, new_endpoint("https://other.example", None), t(0))
+        .await
+        .unwrap();
+    let event = new_event("a", None);
+    let fresh = event.id.clone();
+    f.store
+        .publish(item(&other, event, None, t(5)), render)
+        .await
+        .unwrap();
+
+    // Nothing in flight anywhere: the claim is limited by its batch alone.
+    let claim = f.claim_as(t(6), 16, &policy()).await;
+    assert_eq!(claim.deliveries.len(), 16);
+    let to_other: Vec<_> = claim
+        .deliveries
+        .iter()
+        .filter(|d| d.endpoint_id == other_endpoint.id)
+        .collect();
+    assert_eq!(to_other.len(), 1, "the other tenant's event is sent now");
+    assert_eq!(to_other[0].event_id, fresh);
+    // The backlog still drains oldest first with the rest of the batch.
+    let backlog_taken = claim
+        .deliveries
+        .iter()
+        .filter(|d| d.endpoint_id == f.endpoint.id)
+        .count();
+    assert_eq!(backlog_taken, 15);
 }
 
 async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) {

@@ -149,6 +149,12 @@ pub struct Args {
     #[arg(long, default_value_t = 0, help_heading = "Workload")]
     pub backlog: u64,
 
+    /// Publish the backlog into a second app, with its own --endpoints endpoints at the
+    /// same sink paths: the live events then measure how one tenant's backlog delays
+    /// another tenant's deliveries (per-tenant fairness).
+    #[arg(long, help_heading = "Workload")]
+    pub backlog_app: bool,
+
     /// Publish through POST /v1/apps/{app}/events/batch in chunks of --batch-size-publish.
     #[arg(long, help_heading = "Workload")]
     pub batch: bool,
@@ -222,6 +228,10 @@ impl Args {
             "--rate must be 0 or a positive number of events per second"
         );
         anyhow::ensure!(self.events > 0, "--events must be at least 1");
+        anyhow::ensure!(
+            !self.backlog_app || (self.backlog > 0 && self.fail_share == 0.0),
+            "--backlog-app needs --backlog, and no --fail-share (the ledger reads the live app's DLQ)"
+        );
         if self.url.is_some() {
             anyhow::ensure!(
                 self.backlog == 0,

@@ -260,6 +260,17 @@ async fn bench(
                 .await?,
         );
     }
+    // The tenant the backlog goes to: the live app, or (--backlog-app) a second one.
+    let backlog_app = if args.backlog_app {
+        let other = api.create_app("bench-backlog").await?;
+        for i in 0..endpoints {
+            api.create_endpoint(&other, &format!("{}/e{i}", sink.base_url()))
+                .await?;
+        }
+        other
+    } else {
+        app.clone()
+    };
     // The DLQ as the ledger sees it: the down endpoints' deliveries are not in it.
     let dead_letters = |api: Api| {
         let (app, down) = (app.clone(), &down);
@@ -292,7 +303,7 @@ async fn bench(
     if args.backlog > 0 {
         let published = load::publish(
             api.clone(),
-            app.clone(),
+            backlog_app.clone(),
             plan(args.backlog, 1 << 48, 0.0),
             timebase,
             progress.bar(args.backlog, "backlog"),

@@ -15,16 +15,16 @@
 //!   the limit once.
 //! - **Latency stops growth.** While the smoothed latency is past
 //!   `latency_tolerance ×` the endpoint's baseline (and by at least
-//!   `latency_slack`), answers do not grow the limit, and shrink it (by
-//!   `backoff`, once per flight) only down to the highest concurrency at which
-//!   an answer was still within tolerance — never below. Measured latency
-//!   includes our own process's scheduling: on a saturated machine (scenario
-//!   (a) of docs/BENCHMARKS.md) it rises for every endpoint at once, and
-//!   shrinking on it without that bound took ten endpoints to the floor and
-//!   delivery from 4.0k to 1.2k/s on PostgreSQL. With it, a receiver that slows
-//!   down under load still settles where its latency starts to climb (slow
-//!   start's overshoot is taken back), and a busy machine costs nobody their
-//!   concurrency.
+//!   `latency_slack`), answers do not grow the limit. If that ends slow start,
+//!   the limit is halved once (TCP's `ssthresh = cwnd / 2`): slow start doubles
+//!   per round trip, so the last doubling is what overshot. Otherwise latency
+//!   never shrinks the limit: measured latency includes our own process's
+//!   scheduling, and on a saturated machine (scenario (a) of
+//!   docs/BENCHMARKS.md) it rises for every endpoint at once — shrinking on it
+//!   took ten endpoints to the floor and delivery from 4.0k to 1.2k/s on
+//!   PostgreSQL. So a receiver that slows down under load settles where its
+//!   latency starts to climb, and a busy machine costs nobody their
+//!   concurrency; timeouts, 5xx and 429 still shrink it.
 //! - The limit grows only while the endpoint uses at least half of it, so a
 //!   quiet endpoint does not accumulate a limit it never tested; it stays
 //!   within `[floor, ceiling]`.
@@ -108,9 +108,6 @@ pub struct AdaptiveLimit {
     slow_start: bool,
     baseline: Option<Duration>,
     smoothed: Option<Duration>,
-    /// The most requests in flight at which an answer came back within the
-    /// latency tolerance: latency alone never shrinks the limit below it.
-    good: f64,
     /// Decreases so far: a request remembers the value at its start.
     epoch: u64,
 }
@@ -122,7 +119,6 @@ impl AdaptiveLimit {
             slow_start: true,
             baseline: None,
             smoothed: None,
-            good: 0.0,
             epoch: 0,
         }
     }
@@ -160,24 +156,20 @@ impl AdaptiveLimit {
             Pressure::Overloaded => {
                 if started_epoch == self.epoch {
                     self.limit = (self.limit * policy.backoff).floor().max(floor);
-                    self.good = self.good.min(self.limit);
                     self.slow_start = false;
                     self.epoch += 1;
                 }
             }
-            // Slower than the baseline allows: no growth, and back towards the last
-            // concurrency that was fine (growth resumes one step per round trip).
+            // Slower than the baseline allows: no growth; the end of slow start takes
+            // its last doubling back (growth resumes one step per round trip).
             Pressure::Answered if self.latency_grew(latency, policy) => {
-                self.slow_start = false;
-                if started_epoch == self.epoch && self.limit > self.good {
-                    self.limit = (self.limit * policy.backoff).floor().max(self.good);
+                if self.slow_start {
+                    self.slow_start = false;
+                    self.limit = (self.limit / 2.0).floor().max(floor);
                     self.epoch += 1;
                 }
             }
-            Pressure::Answered => {
-                self.good = self.good.max(in_flight as f64);
-                self.grow(in_flight, ceiling);
-            }
+            Pressure::Answered => self.grow(in_flight, ceiling),
         }
         self.limit = self.limit.clamp(floor, ceiling);
     }
@@ -314,28 +306,23 @@ mod tests {
         assert!(low >= 16 && high <= 40, "settled between {low} and {high}");
     }
 
-    /// Latency alone never shrinks the limit below the concurrency that was fine:
-    /// a machine that slows every answer down (our own CPU saturated) leaves the
-    /// endpoint the room it was using.
+    /// Past slow start, latency alone never shrinks the limit: a machine that slows
+    /// every answer down (our own CPU saturated) leaves the endpoint its room.
     #[test]
-    fn slow_answers_never_shrink_the_limit_below_what_was_fine() {
+    fn after_slow_start_slow_answers_hold_the_limit() {
         let policy = ConcurrencyPolicy::default();
         let mut limit = AdaptiveLimit::new(&policy);
-        // Two round trips at 16 and 32 in flight, answered fast: fine up to 32.
-        for _ in 0..16 {
-            let epoch = limit.epoch();
-            limit.record(Pressure::Answered, MS, epoch, 16, &policy);
-        }
-        for _ in 0..32 {
-            let epoch = limit.epoch();
-            limit.record(Pressure::Answered, MS, epoch, 32, &policy);
+        for _ in 0..48 {
+            answered(&mut limit, MS, &policy);
         }
         assert_eq!(limit.current(), 64);
-        for _ in 0..1000 {
-            let epoch = limit.epoch();
-            limit.record(Pressure::Answered, 50 * MS, epoch, 40, &policy);
-        }
+        // Slow start ends on a latency that grew: its last doubling is taken back once.
+        answered(&mut limit, 50 * MS, &policy);
         assert_eq!(limit.current(), 32);
+        for _ in 0..1000 {
+            answered(&mut limit, 50 * MS, &policy);
+        }
+        assert_eq!(limit.current(), 32, "then it holds");
     }
 
     /// A receiver that failed to the floor and came back 5× slower for good (100 ms

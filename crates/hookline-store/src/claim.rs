@@ -257,16 +257,24 @@ impl Store {
             .take(tx, Source::Lane(Lane::Retry), retry_share, &mut rooms)
             .await?;
         let retries_full = rows.len() == retry_share as usize;
-        if rows.len() < limit as usize {
+        // Fresh work: the lane's head (oldest due first) and, when the head alone fills
+        // its part of the batch (a backlog), a slice of the newest due — so what was
+        // published just now never waits behind another tenant's backlog.
+        let remaining = limit - rows.len() as u32;
+        let newest_share = (limit / NEWEST_SHARE_DIVISOR).min(remaining);
+        let head_ask = remaining - newest_share;
+        if head_ask > 0 {
             let fresh = claim
-                .take(
-                    tx,
-                    Source::Lane(Lane::Fresh),
-                    limit - rows.len() as u32,
-                    &mut rooms,
-                )
+                .take(tx, Source::Lane(Lane::Fresh), head_ask, &mut rooms)
                 .await?;
+            let backlog = fresh.len() == head_ask as usize;
             rows.extend(fresh);
+            if backlog && newest_share > 0 {
+                let newest = claim
+                    .take(tx, Source::Newest(Lane::Fresh), newest_share, &mut rooms)
+                    .await?;
+                rows.extend(newest);
+            }
         }
         if retries_full && rows.len() < limit as usize {
             let more = claim
@@ -617,11 +625,16 @@ impl<'a> Rooms<'a> {
 const SKIP_WINDOW: u32 = 1024;
 /// Endpoints visited per fair pass.
 const FAIR_PASS_ENDPOINTS: u32 = 32;
+/// Under a backlog, this fraction of a claim's batch (1/8) goes to the newest due
+/// fresh work rather than the oldest.
+const NEWEST_SHARE_DIVISOR: u32 = 8;
 
 /// Where a claim takes due rows from.
 enum Source<'a> {
     /// A lane's due index, in due order.
     Lane(Lane),
+    /// A lane's due index from its newest end (what became due last).
+    Newest(Lane),
     /// One endpoint's pending deliveries (its own index), in due order.
     Endpoint(&'a EndpointId),
 }
@@ -637,7 +650,7 @@ impl LaneClaim<'_> {
         rooms: &mut Rooms<'_>,
     ) -> Result<Vec<AnyRow>> {
         let limited = match source {
-            Source::Lane(_) => rooms.limited(),
+            Source::Lane(_) | Source::Newest(_) => rooms.limited(),
             Source::Endpoint(_) => Vec::new(),
         };
         let lock = if self.engine == Engine::Postgres {
@@ -656,7 +669,12 @@ impl LaneClaim<'_> {
             // The lane's head (a derived table with its own LIMIT, so the planner scans
             // exactly that many index entries), ranked per endpoint; an endpoint's rows
             // beyond its room stay where they are.
-            Source::Lane(lane) => {
+            Source::Lane(lane) | Source::Newest(lane) => {
+                let order = if matches!(source, Source::Newest(_)) {
+                    " DESC"
+                } else {
+                    ""
+                };
                 let room = if limited.is_empty() {
                     "$6".to_owned()
                 } else {
@@ -668,12 +686,12 @@ impl LaneClaim<'_> {
                 format!(
                     "SELECT d.id FROM ( \
                        SELECT id, endpoint_id, \
-                              ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at, id) AS rn \
+                              ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at{order}, id{order}) AS rn \
                        FROM (SELECT id, endpoint_id, due_at FROM deliveries WHERE {lane} AND due_at <= $1 \
-                             ORDER BY due_at LIMIT $5) window_rows) ranked \
+                             ORDER BY due_at{order} LIMIT $5) window_rows) ranked \
                      JOIN deliveries d ON d.id = ranked.id \
                      WHERE ranked.rn <= {room} AND d.due_at <= $1 AND d.state IN ('pending', 'in_flight') \
-                     ORDER BY d.due_at LIMIT $4{lock_d}",
+                     ORDER BY d.due_at{order} LIMIT $4{lock_d}",
                     lane = lane.predicate(),
                     lock_d = if self.engine == Engine::Postgres { " FOR UPDATE OF d SKIP LOCKED" } else { "" },
                 )
@@ -705,7 +723,7 @@ impl LaneClaim<'_> {
             .bind(i64::from(limit));
         match source {
             Source::Endpoint(endpoint) => query = query.bind(endpoint.as_str()),
-            Source::Lane(_) => {
+            Source::Lane(_) | Source::Newest(_) => {
                 // Wide enough to see past a capped endpoint's rows; else just the batch.
                 let window = if limited.iter().any(|(_, room)| *room == 0) {
                     SKIP_WINDOW.max(limit * 8)
