@@ -11,3 +11,4 @@ mod delivery;
 mod policy;
 mod policy_contract;
 mod store_contract;
+mod upgrade;

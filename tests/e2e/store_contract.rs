@@ -87,6 +87,25 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
     }
 }
 
+/// The first page (up to 10) of a delivery's attempts.
+async fn attempts_of(
+    store: &Store,
+    app: &AppId,
+    delivery: &hookline_core::ids::DeliveryId,
+) -> Vec<Attempt> {
+    store
+        .list_attempts(
+            app,
+            delivery,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap()
+}
+
 /// The claim policy of a dispatcher with nothing in flight.
 fn policy() -> ClaimPolicy {
     ClaimPolicy {
@@ -583,34 +602,14 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
         )
     );
 
-    let attempts = store
-        .list_attempts(
-            &app,
-            &claimed[2].id,
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let attempts = attempts_of(&store, &app, &claimed[2].id).await;
     assert_eq!(attempts.len(), 1);
     let attempt = &attempts[0];
     assert_eq!(attempt.error_kind, Some(TransportError::Connect));
     assert_eq!(attempt.error_message.as_deref(), Some("refused"));
     assert_eq!(attempt.dead_reason, Some(DeadReason::ClientError));
     assert_eq!((attempt.attempt_number, attempt.duration_ms), (1, 12));
-    let retried = store
-        .list_attempts(
-            &app,
-            &claimed[1].id,
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let retried = attempts_of(&store, &app, &claimed[1].id).await;
     assert_eq!(retried[0].next_attempt_at, Some(t(60)));
     assert_eq!(retried[0].response_body.as_deref(), Some("oops"));
 
@@ -671,21 +670,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .unwrap();
     let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
     assert_eq!(delivery.state, DeliveryState::Succeeded);
-    assert_eq!(
-        store
-            .list_attempts(
-                &app,
-                &new.id,
-                &Page {
-                    limit: 10,
-                    before: None
-                }
-            )
-            .await
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(attempts_of(&store, &app, &new.id).await.len(), 2);
 }
 
 async fn release_returns_work_unattempted(engine: Engine) {
@@ -1098,17 +1083,7 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     // The dead-letter entry, with its event and its attempt, and the retrying delivery stay.
     let (_, kept) = store.get_event(&app, &events[1]).await.unwrap().unwrap();
     assert_eq!(kept[0].state, DeliveryState::Dead);
-    let attempts = store
-        .list_attempts(
-            &app,
-            &dead.id,
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let attempts = attempts_of(&store, &app, &dead.id).await;
     assert_eq!(attempts.len(), 1);
     let (_, kept) = store.get_event(&app, &events[2]).await.unwrap().unwrap();
     assert_eq!(kept[0].state, DeliveryState::Pending);

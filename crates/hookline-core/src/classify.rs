@@ -85,17 +85,24 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
 }
 
 /// What an attempt says about its receiver's load, for the endpoint's adaptive
-/// concurrency: timeouts, transport failures, 408, 429 and 5xx say "fewer at once"
-/// (so every attempt the breaker counts as failed is also a sign of overload).
+/// concurrency. "Fewer at once": timeouts and transport failures, and the
+/// statuses that mean the receiver (or its gateway) cannot keep up — 408, 429,
+/// 503, 504. Any other 5xx is the receiver's own error, not its load: it says
+/// nothing here (the breaker and the retries deal with it). Shrinking on every
+/// 5xx took an endpoint failing 20 % of requests at random to ~8 requests in
+/// flight and scenario (b) from 5.3k to 3.5k deliveries/s on SQLite.
 pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
     use crate::concurrency::Pressure;
     match outcome {
         Outcome::Failed(TransportError::DestinationForbidden) => Pressure::Neutral,
         Outcome::Failed(_) => Pressure::Overloaded,
         Outcome::Response {
-            status: 408 | 429 | 500..=599,
+            status: 408 | 429 | 503 | 504,
             ..
         } => Pressure::Overloaded,
+        Outcome::Response {
+            status: 500..=599, ..
+        } => Pressure::Neutral,
         Outcome::Response { .. } => Pressure::Answered,
     }
 }
@@ -123,6 +130,15 @@ mod tests {
         }
     }
 
+    /// Every transport failure but a forbidden destination (our own refusal).
+    const FAILED_IN_TRANSPORT: [TransportError; 5] = [
+        TransportError::Timeout,
+        TransportError::Connect,
+        TransportError::Dns,
+        TransportError::Tls,
+        TransportError::Io,
+    ];
+
     fn now() -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
     }
@@ -143,13 +159,7 @@ mod tests {
                 "status {status}"
             );
         }
-        for error in [
-            TransportError::Timeout,
-            TransportError::Connect,
-            TransportError::Dns,
-            TransportError::Tls,
-            TransportError::Io,
-        ] {
+        for error in FAILED_IN_TRANSPORT {
             assert_eq!(
                 classify(&Outcome::Failed(error), now()),
                 Verdict::Retry { not_before: None }
@@ -253,20 +263,17 @@ mod tests {
         for status in [200, 204, 301, 400, 404, 410] {
             assert_eq!(pressure(&response(status)), Pressure::Answered, "{status}");
         }
-        for status in [408, 429, 500, 502, 503, 504] {
+        for status in [408, 429, 503, 504] {
             assert_eq!(
                 pressure(&response(status)),
                 Pressure::Overloaded,
                 "{status}"
             );
         }
-        for error in [
-            TransportError::Timeout,
-            TransportError::Connect,
-            TransportError::Dns,
-            TransportError::Tls,
-            TransportError::Io,
-        ] {
+        for status in [500, 501, 502, 505, 599] {
+            assert_eq!(pressure(&response(status)), Pressure::Neutral, "{status}");
+        }
+        for error in FAILED_IN_TRANSPORT {
             assert_eq!(
                 pressure(&Outcome::Failed(error)),
                 Pressure::Overloaded,

@@ -8,8 +8,9 @@
 //!   overload.
 //! - **Additive increase.** After that, each such answer adds `1 / limit`: one
 //!   more request per round trip.
-//! - **Multiplicative decrease.** A timeout, a connection error, a 408, a 429
-//!   or a 5xx multiplies the limit by `backoff`, at once. Only once per flight:
+//! - **Multiplicative decrease.** A timeout, a connection error, a 408, a 429,
+//!   a 503 or a 504 multiplies the limit by `backoff`, at once (other 5xx are
+//!   the receiver's errors, not its load: see `classify::pressure`). Only once per flight:
 //!   a request started before the last decrease cannot cause another (TCP's
 //!   fast recovery), so a burst of timeouts from one overloaded moment shrinks
 //!   the limit once.
@@ -24,7 +25,7 @@
 //!   took ten endpoints to the floor and delivery from 4.0k to 1.2k/s on
 //!   PostgreSQL. So a receiver that slows down under load settles where its
 //!   latency starts to climb, and a busy machine costs nobody their
-//!   concurrency; timeouts, 5xx and 429 still shrink it.
+//!   concurrency; timeouts, 429, 503 and 504 still shrink it.
 //! - The limit grows only while the endpoint uses at least half of it, so a
 //!   quiet endpoint does not accumulate a limit it never tested; it stays
 //!   within `[floor, ceiling]`.
@@ -95,9 +96,10 @@ impl ConcurrencyPolicy {
 pub enum Pressure {
     /// It answered (2xx, or a 3xx/4xx that is not about load): room may grow.
     Answered,
-    /// Timeout, connection error, 5xx or 429: shrink.
+    /// Timeout, connection error, 408, 429, 503 or 504: shrink.
     Overloaded,
-    /// Says nothing about load (our own refusal of a destination).
+    /// Says nothing about load (the receiver's own 5xx error; our own refusal of
+    /// a destination).
     Neutral,
 }
 

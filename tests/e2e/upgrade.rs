@@ -1,0 +1,173 @@
+//! Upgrades: a database written by the previous release migrates forward with
+//! every pending delivery and all history kept, and drains.
+
+use std::time::Duration;
+
+use hookline_core::breaker::BreakerPolicy;
+use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
+use hookline_core::model::{AttemptVerdict, DeliveryState};
+use hookline_core::signing::EndpointSecret;
+use hookline_core::time::Timestamp;
+use hookline_store::*;
+use sqlx::Executor;
+
+use crate::helpers::{both_engines, Engine, TestDb};
+
+/// The newest migration the previous release (`bd24c4a`) had.
+const PREVIOUS_SCHEMA: i64 = 3;
+
+both_engines!(a_database_of_the_previous_release_migrates_and_drains);
+
+fn t(secs: i64) -> Timestamp {
+    Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
+}
+
+/// Applies the migrations up to and including `version`, as that release did.
+async fn migrate_to(engine: Engine, url: &str, version: i64) {
+    let mut migrator = match engine {
+        Engine::Sqlite => sqlx::migrate!("../migrations/sqlite"),
+        Engine::Postgres => sqlx::migrate!("../migrations/postgres"),
+    };
+    migrator.migrations = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version <= version)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    match engine {
+        Engine::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&format!("{url}?mode=rwc"))
+                .await
+                .unwrap();
+            migrator.run(&pool).await.unwrap();
+            pool.close().await;
+        }
+        Engine::Postgres => {
+            let pool = sqlx::PgPool::connect(url).await.unwrap();
+            migrator.run(&pool).await.unwrap();
+            pool.close().await;
+        }
+    }
+}
+
+async fn a_database_of_the_previous_release_migrates_and_drains(engine: Engine) {
+    let db = TestDb::new(engine).await;
+    migrate_to(engine, &db.url, PREVIOUS_SCHEMA).await;
+    // Rows exactly as the previous release wrote them: an app, an endpoint, an event
+    // still pending delivery, and an event delivered with its attempt.
+    let (app, endpoint) = (AppId::generate(), EndpointId::generate());
+    let (pending_event, done_event) = (EventId::generate(), EventId::generate());
+    let (pending, done) = (DeliveryId::generate(), DeliveryId::generate());
+    let attempt = AttemptId::generate();
+    let secret = EndpointSecret::generate();
+    let body = br#"{"type":"order.paid","timestamp":"2027-01-15T08:00:00Z","data":{}}"#;
+    let (at, ms) = (t(0).as_millis(), t(1).as_millis());
+    let statements = format!(
+        "INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ('{app}', 'acme', 'Acme', {at}, {at}); \
+         INSERT INTO endpoints (id, app_id, url, description, enabled, secret, created_at, updated_at) \
+           VALUES ('{endpoint}', '{app}', 'https://hooks.example/in', '', 1, '{secret}', {at}, {at}); \
+         INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, attempts, round_started_at, created_at, updated_at) \
+           VALUES ('{pending}', '{app}', '{pending_event}', '{endpoint}', 'pending', {at}, 0, {at}, {at}, {at}), \
+                  ('{done}', '{app}', '{done_event}', '{endpoint}', 'succeeded', {ms}, 1, {at}, {at}, {ms}); \
+         INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, verdict) \
+           VALUES ('{attempt}', '{done}', '{app}', '{endpoint}', 1, {ms}, 12, 200, 'delivered');",
+        secret = secret.expose(),
+    );
+    let insert_event = "INSERT INTO events (id, app_id, event_type, body, created_at) VALUES ($1, $2, 'order.paid', $3, $4)";
+    match engine {
+        Engine::Sqlite => {
+            let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
+            pool.execute(statements.as_str()).await.unwrap();
+            for event in [&pending_event, &done_event] {
+                sqlx::query(insert_event)
+                    .bind(event.as_str())
+                    .bind(app.as_str())
+                    .bind(&body[..])
+                    .bind(at)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+            pool.close().await;
+        }
+        Engine::Postgres => {
+            let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+            pool.execute(statements.as_str()).await.unwrap();
+            for event in [&pending_event, &done_event] {
+                sqlx::query(insert_event)
+                    .bind(event.as_str())
+                    .bind(app.as_str())
+                    .bind(&body[..])
+                    .bind(at)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+            pool.close().await;
+        }
+    }
+
+    // Today's Hookline opens it and migrates forward.
+    let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
+    store.migrate().await.unwrap();
+    let migrated = store.get_endpoint(&app, &endpoint).await.unwrap().unwrap();
+    assert_eq!(migrated.secret, secret);
+    assert_eq!(
+        migrated.max_in_flight, None,
+        "new settings start at their default"
+    );
+    // The history is all there.
+    let (_, deliveries) = store.get_event(&app, &done_event).await.unwrap().unwrap();
+    assert_eq!(deliveries[0].state, DeliveryState::Succeeded);
+    let attempts = store
+        .list_attempts(
+            &app,
+            &done,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        attempts
+            .iter()
+            .map(|a| (a.verdict, a.status_code))
+            .collect::<Vec<_>>(),
+        [(AttemptVerdict::Delivered, Some(200))]
+    );
+    // The pending delivery is claimed with what sending needs, and completes.
+    let claimed = store
+        .claim_due_deliveries(t(2), Duration::from_secs(30), 10, &ClaimPolicy::default())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(
+        (&claimed[0].id, claimed[0].url.as_str(), &*claimed[0].body),
+        (&pending, "https://hooks.example/in", &body[..])
+    );
+    let record = AttemptRecord {
+        delivery_id: claimed[0].id.clone(),
+        app_id: claimed[0].app_id.clone(),
+        endpoint_id: claimed[0].endpoint_id.clone(),
+        lease_token: claimed[0].lease_token.clone(),
+        attempt_number: 1,
+        started_at: t(2),
+        duration: Duration::from_millis(3),
+        status_code: Some(200),
+        response_body: None,
+        error: None,
+        next: Next::Succeeded,
+        signal: hookline_core::breaker::Signal::Healthy,
+        disable_endpoint: false,
+    };
+    store
+        .complete_attempts(&[record], &BreakerPolicy::default(), t(2))
+        .await
+        .unwrap();
+    let drained = store.get_delivery(&app, &pending).await.unwrap().unwrap();
+    assert_eq!(drained.state, DeliveryState::Succeeded);
+}
