@@ -691,6 +691,25 @@ pub async fn publish_concurrently(
     all
 }
 
+/// The first page (up to 10) of a delivery's attempts.
+pub async fn attempts_of(
+    store: &hookline_store::Store,
+    app: &hookline_core::ids::AppId,
+    delivery: &hookline_core::ids::DeliveryId,
+) -> Vec<hookline_store::Attempt> {
+    store
+        .list_attempts(
+            app,
+            delivery,
+            &hookline_store::Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap()
+}
+
 /// An enabled endpoint at `url` with default settings and a fresh secret.
 pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store::NewEndpoint {
     hookline_store::NewEndpoint {

@@ -12,7 +12,7 @@ use hookline_core::time::Timestamp;
 use hookline_dispatch::room::{Handoff, Room};
 use hookline_store::*;
 
-use crate::helpers::{both_engines, item, new_endpoint, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Engine, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -415,18 +415,7 @@ async fn one_turn_records_attempts_then_claims_what_they_released(engine: Engine
         "the head's success released its successor, claimed in the same turn"
     );
     assert_eq!(f.delivery_of(&a1).await.state, DeliveryState::Succeeded);
-    let attempts = f
-        .store
-        .list_attempts(
-            &f.app,
-            &head[0].id,
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let attempts = attempts_of(&f.store, &f.app, &head[0].id).await;
     assert_eq!(
         attempts.iter().map(|a| a.status_code).collect::<Vec<_>>(),
         vec![Some(200)]

@@ -9,7 +9,7 @@ use hookline_core::model::{DeadReason, DeliveryState, TransportError};
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
-use crate::helpers::{both_engines, item, new_endpoint, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Engine, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -85,25 +85,6 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         },
         disable_endpoint: false,
     }
-}
-
-/// The first page (up to 10) of a delivery's attempts.
-async fn attempts_of(
-    store: &Store,
-    app: &AppId,
-    delivery: &hookline_core::ids::DeliveryId,
-) -> Vec<Attempt> {
-    store
-        .list_attempts(
-            app,
-            delivery,
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap()
 }
 
 /// The claim policy of a dispatcher with nothing in flight.

@@ -11,7 +11,7 @@ use hookline_core::time::Timestamp;
 use hookline_store::*;
 use sqlx::Executor;
 
-use crate::helpers::{both_engines, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, Engine, TestDb};
 
 /// The newest migration the previous release (`bd24c4a`) had.
 const PREVIOUS_SCHEMA: i64 = 3;
@@ -22,8 +22,18 @@ fn t(secs: i64) -> Timestamp {
     Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
 }
 
+/// The database at `url`, through the same driver the store uses (either engine).
+async fn connect(url: &str, engine: Engine) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    let url = match engine {
+        Engine::Sqlite => format!("{url}?mode=rwc"),
+        Engine::Postgres => url.to_owned(),
+    };
+    sqlx::AnyPool::connect(&url).await.unwrap()
+}
+
 /// Applies the migrations up to and including `version`, as that release did.
-async fn migrate_to(engine: Engine, url: &str, version: i64) {
+async fn migrate_to(engine: Engine, pool: &sqlx::AnyPool, version: i64) {
     let mut migrator = match engine {
         Engine::Sqlite => sqlx::migrate!("../migrations/sqlite"),
         Engine::Postgres => sqlx::migrate!("../migrations/postgres"),
@@ -35,25 +45,13 @@ async fn migrate_to(engine: Engine, url: &str, version: i64) {
         .cloned()
         .collect::<Vec<_>>()
         .into();
-    match engine {
-        Engine::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&format!("{url}?mode=rwc"))
-                .await
-                .unwrap();
-            migrator.run(&pool).await.unwrap();
-            pool.close().await;
-        }
-        Engine::Postgres => {
-            let pool = sqlx::PgPool::connect(url).await.unwrap();
-            migrator.run(&pool).await.unwrap();
-            pool.close().await;
-        }
-    }
+    migrator.run(pool).await.unwrap();
 }
 
 async fn a_database_of_the_previous_release_migrates_and_drains(engine: Engine) {
     let db = TestDb::new(engine).await;
-    migrate_to(engine, &db.url, PREVIOUS_SCHEMA).await;
+    let old = connect(&db.url, engine).await;
+    migrate_to(engine, &old, PREVIOUS_SCHEMA).await;
     // Rows exactly as the previous release wrote them: an app, an endpoint, an event
     // still pending delivery, and an event delivered with its attempt.
     let (app, endpoint) = (AppId::generate(), EndpointId::generate());
@@ -75,38 +73,18 @@ async fn a_database_of_the_previous_release_migrates_and_drains(engine: Engine) 
         secret = secret.expose(),
     );
     let insert_event = "INSERT INTO events (id, app_id, event_type, body, created_at) VALUES ($1, $2, 'order.paid', $3, $4)";
-    match engine {
-        Engine::Sqlite => {
-            let pool = sqlx::SqlitePool::connect(&db.url).await.unwrap();
-            pool.execute(statements.as_str()).await.unwrap();
-            for event in [&pending_event, &done_event] {
-                sqlx::query(insert_event)
-                    .bind(event.as_str())
-                    .bind(app.as_str())
-                    .bind(&body[..])
-                    .bind(at)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-            }
-            pool.close().await;
-        }
-        Engine::Postgres => {
-            let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
-            pool.execute(statements.as_str()).await.unwrap();
-            for event in [&pending_event, &done_event] {
-                sqlx::query(insert_event)
-                    .bind(event.as_str())
-                    .bind(app.as_str())
-                    .bind(&body[..])
-                    .bind(at)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-            }
-            pool.close().await;
-        }
+    old.execute(statements.as_str()).await.unwrap();
+    for event in [&pending_event, &done_event] {
+        sqlx::query(insert_event)
+            .bind(event.as_str())
+            .bind(app.as_str())
+            .bind(&body[..])
+            .bind(at)
+            .execute(&old)
+            .await
+            .unwrap();
     }
+    old.close().await;
 
     // Today's Hookline opens it and migrates forward.
     let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
@@ -120,17 +98,7 @@ async fn a_database_of_the_previous_release_migrates_and_drains(engine: Engine) 
     // The history is all there.
     let (_, deliveries) = store.get_event(&app, &done_event).await.unwrap().unwrap();
     assert_eq!(deliveries[0].state, DeliveryState::Succeeded);
-    let attempts = store
-        .list_attempts(
-            &app,
-            &done,
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let attempts = attempts_of(&store, &app, &done).await;
     assert_eq!(
         attempts
             .iter()
