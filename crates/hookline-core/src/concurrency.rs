@@ -110,6 +110,9 @@ pub struct AdaptiveLimit {
     slow_start: bool,
     baseline: Option<Duration>,
     smoothed: Option<Duration>,
+    /// Answers seen: the first `initial` only teach the baseline (a new endpoint's
+    /// first answers include connecting and TLS, which would read as overload).
+    answers: u32,
     /// Decreases so far: a request remembers the value at its start.
     epoch: u64,
 }
@@ -121,6 +124,7 @@ impl AdaptiveLimit {
             slow_start: true,
             baseline: None,
             smoothed: None,
+            answers: 0,
             epoch: 0,
         }
     }
@@ -203,7 +207,9 @@ impl AdaptiveLimit {
             Some(smoothed) => (smoothed * 7 + latency) / 8,
         };
         self.smoothed = Some(smoothed);
-        smoothed.as_secs_f64() > baseline.as_secs_f64() * policy.latency_tolerance
+        self.answers = self.answers.saturating_add(1);
+        self.answers > policy.initial
+            && smoothed.as_secs_f64() > baseline.as_secs_f64() * policy.latency_tolerance
             && smoothed > baseline + policy.latency_slack
     }
 }

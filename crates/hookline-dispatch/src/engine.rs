@@ -73,7 +73,7 @@ fn take_arrived(
 /// Frees the rooms whose records a committed turn wrote.
 fn release_held(held: &mut Vec<HeldRoom>, room: &Room) {
     for h in held.drain(..) {
-        room.finish(&h.endpoint, h.pressure, h.latency, h.epoch);
+        room.finish_failed(&h.endpoint, h.pressure, h.latency, h.epoch);
     }
 }
 

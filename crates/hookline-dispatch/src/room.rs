@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hookline_core::breaker::Signal;
 use hookline_core::concurrency::{AdaptiveLimit, ConcurrencyPolicy, Pressure};
@@ -51,6 +51,12 @@ struct RoomState {
 struct EndpointRoom {
     in_flight: usize,
     limit: AdaptiveLimit,
+    /// Its last answer was a failure the breaker counts: no hand-offs until an
+    /// answer that is not (a publish may have read the breaker before that
+    /// failure's record opened it; a claim reads it in its own transaction).
+    last_failed: bool,
+    /// When a request to it last started or finished (idle entries are pruned).
+    touched: Instant,
     /// The deployment's policy with the endpoint's own ceiling, if it has one.
     policy: ConcurrencyPolicy,
     ceiling: Option<u32>,
@@ -82,6 +88,8 @@ impl Room {
             .or_insert_with(|| EndpointRoom {
                 in_flight: 0,
                 limit: AdaptiveLimit::new(&self.policy),
+                last_failed: false,
+                touched: Instant::now(),
                 policy: self.policy,
                 ceiling: None,
             })
@@ -136,11 +144,35 @@ impl Room {
     /// The answer of a request to `endpoint` (sent at `epoch`) arrived after
     /// `latency`: its room is free, and the endpoint's limit learns from it.
     pub fn finish(&self, endpoint: &EndpointId, pressure: Pressure, latency: Duration, epoch: u64) {
+        self.finish_as(endpoint, pressure, latency, epoch, false);
+    }
+
+    /// As [`Room::finish`], for a failure the breaker counts, once its record committed.
+    pub fn finish_failed(
+        &self,
+        endpoint: &EndpointId,
+        pressure: Pressure,
+        latency: Duration,
+        epoch: u64,
+    ) {
+        self.finish_as(endpoint, pressure, latency, epoch, true);
+    }
+
+    fn finish_as(
+        &self,
+        endpoint: &EndpointId,
+        pressure: Pressure,
+        latency: Duration,
+        epoch: u64,
+        failed: bool,
+    ) {
         let mut state = self.lock();
         let room = self.entry(&mut state, endpoint);
         room.limit
             .record(pressure, latency, epoch, room.in_flight, &room.policy);
         room.in_flight = room.in_flight.saturating_sub(1);
+        room.last_failed = failed;
+        room.touched = Instant::now();
     }
 
     /// Takes room for a hand-off, unless a claim is under way, the dispatcher is
@@ -151,10 +183,11 @@ impl Room {
             return false;
         }
         let room = self.entry_with(&mut state, endpoint, ceiling);
-        if room.room() == 0 {
+        if room.room() == 0 || room.last_failed {
             return false;
         }
         room.in_flight += 1;
+        room.touched = Instant::now();
         true
     }
 
@@ -171,6 +204,11 @@ pub fn holds_room(record: &AttemptRecord) -> bool {
     record.signal == Signal::Failed
 }
 
+/// How long an endpoint with nothing in flight keeps its learned limit.
+const IDLE_FORGET: Duration = Duration::from_secs(60);
+/// The most endpoints whose room a claim is told individually.
+const MAX_LISTED_ROOMS: usize = 512;
+
 impl ClaimRoom for Room {
     fn begin(&self, recording: &[AttemptRecord]) -> RoomView {
         let mut state = self.lock();
@@ -181,8 +219,13 @@ impl ClaimRoom for Room {
         for record in recording.iter().filter(|r| holds_room(r)) {
             *freed.entry(&record.endpoint_id).or_default() += 1;
         }
+        // Endpoints idle for a while forget what they learned (it is stale), so the
+        // map — and the claim's list of rooms — holds the endpoints in use.
+        state
+            .endpoints
+            .retain(|_, room| room.in_flight > 0 || room.touched.elapsed() < IDLE_FORGET);
         let default = AdaptiveLimit::new(&self.policy).current();
-        let rooms = state
+        let mut rooms: Vec<(EndpointId, usize)> = state
             .endpoints
             .iter()
             .map(|(endpoint, room)| {
@@ -196,7 +239,17 @@ impl ClaimRoom for Room {
             })
             .filter(|(_, room)| *room != default)
             .collect();
-        RoomView { default, rooms }
+        if rooms.len() > MAX_LISTED_ROOMS {
+            // Each listed room is two parameters of the claim: keep the ones that must
+            // hold it back first (the least room), then the largest. Unlisted ones get
+            // the default room, which for those with more only means a smaller claim.
+            rooms.sort_by_key(|(_, room)| (*room > default, std::cmp::Reverse(*room)));
+            rooms.truncate(MAX_LISTED_ROOMS);
+        }
+        RoomView {
+            default,
+            rooms: rooms.into_iter().collect(),
+        }
     }
 
     fn leased(&self, claimed: &[ClaimedDelivery], filled: bool) {
@@ -204,8 +257,9 @@ impl ClaimRoom for Room {
         state.behind = filled;
         state.claiming = false;
         for delivery in claimed {
-            self.entry_with(&mut state, &delivery.endpoint_id, delivery.max_in_flight)
-                .in_flight += 1;
+            let room = self.entry_with(&mut state, &delivery.endpoint_id, delivery.max_in_flight);
+            room.in_flight += 1;
+            room.touched = Instant::now();
         }
     }
 
@@ -346,6 +400,19 @@ mod tests {
         room.begin(&[]);
         room.leased(&[], true);
         assert!(!room.try_take(&idle, None));
+    }
+
+    #[test]
+    fn no_hand_off_follows_a_failure_until_a_healthy_answer() {
+        let room = Room::new(ConcurrencyPolicy::default());
+        let e = endpoint();
+        room.start(&e);
+        let epoch = room.epoch(&e);
+        room.finish_failed(&e, Pressure::Overloaded, Duration::from_millis(5), epoch);
+        assert!(!room.try_take(&e, None), "the breaker may just have opened");
+        room.start(&e);
+        room.finish(&e, Pressure::Answered, Duration::from_millis(5), epoch);
+        assert!(room.try_take(&e, None));
     }
 
     #[test]

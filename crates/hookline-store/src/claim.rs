@@ -205,21 +205,17 @@ impl Store {
         // the commit, so hand-offs pause only while the claim's statements run.
         let claim = if limit > 0 {
             let view = policy.room.begin(records);
-            match self
+            // Ends the claim in the dispatcher's room however this future ends (an
+            // error, or the caller dropping it mid-claim), so hand-offs never stay paused.
+            let claiming = Claiming(&*policy.room);
+            let claim = self
                 .claim_in(&mut tx, now, lease, limit, policy, &view)
-                .await
-            {
-                Ok(claim) => {
-                    policy
-                        .room
-                        .leased(&claim.deliveries, claim.rows == limit as usize);
-                    claim
-                }
-                Err(error) => {
-                    policy.room.abandoned();
-                    return Err(error);
-                }
-            }
+                .await?;
+            std::mem::forget(claiming);
+            policy
+                .room
+                .leased(&claim.deliveries, claim.rows == limit as usize);
+            claim
         } else {
             Claim::default()
         };
@@ -741,6 +737,16 @@ impl LaneClaim<'_> {
         let rows = query.fetch_all(&mut **tx).await?;
         rooms.record(&rows)?;
         Ok(rows)
+    }
+}
+
+/// A claim in progress in the dispatcher's room: dropped before it counted what it
+/// leased, it ends the claim there.
+struct Claiming<'a>(&'a dyn crate::dispatcher::ClaimRoom);
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        self.0.abandoned();
     }
 }
 

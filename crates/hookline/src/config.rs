@@ -158,7 +158,8 @@ impl Config {
         DispatcherConfig {
             retry: self.retry_policy(),
             request_timeout: Duration::from_millis(self.request_timeout_ms),
-            lease: Duration::from_millis(self.lease_ms),
+            // A lease of 0 would make leased rows due again within the same claim.
+            lease: Duration::from_millis(self.lease_ms.max(1)),
             batch_size: self.batch_size.max(1),
             max_in_flight: self.max_in_flight.max(1),
             concurrency: self.concurrency_policy(),
