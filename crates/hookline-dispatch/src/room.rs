@@ -111,6 +111,11 @@ impl Room {
         room
     }
 
+    /// The limit of an endpoint this dispatcher has not sent to yet.
+    fn default_limit(&self) -> usize {
+        AdaptiveLimit::new(&self.policy).current()
+    }
+
     /// Requests to `endpoint` in flight now.
     pub fn in_flight(&self, endpoint: &EndpointId) -> usize {
         self.lock()
@@ -124,9 +129,7 @@ impl Room {
         self.lock()
             .endpoints
             .get(endpoint)
-            .map_or(AdaptiveLimit::new(&self.policy).current(), |e| {
-                e.limit.current()
-            })
+            .map_or(self.default_limit(), |e| e.limit.current())
     }
 
     /// Counts a request to `endpoint` started outside a claim or hand-off.
@@ -144,7 +147,7 @@ impl Room {
     /// The answer of a request to `endpoint` (sent at `epoch`) arrived after
     /// `latency`: its room is free, and the endpoint's limit learns from it.
     pub fn finish(&self, endpoint: &EndpointId, pressure: Pressure, latency: Duration, epoch: u64) {
-        self.finish_as(endpoint, pressure, latency, epoch, false);
+        self.answered(endpoint, pressure, latency, epoch, false);
     }
 
     /// As [`Room::finish`], for a failure the breaker counts, once its record committed.
@@ -155,10 +158,10 @@ impl Room {
         latency: Duration,
         epoch: u64,
     ) {
-        self.finish_as(endpoint, pressure, latency, epoch, true);
+        self.answered(endpoint, pressure, latency, epoch, true);
     }
 
-    fn finish_as(
+    fn answered(
         &self,
         endpoint: &EndpointId,
         pressure: Pressure,
@@ -224,7 +227,7 @@ impl ClaimRoom for Room {
         state
             .endpoints
             .retain(|_, room| room.in_flight > 0 || room.touched.elapsed() < IDLE_FORGET);
-        let default = AdaptiveLimit::new(&self.policy).current();
+        let default = self.default_limit();
         let mut rooms: Vec<(EndpointId, usize)> = state
             .endpoints
             .iter()

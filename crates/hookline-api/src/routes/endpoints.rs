@@ -111,12 +111,7 @@ fn validate_event_types(types: &Option<Vec<String>>) -> ApiResult<()> {
 const MAX_RATE_LIMIT: u32 = 100_000;
 
 fn validate_rate_limit(rate: Option<u32>) -> ApiResult<()> {
-    match rate {
-        Some(r) if r == 0 || r > MAX_RATE_LIMIT => Err(ApiError::Validation(format!(
-            "rate_limit_per_sec must be null (unlimited) or 1 to {MAX_RATE_LIMIT}"
-        ))),
-        _ => Ok(()),
-    }
+    validate_optional_count("rate_limit_per_sec", rate, MAX_RATE_LIMIT, "unlimited")
 }
 
 /// The highest concurrency ceiling an endpoint may name (the process's own
@@ -124,9 +119,24 @@ fn validate_rate_limit(rate: Option<u32>) -> ApiResult<()> {
 const MAX_IN_FLIGHT: u32 = 1024;
 
 fn validate_max_in_flight(ceiling: Option<u32>) -> ApiResult<()> {
-    match ceiling {
-        Some(c) if c == 0 || c > MAX_IN_FLIGHT => Err(ApiError::Validation(format!(
-            "max_in_flight must be null (the deployment's ceiling) or 1 to {MAX_IN_FLIGHT}"
+    validate_optional_count(
+        "max_in_flight",
+        ceiling,
+        MAX_IN_FLIGHT,
+        "the deployment's ceiling",
+    )
+}
+
+/// An optional count: `null` (meaning `when_null`) or 1 to `max`.
+fn validate_optional_count(
+    field: &str,
+    value: Option<u32>,
+    max: u32,
+    when_null: &str,
+) -> ApiResult<()> {
+    match value {
+        Some(v) if v == 0 || v > max => Err(ApiError::Validation(format!(
+            "{field} must be null ({when_null}) or 1 to {max}"
         ))),
         _ => Ok(()),
     }
