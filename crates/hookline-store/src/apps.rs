@@ -1,16 +1,15 @@
 //! Apps: a producer's tenants.
 
+use crate::db::Row;
 use hookline_core::ids::AppId;
 use hookline_core::time::Timestamp;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use crate::records::{App, AppPatch, NewApp, Page};
 use crate::{parse_column, Result, Store, StoreError};
 
 const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at";
 
-fn app_from_row(row: &AnyRow) -> Result<App> {
+fn app_from_row(row: &Row) -> Result<App> {
     Ok(App {
         id: parse_column(row, "id")?,
         uid: row.try_get("uid")?,
@@ -21,12 +20,12 @@ fn app_from_row(row: &AnyRow) -> Result<App> {
 }
 
 /// A unique-constraint violation on `apps.uid`.
-fn uid_taken(error: sqlx::Error) -> StoreError {
+fn uid_taken(error: StoreError) -> StoreError {
     match &error {
-        sqlx::Error::Database(db) if db.is_unique_violation() => {
+        StoreError::Database(sqlx::Error::Database(db)) if db.is_unique_violation() => {
             StoreError::Conflict("an app with this uid already exists")
         }
-        _ => StoreError::Database(error),
+        _ => error,
     }
 }
 
@@ -41,7 +40,7 @@ impl Store {
             created_at: now,
             updated_at: now,
         };
-        sqlx::query(
+        self.engine.query(
             "INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
         )
         .bind(app.id.as_str())
@@ -58,7 +57,8 @@ impl Store {
     #[tracing::instrument(skip_all, fields(app = key))]
     pub async fn find_app(&self, key: &str) -> Result<Option<App>> {
         let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = $1 OR uid = $1");
-        sqlx::query(&sql)
+        self.engine
+            .query(&sql)
             .bind(key)
             .fetch_optional(&self.reader)
             .await?
@@ -72,7 +72,9 @@ impl Store {
         let sql = format!(
             "SELECT {APP_COLUMNS} FROM apps WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"
         );
-        let rows = sqlx::query(&sql)
+        let rows = self
+            .engine
+            .query(&sql)
             .bind(page.before.as_deref())
             .bind(i64::from(page.limit))
             .fetch_all(&self.reader)
@@ -97,7 +99,8 @@ impl Store {
             Some(uid) => (1i64, uid),
             None => (0, None),
         };
-        sqlx::query(&sql)
+        self.engine
+            .query(&sql)
             .bind(id.as_str())
             .bind(patch.name)
             .bind(set_uid)
@@ -122,14 +125,17 @@ impl Store {
             "idempotency_keys",
             "api_keys",
         ] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE app_id = $1"))
+            self.engine
+                .query(&format!("DELETE FROM {table} WHERE app_id = $1"))
                 .bind(id.as_str())
-                .execute(&mut *tx)
+                .execute(&mut tx)
                 .await?;
         }
-        let deleted = sqlx::query("DELETE FROM apps WHERE id = $1")
+        let deleted = self
+            .engine
+            .query("DELETE FROM apps WHERE id = $1")
             .bind(id.as_str())
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?
             .rows_affected();
         tx.commit().await?;

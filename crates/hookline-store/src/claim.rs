@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::db::{Row, Tx};
 use hookline_core::admission::{self, Admission};
 use hookline_core::breaker::{Breaker, BreakerPolicy};
 use hookline_core::ids::EndpointId;
@@ -31,16 +32,15 @@ use hookline_core::ordering::OnDead;
 use hookline_core::rate;
 use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
-use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
 use crate::complete::{new_work_due, release_partition_successor};
+use crate::db::{Batch, Kind, Sql};
 use crate::dispatcher::RoomView;
 use crate::endpoints::{
     breaker_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
 };
 use crate::records::{AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
-use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
+use crate::{parse_column, Engine, Result, Store, StoreError};
 
 /// The two queues of due work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub(crate) struct Target {
     pub(crate) gate: Gate,
 }
 
-pub(crate) fn target_from_row(row: &AnyRow) -> Result<Target> {
+pub(crate) fn target_from_row(row: &Row) -> Result<Target> {
     let secret: String = row.try_get("secret")?;
     Ok(Target {
         url: row.try_get("url")?,
@@ -130,7 +130,7 @@ struct Claimed {
     gate: Option<Gate>,
 }
 
-fn claimed_from_row(row: &AnyRow, targets: &HashMap<EndpointId, Target>) -> Result<Claimed> {
+fn claimed_from_row(row: &Row, targets: &HashMap<EndpointId, Target>) -> Result<Claimed> {
     let endpoint_id: EndpointId = parse_column(row, "endpoint_id")?;
     let target = targets.get(&endpoint_id);
     let body: Vec<u8> = row.try_get("body")?;
@@ -193,8 +193,9 @@ impl Store {
             // A lease lost in a database crash costs at most a duplicate send (the
             // delivery is claimed again), never an event: no need to wait for the flush.
             // (Completions are durable: they wait.)
-            sqlx::query("SET LOCAL synchronous_commit = off")
-                .execute(&mut *tx)
+            self.engine
+                .query("SET LOCAL synchronous_commit = off")
+                .execute(&mut tx)
                 .await?;
         }
         let due_now = self
@@ -221,7 +222,7 @@ impl Store {
         };
         if let Err(error) = tx.commit().await {
             policy.room.unleased(&claim.deliveries);
-            return Err(error.into());
+            return Err(error);
         }
         if due_now {
             self.notify_due();
@@ -231,7 +232,7 @@ impl Store {
 
     async fn claim_in(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         now: Timestamp,
         lease: Duration,
         limit: u32,
@@ -337,7 +338,7 @@ impl Store {
             )
             .await?;
         }
-        deferred.write(tx, self.engine, &token).await?;
+        deferred.write(tx, &token).await?;
         Ok(Claim {
             deliveries: ready,
             rows: rows.len(),
@@ -347,8 +348,8 @@ impl Store {
     /// The endpoints of the claimed rows, read once each.
     async fn claimed_targets(
         &self,
-        tx: &mut Transaction<'static, Any>,
-        rows: &[AnyRow],
+        tx: &mut Tx,
+        rows: &[Row],
     ) -> Result<HashMap<EndpointId, Target>> {
         let mut ids = Vec::new();
         for row in rows {
@@ -360,16 +361,15 @@ impl Store {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let sql = self.engine.in_order(format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id IN ({})",
-            placeholders(1, ids.len())
-        ));
-        let mut query = sqlx::query(&sql);
-        for id in &ids {
-            query = query.bind(id.as_str());
-        }
+        let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
+        let found = self
+            .engine
+            .query(CLAIMED_TARGETS.text(self.engine))
+            .bind_batch(batch)
+            .fetch_all(&mut *tx)
+            .await?;
         let mut targets = HashMap::with_capacity(ids.len());
-        for row in query.fetch_all(&mut **tx).await? {
+        for row in found {
             targets.insert(parse_column(&row, "id")?, target_from_row(&row)?);
         }
         Ok(targets)
@@ -378,7 +378,7 @@ impl Store {
     /// The next few enabled endpoints after the last fair pass's, skipping saturated ones.
     async fn fair_pass_endpoints(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         saturated: &[EndpointId],
     ) -> Result<Vec<EndpointId>> {
         let after = self
@@ -386,20 +386,19 @@ impl Store {
             .lock()
             .expect("fair cursor poisoned")
             .clone();
-        let sql = format!(
-            "SELECT id FROM endpoints WHERE enabled = 1 AND id > $1 AND id NOT IN ({}) ORDER BY id LIMIT $2",
-            placeholders(3, saturated.len())
-        );
         let mut visit = Vec::new();
         // From the cursor to the end, then (wrapping) from the start.
         for start in [after.as_ref().map_or("", |e| e.as_str()), ""] {
-            let mut query = sqlx::query(&sql)
+            let skip = Batch::default().text(saturated.iter().map(|e| Some(e.as_str())));
+            let rows = self
+                .engine
+                .query(FAIR_PASS.text(self.engine))
                 .bind(start)
-                .bind(i64::from(FAIR_PASS_ENDPOINTS) - visit.len() as i64);
-            for endpoint in saturated {
-                query = query.bind(endpoint.as_str());
-            }
-            for row in query.fetch_all(&mut **tx).await? {
+                .bind(i64::from(FAIR_PASS_ENDPOINTS) - visit.len() as i64)
+                .bind_batch(skip)
+                .fetch_all(&mut *tx)
+                .await?;
+            for row in rows {
                 let endpoint: EndpointId = parse_column(&row, "id")?;
                 if !visit.contains(&endpoint) {
                     visit.push(endpoint);
@@ -417,7 +416,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     async fn admit(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         deferred: &mut Deferred,
         endpoint: &EndpointId,
         group: Vec<Claimed>,
@@ -508,7 +507,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     async fn reserve_send_slots(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         deferred: &mut Deferred,
         endpoint: &EndpointId,
         deliveries: Vec<ClaimedDelivery>,
@@ -520,17 +519,12 @@ impl Store {
         if deliveries.is_empty() {
             return Ok(deliveries);
         }
-        let lock = if self.engine == Engine::Postgres {
-            " FOR UPDATE"
-        } else {
-            ""
-        };
-        let mut tat: Option<i64> = sqlx::query_scalar(&format!(
-            "SELECT rate_tat_us FROM endpoints WHERE id = $1{lock}"
-        ))
-        .bind(endpoint.as_str())
-        .fetch_one(&mut **tx)
-        .await?;
+        let mut tat: Option<i64> = self
+            .engine
+            .query(RATE_STATE.text(self.engine))
+            .bind(endpoint.as_str())
+            .fetch_scalar(&mut *tx)
+            .await?;
         let now_us = now.as_millis() * 1000;
         let horizon_us = now_us + policy.rate_lookahead.as_micros() as i64;
         let mut sendable = Vec::with_capacity(deliveries.len());
@@ -546,10 +540,11 @@ impl Store {
                 defer_or_expire(tx, deferred, &delivery, at, now, policy, on_dead).await?;
             }
         }
-        sqlx::query("UPDATE endpoints SET rate_tat_us = $2 WHERE id = $1")
+        self.engine
+            .query("UPDATE endpoints SET rate_tat_us = $2 WHERE id = $1")
             .bind(endpoint.as_str())
             .bind(tat)
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
         Ok(sendable)
     }
@@ -603,7 +598,7 @@ impl<'a> Rooms<'a> {
             .collect()
     }
 
-    fn record(&mut self, rows: &[AnyRow]) -> Result<()> {
+    fn record(&mut self, rows: &[Row]) -> Result<()> {
         for row in rows {
             *self
                 .taken
@@ -640,79 +635,25 @@ impl LaneClaim<'_> {
     /// its room, returning [`CLAIMED_COLUMNS`].
     async fn take(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         source: Source<'_>,
         limit: u32,
         rooms: &mut Rooms<'_>,
-    ) -> Result<Vec<AnyRow>> {
+    ) -> Result<Vec<Row>> {
         let limited = match source {
             Source::Lane(_) | Source::Newest(_) => rooms.limited(),
             Source::Endpoint(_) => Vec::new(),
         };
-        let lock = if self.engine == Engine::Postgres {
-            " FOR UPDATE SKIP LOCKED"
-        } else {
-            ""
+        let sql = match source {
+            Source::Endpoint(_) => &TAKE_ENDPOINT,
+            Source::Lane(Lane::Fresh) => &TAKE_FRESH,
+            Source::Lane(Lane::Retry) => &TAKE_RETRY,
+            Source::Newest(Lane::Fresh) => &TAKE_NEWEST_FRESH,
+            Source::Newest(Lane::Retry) => &TAKE_NEWEST_RETRY,
         };
-        // Parameters: $1 now, $2 lease end, $3 token, $4 limit, $5 window or endpoint,
-        // $6 the cap, then (endpoint, room) pairs of the limited endpoints.
-        let due = match source {
-            // The caller asks for no more than the endpoint's room.
-            Source::Endpoint(_) => format!(
-                "SELECT id FROM deliveries WHERE endpoint_id = $5 AND state = 'pending' AND due_at <= $1 \
-                 ORDER BY due_at LIMIT $4{lock}"
-            ),
-            // The lane's head (a derived table with its own LIMIT, so the planner scans
-            // exactly that many index entries), ranked per endpoint; an endpoint's rows
-            // beyond its room stay where they are.
-            Source::Lane(lane) | Source::Newest(lane) => {
-                let order = if matches!(source, Source::Newest(_)) {
-                    " DESC"
-                } else {
-                    ""
-                };
-                let room = if limited.is_empty() {
-                    "$6".to_owned()
-                } else {
-                    let cases: String = (0..limited.len())
-                        .map(|i| format!(" WHEN ${} THEN ${}", 7 + 2 * i, 8 + 2 * i))
-                        .collect();
-                    format!("CASE ranked.endpoint_id{cases} ELSE $6 END")
-                };
-                format!(
-                    "SELECT d.id FROM ( \
-                       SELECT id, endpoint_id, \
-                              ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at{order}, id{order}) AS rn \
-                       FROM (SELECT id, endpoint_id, due_at FROM deliveries WHERE {lane} AND due_at <= $1 \
-                             ORDER BY due_at{order} LIMIT $5) window_rows) ranked \
-                     JOIN deliveries d ON d.id = ranked.id \
-                     WHERE ranked.rn <= {room} AND d.due_at <= $1 AND d.state IN ('pending', 'in_flight') \
-                     ORDER BY d.due_at{order} LIMIT $4{lock_d}",
-                    lane = lane.predicate(),
-                    lock_d = if self.engine == Engine::Postgres { " FOR UPDATE OF d SKIP LOCKED" } else { "" },
-                )
-            }
-        };
-        let sql = match self.engine {
-            Engine::Postgres => format!(
-                "WITH c AS ( \
-                   UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
-                   FROM ({due}) due WHERE d.id = due.id \
-                   RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
-                             d.round_started_at, d.ordering_key, d.sequence) \
-                 SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id"
-            ),
-            // SQLite's UPDATE can't feed a join, but its RETURNING may hold a subquery:
-            // the body comes back in the same statement.
-            Engine::Sqlite => format!(
-                "UPDATE deliveries SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
-                 WHERE id IN ({due}) \
-                 RETURNING id, app_id, event_id, endpoint_id, lease_token, attempts, round_started_at, \
-                           ordering_key, sequence, \
-                           (SELECT body FROM events WHERE events.id = deliveries.event_id) AS body"
-            ),
-        };
-        let mut query = sqlx::query(&sql)
+        let mut query = self
+            .engine
+            .query(sql.text(self.engine))
             .bind(self.now.as_millis())
             .bind(self.lease_until.as_millis())
             .bind(self.token)
@@ -726,19 +667,115 @@ impl LaneClaim<'_> {
                 } else {
                     limit
                 };
+                let rooms = Batch::default()
+                    .text(limited.iter().map(|(endpoint, _)| Some(endpoint.as_str())))
+                    .int(limited.iter().map(|(_, room)| Some(as_sql_count(*room))));
                 query = query
                     .bind(i64::from(window))
-                    .bind(as_sql_count(self.default_room));
-                for (endpoint, room) in &limited {
-                    query = query.bind(endpoint.as_str()).bind(as_sql_count(*room));
-                }
+                    .bind(as_sql_count(self.default_room))
+                    .bind_batch(rooms);
             }
         }
-        let rows = query.fetch_all(&mut **tx).await?;
+        let rows = query.fetch_all(&mut *tx).await?;
         rooms.record(&rows)?;
         Ok(rows)
     }
 }
+
+/// The claim statements, one per source. Parameters: $1 now, $2 lease end,
+/// $3 token, $4 limit, $5 window (or the endpoint), $6 the default room, then
+/// the (endpoint, room) batch of endpoints whose room differs.
+static TAKE_ENDPOINT: Sql = Sql::new(|engine| take_sql(engine, None, false));
+static TAKE_FRESH: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), false));
+static TAKE_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), false));
+static TAKE_NEWEST_FRESH: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), true));
+static TAKE_NEWEST_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), true));
+
+/// A claim statement: from one endpoint's pending deliveries (`lane` is `None`),
+/// or from a lane's due index, oldest or (`newest`) newest first.
+fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
+    let due = match lane {
+        // The caller asks for no more than the endpoint's room.
+        None => format!(
+            "SELECT id FROM deliveries WHERE endpoint_id = $5 AND state = 'pending' AND due_at <= $1 \
+             ORDER BY due_at LIMIT $4{}",
+            engine.lock(" FOR UPDATE SKIP LOCKED")
+        ),
+        // The lane's head (a derived table with its own LIMIT, so the planner scans
+        // exactly that many index entries), ranked per endpoint; an endpoint's rows
+        // beyond its room stay where they are.
+        Some(lane) => {
+            let order = if newest { " DESC" } else { "" };
+            format!(
+                "SELECT d.id FROM ( \
+                   SELECT id, endpoint_id, \
+                          ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at{order}, id{order}) AS rn \
+                   FROM (SELECT id, endpoint_id, due_at FROM deliveries WHERE {lane} AND due_at <= $1 \
+                         ORDER BY due_at{order} LIMIT $5) window_rows) ranked \
+                 LEFT JOIN {rooms} ON v.endpoint_id = ranked.endpoint_id \
+                 JOIN deliveries d ON d.id = ranked.id \
+                 WHERE ranked.rn <= COALESCE(v.room, $6) AND d.due_at <= $1 AND d.state IN ('pending', 'in_flight') \
+                 ORDER BY d.due_at{order} LIMIT $4{lock}",
+                lane = lane.predicate(),
+                rooms = engine.rows(7, &[("endpoint_id", Kind::Text), ("room", Kind::Int)]),
+                lock = engine.lock(" FOR UPDATE OF d SKIP LOCKED"),
+            )
+        }
+    };
+    match engine {
+        Engine::Postgres => format!(
+            "WITH c AS ( \
+               UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
+               FROM ({due}) due WHERE d.id = due.id \
+               RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
+                         d.round_started_at, d.ordering_key, d.sequence) \
+             SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id"
+        ),
+        // SQLite's UPDATE can't feed a join, but its RETURNING may hold a subquery:
+        // the body comes back in the same statement.
+        Engine::Sqlite => format!(
+            "UPDATE deliveries SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
+             WHERE id IN ({due}) \
+             RETURNING id, app_id, event_id, endpoint_id, lease_token, attempts, round_started_at, \
+                       ordering_key, sequence, \
+                       (SELECT body FROM events WHERE events.id = deliveries.event_id) AS body"
+        ),
+    }
+}
+
+/// The endpoints of a claim's rows, read once each.
+static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id IN (SELECT id FROM {})",
+        engine.rows(1, &[("id", Kind::Text)])
+    )
+});
+
+/// Enabled endpoints after `$1`, up to `$2`, except the batch (saturated ones).
+static FAIR_PASS: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT id FROM endpoints WHERE enabled = 1 AND id > $1 \
+         AND id NOT IN (SELECT id FROM {}) ORDER BY id LIMIT $2",
+        engine.rows(3, &[("id", Kind::Text)])
+    )
+});
+
+/// An endpoint's GCRA state (locked on PostgreSQL).
+static RATE_STATE: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT rate_tat_us FROM endpoints WHERE id = $1{}",
+        engine.lock(" FOR UPDATE")
+    )
+});
+
+/// Claimed rows of lease `$2` put back, pending, due at `$1`.
+static DEFER: Sql = Sql::new(|engine| {
+    format!(
+        "UPDATE deliveries SET state = 'pending', due_at = $1, lease_token = NULL \
+         WHERE lease_token = $2 AND id IN (SELECT id FROM {})",
+        engine.rows(3, &[("id", Kind::Text)])
+    )
+});
 
 /// A claim in progress in the dispatcher's room: dropped before it counted what it
 /// leased, it ends the claim there.
@@ -758,7 +795,7 @@ fn as_sql_count(count: usize) -> i64 {
 /// The breaker's probe, taken by compare-and-set on exactly the state this claim
 /// read: of all concurrent claims in the cluster, one sees its update succeed.
 async fn take_probe(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     endpoint: &EndpointId,
     read: &Breaker,
     now: Timestamp,
@@ -766,7 +803,7 @@ async fn take_probe(
 ) -> Result<bool> {
     let mut probing = *read;
     probing.start_probe(now, hold);
-    let taken = sqlx::query(
+    let taken = tx.engine().query(
         "UPDATE endpoints SET breaker_state = $2, probe_until = $3 \
          WHERE id = $1 AND breaker_state = $4 AND COALESCE(next_probe_at, 0) = $5 AND COALESCE(probe_until, 0) = $6",
     )
@@ -776,7 +813,7 @@ async fn take_probe(
     .bind(read.state.as_str())
     .bind(read.next_probe_at.map_or(0, Timestamp::as_millis))
     .bind(read.probe_until.map_or(0, Timestamp::as_millis))
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?
     .rows_affected();
     Ok(taken == 1)
@@ -797,25 +834,17 @@ impl Deferred {
     }
 
     /// Writes the deferrals (all rows of one claim share its lease `token`).
-    async fn write(
-        self,
-        tx: &mut Transaction<'static, Any>,
-        engine: Engine,
-        token: &str,
-    ) -> Result<()> {
+    async fn write(self, tx: &mut Tx, token: &str) -> Result<()> {
+        let engine = tx.engine();
         for (until, ids) in self.0 {
-            for chunk in ids.chunks(500) {
-                let sql = engine.in_order(format!(
-                    "UPDATE deliveries SET state = 'pending', due_at = $1, lease_token = NULL \
-                     WHERE lease_token = $2 AND id IN ({})",
-                    placeholders(3, chunk.len())
-                ));
-                let mut query = sqlx::query(&sql).bind(until.as_millis()).bind(token);
-                for id in chunk {
-                    query = query.bind(id.as_str());
-                }
-                query.execute(&mut **tx).await?;
-            }
+            let ids = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
+            engine
+                .query(DEFER.text(engine))
+                .bind(until.as_millis())
+                .bind(token)
+                .bind_batch(ids)
+                .execute(&mut *tx)
+                .await?;
         }
         Ok(())
     }
@@ -824,7 +853,7 @@ impl Deferred {
 /// Defers a delivery, unless waiting until `until` would take it past its max age:
 /// then it is dead-lettered (`retries_exhausted`) — deferral never stops the clock.
 async fn defer_or_expire(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     deferred: &mut Deferred,
     delivery: &ClaimedDelivery,
     until: Timestamp,
@@ -843,13 +872,13 @@ async fn defer_or_expire(
 
 /// Dead-letters a claimed delivery without an attempt, releasing its partition's next if due.
 async fn dead_letter(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     delivery: &ClaimedDelivery,
     reason: DeadReason,
     now: Timestamp,
     on_dead: OnDead,
 ) -> Result<()> {
-    sqlx::query(
+    tx.engine().query(
         "UPDATE deliveries SET state = 'dead', dead_reason = $3, dead_at = $4, due_at = $4, lease_token = NULL, \
          updated_at = $4 WHERE id = $1 AND lease_token = $2",
     )
@@ -857,7 +886,7 @@ async fn dead_letter(
     .bind(&delivery.lease_token)
     .bind(reason.as_str())
     .bind(now.as_millis())
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     if let Some(key) = &delivery.ordering_key {
         if hookline_core::ordering::releases_next(

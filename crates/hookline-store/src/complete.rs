@@ -4,114 +4,151 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::db::{Row, Tx};
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal, Transition};
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::DeadReason;
 use hookline_core::ordering::{self, OnDead};
 use hookline_core::time::Timestamp;
-use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
+use crate::db::{Batch, Kind, Sql};
 use crate::endpoints::{
     breaker_from_row, disable_endpoint, due_for_new_work, move_queue, on_dead_from_row,
     save_breaker, BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, Next};
-use crate::{parse_column, placeholders, Engine, Result, Store};
+use crate::{parse_column, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
 const LAST_ERROR_CHARS: usize = 500;
-/// Attempts per multi-row statement: a dispatcher turn's usual batch (the default
-/// claim batch) in one statement. 14 values each, so 1,792 — far below either
-/// engine's limit. Larger chunks measured no faster and cost memory: each size is
-/// its own cached prepared statement.
-const COMPLETION_CHUNK: usize = 128;
+static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
+    const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
+        status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason";
+    format!(
+        "INSERT INTO attempts ({COLUMNS}) SELECT {COLUMNS} FROM {}",
+        engine.rows(
+            1,
+            &[
+                ("id", Kind::Text),
+                ("delivery_id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("endpoint_id", Kind::Text),
+                ("attempt_number", Kind::Int),
+                ("started_at", Kind::Int),
+                ("duration_ms", Kind::Int),
+                ("status_code", Kind::Int),
+                ("response_body", Kind::Text),
+                ("error_kind", Kind::Text),
+                ("error_message", Kind::Text),
+                ("verdict", Kind::Text),
+                ("next_attempt_at", Kind::Int),
+                ("dead_reason", Kind::Text),
+            ]
+        )
+    )
+});
 
-/// One multi-row `INSERT` of attempt rows.
-async fn insert_attempts(
-    tx: &mut Transaction<'static, Any>,
-    engine: Engine,
-    records: &[AttemptRecord],
-) -> Result<()> {
-    let values = (0..records.len())
-        .map(|i| format!("({})", placeholders(1 + i * 14, 14)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let sql = format!(
-        "INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
-         status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason) VALUES {values}"
-    );
-    let sql = engine.in_order(sql);
-    let mut query = sqlx::query(&sql);
-    for record in records {
-        let next = record.next;
-        let (error_kind, error_message) = match &record.error {
+/// The attempt rows of a batch, in one statement.
+async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
+    let ids: Vec<String> = records
+        .iter()
+        .map(|_| AttemptId::generate().to_string())
+        .collect();
+    let errors = || {
+        records.iter().map(|r| match &r.error {
             Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
             None => (None, None),
-        };
-        query = query
-            .bind(AttemptId::generate().to_string())
-            .bind(record.delivery_id.as_str())
-            .bind(record.app_id.as_str())
-            .bind(record.endpoint_id.as_str())
-            .bind(i64::from(record.attempt_number))
-            .bind(record.started_at.as_millis())
-            .bind(record.duration.as_millis() as i64)
-            .bind(record.status_code.map(i64::from))
-            .bind(record.response_body.as_deref())
-            .bind(error_kind)
-            .bind(error_message)
-            .bind(next.verdict().as_str())
-            .bind(next.next_attempt_at().map(Timestamp::as_millis))
-            .bind(next.dead_reason().map(DeadReason::as_str));
-    }
-    query.execute(&mut **tx).await?;
+        })
+    };
+    let batch = Batch::default()
+        .text(ids.iter().map(|id| Some(id.as_str())))
+        .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
+        .text(records.iter().map(|r| Some(r.app_id.as_str())))
+        .text(records.iter().map(|r| Some(r.endpoint_id.as_str())))
+        .int(records.iter().map(|r| Some(i64::from(r.attempt_number))))
+        .int(records.iter().map(|r| Some(r.started_at.as_millis())))
+        .int(records.iter().map(|r| Some(r.duration.as_millis() as i64)))
+        .int(records.iter().map(|r| r.status_code.map(i64::from)))
+        .text(records.iter().map(|r| r.response_body.as_deref()))
+        .text(errors().map(|(kind, _)| kind))
+        .text(errors().map(|(_, message)| message))
+        .text(records.iter().map(|r| Some(r.next.verdict().as_str())))
+        .int(
+            records
+                .iter()
+                .map(|r| r.next.next_attempt_at().map(Timestamp::as_millis)),
+        )
+        .text(
+            records
+                .iter()
+                .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
+        );
+    let engine = tx.engine();
+    engine
+        .query(INSERT_ATTEMPTS.text(engine))
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 
-/// One multi-row `UPDATE` moving the deliveries on — only those whose lease the
+/// `$1`: now. Only rows whose lease the record still holds are moved on.
+static UPDATE_DELIVERIES: Sql = Sql::new(|engine| {
+    format!(
+        "UPDATE deliveries SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
+         last_attempt_at = v.last_attempt_at, dead_reason = v.dead_reason, dead_at = v.dead_at, \
+         lease_token = NULL, updated_at = $1 \
+         FROM {} WHERE deliveries.id = v.id AND deliveries.lease_token = v.token \
+         RETURNING deliveries.id, deliveries.ordering_key",
+        engine.rows(
+            2,
+            &[
+                ("id", Kind::Text),
+                ("token", Kind::Text),
+                ("state", Kind::Text),
+                ("due_at", Kind::Int),
+                ("attempts", Kind::Int),
+                ("last_attempt_at", Kind::Int),
+                ("dead_reason", Kind::Text),
+                ("dead_at", Kind::Int),
+            ]
+        )
+    )
+});
+
+/// One `UPDATE` moving the batch's deliveries on — only those whose lease the
 /// record still holds. Returns the ordering keys of the updated keyed deliveries.
 async fn update_deliveries(
-    tx: &mut Transaction<'static, Any>,
-    engine: Engine,
+    tx: &mut Tx,
     records: &[AttemptRecord],
     now: Timestamp,
 ) -> Result<HashMap<DeliveryId, String>> {
-    let values = (0..records.len())
-        .map(|i| format!("({})", placeholders(1 + i * 8, 8)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    // The same statement on both engines: a VALUES list as a CTE, then UPDATE … FROM.
-    let sql = format!(
-        "WITH v (id, token, state, due_at, attempts, last_attempt_at, dead_reason, dead_at) AS (VALUES {values}) \
-         UPDATE deliveries SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
-         last_attempt_at = v.last_attempt_at, dead_reason = v.dead_reason, dead_at = v.dead_at, \
-         lease_token = NULL, updated_at = ${now} \
-         FROM v WHERE deliveries.id = v.id AND deliveries.lease_token = v.token \
-         RETURNING deliveries.id, deliveries.ordering_key",
-        now = 1 + records.len() * 8
-    );
-    let sql = engine.in_order(sql);
-    let mut query = sqlx::query(&sql);
-    for record in records {
-        let (state, due_at, dead_reason) = (
-            record.next.state(),
-            record.next.due_at(now),
-            record.next.dead_reason(),
+    let batch = Batch::default()
+        .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
+        .text(records.iter().map(|r| Some(r.lease_token.as_str())))
+        .text(records.iter().map(|r| Some(r.next.state().as_str())))
+        .int(records.iter().map(|r| Some(r.next.due_at(now).as_millis())))
+        .int(records.iter().map(|r| Some(i64::from(r.attempt_number))))
+        .int(records.iter().map(|r| Some(r.started_at.as_millis())))
+        .text(
+            records
+                .iter()
+                .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
+        )
+        .int(
+            records
+                .iter()
+                .map(|r| r.next.dead_reason().map(|_| now.as_millis())),
         );
-        query = query
-            .bind(record.delivery_id.as_str())
-            .bind(record.lease_token.as_str())
-            .bind(state.as_str())
-            .bind(due_at.as_millis())
-            .bind(i64::from(record.attempt_number))
-            .bind(record.started_at.as_millis())
-            .bind(dead_reason.map(DeadReason::as_str))
-            .bind(dead_reason.map(|_| now.as_millis()));
-    }
-    query = query.bind(now.as_millis());
+    let engine = tx.engine();
+    let rows = engine
+        .query(UPDATE_DELIVERIES.text(engine))
+        .bind(now.as_millis())
+        .bind_batch(batch)
+        .fetch_all(&mut *tx)
+        .await?;
     let mut keyed = HashMap::new();
-    for row in query.fetch_all(&mut **tx).await? {
+    for row in rows {
         if let Some(key) = row.try_get::<Option<String>, _>("ordering_key")? {
             keyed.insert(parse_column(&row, "id")?, key);
         }
@@ -156,7 +193,7 @@ impl Store {
     /// wakes dispatchers after the commit, never before).
     pub(crate) async fn complete_in(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         records: &[AttemptRecord],
         breaker_policy: &BreakerPolicy,
         now: Timestamp,
@@ -166,10 +203,10 @@ impl Store {
         }
         // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
         let mut finished_keyed = Vec::new();
-        for chunk in records.chunks(COMPLETION_CHUNK) {
-            insert_attempts(tx, self.engine, chunk).await?;
-            let keyed = update_deliveries(tx, self.engine, chunk, now).await?;
-            for record in chunk {
+        {
+            insert_attempts(tx, records).await?;
+            let keyed = update_deliveries(tx, records, now).await?;
+            for record in records {
                 let Some(key) = keyed.get(&record.delivery_id) else {
                     continue;
                 };
@@ -225,10 +262,10 @@ impl Store {
             if self.engine == Engine::Postgres {
                 // Serialises with publishes of this key (they upsert the same row), so a
                 // delivery published as `blocked` meanwhile is seen and released here.
-                sqlx::query("SELECT last_sequence FROM ordering_keys WHERE app_id = $1 AND ordering_key = $2 FOR UPDATE")
+                self.engine.query("SELECT last_sequence FROM ordering_keys WHERE app_id = $1 AND ordering_key = $2 FOR UPDATE")
                     .bind(app.as_str())
                     .bind(key)
-                    .fetch_optional(&mut **tx)
+                    .fetch_optional(&mut *tx)
                     .await?;
             }
             due_now |=
@@ -240,25 +277,18 @@ impl Store {
     /// Reads (on PostgreSQL: locks, in id order) the breaker state of the batch's endpoints.
     async fn lock_endpoints(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         endpoints: &[&EndpointId],
-    ) -> Result<HashMap<EndpointId, AnyRow>> {
-        let lock = if self.engine == Engine::Postgres {
-            " FOR UPDATE"
-        } else {
-            ""
-        };
-        let sql = self.engine.in_order(format!(
-            "SELECT id, enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints WHERE id IN ({}) \
-             ORDER BY id{lock}",
-            placeholders(1, endpoints.len())
-        ));
-        let mut query = sqlx::query(&sql);
-        for endpoint in endpoints {
-            query = query.bind(endpoint.as_str());
-        }
+    ) -> Result<HashMap<EndpointId, Row>> {
+        let ids = Batch::default().text(endpoints.iter().map(|e| Some(e.as_str())));
+        let found = self
+            .engine
+            .query(LOCK_ENDPOINTS.text(self.engine))
+            .bind_batch(ids)
+            .fetch_all(&mut *tx)
+            .await?;
         let mut rows = HashMap::new();
-        for row in query.fetch_all(&mut **tx).await? {
+        for row in found {
             rows.insert(parse_column(&row, "id")?, row);
         }
         Ok(rows)
@@ -270,9 +300,9 @@ impl Store {
     /// deferred work forward to now (the caller wakes dispatchers after the commit).
     async fn update_breaker(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Tx,
         endpoint: &EndpointId,
-        row: &AnyRow,
+        row: &Row,
         records: &[&AttemptRecord],
         policy: &BreakerPolicy,
         now: Timestamp,
@@ -304,11 +334,12 @@ impl Store {
             save_breaker(tx, endpoint, &breaker).await?;
         }
         if let Some(error) = &last_error {
-            sqlx::query("UPDATE endpoints SET last_error = $2, last_failure_at = $3 WHERE id = $1")
+            self.engine
+                .query("UPDATE endpoints SET last_error = $2, last_failure_at = $3 WHERE id = $1")
                 .bind(endpoint.as_str())
                 .bind(error)
                 .bind(now.as_millis())
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         let mut pulled_forward = false;
@@ -336,17 +367,29 @@ impl Store {
     }
 }
 
+/// The batch's endpoints with their breakers, locked in id order on PostgreSQL.
+static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT id, enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints \
+         WHERE id IN (SELECT id FROM {}) ORDER BY id{}",
+        engine.rows(1, &[("id", Kind::Text)]),
+        engine.lock(" FOR UPDATE")
+    )
+});
+
 /// When work an endpoint gets now is due ([`due_for_new_work`] of its current row;
 /// `None` if the endpoint is gone).
 pub(crate) async fn new_work_due(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     endpoint: &EndpointId,
     now: Timestamp,
 ) -> Result<Option<Timestamp>> {
     let sql = format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1");
-    let Some(row) = sqlx::query(&sql)
+    let Some(row) = tx
+        .engine()
+        .query(&sql)
         .bind(endpoint.as_str())
-        .fetch_optional(&mut **tx)
+        .fetch_optional(&mut *tx)
         .await?
     else {
         return Ok(None);
@@ -369,7 +412,7 @@ pub(crate) async fn new_work_due(
 /// step of its partition (with 50 events per key under load, that put minutes
 /// between a partition's first and last delivery).
 pub(crate) async fn release_partition_successor(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     endpoint: &EndpointId,
     key: &str,
     due: Timestamp,
@@ -377,7 +420,7 @@ pub(crate) async fn release_partition_successor(
 ) -> Result<bool> {
     // `state <> 'succeeded'` is implied by `state = 'blocked'`, but spelled out: it is the
     // partition index's predicate, and without it SQLite walked all the endpoint's deliveries.
-    let released = sqlx::query(
+    let released = tx.engine().query(
         "UPDATE deliveries SET state = 'pending', \
            due_at = CASE WHEN $3 <= $4 THEN created_at ELSE $3 END, updated_at = $4 WHERE id = ( \
            SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
@@ -388,7 +431,7 @@ pub(crate) async fn release_partition_successor(
     .bind(key)
     .bind(due.as_millis())
     .bind(now.as_millis())
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?
     .rows_affected();
     Ok(released == 1)

@@ -1,10 +1,9 @@
 //! Deliveries: reading them and their attempts, the DLQ, release and replay.
 //! (Claiming is in `claim`, completing in `complete`.)
 
+use crate::db::Row;
 use hookline_core::ids::{AppId, DeliveryId};
 use hookline_core::time::Timestamp;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use crate::claim::Lane;
 use crate::records::{Attempt, Delivery, Page, ReplayOutcome};
@@ -14,7 +13,7 @@ pub(crate) const DELIVERY_COLUMNS: &str =
     "id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, attempts, \
      round_started_at, last_attempt_at, dead_reason, dead_at, created_at";
 
-pub(crate) fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
+pub(crate) fn delivery_from_row(row: &Row) -> Result<Delivery> {
     let millis = |column: &str| -> Result<Option<Timestamp>> {
         Ok(row
             .try_get::<Option<i64>, _>(column)?
@@ -38,7 +37,7 @@ pub(crate) fn delivery_from_row(row: &AnyRow) -> Result<Delivery> {
     })
 }
 
-fn attempt_from_row(row: &AnyRow) -> Result<Attempt> {
+fn attempt_from_row(row: &Row) -> Result<Attempt> {
     Ok(Attempt {
         id: parse_column(row, "id")?,
         delivery_id: parse_column(row, "delivery_id")?,
@@ -74,14 +73,14 @@ impl Store {
         }
         let mut tx = self.writer.begin().await?;
         for (id, token) in claims {
-            sqlx::query(
+            self.engine.query(
                 "UPDATE deliveries SET state = 'pending', due_at = $3, lease_token = NULL, updated_at = $3 \
                  WHERE id = $1 AND lease_token = $2",
             )
             .bind(id.as_str())
             .bind(token)
             .bind(now.as_millis())
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?;
         }
         tx.commit().await?;
@@ -99,7 +98,7 @@ impl Store {
                 "SELECT MIN(due_at) FROM deliveries WHERE {}",
                 lane.predicate()
             );
-            let due: Option<i64> = sqlx::query_scalar(&sql).fetch_one(&self.reader).await?;
+            let due: Option<i64> = self.engine.query(&sql).fetch_scalar(&self.reader).await?;
             earliest = match (earliest, due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
@@ -113,7 +112,8 @@ impl Store {
     pub async fn get_delivery(&self, app: &AppId, id: &DeliveryId) -> Result<Option<Delivery>> {
         let sql =
             format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1 AND app_id = $2");
-        sqlx::query(&sql)
+        self.engine
+            .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .fetch_optional(&self.reader)
@@ -130,7 +130,7 @@ impl Store {
         id: &DeliveryId,
         page: &Page,
     ) -> Result<Vec<Attempt>> {
-        let rows = sqlx::query(
+        let rows = self.engine.query(
             "SELECT id, delivery_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, \
              response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason \
              FROM attempts WHERE delivery_id = $1 AND app_id = $2 AND ($3 IS NULL OR id < $3) \
@@ -158,7 +158,9 @@ impl Store {
              AND ($2 IS NULL OR dead_at < $2 OR (dead_at = $2 AND id < $3)) \
              ORDER BY dead_at DESC, id DESC LIMIT $4"
         );
-        let rows = sqlx::query(&sql)
+        let rows = self
+            .engine
+            .query(&sql)
             .bind(app.as_str())
             .bind(dead_at)
             .bind(id)
@@ -194,7 +196,9 @@ impl Store {
              dead_reason = NULL, dead_at = NULL, updated_at = $3 \
              WHERE id = $1 AND app_id = $2 AND state = 'dead' RETURNING {DELIVERY_COLUMNS}"
         );
-        let replayed = sqlx::query(&sql)
+        let replayed = self
+            .engine
+            .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .bind(now.as_millis())

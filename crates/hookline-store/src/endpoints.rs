@@ -2,14 +2,13 @@
 
 use std::time::Duration;
 
+use crate::db::{Row, Tx};
 use hookline_core::admission::{self, Admission, Gate};
 use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
-use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
 use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
@@ -25,7 +24,7 @@ pub(crate) const ENDPOINT_COLUMNS: &str =
 pub(crate) const BREAKER_COLUMNS: &str =
     "breaker_state, consecutive_failures, breaker_cooldown_ms, next_probe_at, probe_until, failing_since";
 
-pub(crate) fn retry_from_row(row: &AnyRow) -> Result<RetryOverrides> {
+pub(crate) fn retry_from_row(row: &Row) -> Result<RetryOverrides> {
     let get = |column: &str| -> Result<Option<i64>> { Ok(row.try_get::<Option<i64>, _>(column)?) };
     Ok(RetryOverrides {
         retry_base_ms: get("retry_base_ms")?.map(|v| v as u64),
@@ -35,13 +34,13 @@ pub(crate) fn retry_from_row(row: &AnyRow) -> Result<RetryOverrides> {
     })
 }
 
-pub(crate) fn on_dead_from_row(row: &AnyRow) -> Result<OnDead> {
+pub(crate) fn on_dead_from_row(row: &Row) -> Result<OnDead> {
     let text: String = row.try_get("ordering_on_dead")?;
     OnDead::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("ordering_on_dead: {text}")))
 }
 
 /// Reads [`BREAKER_COLUMNS`] (a NULL state, from a missing endpoint, reads as closed).
-pub(crate) fn breaker_from_row(row: &AnyRow) -> Result<Breaker> {
+pub(crate) fn breaker_from_row(row: &Row) -> Result<Breaker> {
     let millis = |column: &str| -> Result<Option<Timestamp>> {
         Ok(row
             .try_get::<Option<i64>, _>(column)?
@@ -74,7 +73,7 @@ pub(crate) fn event_types_from_json(text: Option<String>) -> Result<Option<Vec<S
     .transpose()
 }
 
-fn endpoint_from_row(row: &AnyRow) -> Result<Endpoint> {
+fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
     let secret: String = row.try_get("secret")?;
     Ok(Endpoint {
         id: parse_column(row, "id")?,
@@ -97,7 +96,7 @@ fn endpoint_from_row(row: &AnyRow) -> Result<Endpoint> {
     })
 }
 
-pub(crate) fn max_in_flight_from_row(row: &AnyRow) -> Result<Option<u32>> {
+pub(crate) fn max_in_flight_from_row(row: &Row) -> Result<Option<u32>> {
     Ok(row
         .try_get::<Option<i64>, _>("max_in_flight")?
         .map(|v| v as u32))
@@ -131,11 +130,11 @@ pub(crate) fn due_for_new_work(enabled: bool, breaker: &Breaker, now: Timestamp)
 
 /// Writes a breaker back to its endpoint row.
 pub(crate) async fn save_breaker(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     endpoint: &EndpointId,
     breaker: &Breaker,
 ) -> Result<()> {
-    sqlx::query(
+    tx.engine().query(
         "UPDATE endpoints SET breaker_state = $2, consecutive_failures = $3, breaker_cooldown_ms = $4, \
          next_probe_at = $5, probe_until = $6, failing_since = $7 WHERE id = $1",
     )
@@ -146,26 +145,27 @@ pub(crate) async fn save_breaker(
     .bind(breaker.next_probe_at.map(Timestamp::as_millis))
     .bind(breaker.probe_until.map(Timestamp::as_millis))
     .bind(breaker.failing_since.map(Timestamp::as_millis))
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }
 
 /// Disables an endpoint and parks its pending deliveries (kept, never due until re-enabled).
 pub(crate) async fn disable_endpoint(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     endpoint: &EndpointId,
     reason: &str,
     now: Timestamp,
 ) -> Result<()> {
-    sqlx::query(
-        "UPDATE endpoints SET enabled = 0, disabled_reason = $2, updated_at = $3 WHERE id = $1",
-    )
-    .bind(endpoint.as_str())
-    .bind(reason)
-    .bind(now.as_millis())
-    .execute(&mut **tx)
-    .await?;
+    tx.engine()
+        .query(
+            "UPDATE endpoints SET enabled = 0, disabled_reason = $2, updated_at = $3 WHERE id = $1",
+        )
+        .bind(endpoint.as_str())
+        .bind(reason)
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?;
     move_queue(tx, endpoint, i64::MIN..=PARKED.as_millis() - 1, PARKED).await
 }
 
@@ -177,26 +177,28 @@ const QUEUE_MOVE_CHUNK: i64 = 1000;
 /// over a large queue makes SQLite hold the journal of every page it changes in memory
 /// (a dead endpoint's 100k-delivery queue took the process to 336 MiB).
 pub(crate) async fn move_queue(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     endpoint: &EndpointId,
     due: std::ops::RangeInclusive<i64>,
     to: Timestamp,
 ) -> Result<()> {
     loop {
         // `due_at <> $4`: a moved row never matches again, so the loop ends.
-        let moved = sqlx::query(
-            "UPDATE deliveries SET due_at = $4 WHERE id IN ( \
+        let moved = tx
+            .engine()
+            .query(
+                "UPDATE deliveries SET due_at = $4 WHERE id IN ( \
                SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' \
                  AND due_at >= $2 AND due_at <= $3 AND due_at <> $4 LIMIT $5)",
-        )
-        .bind(endpoint.as_str())
-        .bind(*due.start())
-        .bind(*due.end())
-        .bind(to.as_millis())
-        .bind(QUEUE_MOVE_CHUNK)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
+            )
+            .bind(endpoint.as_str())
+            .bind(*due.start())
+            .bind(*due.end())
+            .bind(to.as_millis())
+            .bind(QUEUE_MOVE_CHUNK)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if moved < QUEUE_MOVE_CHUNK as u64 {
             return Ok(());
         }
@@ -228,7 +230,7 @@ impl Store {
             created_at: now,
             updated_at: now,
         };
-        sqlx::query(
+        self.engine.query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
              disabled_reason, created_at, updated_at, max_in_flight) \
@@ -259,7 +261,8 @@ impl Store {
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
     pub async fn get_endpoint(&self, app: &AppId, id: &EndpointId) -> Result<Option<Endpoint>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2");
-        sqlx::query(&sql)
+        self.engine
+            .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .fetch_optional(&self.reader)
@@ -275,7 +278,9 @@ impl Store {
             "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND ($2 IS NULL OR id < $2) \
              ORDER BY id DESC LIMIT $3"
         );
-        let rows = sqlx::query(&sql)
+        let rows = self
+            .engine
+            .query(&sql)
             .bind(app.as_str())
             .bind(page.before.as_deref())
             .bind(i64::from(page.limit))
@@ -298,10 +303,12 @@ impl Store {
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.writer.begin().await?;
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2");
-        let Some(row) = sqlx::query(&sql)
+        let Some(row) = self
+            .engine
+            .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut tx)
             .await?
         else {
             return Ok(None);
@@ -333,7 +340,7 @@ impl Store {
             endpoint.ordering_on_dead = on_dead;
         }
         endpoint.updated_at = now;
-        sqlx::query(
+        self.engine.query(
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
              ordering_on_dead = $11, updated_at = $12, max_in_flight = $13 WHERE id = $1 AND app_id = $2",
@@ -351,7 +358,7 @@ impl Store {
         .bind(endpoint.ordering_on_dead.as_str())
         .bind(now.as_millis())
         .bind(to_i64(endpoint.max_in_flight))
-        .execute(&mut *tx)
+        .execute(&mut tx)
         .await?;
         let resumed = match (was_enabled, endpoint.enabled) {
             (true, false) => {
@@ -360,12 +367,11 @@ impl Store {
                 false
             }
             (false, true) => {
-                sqlx::query(
-                    "UPDATE endpoints SET enabled = 1, disabled_reason = NULL WHERE id = $1",
-                )
-                .bind(id.as_str())
-                .execute(&mut *tx)
-                .await?;
+                self.engine
+                    .query("UPDATE endpoints SET enabled = 1, disabled_reason = NULL WHERE id = $1")
+                    .bind(id.as_str())
+                    .execute(&mut tx)
+                    .await?;
                 save_breaker(&mut tx, id, &Breaker::default()).await?;
                 let parked = PARKED.as_millis()..=PARKED.as_millis();
                 move_queue(&mut tx, id, parked, now).await?;
@@ -387,17 +393,20 @@ impl Store {
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
     pub async fn delete_endpoint(&self, app: &AppId, id: &EndpointId) -> Result<bool> {
         let mut tx = self.writer.begin().await?;
-        let deleted = sqlx::query("DELETE FROM endpoints WHERE id = $1 AND app_id = $2")
+        let deleted = self
+            .engine
+            .query("DELETE FROM endpoints WHERE id = $1 AND app_id = $2")
             .bind(id.as_str())
             .bind(app.as_str())
-            .execute(&mut *tx)
+            .execute(&mut tx)
             .await?
             .rows_affected();
         if deleted == 1 {
             for table in ["attempts", "deliveries"] {
-                sqlx::query(&format!("DELETE FROM {table} WHERE endpoint_id = $1"))
+                self.engine
+                    .query(&format!("DELETE FROM {table} WHERE endpoint_id = $1"))
                     .bind(id.as_str())
-                    .execute(&mut *tx)
+                    .execute(&mut tx)
                     .await?;
             }
         }
@@ -416,7 +425,9 @@ impl Store {
             "SELECT enabled, disabled_reason, last_error, last_failure_at, {BREAKER_COLUMNS} \
              FROM endpoints WHERE id = $1 AND app_id = $2"
         );
-        let Some(row) = sqlx::query(&sql)
+        let Some(row) = self
+            .engine
+            .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .fetch_optional(&self.reader)
@@ -424,7 +435,7 @@ impl Store {
         else {
             return Ok(None);
         };
-        let recent = sqlx::query(
+        let recent = self.engine.query(
             "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN verdict = 'delivered' THEN 1 ELSE 0 END), 0) AS delivered \
              FROM (SELECT verdict FROM attempts WHERE endpoint_id = $1 ORDER BY id DESC LIMIT 100) recent",
         )
@@ -447,19 +458,19 @@ impl Store {
     /// How many of an endpoint's deliveries are in `state` (for tests and the health view).
     #[tracing::instrument(skip_all, fields(endpoint = %id))]
     pub async fn count_deliveries(&self, id: &EndpointId, state: DeliveryState) -> Result<u64> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM deliveries WHERE endpoint_id = $1 AND state = $2",
-        )
-        .bind(id.as_str())
-        .bind(state.as_str())
-        .fetch_one(&self.reader)
-        .await?;
+        let count: i64 = self
+            .engine
+            .query("SELECT COUNT(*) FROM deliveries WHERE endpoint_id = $1 AND state = $2")
+            .bind(id.as_str())
+            .bind(state.as_str())
+            .fetch_scalar(&self.reader)
+            .await?;
         Ok(count as u64)
     }
 }
 
 /// A count column (`SUM` runs over 4-byte CASE integers so PostgreSQL answers BIGINT,
 /// not the NUMERIC that `Any` cannot read).
-fn row_count(row: &AnyRow, column: &str) -> Result<u32> {
+fn row_count(row: &Row, column: &str) -> Result<u32> {
     Ok(row.try_get::<i64, _>(column)? as u32)
 }

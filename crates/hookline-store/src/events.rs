@@ -1,15 +1,14 @@
 //! Reading events. (Writing them is `publish`; removing old ones is `retention`.)
 
+use crate::db::Row;
 use hookline_core::ids::{AppId, EventId};
 use hookline_core::time::Timestamp;
-use sqlx::any::AnyRow;
-use sqlx::Row;
 
 use crate::deliveries::{delivery_from_row, DELIVERY_COLUMNS};
 use crate::records::{Delivery, Event};
 use crate::{parse_column, Result, Store};
 
-fn event_from_row(row: &AnyRow) -> Result<Event> {
+fn event_from_row(row: &Row) -> Result<Event> {
     Ok(Event {
         id: parse_column(row, "id")?,
         app_id: parse_column(row, "app_id")?,
@@ -29,7 +28,7 @@ impl Store {
         app: &AppId,
         id: &EventId,
     ) -> Result<Option<(Event, Vec<Delivery>)>> {
-        let Some(row) = sqlx::query(
+        let Some(row) = self.engine.query(
             "SELECT id, app_id, event_type, ordering_key, sequence, body, created_at FROM events WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
@@ -42,7 +41,9 @@ impl Store {
         let event = event_from_row(&row)?;
         let sql =
             format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = $1 ORDER BY id");
-        let deliveries = sqlx::query(&sql)
+        let deliveries = self
+            .engine
+            .query(&sql)
             .bind(id.as_str())
             .fetch_all(&self.reader)
             .await?
@@ -55,9 +56,11 @@ impl Store {
     /// How many events an app has.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn count_events(&self, app: &AppId) -> Result<u64> {
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE app_id = $1")
+        let count: i64 = self
+            .engine
+            .query("SELECT COUNT(*) FROM events WHERE app_id = $1")
             .bind(app.as_str())
-            .fetch_one(&self.reader)
+            .fetch_scalar(&self.reader)
             .await?;
         Ok(count as u64)
     }

@@ -6,7 +6,6 @@
 
 use hookline_core::ids::{ApiKeyId, AppId};
 use hookline_core::time::Timestamp;
-use sqlx::Row;
 
 use crate::records::KeyScope;
 use crate::{parse_optional_column, Result, Store};
@@ -25,7 +24,7 @@ impl Store {
             KeyScope::Admin => None,
             KeyScope::App(app) => Some(app.as_str()),
         };
-        sqlx::query(
+        self.engine.query(
             "INSERT INTO api_keys (id, key_hash, app_id, name, created_at) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (key_hash) DO NOTHING",
         )
@@ -42,7 +41,9 @@ impl Store {
     /// The scope of the key with this hash, if any.
     #[tracing::instrument(skip_all)]
     pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<KeyScope>> {
-        let Some(row) = sqlx::query("SELECT app_id FROM api_keys WHERE key_hash = $1")
+        let Some(row) = self
+            .engine
+            .query("SELECT app_id FROM api_keys WHERE key_hash = $1")
             .bind(key_hash)
             .fetch_optional(&self.reader)
             .await?
@@ -60,7 +61,9 @@ impl Store {
     /// Whether any admin key exists (to decide whether to generate a bootstrap key).
     #[tracing::instrument(skip_all)]
     pub async fn has_admin_key(&self) -> Result<bool> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM api_keys WHERE app_id IS NULL")
+        let row = self
+            .engine
+            .query("SELECT COUNT(*) AS n FROM api_keys WHERE app_id IS NULL")
             .fetch_one(&self.reader)
             .await?;
         Ok(row.try_get::<i64, _>("n")? > 0)

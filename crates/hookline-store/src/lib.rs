@@ -2,14 +2,17 @@
 //!
 //! [`Store`] is the one way the API and the dispatcher touch the database.
 //! It speaks to SQLite (the embedded default) and PostgreSQL (scale-out)
-//! through sqlx's `Any` driver with **one set of queries**: both schemas use
-//! the same columns and types (times as integer milliseconds, booleans as
-//! 0/1, `$n` placeholders), and the few statements that must differ — the
-//! claim, which uses `FOR UPDATE SKIP LOCKED` on PostgreSQL — branch on
-//! [`Engine`] at the call site.
+//! through their native sqlx drivers (`db`): each statement is written once
+//! with `$n` placeholders and the same columns on both schemas (times as
+//! integer milliseconds); what only one engine spells its way — pools, batch
+//! parameters (`unnest` arrays or `json_each`), row locks — lives in its
+//! dialect module, `sqlite` or `postgres`.
 //!
 //! # Layout
 //!
+//! - `db`: the query interface over the two native drivers: pools,
+//!   transactions, rows, batches, engine-dependent statements.
+//! - `sqlite`, `postgres`: each engine's pools, migrations and dialect.
 //! - [`records`]: the rows the store hands out and takes in.
 //! - `apps`, `endpoints`, `keys`: management data.
 //! - `publish`: the outbox transaction, idempotency keys, group commit.
@@ -23,33 +26,27 @@
 //!   dispatcher's room and a publish hands fresh deliveries to it (the
 //!   dispatcher, in `hookline-dispatch`, owns that state).
 //! - `wake`: telling dispatchers that work is due, in process and across nodes.
-//!
-//! # Concurrency
-//!
-//! PostgreSQL: one pool; row locks and `SKIP LOCKED` keep nodes apart.
-//! SQLite: writes go through a pool of exactly one connection, so writers queue
-//! in the pool instead of failing with `SQLITE_BUSY`; reads use their own pool
-//! (WAL mode lets them run beside the writer).
 
 mod apps;
 mod claim;
 mod complete;
+mod db;
 mod deliveries;
 pub mod dispatcher;
 mod endpoints;
 mod events;
 mod keys;
+mod postgres;
 mod publish;
 pub mod records;
 mod retention;
+mod sqlite;
 mod wake;
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sqlx::any::{AnyPoolOptions, AnyRow};
-use sqlx::{AnyPool, Executor, Row};
+use db::{Pool, Row};
 
 pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
 pub use publish::{PublishItem, Render, MAX_GROUP};
@@ -114,9 +111,9 @@ impl StoreConfig {
 pub struct Store {
     engine: Engine,
     /// Reads (and, on PostgreSQL, writes too).
-    reader: AnyPool,
+    reader: Pool,
     /// Writes. On SQLite a single connection: the one writer SQLite allows.
-    writer: AnyPool,
+    writer: Pool,
     wake: Arc<wake::Wake>,
     /// The group-commit queue for publishes (set right after construction:
     /// its committer tasks hold clones of the store).
@@ -140,7 +137,6 @@ impl Store {
     /// Connects (creating an SQLite file if missing). Does not migrate.
     #[tracing::instrument(skip_all, fields(engine))]
     pub async fn connect(config: &StoreConfig) -> Result<Self> {
-        sqlx::any::install_default_drivers();
         let url = config.database_url.as_str();
         let engine = if url.starts_with("sqlite:") {
             Engine::Sqlite
@@ -152,49 +148,12 @@ impl Store {
         tracing::Span::current().record("engine", tracing::field::debug(engine));
         let (reader, writer) = match engine {
             Engine::Sqlite => {
-                let url = sqlite_url_creating_file(url);
-                let synchronous = match config.sqlite_synchronous.to_ascii_uppercase().as_str() {
-                    "NORMAL" => "NORMAL",
-                    _ => "FULL",
-                };
-                // The writer touches every hot index on every state change: give it a page
-                // cache that holds them (SQLite's default is 2 MiB); readers need less.
-                let pragmas = |cache_kib: u32| -> Arc<str> {
-                    format!(
-                        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
-                         PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = OFF; \
-                         PRAGMA cache_size = -{cache_kib}; PRAGMA temp_store = MEMORY;"
-                    )
-                    .into()
-                };
-                let options = |max: u32, pragmas: Arc<str>| {
-                    AnyPoolOptions::new()
-                        .max_connections(max)
-                        // An in-process file has nothing to ping: the default check costs a
-                        // round trip to the connection's thread on every transaction.
-                        .test_before_acquire(false)
-                        .after_connect(move |conn, _| {
-                            let pragmas = pragmas.clone();
-                            Box::pin(async move {
-                                conn.execute(&*pragmas).await?;
-                                Ok(())
-                            })
-                        })
-                };
-                let cache_kib = config.sqlite_cache_mib.max(1) * 1024;
-                let writer = options(1, pragmas(cache_kib)).connect(&url).await?;
-                let reader = options(config.max_connections.clamp(1, 8), pragmas(cache_kib / 8))
-                    .connect(&url)
-                    .await?;
-                (reader, writer)
+                let (reader, writer) = sqlite::connect(config).await?;
+                (Pool::Sqlite(reader), Pool::Sqlite(writer))
             }
             Engine::Postgres => {
-                let pool = AnyPoolOptions::new()
-                    .max_connections(config.max_connections.max(2))
-                    .acquire_timeout(Duration::from_secs(30))
-                    .connect(url)
-                    .await?;
-                (pool.clone(), pool)
+                let pool = postgres::connect(config).await?;
+                (Pool::Postgres(pool.clone()), Pool::Postgres(pool))
             }
         };
         let store = Self {
@@ -221,19 +180,10 @@ impl Store {
     /// Applies every pending migration of this engine's schema.
     #[tracing::instrument(skip_all)]
     pub async fn migrate(&self) -> Result<()> {
-        match self.engine {
-            Engine::Sqlite => {
-                sqlx::migrate!("../../migrations/sqlite")
-                    .run(&self.writer)
-                    .await?
-            }
-            Engine::Postgres => {
-                sqlx::migrate!("../../migrations/postgres")
-                    .run(&self.writer)
-                    .await?
-            }
+        match &self.writer {
+            Pool::Sqlite(pool) => sqlite::migrate(pool).await,
+            Pool::Postgres(pool) => postgres::migrate(pool).await,
         }
-        Ok(())
     }
 
     /// From now on, publishes through this store (and its clones) hand fresh
@@ -257,7 +207,7 @@ impl Store {
 
     /// Whether the database answers a trivial query (for `/readyz`).
     pub async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        self.engine.query("SELECT 1").execute(&self.reader).await?;
         Ok(())
     }
 
@@ -268,19 +218,8 @@ impl Store {
     }
 }
 
-/// `sqlite://file.db` → `sqlite://file.db?mode=rwc`, so a fresh start needs no setup.
-fn sqlite_url_creating_file(url: &str) -> String {
-    if url.contains("mode=") || url.contains(":memory:") {
-        url.to_owned()
-    } else if url.contains('?') {
-        format!("{url}&mode=rwc")
-    } else {
-        format!("{url}?mode=rwc")
-    }
-}
-
 /// Reads a text column and parses it into a domain enum or id.
-fn parse_column<T: FromStr>(row: &AnyRow, column: &str) -> Result<T>
+fn parse_column<T: FromStr>(row: &Row, column: &str) -> Result<T>
 where
     T::Err: std::fmt::Display,
 {
@@ -290,7 +229,7 @@ where
 }
 
 /// Like [`parse_column`] for a nullable column.
-fn parse_optional_column<T: FromStr>(row: &AnyRow, column: &str) -> Result<Option<T>>
+fn parse_optional_column<T: FromStr>(row: &Row, column: &str) -> Result<Option<T>>
 where
     T::Err: std::fmt::Display,
 {
@@ -300,73 +239,4 @@ where
             .map_err(|e: T::Err| StoreError::Corrupt(format!("{column}: {e}")))
     })
     .transpose()
-}
-
-impl Engine {
-    /// A statement with many values, as this engine should prepare it. Written
-    /// with `$1, $2, …` in textual order, each exactly once, it becomes SQLite's
-    /// anonymous `?` there: SQLite resolves `$n` names through a list, so
-    /// preparing and binding N of them costs O(N²) — with 100-row `INSERT`s that
-    /// was a third of the SQLite writer's time (perf: `sqlite3_bind_parameter_name`).
-    pub(crate) fn in_order(self, sql: String) -> String {
-        if self == Engine::Postgres {
-            return sql;
-        }
-        let mut out = String::with_capacity(sql.len());
-        let mut expected = 1usize;
-        let mut rest = sql.as_str();
-        while let Some(at) = rest.find('$') {
-            out.push_str(&rest[..at]);
-            let digits = rest[at + 1..]
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len() - at - 1);
-            if rest[at + 1..at + 1 + digits].parse::<usize>().ok() != Some(expected) {
-                // Still correct as written, only slower; tests run every statement on SQLite.
-                debug_assert!(false, "in_order: placeholders must be $1, $2, … in order");
-                return sql;
-            }
-            out.push('?');
-            expected += 1;
-            rest = &rest[at + 1 + digits..];
-        }
-        out.push_str(rest);
-        out
-    }
-}
-
-/// Builds `$start, $start+1, …` for `count` values (a dynamic `IN (…)` list).
-fn placeholders(start: usize, count: usize) -> String {
-    (start..start + count)
-        .map(|n| format!("${n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn in_order_makes_numbered_placeholders_anonymous_on_sqlite_only() {
-        let sql = format!(
-            "INSERT INTO t VALUES ({}), ({})",
-            placeholders(1, 2),
-            placeholders(3, 2)
-        );
-        assert_eq!(
-            Engine::Sqlite.in_order(sql.clone()),
-            "INSERT INTO t VALUES (?, ?), (?, ?)"
-        );
-        assert_eq!(Engine::Postgres.in_order(sql.clone()), sql);
-        // $10 is one placeholder, not $1 followed by a 0.
-        let ten = format!("SELECT {}", placeholders(1, 10));
-        assert_eq!(Engine::Sqlite.in_order(ten).matches('?').count(), 10);
-    }
-
-    #[test]
-    #[should_panic(expected = "in_order")]
-    fn in_order_refuses_reordered_or_repeated_placeholders() {
-        // Anonymous `?` would bind these in the wrong order: debug builds stop here.
-        Engine::Sqlite.in_order("SELECT $2, $1".to_owned());
-    }
 }

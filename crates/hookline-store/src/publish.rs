@@ -12,27 +12,26 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use crate::db::Tx;
 use hookline_core::admission;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering;
 use hookline_core::time::Timestamp;
-use sqlx::{Any, Row, Transaction};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::claim::{self, ENDPOINT_COLUMNS};
+use crate::db::{Batch, Kind, Sql};
 use crate::dispatcher::Reservation;
 use crate::endpoints::{due_for_new_work, event_types_from_json};
 use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
 };
-use crate::{parse_column, placeholders, Engine, Result, Store, StoreError};
+use crate::{parse_column, Result, Store, StoreError};
 
 /// The most events committed in one group.
 pub const MAX_GROUP: usize = 512;
-/// Rows per multi-row `INSERT` (8 values each; far below either engine's parameter limit).
-const INSERT_CHUNK: usize = 100;
 /// How often a group is retried after losing an idempotency-key race.
 const KEY_RACE_RETRIES: usize = 3;
 
@@ -287,9 +286,9 @@ impl Store {
             outcomes.push(PublishOutcome::Created(answer));
         }
 
-        insert_events(&mut tx, self.engine, &events).await?;
-        insert_deliveries(&mut tx, self.engine, &deliveries, &lease_token).await?;
-        if !insert_keys(&mut tx, self.engine, &keys).await? {
+        insert_events(&mut tx, &events).await?;
+        insert_deliveries(&mut tx, &deliveries, &lease_token).await?;
+        if !insert_keys(&mut tx, &keys).await? {
             tx.rollback().await?;
             return Ok(None);
         }
@@ -311,33 +310,41 @@ impl Store {
             .iter()
             .filter_map(|i| i.key.as_ref().map(|k| (&i.app, k)))
             .collect();
-        for chunk in keyed.chunks(INSERT_CHUNK) {
-            let pairs = (0..chunk.len())
-                .map(|i| format!("(app_id = ${} AND key = ${})", 2 * i + 1, 2 * i + 2))
-                .collect::<Vec<_>>()
-                .join(" OR ");
-            let sql = self.engine.in_order(format!(
-                "SELECT app_id, key, fingerprint, status, response FROM idempotency_keys WHERE {pairs}"
-            ));
-            let mut query = sqlx::query(&sql);
-            for (app, key) in chunk {
-                query = query.bind(app.as_str()).bind(key.key.as_str());
-            }
-            for row in query.fetch_all(&self.writer).await? {
-                let app: AppId = parse_column(&row, "app_id")?;
-                let answer = StoredResponse {
-                    status: row.try_get::<i64, _>("status")? as u16,
-                    body: row.try_get("response")?,
-                };
-                found.insert(
-                    (app, row.try_get("key")?),
-                    (row.try_get("fingerprint")?, answer),
-                );
-            }
+        if keyed.is_empty() {
+            return Ok(found);
+        }
+        let batch = Batch::default()
+            .text(keyed.iter().map(|(app, _)| Some(app.as_str())))
+            .text(keyed.iter().map(|(_, key)| Some(key.key.as_str())));
+        let rows = self
+            .engine
+            .query(STORED_ANSWERS.text(self.engine))
+            .bind_batch(batch)
+            .fetch_all(&self.writer)
+            .await?;
+        for row in rows {
+            let app: AppId = parse_column(&row, "app_id")?;
+            let answer = StoredResponse {
+                status: row.try_get::<i64, _>("status")? as u16,
+                body: row.try_get("response")?,
+            };
+            found.insert(
+                (app, row.try_get("key")?),
+                (row.try_get("fingerprint")?, answer),
+            );
         }
         Ok(found)
     }
 }
+
+/// The stored answers of the batch's (app, key) pairs that were used before.
+static STORED_ANSWERS: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT k.app_id, k.key, k.fingerprint, k.status, k.response FROM {} \
+         JOIN idempotency_keys k ON k.app_id = v.app_id AND k.key = v.key",
+        engine.rows(1, &[("app_id", Kind::Text), ("key", Kind::Text)])
+    )
+});
 
 /// An enabled endpoint an app's events may go to.
 struct Target {
@@ -394,13 +401,15 @@ impl Target {
     }
 }
 
-async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result<Vec<Target>> {
+async fn load_targets(tx: &mut Tx, app: &AppId) -> Result<Vec<Target>> {
     let sql = format!(
         "SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled = 1"
     );
-    let rows = sqlx::query(&sql)
+    let rows = tx
+        .engine()
+        .query(&sql)
         .bind(app.as_str())
-        .fetch_all(&mut **tx)
+        .fetch_all(&mut *tx)
         .await?;
     rows.iter()
         .map(|row| {
@@ -415,13 +424,8 @@ async fn load_targets(tx: &mut Transaction<'static, Any>, app: &AppId) -> Result
 
 /// The next sequence number of an ordering key. The upsert takes the key's row
 /// lock until commit, so concurrent publishes of one key are numbered in commit order.
-async fn next_sequences(
-    tx: &mut Transaction<'static, Any>,
-    app: &AppId,
-    key: &str,
-    count: u64,
-) -> Result<u64> {
-    let last: i64 = sqlx::query_scalar(
+async fn next_sequences(tx: &mut Tx, app: &AppId, key: &str, count: u64) -> Result<u64> {
+    let last: i64 = tx.engine().query(
         "INSERT INTO ordering_keys (app_id, ordering_key, last_sequence) VALUES ($1, $2, $3) \
          ON CONFLICT (app_id, ordering_key) DO UPDATE SET last_sequence = ordering_keys.last_sequence + $3 \
          RETURNING last_sequence",
@@ -429,7 +433,7 @@ async fn next_sequences(
     .bind(app.as_str())
     .bind(key)
     .bind(count as i64)
-    .fetch_one(&mut **tx)
+    .fetch_scalar(&mut *tx)
     .await?;
     Ok(last as u64 + 1 - count)
 }
@@ -441,7 +445,7 @@ async fn next_sequences(
 /// earlier use of their idempotency key (or a duplicate key in the group) take
 /// none, so sequences have no gaps.
 async fn allocate_sequences(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     items: &[PublishItem],
     earlier: &HashMap<(AppId, String), (String, StoredResponse)>,
 ) -> Result<BTreeMap<(AppId, String), u64>> {
@@ -468,24 +472,32 @@ async fn allocate_sequences(
     Ok(first)
 }
 
+/// The endpoints of a batch with an unfinished delivery of ordering key `$1`, with its state.
+static HELD_PARTITIONS: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT DISTINCT endpoint_id, state FROM deliveries \
+         WHERE endpoint_id IN (SELECT endpoint_id FROM {}) AND ordering_key = $1 AND state <> 'succeeded'",
+        engine.rows(2, &[("endpoint_id", Kind::Text)])
+    )
+});
+
 /// The endpoints whose partition for `key` has an earlier delivery holding a new one
 /// back (by each endpoint's `ordering_on_dead`).
 async fn held_partitions(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Tx,
     key: &str,
     targets: &[&Target],
 ) -> Result<HashSet<EndpointId>> {
-    let sql = format!(
-        "SELECT DISTINCT endpoint_id, state FROM deliveries \
-         WHERE endpoint_id IN ({}) AND ordering_key = $1 AND state <> 'succeeded'",
-        placeholders(2, targets.len())
-    );
-    let mut query = sqlx::query(&sql).bind(key);
-    for target in targets {
-        query = query.bind(target.id.as_str());
-    }
+    let engine = tx.engine();
+    let endpoints = Batch::default().text(targets.iter().map(|t| Some(t.id.as_str())));
+    let rows = engine
+        .query(HELD_PARTITIONS.text(engine))
+        .bind(key)
+        .bind_batch(endpoints)
+        .fetch_all(&mut *tx)
+        .await?;
     let mut held = HashSet::new();
-    for row in query.fetch_all(&mut **tx).await? {
+    for row in rows {
         let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
         let state: DeliveryState = parse_column(&row, "state")?;
         let on_dead = targets
@@ -500,111 +512,166 @@ async fn held_partitions(
     Ok(held)
 }
 
-async fn insert_events(
-    tx: &mut Transaction<'static, Any>,
-    engine: Engine,
-    events: &[(&PublishItem, Option<u64>)],
-) -> Result<()> {
-    for chunk in events.chunks(INSERT_CHUNK) {
-        let values = (0..chunk.len())
-            .map(|i| format!("({})", placeholders(1 + i * 7, 7)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) VALUES {values}"
-        );
-        let sql = engine.in_order(sql);
-        let mut query = sqlx::query(&sql);
-        for (item, sequence) in chunk {
-            query = query
-                .bind(item.event.id.as_str())
-                .bind(item.app.as_str())
-                .bind(item.event.event_type.as_str())
-                .bind(item.event.ordering_key.as_deref())
-                .bind(sequence.map(|s| s as i64))
-                .bind(item.event.body.as_slice())
-                .bind(item.now.as_millis());
-        }
-        query.execute(&mut **tx).await?;
+static INSERT_EVENTS: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) \
+         SELECT id, app_id, event_type, ordering_key, sequence, body, created_at FROM {}",
+        engine.rows(
+            1,
+            &[
+                ("id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("event_type", Kind::Text),
+                ("ordering_key", Kind::Text),
+                ("sequence", Kind::Int),
+                ("body", Kind::Bytes),
+                ("created_at", Kind::Int),
+            ]
+        )
+    )
+});
+
+async fn insert_events(tx: &mut Tx, events: &[(&PublishItem, Option<u64>)]) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
     }
+    let batch = Batch::default()
+        .text(events.iter().map(|(item, _)| Some(item.event.id.as_str())))
+        .text(events.iter().map(|(item, _)| Some(item.app.as_str())))
+        .text(
+            events
+                .iter()
+                .map(|(item, _)| Some(item.event.event_type.as_str())),
+        )
+        .text(
+            events
+                .iter()
+                .map(|(item, _)| item.event.ordering_key.as_deref()),
+        )
+        .int(
+            events
+                .iter()
+                .map(|(_, sequence)| sequence.map(|s| s as i64)),
+        )
+        .bytes(
+            events
+                .iter()
+                .map(|(item, _)| Some(item.event.body.as_slice())),
+        )
+        .int(events.iter().map(|(item, _)| Some(item.now.as_millis())));
+    let engine = tx.engine();
+    engine
+        .query(INSERT_EVENTS.text(engine))
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
 
-/// Writes `deliveries`; those in flight (handed off) under `lease_token`.
-async fn insert_deliveries(
-    tx: &mut Transaction<'static, Any>,
-    engine: Engine,
-    deliveries: &[Delivery],
-    lease_token: &str,
-) -> Result<()> {
-    for chunk in deliveries.chunks(INSERT_CHUNK) {
-        let values = (0..chunk.len())
-            .map(|i| {
-                format!(
-                    "({}, 0, {})",
-                    placeholders(1 + i * 12, 8),
-                    placeholders(9 + i * 12, 4)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
-             attempts, round_started_at, created_at, updated_at, lease_token) VALUES {values}"
-        );
-        let sql = engine.in_order(sql);
-        let mut query = sqlx::query(&sql);
-        for d in chunk {
-            query = query
-                .bind(d.id.as_str())
-                .bind(d.app_id.as_str())
-                .bind(d.event_id.as_str())
-                .bind(d.endpoint_id.as_str())
-                .bind(d.state.as_str())
-                .bind(d.due_at.as_millis())
-                .bind(d.ordering_key.as_deref())
-                .bind(d.sequence.map(|s| s as i64))
-                // round_started_at, created_at and updated_at: all the publish time.
-                .bind(d.round_started_at.as_millis())
-                .bind(d.created_at.as_millis())
-                .bind(d.created_at.as_millis())
-                .bind((d.state == DeliveryState::InFlight).then_some(lease_token));
-        }
-        query.execute(&mut **tx).await?;
+/// `$1`: the lease token of the deliveries written in flight (handed off).
+static INSERT_DELIVERIES: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
+         attempts, round_started_at, created_at, updated_at, lease_token) \
+         SELECT id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
+         0, created_at, created_at, created_at, CASE WHEN state = 'in_flight' THEN $1 END FROM {}",
+        engine.rows(
+            2,
+            &[
+                ("id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("event_id", Kind::Text),
+                ("endpoint_id", Kind::Text),
+                ("state", Kind::Text),
+                ("due_at", Kind::Int),
+                ("ordering_key", Kind::Text),
+                ("sequence", Kind::Int),
+                ("created_at", Kind::Int),
+            ]
+        )
+    )
+});
+
+/// Writes `deliveries` (all created at their round's start); those in flight
+/// (handed off) under `lease_token`.
+async fn insert_deliveries(tx: &mut Tx, deliveries: &[Delivery], lease_token: &str) -> Result<()> {
+    if deliveries.is_empty() {
+        return Ok(());
     }
+    debug_assert!(deliveries
+        .iter()
+        .all(|d| d.round_started_at == d.created_at));
+    let batch = Batch::default()
+        .text(deliveries.iter().map(|d| Some(d.id.as_str())))
+        .text(deliveries.iter().map(|d| Some(d.app_id.as_str())))
+        .text(deliveries.iter().map(|d| Some(d.event_id.as_str())))
+        .text(deliveries.iter().map(|d| Some(d.endpoint_id.as_str())))
+        .text(deliveries.iter().map(|d| Some(d.state.as_str())))
+        .int(deliveries.iter().map(|d| Some(d.due_at.as_millis())))
+        .text(deliveries.iter().map(|d| d.ordering_key.as_deref()))
+        .int(deliveries.iter().map(|d| d.sequence.map(|s| s as i64)))
+        .int(deliveries.iter().map(|d| Some(d.created_at.as_millis())));
+    let engine = tx.engine();
+    engine
+        .query(INSERT_DELIVERIES.text(engine))
+        .bind(lease_token)
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
     Ok(())
 }
+
+// `WHERE true`: SQLite reads `ON CONFLICT` after `SELECT … FROM t` as a join's clause without it.
+static INSERT_KEYS: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) \
+         SELECT app_id, key, fingerprint, status, response, created_at FROM {} WHERE true \
+         ON CONFLICT (app_id, key) DO NOTHING",
+        engine.rows(
+            1,
+            &[
+                ("app_id", Kind::Text),
+                ("key", Kind::Text),
+                ("fingerprint", Kind::Text),
+                ("status", Kind::Int),
+                ("response", Kind::Bytes),
+                ("created_at", Kind::Int),
+            ]
+        )
+    )
+});
 
 /// Stores the answers under their keys; `false` if a concurrent transaction
 /// committed one of the keys first (PostgreSQL made this insert wait for it).
 async fn insert_keys(
-    tx: &mut Transaction<'static, Any>,
-    engine: Engine,
+    tx: &mut Tx,
     keys: &[(&PublishItem, &IdempotencyKey, StoredResponse)],
 ) -> Result<bool> {
-    for chunk in keys.chunks(INSERT_CHUNK) {
-        let values = (0..chunk.len())
-            .map(|i| format!("({})", placeholders(1 + i * 6, 6)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) VALUES {values} \
-             ON CONFLICT (app_id, key) DO NOTHING"
-        );
-        let sql = engine.in_order(sql);
-        let mut query = sqlx::query(&sql);
-        for (item, key, answer) in chunk {
-            query = query
-                .bind(item.app.as_str())
-                .bind(key.key.as_str())
-                .bind(key.fingerprint.as_str())
-                .bind(i64::from(answer.status))
-                .bind(answer.body.as_slice())
-                .bind(item.now.as_millis());
-        }
-        if query.execute(&mut **tx).await?.rows_affected() < chunk.len() as u64 {
-            return Ok(false);
-        }
+    if keys.is_empty() {
+        return Ok(true);
     }
-    Ok(true)
+    let batch = Batch::default()
+        .text(keys.iter().map(|(item, _, _)| Some(item.app.as_str())))
+        .text(keys.iter().map(|(_, key, _)| Some(key.key.as_str())))
+        .text(
+            keys.iter()
+                .map(|(_, key, _)| Some(key.fingerprint.as_str())),
+        )
+        .int(
+            keys.iter()
+                .map(|(_, _, answer)| Some(i64::from(answer.status))),
+        )
+        .bytes(
+            keys.iter()
+                .map(|(_, _, answer)| Some(answer.body.as_slice())),
+        )
+        .int(keys.iter().map(|(item, _, _)| Some(item.now.as_millis())));
+    let engine = tx.engine();
+    let written = engine
+        .query(INSERT_KEYS.text(engine))
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    Ok(written == keys.len() as u64)
 }

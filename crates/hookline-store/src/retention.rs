@@ -17,9 +17,9 @@
 
 use hookline_core::ids::{DeliveryId, EventId};
 use hookline_core::time::Timestamp;
-use sqlx::Row;
 
-use crate::{placeholders, Result, Store};
+use crate::db::{Batch, Kind, Sql};
+use crate::{Result, Store};
 
 /// Deliveries (and at most as many events) removed per transaction.
 pub const RETENTION_BATCH: u32 = 1000;
@@ -39,6 +39,22 @@ impl Purged {
     }
 }
 
+/// The attempts of a batch of deliveries.
+static DELETE_ATTEMPTS: Sql = Sql::new(|engine| {
+    format!(
+        "DELETE FROM attempts WHERE delivery_id IN (SELECT id FROM {})",
+        engine.rows(1, &[("id", Kind::Text)])
+    )
+});
+
+/// A batch of deliveries.
+static DELETE_DELIVERIES: Sql = Sql::new(|engine| {
+    format!(
+        "DELETE FROM deliveries WHERE id IN (SELECT id FROM {})",
+        engine.rows(1, &[("id", Kind::Text)])
+    )
+});
+
 impl Store {
     /// Removes one batch of succeeded deliveries created before `cutoff` (with their
     /// attempts), then one batch of events created before `cutoff` that have no
@@ -48,48 +64,48 @@ impl Store {
         let cutoff_ms = cutoff.as_millis().max(0) as u64;
         let mut tx = self.writer.begin().await?;
         // Succeeded deliveries, oldest first, by the primary key.
-        let ids: Vec<String> = sqlx::query(
+        let ids: Vec<String> = self.engine.query(
             "SELECT id FROM deliveries WHERE id < $1 AND state = 'succeeded' ORDER BY id LIMIT $2",
         )
         .bind(DeliveryId::first_of_millisecond(cutoff_ms).as_str())
         .bind(i64::from(RETENTION_BATCH))
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut tx)
         .await?
         .iter()
         .map(|row| row.try_get("id"))
         .collect::<Result<_, _>>()?;
         let mut purged = Purged::default();
         if !ids.is_empty() {
-            let list = placeholders(1, ids.len());
-            let delete_attempts = self.engine.in_order(format!(
-                "DELETE FROM attempts WHERE delivery_id IN ({list})"
-            ));
-            let mut query = sqlx::query(&delete_attempts);
-            for id in &ids {
-                query = query.bind(id.as_str());
-            }
-            purged.attempts = query.execute(&mut *tx).await?.rows_affected();
-            let delete_deliveries = self
+            let batch = || Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
+            purged.attempts = self
                 .engine
-                .in_order(format!("DELETE FROM deliveries WHERE id IN ({list})"));
-            let mut query = sqlx::query(&delete_deliveries);
-            for id in &ids {
-                query = query.bind(id.as_str());
-            }
-            purged.deliveries = query.execute(&mut *tx).await?.rows_affected();
+                .query(DELETE_ATTEMPTS.text(self.engine))
+                .bind_batch(batch())
+                .execute(&mut tx)
+                .await?
+                .rows_affected();
+            purged.deliveries = self
+                .engine
+                .query(DELETE_DELIVERIES.text(self.engine))
+                .bind_batch(batch())
+                .execute(&mut tx)
+                .await?
+                .rows_affected();
         }
         // Events without any delivery left (each probe is an index lookup by event).
-        purged.events = sqlx::query(
-            "DELETE FROM events WHERE id IN ( \
+        purged.events = self
+            .engine
+            .query(
+                "DELETE FROM events WHERE id IN ( \
                SELECT id FROM events e WHERE e.id < $1 \
                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) \
                ORDER BY e.id LIMIT $2)",
-        )
-        .bind(EventId::first_of_millisecond(cutoff_ms).as_str())
-        .bind(i64::from(RETENTION_BATCH))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+            )
+            .bind(EventId::first_of_millisecond(cutoff_ms).as_str())
+            .bind(i64::from(RETENTION_BATCH))
+            .execute(&mut tx)
+            .await?
+            .rows_affected();
         tx.commit().await?;
         Ok(purged)
     }
@@ -97,12 +113,12 @@ impl Store {
     /// Deletes idempotency records created before `cutoff`; returns how many.
     #[tracing::instrument(skip_all)]
     pub async fn purge_idempotency_keys(&self, cutoff: Timestamp) -> Result<u64> {
-        Ok(
-            sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-                .bind(cutoff.as_millis())
-                .execute(&self.writer)
-                .await?
-                .rows_affected(),
-        )
+        Ok(self
+            .engine
+            .query("DELETE FROM idempotency_keys WHERE created_at < $1")
+            .bind(cutoff.as_millis())
+            .execute(&self.writer)
+            .await?
+            .rows_affected())
     }
 }

@@ -90,7 +90,9 @@ impl Store {
                 if store.writer.is_closed() {
                     return;
                 }
-                if let Err(error) = sqlx::query("SELECT pg_notify($1, '')")
+                if let Err(error) = store
+                    .engine
+                    .query("SELECT pg_notify($1, '')")
                     .bind(CHANNEL)
                     .execute(&store.writer)
                     .await

@@ -1,0 +1,86 @@
+//! SQLite: the embedded engine. Its pools, its migrations, and the SQL that only
+//! SQLite spells this way.
+//!
+//! Writes go through a pool of exactly one connection, so writers queue in the
+//! pool instead of failing with `SQLITE_BUSY`; reads use their own pool (WAL mode
+//! lets them run beside the writer).
+
+use std::sync::Arc;
+
+use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::{Executor, SqlitePool};
+
+use crate::db::Kind;
+use crate::{Result, StoreConfig};
+
+/// The reader and writer pools.
+pub(crate) async fn connect(config: &StoreConfig) -> Result<(SqlitePool, SqlitePool)> {
+    let url = url_creating_file(&config.database_url);
+    let synchronous = match config.sqlite_synchronous.to_ascii_uppercase().as_str() {
+        "NORMAL" => "NORMAL",
+        _ => "FULL",
+    };
+    // The writer touches every hot index on every state change: give it a page
+    // cache that holds them (SQLite's default is 2 MiB); readers need less.
+    let pragmas = |cache_kib: u32| -> Arc<str> {
+        format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
+             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = OFF; \
+             PRAGMA cache_size = -{cache_kib}; PRAGMA temp_store = MEMORY;"
+        )
+        .into()
+    };
+    let options = |max: u32, pragmas: Arc<str>| {
+        SqlitePoolOptions::new()
+            .max_connections(max)
+            // An in-process file has nothing to ping: the default check costs a
+            // round trip to the connection's thread on every transaction.
+            .test_before_acquire(false)
+            .after_connect(move |conn, _| {
+                let pragmas = pragmas.clone();
+                Box::pin(async move {
+                    conn.execute(&*pragmas).await?;
+                    Ok(())
+                })
+            })
+    };
+    let cache_kib = config.sqlite_cache_mib.max(1) * 1024;
+    let writer = options(1, pragmas(cache_kib)).connect(&url).await?;
+    let reader = options(config.max_connections.clamp(1, 8), pragmas(cache_kib / 8))
+        .connect(&url)
+        .await?;
+    Ok((reader, writer))
+}
+
+pub(crate) async fn migrate(pool: &SqlitePool) -> Result<()> {
+    sqlx::migrate!("../../migrations/sqlite").run(pool).await?;
+    Ok(())
+}
+
+/// `sqlite://file.db` → `sqlite://file.db?mode=rwc`, so a fresh start needs no setup.
+fn url_creating_file(url: &str) -> String {
+    if url.contains("mode=") || url.contains(":memory:") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    }
+}
+
+/// A batch as the table `v`: one JSON parameter, an array of rows, each an array
+/// of the row's values in column order (bytes as hex).
+pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
+    let values: Vec<String> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (name, kind))| match kind {
+            Kind::Bytes => format!("unhex(value ->> {i}) AS {name}"),
+            Kind::Text | Kind::Int => format!("value ->> {i} AS {name}"),
+        })
+        .collect();
+    format!(
+        "(SELECT {} FROM json_each(${first})) AS v",
+        values.join(", ")
+    )
+}
