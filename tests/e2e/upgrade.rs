@@ -9,49 +9,60 @@ use hookline_core::model::{AttemptVerdict, DeliveryState};
 use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
-use sqlx::Executor;
 
 use crate::helpers::{attempts_of, both_engines, Engine, TestDb};
 
-/// The newest migration the previous release (`bd24c4a`) had.
-const PREVIOUS_SCHEMA: i64 = 3;
+/// The newest migration of each earlier release: `bd24c4a` (3) and `d979ff1` (4).
+const EARLIER_SCHEMAS: [i64; 2] = [3, 4];
 
-both_engines!(a_database_of_the_previous_release_migrates_and_drains);
+both_engines!(a_database_of_an_earlier_release_migrates_and_drains);
 
 fn t(secs: i64) -> Timestamp {
     Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
 }
 
-/// The database at `url`, through the same driver the store uses (either engine).
-async fn connect(url: &str, engine: Engine) -> sqlx::AnyPool {
-    sqlx::any::install_default_drivers();
-    let url = match engine {
-        Engine::Sqlite => format!("{url}?mode=rwc"),
-        Engine::Postgres => url.to_owned(),
-    };
-    sqlx::AnyPool::connect(&url).await.unwrap()
+/// Applies the migrations up to and including `version` (as that release did)
+/// to the database at `url`, then runs `statements` and inserts `events` (id,
+/// app, body, created_at) through the engine's native driver.
+macro_rules! old_release {
+    ($pool:ty, $migrator:expr, $url:expr, $version:expr, $statements:expr, $events:expr) => {{
+        use sqlx::Executor;
+        let pool = <$pool>::connect($url).await.unwrap();
+        let mut migrator = $migrator;
+        migrator.migrations = migrator
+            .migrations
+            .iter()
+            .filter(|m| m.version <= $version)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into();
+        migrator.run(&pool).await.unwrap();
+        pool.execute($statements).await.unwrap();
+        for (id, app, body, at) in $events {
+            sqlx::query(
+                "INSERT INTO events (id, app_id, event_type, body, created_at) \
+                 VALUES ($1, $2, 'order.paid', $3, $4)",
+            )
+            .bind(id)
+            .bind(app)
+            .bind(body)
+            .bind(at)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+    }};
 }
 
-/// Applies the migrations up to and including `version`, as that release did.
-async fn migrate_to(engine: Engine, pool: &sqlx::AnyPool, version: i64) {
-    let mut migrator = match engine {
-        Engine::Sqlite => sqlx::migrate!("../migrations/sqlite"),
-        Engine::Postgres => sqlx::migrate!("../migrations/postgres"),
-    };
-    migrator.migrations = migrator
-        .migrations
-        .iter()
-        .filter(|m| m.version <= version)
-        .cloned()
-        .collect::<Vec<_>>()
-        .into();
-    migrator.run(pool).await.unwrap();
+async fn a_database_of_an_earlier_release_migrates_and_drains(engine: Engine) {
+    for version in EARLIER_SCHEMAS {
+        migrates_and_drains_from(engine, version).await;
+    }
 }
 
-async fn a_database_of_the_previous_release_migrates_and_drains(engine: Engine) {
+async fn migrates_and_drains_from(engine: Engine, version: i64) {
     let db = TestDb::new(engine).await;
-    let old = connect(&db.url, engine).await;
-    migrate_to(engine, &old, PREVIOUS_SCHEMA).await;
     // Rows exactly as the previous release wrote them: an app, an endpoint, an event
     // still pending delivery, and an event delivered with its attempt.
     let (app, endpoint) = (AppId::generate(), EndpointId::generate());
@@ -72,19 +83,25 @@ async fn a_database_of_the_previous_release_migrates_and_drains(engine: Engine) 
            VALUES ('{attempt}', '{done}', '{app}', '{endpoint}', 1, {ms}, 12, 200, 'delivered');",
         secret = secret.expose(),
     );
-    let insert_event = "INSERT INTO events (id, app_id, event_type, body, created_at) VALUES ($1, $2, 'order.paid', $3, $4)";
-    old.execute(statements.as_str()).await.unwrap();
-    for event in [&pending_event, &done_event] {
-        sqlx::query(insert_event)
-            .bind(event.as_str())
-            .bind(app.as_str())
-            .bind(&body[..])
-            .bind(at)
-            .execute(&old)
-            .await
-            .unwrap();
+    let events = [&pending_event, &done_event].map(|e| (e.as_str(), app.as_str(), &body[..], at));
+    match engine {
+        Engine::Sqlite => old_release!(
+            sqlx::SqlitePool,
+            sqlx::migrate!("../migrations/sqlite"),
+            &format!("{}?mode=rwc", db.url),
+            version,
+            statements.as_str(),
+            events
+        ),
+        Engine::Postgres => old_release!(
+            sqlx::PgPool,
+            sqlx::migrate!("../migrations/postgres"),
+            &db.url,
+            version,
+            statements.as_str(),
+            events
+        ),
     }
-    old.close().await;
 
     // Today's Hookline opens it and migrates forward.
     let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
