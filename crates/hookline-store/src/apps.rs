@@ -92,12 +92,12 @@ impl Store {
     ) -> Result<Option<App>> {
         let sql = format!(
             "UPDATE apps SET name = COALESCE($2, name), \
-             uid = CASE WHEN $3 = 1 THEN $4 ELSE uid END, updated_at = $5 \
+             uid = CASE WHEN $3 THEN $4 ELSE uid END, updated_at = $5 \
              WHERE id = $1 RETURNING {APP_COLUMNS}"
         );
         let (set_uid, uid) = match patch.uid {
-            Some(uid) => (1i64, uid),
-            None => (0, None),
+            Some(uid) => (true, uid),
+            None => (false, None),
         };
         self.engine
             .query(&sql)

@@ -113,7 +113,7 @@ pub(crate) fn target_from_row(row: &Row) -> Result<Target> {
             .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
         retry: retry_from_row(row)?,
         gate: Gate {
-            enabled: row.try_get::<i64, _>("enabled")? != 0,
+            enabled: row.try_get::<bool, _>("enabled")?,
             breaker: breaker_from_row(row)?,
             rate_limit: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?
@@ -754,7 +754,7 @@ static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
 /// Enabled endpoints after `$1`, up to `$2`, except the batch (saturated ones).
 static FAIR_PASS: Sql = Sql::new(|engine| {
     format!(
-        "SELECT id FROM endpoints WHERE enabled = 1 AND id > $1 \
+        "SELECT id FROM endpoints WHERE enabled AND id > $1 \
          AND id NOT IN (SELECT id FROM {}) ORDER BY id LIMIT $2",
         engine.rows(3, &[("id", Kind::Text)])
     )

@@ -307,7 +307,7 @@ impl Store {
         policy: &BreakerPolicy,
         now: Timestamp,
     ) -> Result<(Timestamp, bool)> {
-        let enabled = row.try_get::<i64, _>("enabled")? != 0;
+        let enabled = row.try_get::<bool, _>("enabled")?;
         let before = breaker_from_row(row)?;
         // Deliveries deferred by the breaker are due no later than this.
         let horizon = before.next_probe_at.max(before.probe_until);
@@ -394,7 +394,7 @@ pub(crate) async fn new_work_due(
     else {
         return Ok(None);
     };
-    let enabled = row.try_get::<i64, _>("enabled")? != 0;
+    let enabled = row.try_get::<bool, _>("enabled")?;
     Ok(Some(due_for_new_work(
         enabled,
         &breaker_from_row(&row)?,

@@ -81,7 +81,7 @@ fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
         url: row.try_get("url")?,
         description: row.try_get("description")?,
         event_types: event_types_from_json(row.try_get("event_types")?)?,
-        enabled: row.try_get::<i64, _>("enabled")? != 0,
+        enabled: row.try_get::<bool, _>("enabled")?,
         secret: hookline_core::signing::EndpointSecret::parse(&secret)
             .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
         retry: retry_from_row(row)?,
@@ -159,7 +159,7 @@ pub(crate) async fn disable_endpoint(
 ) -> Result<()> {
     tx.engine()
         .query(
-            "UPDATE endpoints SET enabled = 0, disabled_reason = $2, updated_at = $3 WHERE id = $1",
+            "UPDATE endpoints SET enabled = false, disabled_reason = $2, updated_at = $3 WHERE id = $1",
         )
         .bind(endpoint.as_str())
         .bind(reason)
@@ -241,7 +241,7 @@ impl Store {
         .bind(&endpoint.url)
         .bind(&endpoint.description)
         .bind(event_types_json(&endpoint.event_types))
-        .bind(i64::from(endpoint.enabled))
+        .bind(endpoint.enabled)
         .bind(endpoint.secret.expose())
         .bind(to_i64(endpoint.retry.retry_base_ms))
         .bind(to_i64(endpoint.retry.retry_cap_ms))
@@ -368,7 +368,9 @@ impl Store {
             }
             (false, true) => {
                 self.engine
-                    .query("UPDATE endpoints SET enabled = 1, disabled_reason = NULL WHERE id = $1")
+                    .query(
+                        "UPDATE endpoints SET enabled = true, disabled_reason = NULL WHERE id = $1",
+                    )
                     .bind(id.as_str())
                     .execute(&mut tx)
                     .await?;
@@ -443,7 +445,7 @@ impl Store {
         .fetch_one(&self.reader)
         .await?;
         Ok(Some(EndpointHealth {
-            enabled: row.try_get::<i64, _>("enabled")? != 0,
+            enabled: row.try_get::<bool, _>("enabled")?,
             disabled_reason: row.try_get("disabled_reason")?,
             breaker: breaker_from_row(&row)?,
             last_error: row.try_get("last_error")?,

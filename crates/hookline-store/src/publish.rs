@@ -403,7 +403,7 @@ impl Target {
 
 async fn load_targets(tx: &mut Tx, app: &AppId) -> Result<Vec<Target>> {
     let sql = format!(
-        "SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled = 1"
+        "SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled"
     );
     let rows = tx
         .engine()
