@@ -109,7 +109,7 @@ impl Fixture {
         let id = event.id.clone();
 
         self.store
-            .publish(item(&self.app, event, None, now), render)
+            .publish(item(&self.app, event, None, now))
             .await
             .unwrap();
         id
@@ -251,7 +251,7 @@ async fn the_breaker_moves_a_queue_larger_than_one_statement(engine: Engine) {
         .map(|_| item(&f.app, new_event("a", None), None, t(0)))
         .collect();
     for group in items.chunks(500) {
-        f.store.publish_group(group, render).await.unwrap();
+        f.store.publish_group(group).await.unwrap();
     }
     let first = f.claim(t(1), 3).await;
     f.finish(&first, Next::RetryAt(t(2)), Signal::Failed, t(1))
@@ -651,20 +651,13 @@ fn new_event(event_type: &str, key: Option<&str>) -> NewEvent {
     }
 }
 
-fn render(_: &Published) -> StoredResponse {
-    StoredResponse {
-        status: 202,
-        body: Vec::new(),
-    }
-}
-
 async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     // One tenant's backlog, far more than a claim takes, all due before the other's event.
     let backlog: Vec<PublishItem> = (0..500)
         .map(|_| item(&f.app, new_event("a", None), None, t(0)))
         .collect();
-    f.store.publish_group(&backlog, render).await.unwrap();
+    f.store.publish_group(&backlog).await.unwrap();
     let other = f
         .store
         .create_app(
@@ -685,7 +678,7 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
     let event = new_event("a", None);
     let fresh = event.id.clone();
     f.store
-        .publish(item(&other, event, None, t(5)), render)
+        .publish(item(&other, event, None, t(5)))
         .await
         .unwrap();
 
@@ -723,11 +716,11 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
     let backlog: Vec<PublishItem> = (0..1500)
         .map(|_| item(&f.app, new_event("busy", None), None, t(0)))
         .collect();
-    f.store.publish_group(&backlog, render).await.unwrap();
+    f.store.publish_group(&backlog).await.unwrap();
     let event = new_event("quiet", None);
     let quiet_event = event.id.clone();
     f.store
-        .publish(item(&f.app, event, None, t(1)), render)
+        .publish(item(&f.app, event, None, t(1)))
         .await
         .unwrap();
 
@@ -763,9 +756,9 @@ async fn concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps(engine: 
             ["k2", "k1"]
         };
         let (store, items) = (f.store.clone(), group(keys));
-        tasks.push(tokio::spawn(async move {
-            store.publish_group(&items, render).await
-        }));
+        tasks.push(tokio::spawn(
+            async move { store.publish_group(&items).await },
+        ));
     }
     let mut events = Vec::new();
     for task in tasks {

@@ -33,13 +33,6 @@ fn new_event(event_type: &str) -> NewEvent {
     }
 }
 
-fn render(published: &Published) -> StoredResponse {
-    StoredResponse {
-        status: 202,
-        body: published.event.id.as_str().as_bytes().to_vec(),
-    }
-}
-
 async fn app(store: &Store) -> AppId {
     store
         .create_app(
@@ -58,10 +51,7 @@ async fn app(store: &Store) -> AppId {
 async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -> EventId {
     let event = new_event(event_type);
     let id = event.id.clone();
-    let outcome = store
-        .publish(item(app, event, None, now), render)
-        .await
-        .unwrap();
+    let outcome = store.publish(item(app, event, None, now)).await.unwrap();
     assert!(matches!(outcome, PublishOutcome::Created(_)));
     id
 }
@@ -322,10 +312,7 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
     let mut event = new_event("order.paid");
     event.ordering_key = Some("order_42".into());
     let id = event.id.clone();
-    store
-        .publish(item(&app, event, None, t(1)), render)
-        .await
-        .unwrap();
+    store.publish(item(&app, event, None, t(1))).await.unwrap();
 
     let (stored, deliveries) = store.get_event(&app, &id).await.unwrap().unwrap();
     assert_eq!(stored.event_type, "order.paid");
@@ -362,14 +349,14 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     };
 
     let first = store
-        .publish(item(&app, new_event("a"), Some(&key), t(1)), render)
+        .publish(item(&app, new_event("a"), Some(&key), t(1)))
         .await
         .unwrap();
     let PublishOutcome::Created(answer) = first else {
         panic!("expected Created, got {first:?}")
     };
     let again = store
-        .publish(item(&app, new_event("a"), Some(&key), t(2)), render)
+        .publish(item(&app, new_event("a"), Some(&key), t(2)))
         .await
         .unwrap();
     assert_eq!(again, PublishOutcome::Replayed(answer));
@@ -379,7 +366,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     };
     assert_eq!(
         store
-            .publish(item(&app, new_event("a"), Some(&other), t(3)), render)
+            .publish(item(&app, new_event("a"), Some(&other), t(3)))
             .await
             .unwrap(),
         PublishOutcome::KeyReused
@@ -388,7 +375,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     let app2 = self::app(&store).await;
     assert!(matches!(
         store
-            .publish(item(&app2, new_event("a"), Some(&other), t(3)), render)
+            .publish(item(&app2, new_event("a"), Some(&other), t(3)))
             .await
             .unwrap(),
         PublishOutcome::Created(_)
@@ -412,7 +399,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
             let (store, app, key) = (store.clone(), app.clone(), key.clone());
             tokio::spawn(async move {
                 store
-                    .publish(item(&app, new_event("a"), Some(&key), t(1)), render)
+                    .publish(item(&app, new_event("a"), Some(&key), t(1)))
                     .await
                     .unwrap()
             })
@@ -422,12 +409,12 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
     let mut created = 0;
     for task in tasks {
         match task.await.unwrap() {
-            PublishOutcome::Created(r) => {
+            PublishOutcome::Created(published) => {
                 created += 1;
-                bodies.push(r.body)
+                bodies.push(published)
             }
-            PublishOutcome::Replayed(r) => bodies.push(r.body),
-            PublishOutcome::KeyReused => panic!("same fingerprint"),
+            PublishOutcome::Replayed(published) => bodies.push(published),
+            other => panic!("same fingerprint, no earlier release: {other:?}"),
         }
     }
     assert_eq!(created, 1);
@@ -961,34 +948,25 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
         fingerprint: "f".into(),
     };
     store
-        .publish(item(&app, new_event("a"), Some(&key("old")), t(0)), render)
+        .publish(item(&app, new_event("a"), Some(&key("old")), t(0)))
         .await
         .unwrap();
     store
-        .publish(
-            item(&app, new_event("a"), Some(&key("new")), t(100)),
-            render,
-        )
+        .publish(item(&app, new_event("a"), Some(&key("new")), t(100)))
         .await
         .unwrap();
     assert_eq!(store.purge_idempotency_keys(t(50)).await.unwrap(), 1);
     // The old key is free again; the new one still replays.
     assert!(matches!(
         store
-            .publish(
-                item(&app, new_event("a"), Some(&key("old")), t(101)),
-                render
-            )
+            .publish(item(&app, new_event("a"), Some(&key("old")), t(101)))
             .await
             .unwrap(),
         PublishOutcome::Created(_)
     ));
     assert!(matches!(
         store
-            .publish(
-                item(&app, new_event("a"), Some(&key("new")), t(101)),
-                render
-            )
+            .publish(item(&app, new_event("a"), Some(&key("new")), t(101)))
             .await
             .unwrap(),
         PublishOutcome::Replayed(_)

@@ -22,10 +22,11 @@ fn t(secs: i64) -> Timestamp {
 }
 
 /// Applies the migrations up to and including `version` (as that release did)
-/// to the database at `url`, then runs `statements` and inserts `events` (id,
-/// app, body, created_at) through the engine's native driver.
+/// to the database at `url`, then runs `statements`, inserts `events` (id, app,
+/// body, created_at) and one stored answer of an idempotency key (app, key,
+/// fingerprint, body, created_at), through the engine's native driver.
 macro_rules! old_release {
-    ($pool:ty, $migrator:expr, $url:expr, $version:expr, $statements:expr, $events:expr) => {{
+    ($pool:ty, $migrator:expr, $url:expr, $version:expr, $statements:expr, $events:expr, $answer:expr) => {{
         use sqlx::Executor;
         let pool = <$pool>::connect($url).await.unwrap();
         let mut migrator = $migrator;
@@ -51,6 +52,19 @@ macro_rules! old_release {
             .await
             .unwrap();
         }
+        let (app, key, fingerprint, body, at) = $answer;
+        sqlx::query(
+            "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) \
+             VALUES ($1, $2, $3, 202, $4, $5)",
+        )
+        .bind(app)
+        .bind(key)
+        .bind(fingerprint)
+        .bind(body)
+        .bind(at)
+        .execute(&pool)
+        .await
+        .unwrap();
         pool.close().await;
     }};
 }
@@ -80,10 +94,13 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
            VALUES ('{pending}', '{app}', '{pending_event}', '{endpoint}', 'pending', {at}, 0, {at}, {at}, {at}), \
                   ('{done}', '{app}', '{done_event}', '{endpoint}', 'succeeded', {ms}, 1, {at}, {at}, {ms}); \
          INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, verdict) \
-           VALUES ('{attempt}', '{done}', '{app}', '{endpoint}', 1, {ms}, 12, 200, 'delivered');",
+           VALUES ('{attempt}', '{done}', '{app}', '{endpoint}', 1, {ms}, 12, 200, 'delivered');;",
         secret = secret.expose(),
     );
     let events = [&pending_event, &done_event].map(|e| (e.as_str(), app.as_str(), &body[..], at));
+    // The previous releases stored the API's rendered answer under a key.
+    let answer = format!(r#"{{"id":"{done_event}"}}"#);
+    let stored = (app.as_str(), "order-41", "fp-41", answer.as_bytes(), at);
     match engine {
         Engine::Sqlite => old_release!(
             sqlx::SqlitePool,
@@ -91,7 +108,8 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
             &format!("{}?mode=rwc", db.url),
             version,
             statements.as_str(),
-            events
+            events,
+            stored
         ),
         Engine::Postgres => old_release!(
             sqlx::PgPool,
@@ -99,7 +117,8 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
             &db.url,
             version,
             statements.as_str(),
-            events
+            events,
+            stored
         ),
     }
 
@@ -155,4 +174,28 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         .unwrap();
     let drained = store.get_delivery(&app, &pending).await.unwrap().unwrap();
     assert_eq!(drained.state, DeliveryState::Succeeded);
+    // A key answered by the earlier release gets that answer again, byte for byte,
+    // and no second event.
+    let again = PublishItem {
+        app: app.clone(),
+        event: NewEvent {
+            id: EventId::generate(),
+            event_type: "order.paid".into(),
+            ordering_key: None,
+            body: body.to_vec(),
+        },
+        key: Some(IdempotencyKey {
+            key: "order-41".into(),
+            fingerprint: "fp-41".into(),
+        }),
+        now: t(3),
+    };
+    assert_eq!(
+        store.publish(again).await.unwrap(),
+        PublishOutcome::ReplayedAnswer(StoredResponse {
+            status: 202,
+            body: answer.into_bytes(),
+        })
+    );
+    assert_eq!(store.count_events(&app).await.unwrap(), 2);
 }

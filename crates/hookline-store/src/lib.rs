@@ -49,7 +49,7 @@ use std::sync::Arc;
 use db::{Pool, Row};
 
 pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
-pub use publish::{PublishItem, Render, MAX_GROUP};
+pub use publish::{PublishItem, MAX_GROUP};
 pub use records::*;
 pub use retention::{Purged, RETENTION_BATCH};
 

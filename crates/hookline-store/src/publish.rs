@@ -35,9 +35,6 @@ pub const MAX_GROUP: usize = 512;
 /// How often a group is retried after losing an idempotency-key race.
 const KEY_RACE_RETRIES: usize = 3;
 
-/// Turns what was written into the answer stored with the idempotency key.
-pub type Render = fn(&Published) -> StoredResponse;
-
 /// One event to publish.
 #[derive(Debug, Clone)]
 pub struct PublishItem {
@@ -52,7 +49,7 @@ type Reply = oneshot::Sender<Result<PublishOutcome>>;
 
 /// The queue in front of the committers.
 pub(crate) struct GroupCommit {
-    queue: mpsc::UnboundedSender<(PublishItem, Render, Reply)>,
+    queue: mpsc::UnboundedSender<(PublishItem, Reply)>,
 }
 
 impl GroupCommit {
@@ -84,41 +81,35 @@ impl Store {
     /// Writes an event and one delivery per enabled endpoint whose filter accepts
     /// it, committed (with other concurrent publishes) before this returns.
     ///
-    /// With an idempotency key, the answer `render` makes is stored under the key
-    /// in the same transaction. A later request with the key gets the stored
-    /// answer (same fingerprint) or [`PublishOutcome::KeyReused`]; of concurrent
-    /// requests with one key exactly one creates the event.
+    /// With an idempotency key, a receipt of what was written is stored under the
+    /// key in the same transaction. A later request with the key gets that
+    /// [`Published`] again (same fingerprint) or [`PublishOutcome::KeyReused`]; of
+    /// concurrent requests with one key exactly one creates the event.
     #[tracing::instrument(skip_all, fields(app = %item.app, event = %item.event.id))]
-    pub async fn publish(&self, item: PublishItem, render: Render) -> Result<PublishOutcome> {
+    pub async fn publish(&self, item: PublishItem) -> Result<PublishOutcome> {
         let (reply, answer) = oneshot::channel();
         self.group
             .get()
             .expect("the group committer starts with the store")
             .queue
-            .send((item, render, reply))
+            .send((item, reply))
             .map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
     /// Commits a gathered group; if the group's transaction fails, each item is
     /// tried alone so one bad request cannot fail its neighbours.
-    async fn commit_group(&self, group: Vec<(PublishItem, Render, Reply)>) {
-        let render = group[0].1;
-        if group
-            .iter()
-            .all(|(_, r, _)| std::ptr::fn_addr_eq(*r, render))
-        {
-            let items: Vec<PublishItem> = group.iter().map(|(item, _, _)| item.clone()).collect();
-            if let Ok(outcomes) = self.publish_group(&items, render).await {
-                for ((_, _, reply), outcome) in group.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok(outcome));
-                }
-                return;
+    async fn commit_group(&self, group: Vec<(PublishItem, Reply)>) {
+        let items: Vec<PublishItem> = group.iter().map(|(item, _)| item.clone()).collect();
+        if let Ok(outcomes) = self.publish_group(&items).await {
+            for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+                let _ = reply.send(Ok(outcome));
             }
+            return;
         }
-        for (item, render, reply) in group {
+        for (item, reply) in group {
             let _ = reply.send(
-                self.publish_group(std::slice::from_ref(&item), render)
+                self.publish_group(std::slice::from_ref(&item))
                     .await
                     .map(|mut o| o.remove(0)),
             );
@@ -127,14 +118,10 @@ impl Store {
 
     /// Publishes several events (of any apps) in one transaction; one outcome per item, in order.
     #[tracing::instrument(skip_all, fields(count = items.len()))]
-    pub async fn publish_group(
-        &self,
-        items: &[PublishItem],
-        render: Render,
-    ) -> Result<Vec<PublishOutcome>> {
+    pub async fn publish_group(&self, items: &[PublishItem]) -> Result<Vec<PublishOutcome>> {
         let mut attempt = 0;
         loop {
-            match self.try_publish_group(items, render).await? {
+            match self.try_publish_group(items).await? {
                 Some(outcomes) => return Ok(outcomes),
                 // A concurrent transaction took one of our keys first: go again, and
                 // the earlier answer is found this time.
@@ -149,15 +136,14 @@ impl Store {
     async fn try_publish_group(
         &self,
         items: &[PublishItem],
-        render: Render,
     ) -> Result<Option<Vec<PublishOutcome>>> {
         let earlier = self.stored_answers(items).await?;
         let mut tx = self.writer.begin().await?;
         let mut endpoints: HashMap<AppId, Vec<Target>> = HashMap::new();
         // Partitions that got a delivery earlier in this group (not yet visible to queries).
         let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
-        // Keys answered earlier in this group: (app, key) → (fingerprint, answer).
-        let mut answered: HashMap<(AppId, String), (String, StoredResponse)> = HashMap::new();
+        // Keys answered earlier in this group: (app, key) → (fingerprint, what was written).
+        let mut answered: HashMap<(AppId, String), (String, Stored)> = HashMap::new();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut events = Vec::new();
         let mut deliveries = Vec::new();
@@ -177,9 +163,9 @@ impl Store {
                     .get(&slot)
                     .cloned()
                     .or_else(|| earlier.get(&slot).cloned());
-                if let Some((fingerprint, answer)) = known {
+                if let Some((fingerprint, stored)) = known {
                     outcomes.push(if fingerprint == key.fingerprint {
-                        PublishOutcome::Replayed(answer)
+                        stored.replay()
                     } else {
                         PublishOutcome::KeyReused
                     });
@@ -273,17 +259,16 @@ impl Store {
                 },
                 deliveries: published,
             };
-            let answer = render(&published);
             if let Some(key) = &item.key {
                 answered.insert(
                     (item.app.clone(), key.key.clone()),
-                    (key.fingerprint.clone(), answer.clone()),
+                    (key.fingerprint.clone(), Stored::Receipt(published.clone())),
                 );
-                keys.push((item, key, answer.clone()));
+                keys.push((item, key, receipt(&published)));
             }
             events.push((item, sequence));
-            deliveries.extend(published.deliveries);
-            outcomes.push(PublishOutcome::Created(answer));
+            deliveries.extend(published.deliveries.iter().cloned());
+            outcomes.push(PublishOutcome::Created(published));
         }
 
         insert_events(&mut tx, &events).await?;
@@ -304,7 +289,7 @@ impl Store {
     async fn stored_answers(
         &self,
         items: &[PublishItem],
-    ) -> Result<HashMap<(AppId, String), (String, StoredResponse)>> {
+    ) -> Result<HashMap<(AppId, String), (String, Stored)>> {
         let mut found = HashMap::new();
         let keyed: Vec<(&AppId, &IdempotencyKey)> = items
             .iter()
@@ -324,17 +309,124 @@ impl Store {
             .await?;
         for row in rows {
             let app: AppId = parse_column(&row, "app_id")?;
-            let answer = StoredResponse {
-                status: row.try_get::<i64, _>("status")? as u16,
-                body: row.try_get("response")?,
+            let status: i64 = row.try_get("status")?;
+            let body: Vec<u8> = row.try_get("response")?;
+            let stored = if status == RECEIPT {
+                Stored::Receipt(from_receipt(&app, &body)?)
+            } else {
+                Stored::Answer(StoredResponse {
+                    status: status as u16,
+                    body,
+                })
             };
             found.insert(
                 (app, row.try_get("key")?),
-                (row.try_get("fingerprint")?, answer),
+                (row.try_get("fingerprint")?, stored),
             );
         }
         Ok(found)
     }
+}
+
+/// The `status` of an idempotency record whose `response` is a receipt (what the
+/// publish wrote, rendered by the API on each answer). Earlier releases stored the
+/// API's rendered answer there, with its HTTP status.
+const RECEIPT: i64 = 0;
+
+/// What an idempotency record holds.
+#[derive(Clone)]
+enum Stored {
+    Receipt(Published),
+    /// An earlier release's rendered answer (see [`StoredResponse`]).
+    Answer(StoredResponse),
+}
+
+impl Stored {
+    fn replay(self) -> PublishOutcome {
+        match self {
+            Stored::Receipt(published) => PublishOutcome::Replayed(published),
+            Stored::Answer(answer) => PublishOutcome::ReplayedAnswer(answer),
+        }
+    }
+}
+
+/// A receipt as stored: what is needed to give the same [`Published`] back.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Receipt {
+    event: String,
+    event_type: String,
+    ordering_key: Option<String>,
+    sequence: Option<u64>,
+    created_at: i64,
+    /// (delivery, endpoint, state, due_at) as committed.
+    deliveries: Vec<(String, String, String, i64)>,
+}
+
+fn receipt(published: &Published) -> Vec<u8> {
+    let event = &published.event;
+    serde_json::to_vec(&Receipt {
+        event: event.id.to_string(),
+        event_type: event.event_type.clone(),
+        ordering_key: event.ordering_key.clone(),
+        sequence: event.sequence,
+        created_at: event.created_at.as_millis(),
+        deliveries: published
+            .deliveries
+            .iter()
+            .map(|d| {
+                (
+                    d.id.to_string(),
+                    d.endpoint_id.to_string(),
+                    d.state.as_str().to_owned(),
+                    d.due_at.as_millis(),
+                )
+            })
+            .collect(),
+    })
+    .expect("receipts serialize")
+}
+
+/// The [`Published`] a receipt describes: every delivery as a publish writes it
+/// (attempt 0, its round starting with the event).
+fn from_receipt(app: &AppId, bytes: &[u8]) -> Result<Published> {
+    let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("receipt: {e}"));
+    let receipt: Receipt = serde_json::from_slice(bytes).map_err(|e| corrupt(&e))?;
+    let created_at = Timestamp::from_millis(receipt.created_at);
+    let event_id: hookline_core::ids::EventId = receipt.event.parse().map_err(|e| corrupt(&e))?;
+    let deliveries = receipt
+        .deliveries
+        .into_iter()
+        .map(|(id, endpoint, state, due_at)| {
+            Ok(Delivery {
+                id: id.parse().map_err(|e| corrupt(&e))?,
+                app_id: app.clone(),
+                event_id: event_id.clone(),
+                endpoint_id: endpoint.parse().map_err(|e| corrupt(&e))?,
+                state: state.parse().map_err(|e| corrupt(&e))?,
+                due_at: Timestamp::from_millis(due_at),
+                ordering_key: receipt.ordering_key.clone(),
+                sequence: receipt.sequence,
+                attempts: 0,
+                round_started_at: created_at,
+                last_attempt_at: None,
+                dead_reason: None,
+                dead_at: None,
+                created_at,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Published {
+        event: Event {
+            id: event_id,
+            app_id: app.clone(),
+            event_type: receipt.event_type,
+            ordering_key: receipt.ordering_key,
+            sequence: receipt.sequence,
+            body: Vec::new(),
+            created_at,
+        },
+        deliveries,
+    })
 }
 
 /// The stored answers of the batch's (app, key) pairs that were used before.
@@ -447,7 +539,7 @@ async fn next_sequences(tx: &mut Tx, app: &AppId, key: &str, count: u64) -> Resu
 async fn allocate_sequences(
     tx: &mut Tx,
     items: &[PublishItem],
-    earlier: &HashMap<(AppId, String), (String, StoredResponse)>,
+    earlier: &HashMap<(AppId, String), (String, Stored)>,
 ) -> Result<BTreeMap<(AppId, String), u64>> {
     let mut counts: BTreeMap<(AppId, String), u64> = BTreeMap::new();
     let mut seen_keys = HashSet::new();
@@ -645,7 +737,7 @@ static INSERT_KEYS: Sql = Sql::new(|engine| {
 /// committed one of the keys first (PostgreSQL made this insert wait for it).
 async fn insert_keys(
     tx: &mut Tx,
-    keys: &[(&PublishItem, &IdempotencyKey, StoredResponse)],
+    keys: &[(&PublishItem, &IdempotencyKey, Vec<u8>)],
 ) -> Result<bool> {
     if keys.is_empty() {
         return Ok(true);
@@ -657,14 +749,8 @@ async fn insert_keys(
             keys.iter()
                 .map(|(_, key, _)| Some(key.fingerprint.as_str())),
         )
-        .int(
-            keys.iter()
-                .map(|(_, _, answer)| Some(i64::from(answer.status))),
-        )
-        .bytes(
-            keys.iter()
-                .map(|(_, _, answer)| Some(answer.body.as_slice())),
-        )
+        .int(keys.iter().map(|_| Some(RECEIPT)))
+        .bytes(keys.iter().map(|(_, _, receipt)| Some(receipt.as_slice())))
         .int(keys.iter().map(|(item, _, _)| Some(item.now.as_millis())));
     let engine = tx.engine();
     let written = engine

@@ -170,14 +170,18 @@ pub struct IdempotencyKey {
     pub fingerprint: String,
 }
 
-/// What `publish` wrote, handed to the caller's renderer to produce the answer.
-#[derive(Debug, Clone)]
+/// What `publish` wrote: the event (without its body) and its deliveries as they
+/// were at commit. A replay of its idempotency key returns it again, unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Published {
     pub event: Event,
     pub deliveries: Vec<Delivery>,
 }
 
-/// The answer to a publish: stored with its idempotency key and given again on a replay.
+/// An answer stored under an idempotency key by a release before `4c34b89`,
+/// which stored the API's rendered response rather than what was written.
+/// Idempotency records live 24 h by default, so these disappear a day after an
+/// upgrade; [`PublishOutcome::ReplayedAnswer`] can go in a later release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredResponse {
     pub status: u16,
@@ -187,10 +191,13 @@ pub struct StoredResponse {
 /// The result of `publish`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PublishOutcome {
-    /// A new event was written; this is the answer.
-    Created(StoredResponse),
-    /// The key was used before with the same request: the original answer.
-    Replayed(StoredResponse),
+    /// A new event was written.
+    Created(Published),
+    /// The key was used before with the same request: what that request wrote.
+    Replayed(Published),
+    /// The key was used before with the same request, by an earlier release
+    /// that stored its rendered answer.
+    ReplayedAnswer(StoredResponse),
     /// The key was used before with a different request.
     KeyReused,
 }

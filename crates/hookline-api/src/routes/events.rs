@@ -112,12 +112,15 @@ pub(crate) async fn publish(
             })?),
         };
     let item = prepare(&state, &app.id, body.value, &body.raw, key)?;
-    match state.store.publish(item, render_published).await? {
-        PublishOutcome::Created(stored) => {
+    match state.store.publish(item).await? {
+        PublishOutcome::Created(published) => {
             metrics::counter!("hookline_events_accepted_total").increment(1);
-            Ok(stored_response(stored, false))
+            Ok(stored_response(render_published(&published), false))
         }
-        PublishOutcome::Replayed(stored) => Ok(stored_response(stored, true)),
+        PublishOutcome::Replayed(published) => {
+            Ok(stored_response(render_published(&published), true))
+        }
+        PublishOutcome::ReplayedAnswer(stored) => Ok(stored_response(stored, true)),
         PublishOutcome::KeyReused => Err(ApiError::IdempotencyKeyReused),
     }
 }
@@ -171,16 +174,17 @@ pub(crate) async fn publish_batch(
             })?;
         items.push(item);
     }
-    let outcomes = state.store.publish_group(&items, render_published).await?;
+    let outcomes = state.store.publish_group(&items).await?;
     let mut created = 0u64;
     let data: Vec<serde_json::Value> = outcomes
         .into_iter()
         .map(|outcome| match outcome {
-            PublishOutcome::Created(stored) => {
+            PublishOutcome::Created(published) => {
                 created += 1;
-                batch_item(&stored, false)
+                batch_item(&render_published(&published), false)
             }
-            PublishOutcome::Replayed(stored) => batch_item(&stored, true),
+            PublishOutcome::Replayed(published) => batch_item(&render_published(&published), true),
+            PublishOutcome::ReplayedAnswer(stored) => batch_item(&stored, true),
             PublishOutcome::KeyReused => serde_json::json!({
                 "status": 422,
                 "code": "idempotency_key_reused",
@@ -206,6 +210,7 @@ fn batch_item(stored: &StoredResponse, replayed: bool) -> serde_json::Value {
     item
 }
 
+/// The answer to a publish (and, the same again, to each replay of its key).
 fn render_published(published: &Published) -> StoredResponse {
     let view = PublishedView {
         id: published.event.id.as_str(),
