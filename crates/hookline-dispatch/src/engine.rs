@@ -128,7 +128,7 @@ impl Dispatcher {
         // handing deliveries to it, and freed by each answer as it arrives.
         let room = Room::new(this.config.concurrency);
         let (handoff, mut inbox) = Handoff::new(room.clone(), permits.clone(), this.config.lease);
-        this.store.accept_handoffs(handoff);
+        this.store.accept_handoffs(handoff.clone());
         let mut leases = Leases::default();
         let (records_tx, mut records_rx) = mpsc::unbounded_channel();
         // Finished sends as they arrive, and the attempts the next turn's transaction
@@ -235,6 +235,7 @@ impl Dispatcher {
             if !look_again && handed.is_empty() {
                 this.wait_for_work(
                     &shutdown,
+                    &handoff,
                     &mut records_rx,
                     &mut arrived,
                     &mut inbox,
@@ -377,6 +378,7 @@ impl Dispatcher {
     async fn wait_for_work(
         &self,
         shutdown: &CancellationToken,
+        handoff: &Handoff,
         records: &mut mpsc::UnboundedReceiver<Finished>,
         finished: &mut Vec<Finished>,
         inbox: &mut mpsc::UnboundedReceiver<Vec<HandedOff>>,
@@ -396,7 +398,7 @@ impl Dispatcher {
         };
         tokio::select! {
             _ = shutdown.cancelled() => {}
-            _ = self.store.wait_for_due(wait) => {}
+            _ = handoff.wait_for_due(wait) => {}
             _ = records.recv_many(finished, COMPLETION_BATCH) => {}
             Some(batch) = inbox.recv() => handed.extend(batch),
         }

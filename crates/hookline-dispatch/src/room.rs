@@ -28,7 +28,7 @@ use hookline_core::breaker::Signal;
 use hookline_core::concurrency::{AdaptiveLimit, ConcurrencyPolicy, Pressure};
 use hookline_core::ids::EndpointId;
 use hookline_store::{AttemptRecord, ClaimRoom, ClaimedDelivery, Inbox, RoomView};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// One dispatcher's requests in flight per endpoint, under each endpoint's adaptive limit.
 #[derive(Debug)]
@@ -295,6 +295,9 @@ pub struct Handoff {
     reserved: Mutex<Vec<OwnedSemaphorePermit>>,
     lease: Duration,
     inbox: mpsc::UnboundedSender<Vec<HandedOff>>,
+    /// Work became due (`Inbox::wake`). `notify_one` keeps a permit if the loop is
+    /// not waiting yet, so a wake between "claimed nothing" and "wait" is not lost.
+    due: Notify,
 }
 
 impl Handoff {
@@ -312,8 +315,14 @@ impl Handoff {
             reserved: Mutex::default(),
             lease,
             inbox,
+            due: Notify::new(),
         };
         (Arc::new(handoff), receiver)
+    }
+
+    /// Waits until the store says work is due, or `timeout`.
+    pub async fn wait_for_due(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.due.notified()).await;
     }
 
     fn reserved(&self) -> MutexGuard<'_, Vec<OwnedSemaphorePermit>> {
@@ -356,6 +365,10 @@ impl Inbox for Handoff {
         // If the dispatcher has stopped, the leases expire and any dispatcher claims
         // the deliveries again.
         let _ = self.inbox.send(batch);
+    }
+
+    fn wake(&self) {
+        self.due.notify_one();
     }
 }
 

@@ -11,7 +11,8 @@
 //! - [`Inbox`]: a publish writes a fresh delivery that a claim would admit at
 //!   once already leased (`in_flight`), and after its commit passes it to the
 //!   dispatcher in memory (the hand-off; see docs/architecture.md). The
-//!   reservation of a delivery whose publish fails is cancelled.
+//!   reservation of a delivery whose publish fails is cancelled. And after any
+//!   commit that made work due now, the store wakes the dispatcher through it.
 //!
 //! Both are implemented in `hookline-dispatch`; the store never names its types.
 
@@ -88,6 +89,11 @@ pub trait Inbox: Send + Sync + std::fmt::Debug {
     fn cancel(&self, endpoint: &EndpointId);
     /// Passes committed deliveries, one per reservation, to the dispatcher.
     fn hand_over(&self, deliveries: Vec<ClaimedDelivery>);
+    /// A commit made deliveries due now (a publish, replay, release, a closed
+    /// breaker, a released partition — here or, on PostgreSQL, on another node):
+    /// the dispatcher claims at once instead of at its next poll. A wake while the
+    /// dispatcher is busy is kept for its next wait.
+    fn wake(&self);
 }
 
 /// One reservation of a publish in progress. Dropped without being handed over

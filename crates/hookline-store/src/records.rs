@@ -178,7 +178,7 @@ pub struct Published {
     pub deliveries: Vec<Delivery>,
 }
 
-/// An answer stored under an idempotency key by a release before `4c34b89`,
+/// An answer stored under an idempotency key by a release up to `4c34b89`,
 /// which stored the API's rendered response rather than what was written.
 /// Idempotency records live 24 h by default, so these disappear a day after an
 /// upgrade; [`PublishOutcome::ReplayedAnswer`] can go in a later release.

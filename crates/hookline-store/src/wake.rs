@@ -1,9 +1,10 @@
 //! Telling dispatchers that work is due, so a fresh event is picked up in
 //! milliseconds rather than on a polling tick.
 //!
-//! In process, a [`Notify`] wakes the local claim loop right after a commit
-//! that created due work. Across PostgreSQL nodes, the same moment sets off a
-//! `NOTIFY hookline_wake`, and every dispatcher `LISTEN`s. The remote signal is
+//! In process, the store wakes the local dispatcher through its [`Inbox`](crate::Inbox)
+//! (`Inbox::wake`; the dispatcher owns the signal) right after a commit that
+//! created due work. Across PostgreSQL nodes, the same moment sets off a
+//! `NOTIFY hookline_wake`, and every node `LISTEN`s and wakes its own. The remote signal is
 //! sent by one relay task after the commit (never inside the publishing
 //! transaction, where `NOTIFY` would serialise all commits on a global lock),
 //! and bursts coalesce into one notification.
@@ -18,9 +19,6 @@ use crate::{Engine, Result, Store};
 const CHANNEL: &str = "hookline_wake";
 
 pub(crate) struct Wake {
-    /// The local claim loop's wake-up. `notify_one` keeps a permit if nobody
-    /// waits yet, so a wake between "claimed nothing" and "wait" is not lost.
-    local: Notify,
     /// Asks the relay task to send a PostgreSQL `NOTIFY` (PostgreSQL only).
     remote: Option<Notify>,
 }
@@ -28,7 +26,6 @@ pub(crate) struct Wake {
 impl Wake {
     pub(crate) fn new(engine: Engine) -> Self {
         Self {
-            local: Notify::new(),
             remote: (engine == Engine::Postgres).then(Notify::new),
         }
     }
@@ -38,15 +35,17 @@ impl Store {
     /// Signals that deliveries are due now: wakes this process's dispatcher and, on
     /// PostgreSQL, every other node's.
     pub fn notify_due(&self) {
-        self.wake.local.notify_one();
+        self.wake_local();
         if let Some(remote) = &self.wake.remote {
             remote.notify_one();
         }
     }
 
-    /// Waits until work may be due: a local or remote wake-up, or `timeout`.
-    pub async fn wait_for_due(&self, timeout: Duration) {
-        let _ = tokio::time::timeout(timeout, self.wake.local.notified()).await;
+    /// Wakes this process's dispatcher, if one takes work from this store.
+    fn wake_local(&self) {
+        if let Some(inbox) = self.handoff() {
+            inbox.wake();
+        }
     }
 
     /// On PostgreSQL, starts the tasks that carry wake-ups between nodes: one sends
@@ -63,10 +62,10 @@ impl Store {
         tokio::spawn(async move {
             loop {
                 match listener.try_recv().await {
-                    Ok(Some(_)) => store.wake.local.notify_one(),
+                    Ok(Some(_)) => store.wake_local(),
                     // The connection dropped; PgListener reconnects on the next call.
                     // Wake anyway: a notification may have been missed meanwhile.
-                    Ok(None) => store.wake.local.notify_one(),
+                    Ok(None) => store.wake_local(),
                     Err(error) => {
                         if store.writer.is_closed() {
                             return;
