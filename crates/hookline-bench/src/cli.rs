@@ -99,6 +99,13 @@ pub struct Args {
     #[arg(long, help_heading = "Hookline under test")]
     pub sqlite_cache_mib: Option<u32>,
 
+    /// Override Hookline's history_retention_secs (succeeded deliveries, their attempts and
+    /// events older than this are removed in small batches). With it, the report samples
+    /// the database's size every second of the live phase (SQLite: the file with its WAL;
+    /// PostgreSQL: pg_database_size), to show a steady state levelling off.
+    #[arg(long, help_heading = "Hookline under test")]
+    pub history_retention_secs: Option<u64>,
+
     /// Keep the database (SQLite file or PostgreSQL database) after the run, for inspection.
     #[arg(long, help_heading = "Hookline under test")]
     pub keep_store: bool,

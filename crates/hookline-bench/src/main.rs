@@ -362,6 +362,10 @@ async fn bench(
         publish_bar,
     ));
     let deadline = Instant::now() + Duration::from_secs(args.timeout_secs);
+    // The database's size, each second of the live phase (only with --history-retention-secs).
+    let sized = store.filter(|_| args.history_retention_secs.is_some());
+    let live_started = Instant::now();
+    let mut sizes: Vec<(f64, u64)> = Vec::new();
     let mut published: Option<Published> = None;
     let mut last_dlq_poll: Option<Instant> = None;
     let mut timed_out = false;
@@ -394,6 +398,12 @@ async fn bench(
         if Instant::now() >= deadline {
             timed_out = true;
             break;
+        }
+        if let Some(store) = sized {
+            let at = live_started.elapsed().as_secs_f64();
+            if sizes.last().is_none_or(|(last, _)| at - last >= 1.0) {
+                sizes.push((at, store.size_bytes().await?));
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -710,6 +720,9 @@ async fn bench(
         latency_first_attempt: Percentiles::of(&folded.first),
         latency_delivered: Percentiles::of(&folded.delivered_hist),
         resources,
+        database: args
+            .history_retention_secs
+            .and_then(|retention| report::DatabaseSize::new(retention, &sizes)),
         ledger,
         ceiling,
         notes,

@@ -21,6 +21,8 @@ pub struct Report {
     /// From each live event's due time to the first request answered 200.
     pub latency_delivered: Option<Percentiles>,
     pub resources: Option<Resources>,
+    /// The database's size through the live phase (with --history-retention-secs).
+    pub database: Option<DatabaseSize>,
     pub ledger: Ledger,
     pub ceiling: Option<CeilingStats>,
     pub notes: Vec<String>,
@@ -134,6 +136,32 @@ pub struct Resources {
     pub peak_rss_who: String,
     /// Over which span: the measured phase, or since the process started.
     pub peak_rss_scope: String,
+}
+
+/// The database's size, sampled each second of the live phase.
+#[derive(Debug, Serialize)]
+pub struct DatabaseSize {
+    pub retention_secs: u64,
+    /// (seconds into the live phase, MiB).
+    pub samples_mib: Vec<(f64, f64)>,
+}
+
+impl DatabaseSize {
+    pub fn new(retention_secs: u64, samples: &[(f64, u64)]) -> Option<Self> {
+        (!samples.is_empty()).then(|| Self {
+            retention_secs,
+            samples_mib: samples
+                .iter()
+                .map(|(at, bytes)| (*at, *bytes as f64 / (1024.0 * 1024.0)))
+                .collect(),
+        })
+    }
+
+    /// The size at the sample nearest to `share` of the phase (0.0 start, 1.0 end).
+    fn at(&self, share: f64) -> (f64, f64) {
+        let last = self.samples_mib.len() - 1;
+        self.samples_mib[((last as f64) * share).round() as usize]
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -403,6 +431,31 @@ impl Report {
                     format!("{:.1} MiB (VmHWM, {})", r.peak_rss_mib, r.peak_rss_scope),
                 );
             }
+        }
+
+        if let Some(d) = &self.database {
+            t.section(&format!(
+                "Database size (history retention {} s), sampled each second",
+                d.retention_secs
+            ));
+            for (label, share) in [
+                ("at 25 %", 0.25),
+                ("at 50 %", 0.5),
+                ("at 75 %", 0.75),
+                ("at the end", 1.0),
+            ] {
+                let (at, mib) = d.at(share);
+                t.row(
+                    &format!("{label} of the live phase ({at:.0} s)"),
+                    format!("{mib:.1} MiB"),
+                );
+            }
+            let peak = d
+                .samples_mib
+                .iter()
+                .map(|(_, mib)| *mib)
+                .fold(0.0, f64::max);
+            t.row("peak", format!("{peak:.1} MiB"));
         }
 
         t.section("HTTP ceiling (plain keep-alive client -> same sink, no storage)");

@@ -67,6 +67,28 @@ impl FreshStore {
         }
     }
 
+    /// How much the data takes on disk now: the SQLite file with its WAL, or
+    /// PostgreSQL's `pg_database_size`.
+    pub async fn size_bytes(&self) -> anyhow::Result<u64> {
+        match &self.cleanup {
+            Cleanup::File(path) => Ok(["", "-wal"]
+                .iter()
+                .filter_map(|suffix| std::fs::metadata(format!("{}{suffix}", path.display())).ok())
+                .map(|m| m.len())
+                .sum()),
+            Cleanup::Database { admin_url, name } => {
+                use sqlx::Connection;
+                let mut conn = sqlx::PgConnection::connect(admin_url).await?;
+                let size: i64 = sqlx::query_scalar("SELECT pg_database_size($1)")
+                    .bind(name)
+                    .fetch_one(&mut conn)
+                    .await?;
+                let _ = conn.close().await;
+                Ok(size.max(0) as u64)
+            }
+        }
+    }
+
     /// Removes the file (with its WAL) or drops the database.
     pub async fn remove(self) -> anyhow::Result<()> {
         match self.cleanup {
@@ -204,6 +226,9 @@ impl Hookline {
                 if let Some(value) = args.sqlite_cache_mib {
                     command.env("HOOKLINE_SQLITE_CACHE_MIB", value.to_string());
                 }
+                if let Some(value) = args.history_retention_secs {
+                    command.env("HOOKLINE_HISTORY_RETENTION_SECS", value.to_string());
+                }
                 let log_file = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
@@ -306,6 +331,9 @@ fn overrides(args: &Args) -> hookline::Config {
     }
     if let Some(value) = args.sqlite_cache_mib {
         config.sqlite_cache_mib = value;
+    }
+    if let Some(value) = args.history_retention_secs {
+        config.history_retention_secs = value;
     }
     config
 }

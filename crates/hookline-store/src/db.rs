@@ -14,7 +14,7 @@
 //!
 //! A statement over many rows binds a [`Batch`]: one array per column on
 //! PostgreSQL (read back with `unnest`), one JSON array of rows on SQLite (read
-//! back with `json_each`). Its text is the same for 1 row and for 1,000, so each
+//! back with `json_each`; bytes travel beside it in one blob, see `to_sqlite`). Its text is the same for 1 row and for 1,000, so each
 //! statement is prepared once per connection and stays in the statement cache.
 
 use std::fmt::Write as _;
@@ -173,7 +173,14 @@ impl<'q> Query<'q> {
     /// Binds a batch of rows (see the module docs).
     pub(crate) fn bind_batch(self, batch: Batch<'q>) -> Self {
         match self {
-            Query::Sqlite(q) => Query::Sqlite(q.bind(batch.to_json())),
+            Query::Sqlite(q) => {
+                let (rows, bytes) = batch.to_sqlite();
+                let q = q.bind(rows);
+                Query::Sqlite(match bytes {
+                    Some(bytes) => q.bind(bytes),
+                    None => q,
+                })
+            }
             Query::Postgres(mut q) => {
                 for column in batch.columns {
                     q = match column {
@@ -372,8 +379,17 @@ impl<'q> Batch<'q> {
         })
     }
 
-    /// `[[row 0's values], [row 1's values], …]`; bytes as hex (SQLite's `unhex` reads them).
-    fn to_json(&self) -> String {
+    /// SQLite's two parameters: `[[row 0's values], [row 1's values], …]` as JSON,
+    /// where a bytes value is its place in the second, `[start, length]` (1-based,
+    /// as `substr` counts), and the bytes of the whole batch laid end to end (`None`
+    /// without a bytes column). Keeping bytes out of the JSON keeps each row's text
+    /// short: SQLite parses a row's text again for every column it reads.
+    fn to_sqlite(&self) -> (String, Option<Vec<u8>>) {
+        let mut blob: Option<Vec<u8>> = self
+            .columns
+            .iter()
+            .any(|c| matches!(c, Column::Bytes(_)))
+            .then(Vec::new);
         let mut out = String::with_capacity(64 * self.len().max(1));
         out.push('[');
         for row in 0..self.len() {
@@ -401,22 +417,18 @@ impl<'q> Batch<'q> {
                     },
                     Column::Bytes(values) => match values[row] {
                         Some(bytes) => {
-                            const HEX: &[u8; 16] = b"0123456789abcdef";
-                            out.push('"');
-                            for byte in bytes {
-                                out.push(HEX[usize::from(byte >> 4)] as char);
-                                out.push(HEX[usize::from(byte & 15)] as char);
-                            }
-                            out.push('"');
+                            let blob = blob.as_mut().expect("made for a bytes column");
+                            let _ = write!(out, "{},{}", blob.len() + 1, bytes.len());
+                            blob.extend_from_slice(bytes);
                         }
-                        None => out.push_str("null"),
+                        None => out.push_str("null,null"),
                     },
                 }
             }
             out.push(']');
         }
         out.push(']');
-        out
+        (out, blob)
     }
 }
 
@@ -425,12 +437,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_batch_is_json_rows_for_sqlite_with_bytes_in_hex() {
+    fn a_batch_is_json_rows_for_sqlite_with_bytes_laid_end_to_end_beside_it() {
         let batch = Batch::default()
-            .text([Some("a\"b"), None])
-            .int([Some(7), None])
-            .bytes([Some(&[0u8, 255][..]), None]);
-        assert_eq!(batch.to_json(), r#"[["a\"b",7,"00ff"],[null,null,null]]"#);
-        assert_eq!(Batch::default().to_json(), "[]");
+            .text([Some("a\"b"), None, Some("c")])
+            .bytes([Some(&[0u8, 255][..]), None, Some(&[7u8][..])])
+            .int([Some(7), None, Some(-1)]);
+        let (rows, bytes) = batch.to_sqlite();
+        assert_eq!(
+            rows,
+            r#"[["a\"b",1,2,7],[null,null,null,null],["c",3,1,-1]]"#
+        );
+        assert_eq!(bytes, Some(vec![0, 255, 7]));
+        assert_eq!(
+            Batch::default().text([Some("x")]).to_sqlite(),
+            (r#"[["x"]]"#.to_owned(), None)
+        );
+        assert_eq!(Batch::default().to_sqlite(), ("[]".to_owned(), None));
     }
 }

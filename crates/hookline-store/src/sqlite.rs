@@ -68,15 +68,28 @@ fn url_creating_file(url: &str) -> String {
     }
 }
 
-/// A batch as the table `v`: one JSON parameter, an array of rows, each an array
-/// of the row's values in column order (bytes as hex).
+/// A batch as the table `v`: a JSON parameter `$first`, an array of rows, each an
+/// array of the row's values in column order, where a bytes column takes two
+/// places — its value's start and length in the blob parameter `$first + 1`,
+/// which holds the batch's bytes end to end (see `db::Batch`).
 pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
+    let mut at = 0;
     let values: Vec<String> = columns
         .iter()
-        .enumerate()
-        .map(|(i, (name, kind))| match kind {
-            Kind::Bytes => format!("unhex(value ->> {i}) AS {name}"),
-            Kind::Text | Kind::Int => format!("value ->> {i} AS {name}"),
+        .map(|(name, kind)| {
+            let value = match kind {
+                Kind::Bytes => {
+                    let (start, length) = (at, at + 1);
+                    at += 1;
+                    format!(
+                        "substr(${blob}, value ->> {start}, value ->> {length}) AS {name}",
+                        blob = first + 1
+                    )
+                }
+                Kind::Text | Kind::Int => format!("value ->> {at} AS {name}"),
+            };
+            at += 1;
+            value
         })
         .collect();
     format!(
