@@ -37,9 +37,9 @@ static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
                 ("started_at", Kind::Int),
                 ("duration_ms", Kind::Int),
                 ("status_code", Kind::Int),
-                ("response_body", Kind::Text),
+                ("response_body", Kind::LongText),
                 ("error_kind", Kind::Text),
-                ("error_message", Kind::Text),
+                ("error_message", Kind::LongText),
                 ("verdict", Kind::Text),
                 ("next_attempt_at", Kind::Int),
                 ("dead_reason", Kind::Text),
@@ -69,9 +69,9 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
         .int(records.iter().map(|r| Some(r.started_at.as_millis())))
         .int(records.iter().map(|r| Some(r.duration.as_millis() as i64)))
         .int(records.iter().map(|r| r.status_code.map(i64::from)))
-        .text(records.iter().map(|r| r.response_body.as_deref()))
+        .long_text(records.iter().map(|r| r.response_body.as_deref()))
         .text(errors().map(|(kind, _)| kind))
-        .text(errors().map(|(_, message)| message))
+        .long_text(errors().map(|(_, message)| message))
         .text(records.iter().map(|r| Some(r.next.verdict().as_str())))
         .int(
             records

@@ -144,7 +144,8 @@ impl Engine {
     }
 
     /// A batch of rows read as a table `v` with the given columns, from parameter
-    /// `$first` on (PostgreSQL takes one parameter per column, SQLite one in all).
+    /// `$first` on (PostgreSQL takes one parameter per column; SQLite one, or two
+    /// when the batch has bytes or long text). A batch is always bound last.
     pub(crate) fn rows(self, first: usize, columns: &[(&str, Kind)]) -> String {
         match self {
             Engine::Sqlite => sqlite::rows(first, columns),
@@ -184,7 +185,7 @@ impl<'q> Query<'q> {
             Query::Postgres(mut q) => {
                 for column in batch.columns {
                     q = match column {
-                        Column::Text(values) => q.bind(values),
+                        Column::Text(values) | Column::LongText(values) => q.bind(values),
                         Column::Int(values) => q.bind(values),
                         Column::Bytes(values) => q.bind(values),
                     };
@@ -337,6 +338,9 @@ impl Sql {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Text,
+    /// Text that may be long (a response body): on SQLite it travels with the
+    /// batch's bytes, not inside the JSON rows.
+    LongText,
     Int,
     Bytes,
 }
@@ -349,6 +353,7 @@ pub(crate) struct Batch<'q> {
 
 enum Column<'q> {
     Text(Vec<Option<&'q str>>),
+    LongText(Vec<Option<&'q str>>),
     Int(Vec<Option<i64>>),
     Bytes(Vec<Option<&'q [u8]>>),
 }
@@ -357,6 +362,13 @@ impl<'q> Batch<'q> {
     pub(crate) fn text(mut self, values: impl IntoIterator<Item = Option<&'q str>>) -> Self {
         self.columns
             .push(Column::Text(values.into_iter().collect()));
+        self
+    }
+
+    /// A [`Kind::LongText`] column.
+    pub(crate) fn long_text(mut self, values: impl IntoIterator<Item = Option<&'q str>>) -> Self {
+        self.columns
+            .push(Column::LongText(values.into_iter().collect()));
         self
     }
 
@@ -373,7 +385,7 @@ impl<'q> Batch<'q> {
 
     fn len(&self) -> usize {
         self.columns.first().map_or(0, |c| match c {
-            Column::Text(v) => v.len(),
+            Column::Text(v) | Column::LongText(v) => v.len(),
             Column::Int(v) => v.len(),
             Column::Bytes(v) => v.len(),
         })
@@ -388,7 +400,7 @@ impl<'q> Batch<'q> {
         let mut blob: Option<Vec<u8>> = self
             .columns
             .iter()
-            .any(|c| matches!(c, Column::Bytes(_)))
+            .any(|c| matches!(c, Column::Bytes(_) | Column::LongText(_)))
             .then(Vec::new);
         let mut out = String::with_capacity(64 * self.len().max(1));
         out.push('[');
@@ -414,6 +426,14 @@ impl<'q> Batch<'q> {
                             let _ = write!(out, "{n}");
                         }
                         None => out.push_str("null"),
+                    },
+                    Column::LongText(values) => match values[row] {
+                        Some(text) => {
+                            let blob = blob.as_mut().expect("made for a long text column");
+                            let _ = write!(out, "{},{}", blob.len() + 1, text.len());
+                            blob.extend_from_slice(text.as_bytes());
+                        }
+                        None => out.push_str("null,null"),
                     },
                     Column::Bytes(values) => match values[row] {
                         Some(bytes) => {

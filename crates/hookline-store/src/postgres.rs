@@ -33,7 +33,7 @@ pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
         .enumerate()
         .map(|(i, (_, kind))| {
             let kind = match kind {
-                Kind::Text => "text",
+                Kind::Text | Kind::LongText => "text",
                 Kind::Int => "bigint",
                 Kind::Bytes => "bytea",
             };

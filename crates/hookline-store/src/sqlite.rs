@@ -69,9 +69,9 @@ fn url_creating_file(url: &str) -> String {
 }
 
 /// A batch as the table `v`: a JSON parameter `$first`, an array of rows, each an
-/// array of the row's values in column order, where a bytes column takes two
-/// places — its value's start and length in the blob parameter `$first + 1`,
-/// which holds the batch's bytes end to end (see `db::Batch`).
+/// array of the row's values in column order, where a bytes or long text column
+/// takes two places — its value's start and length in the blob parameter
+/// `$first + 1`, which holds the batch's bytes end to end (see `db::Batch`).
 pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
     let mut at = 0;
     let values: Vec<String> = columns
@@ -86,6 +86,14 @@ pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
                         blob = first + 1
                     )
                 }
+                Kind::LongText => {
+                    let (start, length) = (at, at + 1);
+                    at += 1;
+                    format!(
+                        "CAST(substr(${blob}, value ->> {start}, value ->> {length}) AS TEXT) AS {name}",
+                        blob = first + 1
+                    )
+                }
                 Kind::Text | Kind::Int => format!("value ->> {at} AS {name}"),
             };
             at += 1;
@@ -96,4 +104,28 @@ pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
         "(SELECT {} FROM json_each(${first})) AS v",
         values.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_reads_bytes_and_long_text_from_the_blob_at_their_two_places() {
+        let table = rows(
+            2,
+            &[
+                ("id", Kind::Text),
+                ("body", Kind::Bytes),
+                ("n", Kind::Int),
+                ("response", Kind::LongText),
+            ],
+        );
+        assert_eq!(
+            table,
+            "(SELECT value ->> 0 AS id, substr($3, value ->> 1, value ->> 2) AS body, \
+             value ->> 3 AS n, CAST(substr($3, value ->> 4, value ->> 5) AS TEXT) AS response \
+             FROM json_each($2)) AS v"
+        );
+    }
 }
