@@ -1048,4 +1048,9 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     assert_eq!(kept[0].state, DeliveryState::Pending);
     // Nothing is left to remove.
     assert_eq!(store.purge_history(after).await.unwrap(), Purged::default());
+    // Reclaiming the removed rows' space (a VACUUM on PostgreSQL) keeps what stays.
+    store.reclaim_space().await.unwrap();
+    let (_, kept) = store.get_event(&app, &events[1]).await.unwrap().unwrap();
+    assert_eq!(kept[0].state, DeliveryState::Dead);
+    assert_eq!(attempts_of(&store, &app, &dead.id).await.len(), 1);
 }

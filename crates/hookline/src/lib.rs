@@ -261,14 +261,26 @@ async fn retention_loop(
         keys.min(history)
     };
     let interval = (shortest / 10).clamp(Duration::from_secs(1), Duration::from_secs(3600));
+    // Rows removed since the space was last reclaimed.
+    let mut unreclaimed = 0u64;
     loop {
         match store.purge_idempotency_keys(SystemClock.now() - keys).await {
             Ok(0) => {}
-            Ok(removed) => tracing::info!(removed, "expired idempotency keys removed"),
+            Ok(removed) => {
+                unreclaimed += removed;
+                tracing::info!(removed, "expired idempotency keys removed");
+            }
             Err(error) => tracing::warn!(%error, "idempotency retention failed"),
         }
         if !history.is_zero() {
-            purge_history(&store, history, &shutdown).await;
+            let removed = purge_history(&store, history, &shutdown).await;
+            unreclaimed += removed.deliveries + removed.attempts + removed.events;
+        }
+        if unreclaimed >= RECLAIM_AFTER_ROWS {
+            match store.reclaim_space().await {
+                Ok(()) => unreclaimed = 0,
+                Err(error) => tracing::warn!(%error, "reclaiming the space of removed rows failed"),
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -277,9 +289,19 @@ async fn retention_loop(
     }
 }
 
+/// How many removed rows make retention reclaim their space (`Store::reclaim_space`):
+/// often enough that a steady state levels off, rarely enough that each vacuum
+/// has something to do.
+const RECLAIM_AFTER_ROWS: u64 = 10_000;
+
 /// Batches of old history until a batch is not full; each is its own short
-/// transaction, with a pause between them so delivery keeps the writer.
-async fn purge_history(store: &Store, retention: Duration, shutdown: &CancellationToken) {
+/// transaction, with a pause between them so delivery keeps the writer. Returns
+/// what was removed.
+async fn purge_history(
+    store: &Store,
+    retention: Duration,
+    shutdown: &CancellationToken,
+) -> hookline_store::Purged {
     let mut removed = hookline_store::Purged::default();
     while !shutdown.is_cancelled() {
         match store.purge_history(SystemClock.now() - retention).await {
@@ -306,6 +328,7 @@ async fn purge_history(store: &Store, retention: Duration, shutdown: &Cancellati
             "old history removed"
         );
     }
+    removed
 }
 
 /// The process-wide Prometheus recorder (installed once, shared by in-process servers).
