@@ -78,21 +78,17 @@ pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
         .iter()
         .map(|(name, kind)| {
             let value = match kind {
-                Kind::Bytes => {
+                Kind::Bytes | Kind::LongText => {
                     let (start, length) = (at, at + 1);
                     at += 1;
-                    format!(
-                        "substr(${blob}, value ->> {start}, value ->> {length}) AS {name}",
+                    let slice = format!(
+                        "substr(${blob}, value ->> {start}, value ->> {length})",
                         blob = first + 1
-                    )
-                }
-                Kind::LongText => {
-                    let (start, length) = (at, at + 1);
-                    at += 1;
-                    format!(
-                        "CAST(substr(${blob}, value ->> {start}, value ->> {length}) AS TEXT) AS {name}",
-                        blob = first + 1
-                    )
+                    );
+                    match kind {
+                        Kind::LongText => format!("CAST({slice} AS TEXT) AS {name}"),
+                        _ => format!("{slice} AS {name}"),
+                    }
                 }
                 Kind::Text | Kind::Int => format!("value ->> {at} AS {name}"),
             };
