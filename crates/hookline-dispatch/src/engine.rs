@@ -15,7 +15,7 @@
 //! in a local queue while its lease runs. Under load a turn writes and claims
 //! hundreds of deliveries for one commit; at rest a finished send or a publish
 //! wakes the loop at once. Fresh deliveries that publishes in this process could
-//! hand over (see `hookline_store::Handoff`) arrive already leased and skip the
+//! hand over (see `crate::room::Handoff`) arrive already leased and skip the
 //! claim; their attempts are recorded by the next turn like any other.
 
 use std::collections::HashMap;
