@@ -377,6 +377,10 @@ static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
     )
 });
 
+/// One endpoint's `enabled` and breaker.
+static ENDPOINT_BREAKER: Sql =
+    Sql::new(|_| format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1"));
+
 /// When work an endpoint gets now is due ([`due_for_new_work`] of its current row;
 /// `None` if the endpoint is gone).
 pub(crate) async fn new_work_due(
@@ -384,10 +388,9 @@ pub(crate) async fn new_work_due(
     endpoint: &EndpointId,
     now: Timestamp,
 ) -> Result<Option<Timestamp>> {
-    let sql = format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1");
-    let Some(row) = tx
-        .engine()
-        .query(&sql)
+    let engine = tx.engine();
+    let Some(row) = engine
+        .query(ENDPOINT_BREAKER.text(engine))
         .bind(endpoint.as_str())
         .fetch_optional(&mut *tx)
         .await?

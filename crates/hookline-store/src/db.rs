@@ -17,7 +17,7 @@
 //! back with `json_each`; bytes travel beside it in one blob, see `to_sqlite`). Its text is the same for 1 row and for 1,000, so each
 //! statement is prepared once per connection and stays in the statement cache.
 
-use std::fmt::Write as _;
+use std::io::Write as _;
 use std::sync::OnceLock;
 
 use sqlx::postgres::{PgArguments, PgRow};
@@ -402,52 +402,54 @@ impl<'q> Batch<'q> {
             .iter()
             .any(|c| matches!(c, Column::Bytes(_) | Column::LongText(_)))
             .then(Vec::new);
-        let mut out = String::with_capacity(64 * self.len().max(1));
-        out.push('[');
+        // Bytes, not a String: values are written straight into it, with no
+        // allocation per value.
+        let mut out: Vec<u8> = Vec::with_capacity(64 * self.len().max(1));
+        out.push(b'[');
         for row in 0..self.len() {
             if row > 0 {
-                out.push(',');
+                out.push(b',');
             }
-            out.push('[');
+            out.push(b'[');
             for (i, column) in self.columns.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 match column {
                     Column::Text(values) => match values[row] {
                         Some(text) => {
-                            let escaped = serde_json::to_string(text).expect("strings serialize");
-                            out.push_str(&escaped);
+                            serde_json::to_writer(&mut out, text).expect("strings serialize")
                         }
-                        None => out.push_str("null"),
+                        None => out.extend_from_slice(b"null"),
                     },
                     Column::Int(values) => match values[row] {
                         Some(n) => {
-                            let _ = write!(out, "{n}");
+                            let _ = write!(&mut out, "{n}");
                         }
-                        None => out.push_str("null"),
+                        None => out.extend_from_slice(b"null"),
                     },
                     Column::LongText(values) => match values[row] {
                         Some(text) => {
                             let blob = blob.as_mut().expect("made for a long text column");
-                            let _ = write!(out, "{},{}", blob.len() + 1, text.len());
+                            let _ = write!(&mut out, "{},{}", blob.len() + 1, text.len());
                             blob.extend_from_slice(text.as_bytes());
                         }
-                        None => out.push_str("null,null"),
+                        None => out.extend_from_slice(b"null,null"),
                     },
                     Column::Bytes(values) => match values[row] {
                         Some(bytes) => {
                             let blob = blob.as_mut().expect("made for a bytes column");
-                            let _ = write!(out, "{},{}", blob.len() + 1, bytes.len());
+                            let _ = write!(&mut out, "{},{}", blob.len() + 1, bytes.len());
                             blob.extend_from_slice(bytes);
                         }
-                        None => out.push_str("null,null"),
+                        None => out.extend_from_slice(b"null,null"),
                     },
                 }
             }
-            out.push(']');
+            out.push(b']');
         }
-        out.push(']');
+        out.push(b']');
+        let out = String::from_utf8(out).expect("JSON is UTF-8");
         (out, blob)
     }
 }

@@ -146,7 +146,6 @@ impl Store {
         let mut answered: HashMap<(AppId, String), (String, Stored)> = HashMap::new();
         let mut outcomes = Vec::with_capacity(items.len());
         let mut events = Vec::new();
-        let mut deliveries = Vec::new();
         let mut keys = Vec::new();
         let mut woke = false;
         // Deliveries written leased to this process's dispatcher, passed to it after the
@@ -267,10 +266,18 @@ impl Store {
                 keys.push((item, key, receipt(&published)));
             }
             events.push((item, sequence));
-            deliveries.extend(published.deliveries.iter().cloned());
             outcomes.push(PublishOutcome::Created(published));
         }
 
+        // The deliveries to write are those of the events created (not copied out).
+        let deliveries: Vec<&Delivery> = outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                PublishOutcome::Created(published) => Some(&published.deliveries),
+                _ => None,
+            })
+            .flatten()
+            .collect();
         insert_events(&mut tx, &events).await?;
         insert_deliveries(&mut tx, &deliveries, &lease_token).await?;
         if !insert_keys(&mut tx, &keys).await? {
@@ -493,13 +500,15 @@ impl Target {
     }
 }
 
+/// An app's enabled endpoints, with what sending and admission need.
+static LOAD_TARGETS: Sql = Sql::new(|_| {
+    format!("SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
+});
+
 async fn load_targets(tx: &mut Tx, app: &AppId) -> Result<Vec<Target>> {
-    let sql = format!(
-        "SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled"
-    );
-    let rows = tx
-        .engine()
-        .query(&sql)
+    let engine = tx.engine();
+    let rows = engine
+        .query(LOAD_TARGETS.text(engine))
         .bind(app.as_str())
         .fetch_all(&mut *tx)
         .await?;
@@ -686,7 +695,7 @@ static INSERT_DELIVERIES: Sql = Sql::new(|engine| {
 
 /// Writes `deliveries` (all created at their round's start); those in flight
 /// (handed off) under `lease_token`.
-async fn insert_deliveries(tx: &mut Tx, deliveries: &[Delivery], lease_token: &str) -> Result<()> {
+async fn insert_deliveries(tx: &mut Tx, deliveries: &[&Delivery], lease_token: &str) -> Result<()> {
     if deliveries.is_empty() {
         return Ok(());
     }
