@@ -13,6 +13,7 @@ both_engines!(
     a_refused_body_does_not_break_the_producers_next_request,
     apps_and_endpoints_round_trip,
     batch_publish_is_one_transaction_with_per_event_idempotency,
+    create_key_takes_an_app_by_id_or_uid_and_refuses_unknown_ones,
 );
 
 async fn publish_with_key(
@@ -255,6 +256,52 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
             422,
             "validation_failed",
         ),
+        // NUL cannot be stored in PostgreSQL's text: the same clear refusal on both engines.
+        (
+            "NUL in an event type",
+            app.http
+                .post(&events)
+                .bearer_auth(token)
+                .json(&json!({"event_type": "order\u{0}paid", "payload": {}})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "NUL in an ordering key",
+            app.http
+                .post(&events)
+                .bearer_auth(token)
+                .json(&json!({"event_type": "a", "ordering_key": "k\u{0}", "payload": {}})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "NUL in an app name",
+            app.http
+                .post(format!("{}/v1/apps", app.base))
+                .bearer_auth(token)
+                .json(&json!({"name": "acme\u{0}"})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "NUL in an endpoint description",
+            app.http
+                .post(format!("{}/v1/apps/{app_id}/endpoints", app.base))
+                .bearer_auth(token)
+                .json(&json!({"url": "https://example.com", "description": "a\u{0}b"})),
+            422,
+            "validation_failed",
+        ),
+        (
+            "a wildcard that is not a whole last segment",
+            app.http
+                .post(format!("{}/v1/apps/{app_id}/endpoints", app.base))
+                .bearer_auth(token)
+                .json(&json!({"url": "https://example.com", "event_types": ["inv*"]})),
+            422,
+            "validation_failed",
+        ),
     ];
     for (case, request, status, code) in cases {
         let response = request.send().await.unwrap();
@@ -279,6 +326,12 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
     );
     let endpoints = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
     assert!(endpoints["data"].as_array().unwrap().is_empty());
+    let apps = app.get("/v1/apps").await;
+    assert_eq!(
+        apps["data"].as_array().unwrap().len(),
+        1,
+        "no app half-made"
+    );
 }
 
 /// A request refused before its body was read leaves the rest of the body on
@@ -503,4 +556,50 @@ async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Eng
             .status(),
         422
     );
+}
+
+/// `hookline create-key --app` (the real binary): an app's id or its uid make a key
+/// that reaches that app only; an app that does not exist is refused.
+async fn create_key_takes_an_app_by_id_or_uid_and_refuses_unknown_ones(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let acme = app
+        .call(
+            Method::POST,
+            "/v1/apps",
+            Some(&json!({"name": "Acme", "uid": "acme"})),
+            201,
+        )
+        .await;
+    let other = app.create_app().await;
+    let create_key = |target: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
+            .args(["create-key", "--app", target])
+            .env("HOOKLINE_DATABASE_URL", &app.db.url)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("running hookline create-key")
+    };
+    for target in ["acme", acme["id"].as_str().unwrap()] {
+        let made = create_key(target);
+        assert!(made.status.success(), "--app {target}: {made:?}");
+        let key = String::from_utf8(made.stdout).unwrap().trim().to_owned();
+        let as_key = |path: String| {
+            app.http
+                .get(format!("{}{path}", app.base))
+                .bearer_auth(key.clone())
+                .send()
+        };
+        assert_eq!(as_key("/v1/apps/acme".into()).await.unwrap().status(), 200);
+        assert_eq!(
+            as_key(format!("/v1/apps/{other}")).await.unwrap().status(),
+            404,
+            "another app is out of reach"
+        );
+    }
+    for unknown in ["nosuch", "app_01J00000000000000000000000"] {
+        let refused = create_key(unknown);
+        assert!(!refused.status.success(), "--app {unknown} must be refused");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("no app"), "--app {unknown}: {stderr}");
+    }
 }

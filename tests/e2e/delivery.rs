@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{both_engines, Engine, Receiver, Reply, TestApp};
+use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
 
 both_engines!(
     delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it,
     server_errors_are_retried_until_success_with_the_same_webhook_id,
     client_error_goes_to_the_dlq_after_one_attempt,
+    a_receivers_answer_is_kept_whatever_bytes_it_holds,
     too_many_requests_honours_retry_after,
     slow_response_times_out_and_is_retried,
     exhausted_retries_dead_letter_with_reason,
@@ -19,6 +20,7 @@ both_engines!(
     gone_disables_the_endpoint,
     private_destinations_are_refused_where_the_connection_is_made,
     event_type_filter_selects_endpoints,
+    deleting_an_endpoint_keeps_its_history,
     a_fresh_event_wakes_the_dispatcher_without_a_polling_tick,
 );
 
@@ -152,6 +154,27 @@ async fn client_error_goes_to_the_dlq_after_one_attempt(engine: Engine) {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["id"], delivery_id.as_str());
     assert_eq!(entries[0]["dead_reason"], "client_error");
+}
+
+/// A receiver may answer anything: NUL (which PostgreSQL's text cannot hold) and
+/// bytes that are not UTF-8 are kept as U+FFFD, on both engines, and the attempt
+/// is recorded like any other.
+async fn a_receivers_answer_is_kept_whatever_bytes_it_holds(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let receiver = Receiver::start().await;
+    receiver.answer_always(Reply::status(404).body(b"no\0such\xffthing"));
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
+
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
+    assert_eq!(delivery["dead_reason"], "client_error");
+    let attempts = app.attempts(&app_id, &delivery_id).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["status_code"], 404);
+    assert_eq!(attempts[0]["response_body"], "no\u{fffd}such\u{fffd}thing");
 }
 
 async fn too_many_requests_honours_retry_after(engine: Engine) {
@@ -383,24 +406,142 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
 async fn event_type_filter_selects_endpoints(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let orders = Receiver::start().await;
+    let group = Receiver::start().await;
     let everything = Receiver::start().await;
     let app_id = app.create_app().await;
-    app.create_endpoint_with(&app_id, &orders.url, json!({"event_types": ["order.paid"]}))
+    let exact = app
+        .create_endpoint_with(&app_id, &orders.url, json!({"event_types": ["order.paid"]}))
         .await;
-    app.create_endpoint(&app_id, &everything.url).await;
+    let wildcard = app
+        .create_endpoint_with(&app_id, &group.url, json!({"event_types": ["order.*"]}))
+        .await;
+    let all = app.create_endpoint(&app_id, &everything.url).await;
 
-    app.publish(&app_id, "user.created", json!({"u": 1})).await;
-    app.publish(&app_id, "order.paid", json!({"o": 1})).await;
-    let all = everything.wait_for_requests(2).await;
-    let only = orders.wait_for_requests(1).await;
-    assert_eq!(only.len(), 1);
-    assert_eq!(only[0].json()["type"], "order.paid");
-    let mut types: Vec<_> = all
-        .iter()
-        .map(|r| r.json()["type"].as_str().unwrap().to_owned())
-        .collect();
-    types.sort();
-    assert_eq!(types, ["order.paid", "user.created"]);
+    // Which endpoints each event is fanned out to, as the publish answers it.
+    let (exact, wildcard, all) = (&exact["id"], &wildcard["id"], &all["id"]);
+    for (event_type, expected) in [
+        ("user.created", vec![all]),
+        ("order.paid", vec![exact, wildcard, all]),
+        ("order.refund.created", vec![wildcard, all]),
+        ("orders.closed", vec![all]),
+        ("order", vec![all]),
+    ] {
+        let published = app
+            .publish(&app_id, event_type, json!({"t": event_type}))
+            .await;
+        let mut got: Vec<&Value> = published["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| &d["endpoint_id"])
+            .collect();
+        let mut expected = expected;
+        got.sort_by_key(|v| v.as_str().unwrap().to_owned());
+        expected.sort_by_key(|v| v.as_str().unwrap().to_owned());
+        assert_eq!(got, expected, "{event_type}");
+    }
+    let types = |requests: Vec<crate::helpers::Received>| {
+        let mut types: Vec<String> = requests
+            .iter()
+            .map(|r| r.json()["type"].as_str().unwrap().to_owned())
+            .collect();
+        types.sort();
+        types
+    };
+    assert_eq!(
+        types(everything.wait_for_requests(5).await),
+        [
+            "order",
+            "order.paid",
+            "order.refund.created",
+            "orders.closed",
+            "user.created"
+        ]
+    );
+    assert_eq!(
+        types(group.wait_for_requests(2).await),
+        ["order.paid", "order.refund.created"]
+    );
+    assert_eq!(types(orders.wait_for_requests(1).await), ["order.paid"]);
+}
+
+/// Deleting an endpoint stops its deliveries but keeps the proof: what it got
+/// still answers with every attempt, and what it was still owed is in the DLQ as
+/// `endpoint_deleted` (a replay of it is refused: there is nowhere to send it).
+async fn deleting_an_endpoint_keeps_its_history(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(200)]);
+    receiver.answer_always(Reply::status(429).header("retry-after", "3600"));
+    let app_id = app.create_app().await;
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &receiver.url,
+            json!({"retry": {"max_age_secs": 86400}}),
+        )
+        .await;
+    let endpoint_path = format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    );
+    let first = app.publish(&app_id, "order.paid", json!({"n": 1})).await;
+    let delivered = only_delivery(&first);
+    app.wait_for_delivery_state(&app_id, &delivered, "succeeded")
+        .await;
+    let owed = only_delivery(&app.publish(&app_id, "order.paid", json!({"n": 2})).await);
+    wait_until(
+        Duration::from_secs(10),
+        "the 429 to be recorded",
+        || async { (app.attempts(&app_id, &owed).await.len() == 1).then_some(()) },
+    )
+    .await;
+
+    app.call(reqwest::Method::DELETE, &endpoint_path, None, 204)
+        .await;
+    app.call(reqwest::Method::GET, &endpoint_path, None, 404)
+        .await;
+
+    let kept = app
+        .get(&format!("/v1/apps/{app_id}/deliveries/{delivered}"))
+        .await;
+    assert_eq!(kept["state"], "succeeded");
+    let attempts = app.attempts(&app_id, &delivered).await;
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["status_code"], 200);
+    let event = app
+        .get(&format!(
+            "/v1/apps/{app_id}/events/{}",
+            first["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(event["deliveries"][0]["id"], delivered.as_str());
+    assert_eq!(event["deliveries"][0]["state"], "succeeded");
+
+    let dead = app
+        .get(&format!("/v1/apps/{app_id}/deliveries/{owed}"))
+        .await;
+    assert_eq!(dead["state"], "dead");
+    assert_eq!(dead["dead_reason"], "endpoint_deleted");
+    assert_eq!(app.attempts(&app_id, &owed).await[0]["status_code"], 429);
+    let dlq = app.get(&format!("/v1/apps/{app_id}/dlq")).await;
+    let entries = dlq["data"].as_array().unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["id"], owed.as_str());
+    let refused = app
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app_id}/deliveries/{owed}/replay"),
+            None,
+            409,
+        )
+        .await;
+    assert_eq!(refused["code"], "endpoint_deleted");
+    assert_eq!(
+        receiver.requests().len(),
+        2,
+        "nothing sent after the delete"
+    );
 }
 
 async fn a_fresh_event_wakes_the_dispatcher_without_a_polling_tick(engine: Engine) {

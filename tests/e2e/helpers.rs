@@ -149,8 +149,7 @@ pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub server: Option<Server>,
-    /// Held for its `Drop` (which removes the database); dropped last, after the server.
-    #[expect(dead_code, reason = "kept alive for its Drop")]
+    /// Removed when dropped; dropped last, after the server.
     pub db: TestDb,
 }
 
@@ -318,6 +317,7 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub delay: Duration,
+    pub body: Vec<u8>,
 }
 
 impl Reply {
@@ -326,7 +326,13 @@ impl Reply {
             status,
             headers: Vec::new(),
             delay: Duration::ZERO,
+            body: b"receiver says hi".to_vec(),
         }
+    }
+
+    pub fn body(mut self, body: &[u8]) -> Self {
+        self.body = body.to_vec();
+        self
     }
 
     pub fn header(mut self, name: &str, value: &str) -> Self {
@@ -464,11 +470,8 @@ impl Receiver {
                 });
                 state.arrived.notify_waiters();
                 tokio::time::sleep(reply.delay).await;
-                let mut response = (
-                    StatusCode::from_u16(reply.status).unwrap(),
-                    "receiver says hi",
-                )
-                    .into_response();
+                let mut response =
+                    (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
                 for (name, value) in reply.headers {
                     response.headers_mut().insert(
                         axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),

@@ -7,6 +7,7 @@ mod helpers;
 
 mod api;
 mod crash;
+mod dashboard;
 mod delivery;
 mod policy;
 mod policy_contract;

@@ -628,6 +628,7 @@ async fn deferral_past_max_age_dead_letters(engine: Engine) {
         .store
         .list_dlq(
             &f.app,
+            &DlqFilter::default(),
             &Page {
                 limit: 10,
                 before: None,

@@ -88,7 +88,7 @@ fn policy() -> ClaimPolicy {
 
 both_engines!(
     apps_round_trip_by_id_and_uid,
-    endpoints_round_trip_and_delete_removes_their_deliveries,
+    endpoints_round_trip_and_delete_dead_letters_what_they_owed,
     publish_fans_out_to_enabled_matching_endpoints,
     idempotency_key_replays_or_refuses,
     concurrent_publishes_with_one_key_write_one_event,
@@ -184,7 +184,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
     assert_eq!(store.find_app(created.id.as_str()).await.unwrap(), None);
 }
 
-async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine) {
+async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let created = store
@@ -265,7 +265,10 @@ async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine
             .unwrap(),
         1
     );
-    assert!(store.delete_endpoint(&app, &created.id).await.unwrap());
+    assert!(store
+        .delete_endpoint(&app, &created.id, t(4))
+        .await
+        .unwrap());
     assert_eq!(
         store
             .count_deliveries(&created.id, DeliveryState::Pending)
@@ -273,13 +276,36 @@ async fn endpoints_round_trip_and_delete_removes_their_deliveries(engine: Engine
             .unwrap(),
         0
     );
+    // What it owed is dead-lettered, not forgotten, and stays dead: nowhere to send it.
+    let dlq = store
+        .list_dlq(
+            &app,
+            &DlqFilter::default(),
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(dlq.len(), 1);
+    assert_eq!(dlq[0].endpoint_id, created.id);
+    assert_eq!(dlq[0].dead_reason, Some(DeadReason::EndpointDeleted));
+    assert_eq!(dlq[0].dead_at, Some(t(4)));
+    assert!(matches!(
+        store.replay_delivery(&app, &dlq[0].id, t(5)).await.unwrap(),
+        ReplayOutcome::EndpointDeleted(d) if d.state == DeliveryState::Dead
+    ));
     assert!(store
-        .claim_due_deliveries(t(4), LEASE, 10, &policy())
+        .claim_due_deliveries(t(5), LEASE, 10, &policy())
         .await
         .unwrap()
         .deliveries
         .is_empty());
-    assert!(!store.delete_endpoint(&app, &created.id).await.unwrap());
+    assert!(!store
+        .delete_endpoint(&app, &created.id, t(6))
+        .await
+        .unwrap());
 }
 
 async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
@@ -723,6 +749,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     let dlq = store
         .list_dlq(
             &app,
+            &DlqFilter::default(),
             &Page {
                 limit: 10,
                 before: None,
@@ -881,7 +908,10 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
         before: None,
     };
     loop {
-        let rows = store.list_dlq(&app, &page).await.unwrap();
+        let rows = store
+            .list_dlq(&app, &DlqFilter::default(), &page)
+            .await
+            .unwrap();
         if rows.is_empty() {
             break;
         }
@@ -901,6 +931,7 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     assert!(store
         .list_dlq(
             &self::app(&store).await,
+            &DlqFilter::default(),
             &Page {
                 limit: 10,
                 before: None

@@ -17,6 +17,9 @@ pub enum ApiError {
     NotFound(&'static str),
     #[error("the request body is not valid JSON: {0}")]
     MalformedJson(String),
+    /// A query parameter that is unknown, malformed or out of range.
+    #[error("{0}")]
+    InvalidQuery(String),
     #[error("{0}")]
     Validation(String),
     #[error("the request body exceeds the limit of {limit} bytes")]
@@ -25,6 +28,8 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("{0}")]
     Conflict(&'static str),
+    #[error("the delivery's endpoint was deleted: there is nowhere to send it again")]
+    EndpointDeleted,
     #[error("the destination is a private, loopback or otherwise non-public address")]
     DestinationForbidden,
     #[error("internal error")]
@@ -37,12 +42,14 @@ impl ApiError {
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
+            Self::InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
             Self::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
             Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
             }
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::EndpointDeleted => (StatusCode::CONFLICT, "endpoint_deleted"),
             Self::DestinationForbidden => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "destination_forbidden")
             }

@@ -1,7 +1,9 @@
 //! Request bodies: size limit → 413, bad syntax → 400, wrong shape → 422.
+//! Query strings: anything unknown, malformed or out of range → 400.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
@@ -41,6 +43,20 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
             _ => ApiError::MalformedJson(e.to_string()),
         })?;
         Ok(Self { value, raw })
+    }
+}
+
+/// A query string parsed into `T` (whose unknown fields are refused), with
+/// problem+json rejections (`400 invalid_query`).
+pub(crate) struct QueryParams<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|query| Self(query.0))
+            .map_err(|rejection| ApiError::InvalidQuery(rejection.body_text()))
     }
 }
 

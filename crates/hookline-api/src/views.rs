@@ -127,11 +127,13 @@ pub(crate) struct EventView {
     sequence: Option<u64>,
     payload: serde_json::Value,
     created_at: Timestamp,
-    deliveries: Vec<DeliveryView>,
+    /// In the event's own view; a listing leaves them out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deliveries: Option<Vec<DeliveryView>>,
 }
 
 impl EventView {
-    pub fn new(event: &Event, deliveries: &[Delivery]) -> Self {
+    pub fn new(event: &Event, deliveries: Option<&[Delivery]>) -> Self {
         let payload = serde_json::from_slice::<serde_json::Value>(&event.body)
             .ok()
             .and_then(|mut envelope| envelope.get_mut("data").map(serde_json::Value::take))
@@ -143,7 +145,7 @@ impl EventView {
             sequence: event.sequence,
             payload,
             created_at: event.created_at,
-            deliveries: deliveries.iter().map(DeliveryView::from).collect(),
+            deliveries: deliveries.map(|d| d.iter().map(DeliveryView::from).collect()),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! - [`ids`]: prefixed, time-sortable identifiers (`app_…`, `ep_…`, `msg_…`).
 //! - [`time`]: [`time::Timestamp`] (unix milliseconds) and the injected clock.
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
+//! - [`event_types`]: event type names and the patterns endpoints subscribe with.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
@@ -26,6 +27,7 @@ pub mod breaker;
 pub mod classify;
 pub mod concurrency;
 pub mod destination;
+pub mod event_types;
 pub mod fingerprint;
 pub mod ids;
 pub mod model;

@@ -44,6 +44,15 @@ impl Timestamp {
         Duration::from_millis(self.0.saturating_sub(earlier.0).max(0) as u64)
     }
 
+    /// Parses RFC 3339 in UTC (`2026-11-30T01:02:03Z`, fractions optional), as
+    /// [`Timestamp::to_rfc3339`] writes it; `None` for anything else.
+    pub fn parse_rfc3339(text: &str) -> Option<Timestamp> {
+        humantime::parse_rfc3339_weak(text)
+            .ok()
+            .filter(|_| text.ends_with('Z') || text.ends_with('z'))
+            .map(Timestamp::from_system_time)
+    }
+
     /// RFC 3339 with millisecond precision, e.g. `2026-11-30T01:02:03.456Z`.
     pub fn to_rfc3339(self) -> String {
         humantime::format_rfc3339_millis(self.to_system_time()).to_string()
@@ -100,6 +109,19 @@ impl Clock for SystemClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_round_trips_and_refuses_what_it_cannot_read() {
+        let at = Timestamp::from_millis(1_764_550_923_456);
+        assert_eq!(Timestamp::parse_rfc3339(&at.to_rfc3339()), Some(at));
+        assert_eq!(
+            Timestamp::parse_rfc3339("2025-12-01T01:02:03Z"),
+            Some(Timestamp::from_millis(1_764_550_923_000))
+        );
+        for bad in ["yesterday", "2025-12-01", "2025-12-01T01:02:03+02:00", ""] {
+            assert_eq!(Timestamp::parse_rfc3339(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn arithmetic_and_formatting() {

@@ -202,10 +202,22 @@ impl Sender {
                 retry_after,
             },
             status: Some(status),
-            response_body: Some(String::from_utf8_lossy(&body).into_owned()),
+            response_body: Some(printable_body(&body)),
             error: error.map(|e| (transport_error_kind(&e), error_chain(&e))),
             duration: started.elapsed(),
         }
+    }
+}
+
+/// The response body as kept in the attempt log: UTF-8 (invalid sequences and NUL
+/// become U+FFFD), so any receiver's answer is stored alike on both engines
+/// (PostgreSQL's `text` cannot hold NUL).
+fn printable_body(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    if text.contains('\0') {
+        text.replace('\0', "\u{fffd}")
+    } else {
+        text.into_owned()
     }
 }
 

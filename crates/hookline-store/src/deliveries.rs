@@ -2,11 +2,15 @@
 //! (Claiming is in `claim`, completing in `complete`.)
 
 use crate::db::Row;
-use hookline_core::ids::{AppId, DeliveryId};
+use hookline_core::ids::{AppId, DeliveryId, EndpointId};
+use hookline_core::model::DeliveryState;
 use hookline_core::time::Timestamp;
 
 use crate::claim::Lane;
-use crate::records::{Attempt, Delivery, Page, ReplayOutcome};
+use crate::listing::{Arg, Filters};
+use crate::records::{
+    Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome,
+};
 use crate::{parse_column, parse_optional_column, Result, Store};
 
 pub(crate) const DELIVERY_COLUMNS: &str =
@@ -36,6 +40,17 @@ pub(crate) fn delivery_from_row(row: &Row) -> Result<Delivery> {
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
     })
 }
+
+/// `{dead_at}_{id}` of [`Store::dlq_cursor`].
+fn parse_dlq_cursor(cursor: &str) -> Option<(i64, String)> {
+    let (at, id) = cursor.split_once('_')?;
+    let id = DeliveryId::parse(id).ok()?;
+    Some((at.parse().ok()?, id.to_string()))
+}
+
+const ATTEMPT_COLUMNS: &str =
+    "id, delivery_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, \
+     response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason";
 
 fn attempt_from_row(row: &Row) -> Result<Attempt> {
     Ok(Attempt {
@@ -130,44 +145,149 @@ impl Store {
         id: &DeliveryId,
         page: &Page,
     ) -> Result<Vec<Attempt>> {
-        let rows = self.engine.query(
-            "SELECT id, delivery_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, \
-             response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason \
-             FROM attempts WHERE delivery_id = $1 AND app_id = $2 AND ($3 IS NULL OR id < $3) \
-             ORDER BY id DESC LIMIT $4",
-        )
-        .bind(id.as_str())
-        .bind(app.as_str())
-        .bind(page.before.as_deref())
-        .bind(i64::from(page.limit))
-        .fetch_all(&self.reader)
-        .await?;
-        rows.iter().map(attempt_from_row).collect()
-    }
-
-    /// An app's dead deliveries, most recently dead first. The cursor is
-    /// [`Store::dlq_cursor`] of the last row of the previous page.
-    #[tracing::instrument(skip_all, fields(app = %app))]
-    pub async fn list_dlq(&self, app: &AppId, page: &Page) -> Result<Vec<Delivery>> {
-        let (dead_at, id) = match page.before.as_deref().and_then(|c| c.split_once('_')) {
-            Some((at, id)) => (at.parse::<i64>().ok(), Some(id.to_owned())),
-            None => (None, None),
-        };
         let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE app_id = $1 AND state = 'dead' \
-             AND ($2 IS NULL OR dead_at < $2 OR (dead_at = $2 AND id < $3)) \
-             ORDER BY dead_at DESC, id DESC LIMIT $4"
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts \
+             WHERE delivery_id = $1 AND app_id = $2 AND ($3 IS NULL OR id < $3) \
+             ORDER BY id DESC LIMIT $4"
         );
         let rows = self
             .engine
             .query(&sql)
+            .bind(id.as_str())
             .bind(app.as_str())
-            .bind(dead_at)
-            .bind(id)
+            .bind(page.before.as_deref())
+            .bind(i64::from(page.limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(attempt_from_row).collect()
+    }
+
+    /// An endpoint's attempts (of every delivery), newest first, narrowed by
+    /// `filter`. Also answers for a deleted endpoint: its history stays.
+    #[tracing::instrument(skip_all, fields(app = %app, endpoint = %endpoint))]
+    pub async fn list_endpoint_attempts(
+        &self,
+        app: &AppId,
+        endpoint: &EndpointId,
+        filter: &AttemptFilter,
+        page: &Page,
+    ) -> Result<Vec<Attempt>> {
+        let mut f = Filters::new();
+        f.text("endpoint_id = $?", endpoint.as_str());
+        f.text("app_id = $?", app.as_str());
+        f.text_if("id < $?", page.before.as_deref());
+        // When the attempt started (its id is made when it is recorded, later).
+        f.time_range("started_at", filter.started);
+        f.text_if("verdict = $?", filter.verdict.map(|v| v.as_str()));
+        f.status("status_code", filter.status);
+        let sql = format!(
+            "SELECT {ATTEMPT_COLUMNS} FROM attempts{} WHERE {} ORDER BY id DESC LIMIT ${}",
+            self.engine.indexed_by("attempts_by_endpoint"),
+            f.sql(),
+            f.after()
+        );
+        let rows = f
+            .bind(self.engine.query(&sql))
+            .bind(i64::from(page.limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(attempt_from_row).collect()
+    }
+
+    /// An app's deliveries, newest first, narrowed by `filter` (see `listing`).
+    /// The cursor is the id of the last row of the previous page.
+    #[tracing::instrument(skip_all, fields(app = %app))]
+    pub async fn list_deliveries(
+        &self,
+        app: &AppId,
+        filter: &DeliveryFilter,
+        page: &Page,
+    ) -> Result<Vec<Delivery>> {
+        let mut f = Filters::new();
+        f.text("d.app_id = $?", app.as_str());
+        let index = match (&filter.event, &filter.endpoint) {
+            (Some(_), _) => "deliveries_by_event",
+            (None, Some(_)) => "deliveries_of_endpoint",
+            (None, None) => "deliveries_by_app",
+        };
+        f.text_if(
+            "d.endpoint_id = $?",
+            filter.endpoint.as_ref().map(|e| e.as_str()),
+        );
+        f.text_if("d.event_id = $?", filter.event.as_ref().map(|e| e.as_str()));
+        f.text_if("d.id < $?", page.before.as_deref());
+        f.id_range("d.id", filter.created, |ms| {
+            DeliveryId::first_of_millisecond(ms).to_string()
+        });
+        f.state(filter.state);
+        f.text_if(
+            "EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.event_type = $?)",
+            filter.event_type.as_deref(),
+        );
+        f.status(
+            "(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.id DESC LIMIT 1)",
+            filter.last_status,
+        );
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} ORDER BY d.id DESC LIMIT ${}",
+            self.engine.indexed_by(index),
+            f.sql(),
+            f.after()
+        );
+        let rows = f
+            .bind(self.engine.query(&sql))
             .bind(i64::from(page.limit))
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(delivery_from_row).collect()
+    }
+
+    /// An app's dead deliveries, most recently dead first, narrowed by `filter`.
+    /// The cursor is [`Store::dlq_cursor`] of the last row of the previous page.
+    #[tracing::instrument(skip_all, fields(app = %app))]
+    pub async fn list_dlq(
+        &self,
+        app: &AppId,
+        filter: &DlqFilter,
+        page: &Page,
+    ) -> Result<Vec<Delivery>> {
+        let mut f = Filters::new();
+        f.text("d.app_id = $?", app.as_str());
+        f.fixed("d.state = 'dead'");
+        if let Some((dead_at, id)) = page.before.as_deref().and_then(parse_dlq_cursor) {
+            f.clause(
+                "(d.dead_at < $? OR (d.dead_at = $? AND d.id < $?))",
+                [Arg::Int(dead_at), Arg::Int(dead_at), Arg::Text(id)],
+            );
+        }
+        f.time_range("d.dead_at", filter.died);
+        f.text_if(
+            "d.endpoint_id = $?",
+            filter.endpoint.as_ref().map(|e| e.as_str()),
+        );
+        f.text_if("d.dead_reason = $?", filter.reason.map(|r| r.as_str()));
+        f.text_if(
+            "EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.event_type = $?)",
+            filter.event_type.as_deref(),
+        );
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} \
+             ORDER BY d.dead_at DESC, d.id DESC LIMIT ${}",
+            self.engine.indexed_by("deliveries_dlq"),
+            f.sql(),
+            f.after()
+        );
+        let rows = f
+            .bind(self.engine.query(&sql))
+            .bind(i64::from(page.limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(delivery_from_row).collect()
+    }
+
+    /// Whether `cursor` is one [`Store::dlq_cursor`] made.
+    pub fn is_dlq_cursor(cursor: &str) -> bool {
+        parse_dlq_cursor(cursor).is_some()
     }
 
     /// The cursor that continues a DLQ listing after `delivery`.
@@ -183,7 +303,8 @@ impl Store {
     /// count 0, max age counted afresh); the event id — and so `webhook-id` — stays.
     ///
     /// The state check is part of the `UPDATE`, so of two concurrent replays
-    /// exactly one starts a round; the other sees [`ReplayOutcome::NotDead`].
+    /// exactly one starts a round; the other sees [`ReplayOutcome::NotDead`]. A
+    /// delivery whose endpoint was deleted stays dead ([`ReplayOutcome::EndpointDeleted`]).
     #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
     pub async fn replay_delivery(
         &self,
@@ -194,7 +315,9 @@ impl Store {
         let sql = format!(
             "UPDATE deliveries SET state = 'pending', due_at = $3, attempts = 0, round_started_at = $3, \
              dead_reason = NULL, dead_at = NULL, updated_at = $3 \
-             WHERE id = $1 AND app_id = $2 AND state = 'dead' RETURNING {DELIVERY_COLUMNS}"
+             WHERE id = $1 AND app_id = $2 AND state = 'dead' \
+             AND EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id) \
+             RETURNING {DELIVERY_COLUMNS}"
         );
         let replayed = self
             .engine
@@ -209,6 +332,9 @@ impl Store {
             return Ok(ReplayOutcome::Replayed(delivery_from_row(&row)?));
         }
         Ok(match self.get_delivery(app, id).await? {
+            Some(delivery) if delivery.state == DeliveryState::Dead => {
+                ReplayOutcome::EndpointDeleted(delivery)
+            }
             Some(delivery) => ReplayOutcome::NotDead(delivery),
             None => ReplayOutcome::NotFound,
         })

@@ -389,11 +389,17 @@ impl Store {
         Ok(Some(endpoint))
     }
 
-    /// Deletes an endpoint with its deliveries and their attempts; `false` if it did not exist.
-    ///
-    /// Deleting is the user's explicit "stop and forget": pending deliveries to it are dropped.
+    /// Deletes an endpoint. Its history stays until retention removes it: succeeded
+    /// and dead deliveries and every attempt still answer in listings and the event
+    /// view. What it still owed (pending, in flight, blocked) goes to the DLQ as
+    /// `endpoint_deleted`, in the same transaction, so nothing is left claimable.
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
-    pub async fn delete_endpoint(&self, app: &AppId, id: &EndpointId) -> Result<bool> {
+    pub async fn delete_endpoint(
+        &self,
+        app: &AppId,
+        id: &EndpointId,
+        now: Timestamp,
+    ) -> Result<bool> {
         let mut tx = self.writer.begin().await?;
         let deleted = self
             .engine
@@ -404,13 +410,16 @@ impl Store {
             .await?
             .rows_affected();
         if deleted == 1 {
-            for table in ["attempts", "deliveries"] {
-                self.engine
-                    .query(&format!("DELETE FROM {table} WHERE endpoint_id = $1"))
-                    .bind(id.as_str())
-                    .execute(&mut tx)
-                    .await?;
-            }
+            self.engine
+                .query(
+                    "UPDATE deliveries SET state = 'dead', dead_reason = 'endpoint_deleted', \
+                     dead_at = $2, due_at = $2, lease_token = NULL, updated_at = $2 \
+                     WHERE endpoint_id = $1 AND state IN ('pending', 'in_flight', 'blocked')",
+                )
+                .bind(id.as_str())
+                .bind(now.as_millis())
+                .execute(&mut tx)
+                .await?;
         }
         tx.commit().await?;
         Ok(deleted == 1)

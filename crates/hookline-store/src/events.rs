@@ -5,8 +5,11 @@ use hookline_core::ids::{AppId, EventId};
 use hookline_core::time::Timestamp;
 
 use crate::deliveries::{delivery_from_row, DELIVERY_COLUMNS};
-use crate::records::{Delivery, Event};
+use crate::listing::Filters;
+use crate::records::{Delivery, Event, EventFilter, Page};
 use crate::{parse_column, Result, Store};
+
+const EVENT_COLUMNS: &str = "id, app_id, event_type, ordering_key, sequence, body, created_at";
 
 fn event_from_row(row: &Row) -> Result<Event> {
     Ok(Event {
@@ -28,13 +31,14 @@ impl Store {
         app: &AppId,
         id: &EventId,
     ) -> Result<Option<(Event, Vec<Delivery>)>> {
-        let Some(row) = self.engine.query(
-            "SELECT id, app_id, event_type, ordering_key, sequence, body, created_at FROM events WHERE id = $1 AND app_id = $2",
-        )
-        .bind(id.as_str())
-        .bind(app.as_str())
-        .fetch_optional(&self.reader)
-        .await?
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = $1 AND app_id = $2");
+        let Some(row) = self
+            .engine
+            .query(&sql)
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .fetch_optional(&self.reader)
+            .await?
         else {
             return Ok(None);
         };
@@ -51,6 +55,37 @@ impl Store {
             .map(delivery_from_row)
             .collect::<Result<_>>()?;
         Ok(Some((event, deliveries)))
+    }
+
+    /// An app's events, newest first, narrowed by `filter` (see `listing`). The
+    /// cursor is the id of the last row of the previous page.
+    #[tracing::instrument(skip_all, fields(app = %app))]
+    pub async fn list_events(
+        &self,
+        app: &AppId,
+        filter: &EventFilter,
+        page: &Page,
+    ) -> Result<Vec<Event>> {
+        let mut f = Filters::new();
+        f.text("app_id = $?", app.as_str());
+        f.text_if("id < $?", page.before.as_deref());
+        f.id_range("id", filter.created, |ms| {
+            EventId::first_of_millisecond(ms).to_string()
+        });
+        f.text_if("event_type = $?", filter.event_type.as_deref());
+        f.text_if("ordering_key = $?", filter.ordering_key.as_deref());
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events{} WHERE {} ORDER BY id DESC LIMIT ${}",
+            self.engine.indexed_by("events_by_app"),
+            f.sql(),
+            f.after()
+        );
+        let rows = f
+            .bind(self.engine.query(&sql))
+            .bind(i64::from(page.limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(event_from_row).collect()
     }
 
     /// How many events an app has.

@@ -36,6 +36,7 @@ pub mod dispatcher;
 mod endpoints;
 mod events;
 mod keys;
+mod listing;
 mod postgres;
 mod publish;
 pub mod records;

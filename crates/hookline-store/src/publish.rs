@@ -455,9 +455,7 @@ struct Target {
 
 impl Target {
     fn accepts(&self, event_type: &str) -> bool {
-        self.event_types
-            .as_ref()
-            .is_none_or(|types| types.iter().any(|t| t == event_type))
+        hookline_core::event_types::subscribed(self.event_types.as_deref(), event_type)
     }
 
     fn due_at(&self, now: Timestamp) -> Timestamp {

@@ -335,6 +335,8 @@ pub enum ReplayOutcome {
     Replayed(Delivery),
     /// Not dead (pending, in flight or succeeded): nothing changed.
     NotDead(Delivery),
+    /// Dead, but its endpoint was deleted: there is nowhere to send it.
+    EndpointDeleted(Delivery),
     NotFound,
 }
 
@@ -344,6 +346,81 @@ pub struct Page {
     pub limit: u32,
     /// The opaque cursor of the last row of the previous page.
     pub before: Option<String>,
+}
+
+/// A delivery's state as the dashboard filters it: the stored states, with
+/// `pending` split into due work and work `parked` on a disabled endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFilter {
+    Pending,
+    InFlight,
+    Succeeded,
+    Dead,
+    Blocked,
+    Parked,
+}
+
+/// An HTTP status, exactly (`503`) or by class (`5xx`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    Exact(u16),
+    /// The hundreds digit: `5` for `5xx`.
+    Class(u16),
+}
+
+impl StatusFilter {
+    /// The statuses it covers, as a half-open range.
+    pub fn range(self) -> (u16, u16) {
+        match self {
+            StatusFilter::Exact(status) => (status, status + 1),
+            StatusFilter::Class(class) => (class * 100, class * 100 + 100),
+        }
+    }
+}
+
+/// Creation times as a half-open range `[since, until)`, read from the
+/// time-sortable ids (so a range is an index range, whatever else is filtered).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeRange {
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+}
+
+/// Which of an app's deliveries a listing returns (every field narrows it).
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    pub endpoint: Option<EndpointId>,
+    pub state: Option<StateFilter>,
+    pub event_type: Option<String>,
+    pub event: Option<EventId>,
+    /// The HTTP status of the delivery's latest attempt.
+    pub last_status: Option<StatusFilter>,
+    pub created: TimeRange,
+}
+
+/// Which of an app's events a listing returns.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub event_type: Option<String>,
+    pub ordering_key: Option<String>,
+    pub created: TimeRange,
+}
+
+/// Which dead deliveries a DLQ listing returns; `died` is when they were dead-lettered.
+#[derive(Debug, Clone, Default)]
+pub struct DlqFilter {
+    pub endpoint: Option<EndpointId>,
+    pub reason: Option<DeadReason>,
+    pub event_type: Option<String>,
+    pub died: TimeRange,
+}
+
+/// Which attempts a listing returns.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptFilter {
+    pub verdict: Option<AttemptVerdict>,
+    pub status: Option<StatusFilter>,
+    pub started: TimeRange,
 }
 
 /// An API key's authority.

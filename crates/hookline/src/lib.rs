@@ -50,7 +50,7 @@ pub enum Command {
     Migrate,
     /// Create an API key and print it once: an admin key, or one scoped to an app.
     CreateKey {
-        /// Scope the key to this app id (omit for an admin key).
+        /// Scope the key to this app, by id (`app_…`) or uid (omit for an admin key).
         #[arg(long)]
         app: Option<String>,
         #[arg(long, default_value = "cli")]
@@ -94,7 +94,15 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             store.migrate().await.context("migrating")?;
             let scope = match app {
                 None => KeyScope::Admin,
-                Some(app) => KeyScope::App(app.parse().context("--app must be an app id (app_…)")?),
+                Some(app) => KeyScope::App(
+                    store
+                        .find_app(&app)
+                        .await?
+                        .with_context(|| {
+                            format!("no app {app:?}: give an app's id (app_…) or its uid")
+                        })?
+                        .id,
+                ),
             };
             let key = api_key::generate();
             store

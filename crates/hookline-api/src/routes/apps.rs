@@ -1,14 +1,15 @@
 //! `/v1/apps`: a producer's tenants (admin keys only, except reading one's own app).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_store::{AppPatch, NewApp};
 use serde::Deserialize;
 
-use super::{page_of, PageQuery};
+use super::{checked_name, page_of, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::QueryParams;
 use crate::extract::{double_option, JsonBody};
 use crate::views::{AppView, ListView};
 use crate::AppState;
@@ -29,12 +30,10 @@ pub(crate) struct UpdateApp {
 }
 
 fn validate_name(name: &str) -> ApiResult<()> {
-    if name.trim().is_empty() || name.len() > 256 {
-        return Err(ApiError::Validation(
-            "name must be 1 to 256 characters".into(),
-        ));
+    if name.trim().is_empty() {
+        return Err(ApiError::Validation("name must not be blank".into()));
     }
-    Ok(())
+    checked_name("name", name)
 }
 
 /// A uid must not look like an app id, or `{app}` lookups would be ambiguous.
@@ -86,7 +85,7 @@ pub(crate) async fn list_apps(state: &AppState, query: PageQuery) -> ApiResult<L
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Query(query): Query<PageQuery>,
+    QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<AppView>>> {
     caller.require_admin()?;
     Ok(Json(list_apps(&state, query).await?))

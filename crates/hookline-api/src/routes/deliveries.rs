@@ -1,15 +1,17 @@
 //! Deliveries, their attempts, the DLQ and replay: the dashboard's core.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_core::ids::DeliveryId;
-use hookline_store::{ReplayOutcome, Store};
-use serde::Serialize;
+use hookline_core::ids::{DeliveryId, EndpointId, EventId};
+use hookline_core::model::DeadReason;
+use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter, Store};
+use serde::{Deserialize, Serialize};
 
-use super::{page_of, path_id, PageQuery};
+use super::{id_cursor, page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::QueryParams;
 use crate::views::{AttemptView, DeliveryView, ListView};
 use crate::AppState;
 
@@ -33,7 +35,7 @@ pub(crate) async fn attempts(
     State(state): State<AppState>,
     caller: Caller,
     Path((app, delivery)): Path<(String, String)>,
-    Query(query): Query<PageQuery>,
+    QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<AttemptView>>> {
     let app = caller.app(&state, &app).await?;
     let id: DeliveryId = path_id(&delivery, "delivery")?;
@@ -50,16 +52,110 @@ pub(crate) async fn attempts(
     )))
 }
 
-/// The app's dead-letter queue, most recently dead first.
+/// What `state=` names (the stored states, with pending split into due and parked).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StateParam {
+    Pending,
+    InFlight,
+    Succeeded,
+    Dead,
+    Blocked,
+    Parked,
+}
+
+impl From<StateParam> for StateFilter {
+    fn from(state: StateParam) -> Self {
+        match state {
+            StateParam::Pending => StateFilter::Pending,
+            StateParam::InFlight => StateFilter::InFlight,
+            StateParam::Succeeded => StateFilter::Succeeded,
+            StateParam::Dead => StateFilter::Dead,
+            StateParam::Blocked => StateFilter::Blocked,
+            StateParam::Parked => StateFilter::Parked,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeliveriesQuery {
+    limit: Option<u32>,
+    before: Option<String>,
+    endpoint_id: Option<String>,
+    state: Option<StateParam>,
+    event_type: Option<String>,
+    event_id: Option<String>,
+    status: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// `GET /v1/apps/{app}/deliveries`: the app's deliveries, newest first, filtered.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    QueryParams(query): QueryParams<DeliveriesQuery>,
+) -> ApiResult<Json<ListView<DeliveryView>>> {
+    let app = caller.app(&state, &app).await?;
+    id_cursor::<DeliveryId>(&query.before)?;
+    let filter = DeliveryFilter {
+        endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
+        state: query.state.map(StateFilter::from),
+        event_type: query.event_type,
+        event: query_id::<EventId>("event_id", query.event_id)?,
+        last_status: status_filter(query.status)?,
+        created: time_range(query.since, query.until)?,
+    };
+    let page = page(query.limit, query.before)?;
+    let deliveries = state.store.list_deliveries(&app.id, &filter, &page).await?;
+    Ok(Json(page_of(
+        &deliveries,
+        &page,
+        |d| d.id.to_string(),
+        |d| DeliveryView::from(d),
+    )))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DlqQuery {
+    limit: Option<u32>,
+    before: Option<String>,
+    endpoint_id: Option<String>,
+    reason: Option<DeadReason>,
+    event_type: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// The app's dead-letter queue, most recently dead first, filtered; `since` and
+/// `until` bound when the deliveries died.
 pub(crate) async fn dlq(
     State(state): State<AppState>,
     caller: Caller,
     Path(app): Path<String>,
-    Query(query): Query<PageQuery>,
+    QueryParams(query): QueryParams<DlqQuery>,
 ) -> ApiResult<Json<ListView<DeliveryView>>> {
     let app = caller.app(&state, &app).await?;
-    let page = query.page()?;
-    let dead = state.store.list_dlq(&app.id, &page).await?;
+    if query
+        .before
+        .as_deref()
+        .is_some_and(|c| !Store::is_dlq_cursor(c))
+    {
+        return Err(ApiError::InvalidQuery(
+            "before must be a next_cursor this listing returned".into(),
+        ));
+    }
+    let filter = DlqFilter {
+        endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
+        reason: query.reason,
+        event_type: query.event_type,
+        died: time_range(query.since, query.until)?,
+    };
+    let page = page(query.limit, query.before)?;
+    let dead = state.store.list_dlq(&app.id, &filter, &page).await?;
     Ok(Json(page_of(&dead, &page, Store::dlq_cursor, |d| {
         DeliveryView::from(d)
     })))
@@ -106,6 +202,7 @@ pub(crate) async fn replay(
                 delivery: DeliveryView::from(&delivery),
             }),
         )),
+        ReplayOutcome::EndpointDeleted(_) => Err(ApiError::EndpointDeleted),
         ReplayOutcome::NotFound => Err(ApiError::NotFound("delivery")),
     }
 }

@@ -2,20 +2,22 @@
 
 use std::net::IpAddr;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_core::ids::EndpointId;
+use hookline_core::ids::{AttemptId, EndpointId};
+use hookline_core::model::AttemptVerdict;
 use hookline_core::ordering::OnDead;
 use hookline_core::signing::EndpointSecret;
-use hookline_store::{Endpoint, EndpointPatch, NewEndpoint, RetryOverrides};
+use hookline_store::{AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, RetryOverrides};
 use serde::Deserialize;
 
-use super::{page_of, path_id, PageQuery};
+use super::{id_cursor, page, page_of, path_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::QueryParams;
 use crate::extract::{double_option, JsonBody};
-use crate::views::{EndpointHealthView, EndpointView, ListView};
+use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -93,16 +95,32 @@ fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
     Ok(url.to_string())
 }
 
+/// `null` (every type) or 1 to 100 names and `group.*` patterns
+/// (`hookline_core::event_types`).
 fn validate_event_types(types: &Option<Vec<String>>) -> ApiResult<()> {
-    if let Some(types) = types {
-        if types.is_empty()
-            || types.len() > 100
-            || types.iter().any(|t| t.is_empty() || t.len() > 256)
-        {
-            return Err(ApiError::Validation(
-                "event_types must be null (all types) or 1 to 100 non-empty names".into(),
-            ));
-        }
+    let Some(types) = types else {
+        return Ok(());
+    };
+    if types.is_empty() || types.len() > 100 {
+        return Err(ApiError::Validation(
+            "event_types must be null (all types) or 1 to 100 names".into(),
+        ));
+    }
+    for pattern in types {
+        hookline_core::event_types::check_pattern(pattern).map_err(|error| {
+            ApiError::Validation(format!("event_types entry {pattern:?} {error}"))
+        })?;
+    }
+    Ok(())
+}
+
+/// A description may be empty or span lines, but hold no NUL (PostgreSQL's `text`
+/// cannot), the same on both engines.
+fn validate_description(description: &str) -> ApiResult<()> {
+    if description.len() > 1024 || description.contains('\0') {
+        return Err(ApiError::Validation(
+            "description must be at most 1024 characters, without NUL".into(),
+        ));
     }
     Ok(())
 }
@@ -180,6 +198,7 @@ pub(crate) async fn create(
     let new = body.value;
     let url = validate_url(&state, &new.url)?;
     validate_event_types(&new.event_types)?;
+    validate_description(&new.description)?;
     validate_retry(&new.retry)?;
     validate_rate_limit(new.rate_limit_per_sec)?;
     validate_max_in_flight(new.max_in_flight)?;
@@ -217,7 +236,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Path(app): Path<String>,
-    Query(query): Query<PageQuery>,
+    QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<EndpointView>>> {
     let app = caller.app(&state, &app).await?;
     let page = query.page()?;
@@ -265,6 +284,9 @@ pub(crate) async fn update(
     if let Some(types) = &patch.event_types {
         validate_event_types(types)?;
     }
+    if let Some(description) = &patch.description {
+        validate_description(description)?;
+    }
     if let Some(retry) = &patch.retry {
         validate_retry(retry)?;
     }
@@ -304,7 +326,7 @@ pub(crate) async fn delete(
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     if state
         .store
-        .delete_endpoint(&endpoint.app_id, &endpoint.id)
+        .delete_endpoint(&endpoint.app_id, &endpoint.id, state.clock.now())
         .await?
     {
         Ok(StatusCode::NO_CONTENT)
@@ -327,4 +349,50 @@ pub(crate) async fn health(
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
     Ok(Json(EndpointHealthView::new(&endpoint, &health)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AttemptsQuery {
+    limit: Option<u32>,
+    before: Option<String>,
+    verdict: Option<AttemptVerdict>,
+    status: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// `GET …/endpoints/{endpoint}/attempts`: every attempt sent to the endpoint, newest
+/// first, filtered. A deleted endpoint's attempts still answer (its history stays
+/// until retention removes it); an id that never had an endpoint nor attempts is 404.
+pub(crate) async fn attempts(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    QueryParams(query): QueryParams<AttemptsQuery>,
+) -> ApiResult<Json<ListView<AttemptView>>> {
+    let app = caller.app(&state, &app).await?;
+    let id: EndpointId = path_id(&endpoint, "endpoint")?;
+    id_cursor::<AttemptId>(&query.before)?;
+    let filter = AttemptFilter {
+        verdict: query.verdict,
+        status: status_filter(query.status)?,
+        started: time_range(query.since, query.until)?,
+    };
+    let first_page = query.before.is_none();
+    let page = page(query.limit, query.before)?;
+    let attempts = state
+        .store
+        .list_endpoint_attempts(&app.id, &id, &filter, &page)
+        .await?;
+    if attempts.is_empty() && first_page && state.store.get_endpoint(&app.id, &id).await?.is_none()
+    {
+        return Err(ApiError::NotFound("endpoint"));
+    }
+    Ok(Json(page_of(
+        &attempts,
+        &page,
+        |a| a.id.to_string(),
+        |a| AttemptView::from(a),
+    )))
 }

@@ -9,15 +9,15 @@ use hookline_core::ids::AppId;
 use hookline_core::ids::EventId;
 use hookline_core::model::envelope;
 use hookline_store::{
-    IdempotencyKey, NewEvent, PublishItem, PublishOutcome, Published, StoredResponse,
+    EventFilter, IdempotencyKey, NewEvent, PublishItem, PublishOutcome, Published, StoredResponse,
 };
 use serde::Deserialize;
 
-use super::path_id;
+use super::{checked_name, id_cursor, page, page_of, path_id, time_range};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::JsonBody;
-use crate::views::{DeliveryView, EventView, PublishedView};
+use crate::extract::{JsonBody, QueryParams};
+use crate::views::{DeliveryView, EventView, ListView, PublishedView};
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -28,7 +28,6 @@ pub(crate) struct PublishRequest {
     ordering_key: Option<String>,
 }
 
-const MAX_NAME: usize = 256;
 /// The most events in one batch request.
 pub(crate) const MAX_BATCH: usize = 1000;
 
@@ -43,19 +42,9 @@ fn prepare(
     raw: &serde_json::Value,
     key: Option<&str>,
 ) -> ApiResult<PublishItem> {
-    if request.event_type.is_empty() || request.event_type.len() > MAX_NAME {
-        return Err(ApiError::Validation(format!(
-            "event_type must be 1 to {MAX_NAME} characters"
-        )));
-    }
-    if request
-        .ordering_key
-        .as_ref()
-        .is_some_and(|k| k.is_empty() || k.len() > MAX_NAME)
-    {
-        return Err(ApiError::Validation(format!(
-            "ordering_key must be 1 to {MAX_NAME} characters"
-        )));
+    checked_name("event_type", &request.event_type)?;
+    if let Some(key) = &request.ordering_key {
+        checked_name("ordering_key", key)?;
     }
     let key = match key {
         None => None,
@@ -255,5 +244,42 @@ pub(crate) async fn get(
         .get_event(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("event"))?;
-    Ok(Json(EventView::new(&event, &deliveries)))
+    Ok(Json(EventView::new(&event, Some(&deliveries))))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    limit: Option<u32>,
+    before: Option<String>,
+    event_type: Option<String>,
+    ordering_key: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+/// `GET /v1/apps/{app}/events`: the app's events with their payloads, newest
+/// first, filtered (their deliveries are in `GET …/events/{event}` and
+/// `GET …/deliveries?event_id=`).
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    QueryParams(query): QueryParams<EventsQuery>,
+) -> ApiResult<Json<ListView<EventView>>> {
+    let app = caller.app(&state, &app).await?;
+    id_cursor::<EventId>(&query.before)?;
+    let filter = EventFilter {
+        event_type: query.event_type,
+        ordering_key: query.ordering_key,
+        created: time_range(query.since, query.until)?,
+    };
+    let page = page(query.limit, query.before)?;
+    let events = state.store.list_events(&app.id, &filter, &page).await?;
+    Ok(Json(page_of(
+        &events,
+        &page,
+        |e| e.id.to_string(),
+        |e| EventView::new(e, None),
+    )))
 }

@@ -38,13 +38,21 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/apps/{app}/endpoints/{endpoint}/health",
             get(endpoints::health),
         )
-        .route("/v1/apps/{app}/events", post(events::publish))
+        .route(
+            "/v1/apps/{app}/endpoints/{endpoint}/attempts",
+            get(endpoints::attempts),
+        )
+        .route(
+            "/v1/apps/{app}/events",
+            post(events::publish).get(events::list),
+        )
         .route(
             "/v1/apps/{app}/events/batch",
             post(events::publish_batch)
                 .layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT)),
         )
         .route("/v1/apps/{app}/events/{event}", get(events::get))
+        .route("/v1/apps/{app}/deliveries", get(deliveries::list))
         .route("/v1/apps/{app}/deliveries/{delivery}", get(deliveries::get))
         .route(
             "/v1/apps/{app}/deliveries/{delivery}/attempts",
@@ -77,17 +85,84 @@ const MAX_PAGE: u32 = 250;
 
 impl PageQuery {
     fn page(self) -> ApiResult<hookline_store::Page> {
-        let limit = self.limit.unwrap_or(DEFAULT_PAGE);
-        if !(1..=MAX_PAGE).contains(&limit) {
-            return Err(ApiError::Validation(format!(
-                "limit must be between 1 and {MAX_PAGE}"
-            )));
-        }
-        Ok(hookline_store::Page {
-            limit,
-            before: self.before,
-        })
+        page(self.limit, self.before)
     }
+}
+
+/// A page of at most `limit` (1 to 250, default 50) rows after the cursor `before`.
+fn page(limit: Option<u32>, before: Option<String>) -> ApiResult<hookline_store::Page> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::InvalidQuery(format!(
+            "limit must be between 1 and {MAX_PAGE}"
+        )));
+    }
+    Ok(hookline_store::Page { limit, before })
+}
+
+/// A cursor that must be an id of the listed kind (`T`); anything else is a 400.
+fn id_cursor<T: std::str::FromStr>(before: &Option<String>) -> ApiResult<()> {
+    match before {
+        Some(cursor) if cursor.parse::<T>().is_err() => Err(ApiError::InvalidQuery(
+            "before must be a next_cursor this listing returned".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A query parameter naming an id of kind `T`.
+fn query_id<T: std::str::FromStr>(field: &str, value: Option<String>) -> ApiResult<Option<T>> {
+    value
+        .map(|v| {
+            v.parse()
+                .map_err(|_| ApiError::InvalidQuery(format!("{field} {v:?} is not a valid id")))
+        })
+        .transpose()
+}
+
+/// `since` / `until` as RFC 3339 UTC times: the half-open range `[since, until)`.
+fn time_range(
+    since: Option<String>,
+    until: Option<String>,
+) -> ApiResult<hookline_store::TimeRange> {
+    let parse = |field: &str, value: Option<String>| {
+        value
+            .map(|v| {
+                hookline_core::time::Timestamp::parse_rfc3339(&v).ok_or_else(|| {
+                    ApiError::InvalidQuery(format!(
+                        "{field} must be an RFC 3339 UTC time such as 2026-12-01T09:30:00Z, not {v:?}"
+                    ))
+                })
+            })
+            .transpose()
+    };
+    Ok(hookline_store::TimeRange {
+        since: parse("since", since)?,
+        until: parse("until", until)?,
+    })
+}
+
+/// An HTTP status filter: `503`, or a class such as `5xx`.
+fn status_filter(value: Option<String>) -> ApiResult<Option<hookline_store::StatusFilter>> {
+    use hookline_store::StatusFilter;
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::InvalidQuery(format!(
+            "status must be an HTTP status (100 to 599) or a class such as 5xx, not {value:?}"
+        ))
+    };
+    let lower = value.to_ascii_lowercase();
+    let filter = match lower.strip_suffix("xx") {
+        Some(class) => StatusFilter::Class(class.parse().map_err(|_| bad())?),
+        None => StatusFilter::Exact(lower.parse().map_err(|_| bad())?),
+    };
+    let (low, high) = filter.range();
+    if low < 100 || high > 600 {
+        return Err(bad());
+    }
+    Ok(Some(filter))
 }
 
 /// Builds a list answer: a full page has a cursor to the next.
@@ -103,6 +178,14 @@ fn page_of<R, V>(
             .flatten(),
         data: rows.iter().map(view).collect(),
     }
+}
+
+/// A free-text name (event type, ordering key, app name): 1 to 256 characters and
+/// no control characters, the same on both engines (PostgreSQL's `text` cannot
+/// hold NUL).
+pub(crate) fn checked_name(field: &str, value: &str) -> ApiResult<()> {
+    hookline_core::event_types::check_name(value)
+        .map_err(|error| ApiError::Validation(format!("{field} {error}")))
 }
 
 /// Parses a path id of the expected kind; a malformed one cannot exist, so it is 404.

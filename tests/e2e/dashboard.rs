@@ -1,0 +1,452 @@
+//! The dashboard's listings: keyset pages that stay stable while rows arrive,
+//! filters that return exactly the matching rows, and clear 400s for bad queries.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use hookline_core::model::DeliveryState;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    both_engines, publish_concurrently, wait_until, Engine, Receiver, Reply, TestApp,
+};
+
+both_engines!(
+    every_listing_sees_each_row_once_while_new_rows_arrive,
+    filters_return_exactly_the_matching_rows,
+    bad_listing_queries_are_clear_400s,
+);
+
+/// Every page of `path` (which has no `?` yet unless `query` adds one), `limit` at a time.
+async fn walk(app: &TestApp, path: &str, limit: u32) -> Vec<Value> {
+    let mut rows = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let url = match &cursor {
+            Some(c) => format!("{path}{sep}limit={limit}&before={c}"),
+            None => format!("{path}{sep}limit={limit}"),
+        };
+        let page = app.get(&url).await;
+        let data = page["data"].as_array().unwrap();
+        assert!(data.len() <= limit as usize, "{url}");
+        rows.extend(data.iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return rows,
+        }
+    }
+}
+
+fn ids(rows: &[Value]) -> Vec<String> {
+    rows.iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Each of `expected` exactly once in `seen` (which may hold rows made since).
+fn each_once(listing: &str, seen: &[String], expected: &BTreeSet<String>) {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for id in seen {
+        *counts.entry(id.as_str()).or_default() += 1;
+    }
+    assert!(
+        counts.values().all(|&n| n == 1),
+        "{listing}: a row was listed twice"
+    );
+    let missing: Vec<_> = expected
+        .iter()
+        .filter(|id| !counts.contains_key(id.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "{listing}: missing {missing:?}");
+}
+
+async fn count(app: &TestApp, endpoint: &Value, state: DeliveryState) -> u64 {
+    let id = hookline_core::ids::EndpointId::parse(endpoint["id"].as_str().unwrap()).unwrap();
+    app.store().count_deliveries(&id, state).await.unwrap()
+}
+
+/// 500 events to two endpoints that refuse them (1,000 dead deliveries, 1,000
+/// attempts), then every listing walked page by page while 100 more events (200
+/// deliveries) are published: each row that existed before is seen exactly once.
+async fn every_listing_sees_each_row_once_while_new_rows_arrive(engine: Engine) {
+    let app = std::sync::Arc::new(TestApp::spawn(engine).await);
+    let receiver = Receiver::start().await;
+    receiver.answer_always(Reply::status(400));
+    let app_id = app.create_app().await;
+    let first = app.create_endpoint(&app_id, &receiver.url).await;
+    let second = app.create_endpoint(&app_id, &receiver.url).await;
+
+    let mut events = BTreeSet::new();
+    let mut deliveries = BTreeSet::new();
+    for chunk in 0..2 {
+        let batch: Vec<Value> = (0..250)
+            .map(|n| json!({"event_type": "order.paid", "payload": {"n": chunk * 250 + n}}))
+            .collect();
+        let answer = app
+            .call(
+                Method::POST,
+                &format!("/v1/apps/{app_id}/events/batch"),
+                Some(&json!({"events": batch})),
+                202,
+            )
+            .await;
+        for event in answer["data"].as_array().unwrap() {
+            events.insert(event["id"].as_str().unwrap().to_owned());
+            for delivery in event["deliveries"].as_array().unwrap() {
+                deliveries.insert(delivery["id"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    assert_eq!((events.len(), deliveries.len()), (500, 1000));
+    wait_until(Duration::from_secs(60), "1,000 dead deliveries", || async {
+        (count(&app, &first, DeliveryState::Dead).await
+            + count(&app, &second, DeliveryState::Dead).await
+            == 1000)
+            .then_some(())
+    })
+    .await;
+
+    let more = {
+        let (base, app_id) = (app.base.clone(), app_id.clone());
+        tokio::spawn(async move { publish_concurrently(&base, &app_id, 100, 4).await })
+    };
+    let seen_events = ids(&walk(&app, &format!("/v1/apps/{app_id}/events"), 37).await);
+    let seen_deliveries = ids(&walk(&app, &format!("/v1/apps/{app_id}/deliveries"), 37).await);
+    let seen_dead = ids(&walk(&app, &format!("/v1/apps/{app_id}/dlq"), 37).await);
+    let mut attempts = Vec::new();
+    for endpoint in [&first, &second] {
+        let path = format!(
+            "/v1/apps/{app_id}/endpoints/{}/attempts",
+            endpoint["id"].as_str().unwrap()
+        );
+        attempts.extend(walk(&app, &path, 37).await);
+    }
+    more.await.unwrap();
+
+    each_once("events", &seen_events, &events);
+    each_once("deliveries", &seen_deliveries, &deliveries);
+    each_once("dlq", &seen_dead, &deliveries);
+    // One attempt per pre-existing delivery, each listed once.
+    each_once("attempts", &ids(&attempts), &BTreeSet::new());
+    let attempted: Vec<String> = attempts
+        .iter()
+        .map(|a| a["delivery_id"].as_str().unwrap().to_owned())
+        .filter(|d| deliveries.contains(d))
+        .collect();
+    each_once("attempts by delivery", &attempted, &deliveries);
+    // Newest first, every listing.
+    for (listing, seen) in [("events", &seen_events), ("deliveries", &seen_deliveries)] {
+        assert!(
+            seen.windows(2).all(|w| w[0] > w[1]),
+            "{listing} are newest first"
+        );
+    }
+}
+
+/// One event of the fixture: id, type, ordering key, published after `t`.
+type KnownEvent = (String, &'static str, Option<&'static str>, bool);
+
+/// What one delivery of the fixture is, to compute each filter's expected rows.
+struct Known {
+    id: String,
+    event: String,
+    event_type: &'static str,
+    endpoint: &'static str,
+    late: bool,
+}
+
+/// Three endpoints that answer 200, 500 (two attempts, then dead) and 404 (dead at
+/// once) get nine events of three types, six before and three after a time `t`;
+/// each filter on each listing answers exactly the rows it names.
+async fn filters_return_exactly_the_matching_rows(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let (ok, failing, refusing) = (
+        Receiver::start().await,
+        Receiver::start().await,
+        Receiver::start().await,
+    );
+    failing.answer_always(Reply::status(500));
+    refusing.answer_always(Reply::status(404));
+    let app_id = app.create_app().await;
+    let ok_ep = app.create_endpoint(&app_id, &ok.url).await;
+    let failing_ep = app
+        .create_endpoint_with(&app_id, &failing.url, json!({"retry": {"max_attempts": 2}}))
+        .await;
+    let refusing_ep = app.create_endpoint(&app_id, &refusing.url).await;
+    let name_of = |endpoint_id: &str| -> &'static str {
+        if endpoint_id == ok_ep["id"] {
+            "ok"
+        } else if endpoint_id == failing_ep["id"] {
+            "failing"
+        } else {
+            "refusing"
+        }
+    };
+
+    const TYPES: [&str; 3] = ["order.paid", "order.refunded", "user.created"];
+    let mut known = Vec::new();
+    let mut event_rows: Vec<KnownEvent> = Vec::new();
+    let mut t = String::new();
+    for n in 0..9 {
+        let late = n >= 6;
+        if n == 6 {
+            // `t` is a millisecond after every early id and before every late one.
+            let boundary =
+                hookline_core::time::Timestamp::from_system_time(std::time::SystemTime::now())
+                    .as_millis()
+                    + 1;
+            while hookline_core::time::Timestamp::from_system_time(std::time::SystemTime::now())
+                .as_millis()
+                < boundary
+            {
+                tokio::task::yield_now().await;
+            }
+            t = hookline_core::time::Timestamp::from_millis(boundary).to_rfc3339();
+        }
+        let event_type = TYPES[n % 3];
+        let key = (n % 2 == 0).then_some("k1");
+        let mut body = json!({"event_type": event_type, "payload": {"n": n}});
+        if let Some(key) = key {
+            body["ordering_key"] = json!(key);
+        }
+        let published = app
+            .call(
+                Method::POST,
+                &format!("/v1/apps/{app_id}/events"),
+                Some(&body),
+                202,
+            )
+            .await;
+        let event = published["id"].as_str().unwrap().to_owned();
+        event_rows.push((event.clone(), event_type, key, late));
+        for d in published["deliveries"].as_array().unwrap() {
+            known.push(Known {
+                id: d["id"].as_str().unwrap().to_owned(),
+                event: event.clone(),
+                event_type,
+                endpoint: name_of(d["endpoint_id"].as_str().unwrap()),
+                late,
+            });
+        }
+    }
+    assert_eq!(known.len(), 27);
+    wait_until(
+        Duration::from_secs(60),
+        "every delivery settled",
+        || async {
+            (count(&app, &ok_ep, DeliveryState::Succeeded).await == 9
+                && count(&app, &failing_ep, DeliveryState::Dead).await == 9
+                && count(&app, &refusing_ep, DeliveryState::Dead).await == 9)
+                .then_some(())
+        },
+    )
+    .await;
+
+    let ep = |name: &str| -> String {
+        let endpoint = match name {
+            "ok" => &ok_ep,
+            "failing" => &failing_ep,
+            _ => &refusing_ep,
+        };
+        endpoint["id"].as_str().unwrap().to_owned()
+    };
+    let some_event = known[3].event.clone();
+    let set = |pick: &dyn Fn(&Known) -> bool| -> BTreeSet<String> {
+        known
+            .iter()
+            .filter(|k| pick(k))
+            .map(|k| k.id.clone())
+            .collect()
+    };
+    let deliveries = format!("/v1/apps/{app_id}/deliveries");
+    let cases: Vec<(String, BTreeSet<String>)> = vec![
+        (deliveries.clone(), set(&|_| true)),
+        (
+            format!("{deliveries}?endpoint_id={}", ep("failing")),
+            set(&|k| k.endpoint == "failing"),
+        ),
+        (
+            format!("{deliveries}?state=succeeded"),
+            set(&|k| k.endpoint == "ok"),
+        ),
+        (
+            format!("{deliveries}?state=dead"),
+            set(&|k| k.endpoint != "ok"),
+        ),
+        (format!("{deliveries}?state=pending"), BTreeSet::new()),
+        (
+            format!("{deliveries}?event_type=order.paid"),
+            set(&|k| k.event_type == "order.paid"),
+        ),
+        (
+            format!("{deliveries}?event_id={some_event}"),
+            set(&|k| k.event == some_event),
+        ),
+        (
+            format!("{deliveries}?status=500"),
+            set(&|k| k.endpoint == "failing"),
+        ),
+        (
+            format!("{deliveries}?status=4xx"),
+            set(&|k| k.endpoint == "refusing"),
+        ),
+        (
+            format!("{deliveries}?status=2xx"),
+            set(&|k| k.endpoint == "ok"),
+        ),
+        (format!("{deliveries}?status=503"), BTreeSet::new()),
+        (format!("{deliveries}?since={t}"), set(&|k| k.late)),
+        (format!("{deliveries}?until={t}"), set(&|k| !k.late)),
+        (
+            format!(
+                "{deliveries}?endpoint_id={}&event_type=user.created&since={t}",
+                ep("refusing")
+            ),
+            set(&|k| k.endpoint == "refusing" && k.event_type == "user.created" && k.late),
+        ),
+    ];
+    let dlq = format!("/v1/apps/{app_id}/dlq");
+    let dlq_cases: Vec<(String, BTreeSet<String>)> = vec![
+        (dlq.clone(), set(&|k| k.endpoint != "ok")),
+        (
+            format!("{dlq}?endpoint_id={}", ep("refusing")),
+            set(&|k| k.endpoint == "refusing"),
+        ),
+        (
+            format!("{dlq}?reason=retries_exhausted"),
+            set(&|k| k.endpoint == "failing"),
+        ),
+        (
+            format!("{dlq}?reason=client_error"),
+            set(&|k| k.endpoint == "refusing"),
+        ),
+        (format!("{dlq}?reason=gone"), BTreeSet::new()),
+        (
+            format!("{dlq}?event_type=order.refunded&reason=client_error"),
+            set(&|k| k.endpoint == "refusing" && k.event_type == "order.refunded"),
+        ),
+        (format!("{dlq}?until=2000-01-01T00:00:00Z"), BTreeSet::new()),
+        (
+            format!("{dlq}?since=2000-01-01T00:00:00Z"),
+            set(&|k| k.endpoint != "ok"),
+        ),
+    ];
+    let events = format!("/v1/apps/{app_id}/events");
+    let event_set = |pick: &dyn Fn(&KnownEvent) -> bool| {
+        event_rows
+            .iter()
+            .filter(|e| pick(e))
+            .map(|e| e.0.clone())
+            .collect::<BTreeSet<String>>()
+    };
+    let event_cases: Vec<(String, BTreeSet<String>)> = vec![
+        (events.clone(), event_set(&|_| true)),
+        (
+            format!("{events}?event_type=user.created"),
+            event_set(&|e| e.1 == "user.created"),
+        ),
+        (
+            format!("{events}?ordering_key=k1"),
+            event_set(&|e| e.2 == Some("k1")),
+        ),
+        (format!("{events}?since={t}"), event_set(&|e| e.3)),
+        (
+            format!("{events}?until={t}&event_type=order.paid"),
+            event_set(&|e| !e.3 && e.1 == "order.paid"),
+        ),
+    ];
+    for (path, expected) in cases.into_iter().chain(dlq_cases).chain(event_cases) {
+        let got: BTreeSet<String> = ids(&walk(&app, &path, 4).await).into_iter().collect();
+        assert_eq!(got, expected, "{path}");
+    }
+
+    // An endpoint's attempts: the failing one made two per delivery, the last one dead.
+    let attempts = format!("/v1/apps/{app_id}/endpoints/{}/attempts", ep("failing"));
+    let all = walk(&app, &attempts, 5).await;
+    assert_eq!(all.len(), 18);
+    for (query, verdict, expected) in [
+        ("?verdict=retry", "retry", 9),
+        ("?verdict=dead", "dead", 9),
+        ("?status=5xx", "", 18),
+        ("?status=200", "", 0),
+    ] {
+        let rows = walk(&app, &format!("{attempts}{query}"), 5).await;
+        assert_eq!(rows.len(), expected, "{query}");
+        assert!(
+            rows.iter()
+                .all(|r| verdict.is_empty() || r["verdict"] == verdict),
+            "{query}"
+        );
+    }
+    // A time range on attempts is on when they started (RFC 3339 strings of one
+    // format compare as times).
+    let ok_attempts = format!("/v1/apps/{app_id}/endpoints/{}/attempts", ep("ok"));
+    let started_late: BTreeSet<String> = walk(&app, &ok_attempts, 5)
+        .await
+        .iter()
+        .filter(|a| a["started_at"].as_str().unwrap() >= t.as_str())
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        started_late.len() >= 3,
+        "at least the late events' attempts"
+    );
+    let got: BTreeSet<String> =
+        ids(&walk(&app, &format!("{ok_attempts}?status=200&since={t}"), 5).await)
+            .into_iter()
+            .collect();
+    assert_eq!(got, started_late);
+}
+
+async fn bad_listing_queries_are_clear_400s(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let deliveries = format!("/v1/apps/{app_id}/deliveries");
+    for (query, mentions) in [
+        ("?limit=0", "limit"),
+        ("?limit=251", "limit"),
+        ("?limit=ten", "limit"),
+        ("?state=lost", "state"),
+        ("?status=7xx", "status"),
+        ("?status=abc", "status"),
+        ("?since=yesterday", "since"),
+        ("?until=2026-12-01T10:00:00%2B02:00", "until"),
+        ("?endpoint_id=nonsense", "endpoint_id"),
+        ("?before=nonsense", "before"),
+        ("?colour=red", "colour"),
+    ] {
+        let response = app
+            .request(Method::GET, &format!("{deliveries}{query}"), None, &[])
+            .await;
+        assert_eq!(response.status(), 400, "{query}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json",
+            "{query}"
+        );
+        let problem: Value = response.json().await.unwrap();
+        assert_eq!(problem["code"], "invalid_query", "{query}");
+        assert!(
+            problem["detail"].as_str().unwrap().contains(mentions),
+            "{query}: {problem}"
+        );
+    }
+    for path in [
+        format!("/v1/apps/{app_id}/dlq?reason=bored"),
+        format!("/v1/apps/{app_id}/dlq?before=12_nonsense"),
+        format!("/v1/apps/{app_id}/events?limit=1000"),
+        format!("/v1/apps/{app_id}/endpoints/ep_01J00000000000000000000000/attempts?verdict=maybe"),
+    ] {
+        let response = app.request(Method::GET, &path, None, &[]).await;
+        assert_eq!(response.status(), 400, "{path}");
+    }
+    app.call(
+        Method::GET,
+        &format!("/v1/apps/{app_id}/endpoints/ep_01J00000000000000000000000/attempts"),
+        None,
+        404,
+    )
+    .await;
+}
