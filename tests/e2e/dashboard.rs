@@ -16,6 +16,7 @@ both_engines!(
     every_listing_sees_each_row_once_while_new_rows_arrive,
     filters_return_exactly_the_matching_rows,
     bad_listing_queries_are_clear_400s,
+    bulk_replay_sends_each_dead_delivery_once_more,
 );
 
 /// Every page of `path` (which has no `?` yet unless `query` adds one), `limit` at a time.
@@ -113,7 +114,8 @@ async fn every_listing_sees_each_row_once_while_new_rows_arrive(engine: Engine) 
         tokio::spawn(async move { publish_concurrently(&base, &app_id, 100, 4).await })
     };
     let seen_events = ids(&walk(&app, &format!("/v1/apps/{app_id}/events"), 37).await);
-    let seen_deliveries = ids(&walk(&app, &format!("/v1/apps/{app_id}/deliveries"), 37).await);
+    let delivery_rows = walk(&app, &format!("/v1/apps/{app_id}/deliveries"), 37).await;
+    let seen_deliveries = ids(&delivery_rows);
     let seen_dead = ids(&walk(&app, &format!("/v1/apps/{app_id}/dlq"), 37).await);
     let mut attempts = Vec::new();
     for endpoint in [&first, &second] {
@@ -136,13 +138,18 @@ async fn every_listing_sees_each_row_once_while_new_rows_arrive(engine: Engine) 
         .filter(|d| deliveries.contains(d))
         .collect();
     each_once("attempts by delivery", &attempted, &deliveries);
-    // Newest first, every listing.
-    for (listing, seen) in [("events", &seen_events), ("deliveries", &seen_deliveries)] {
-        assert!(
-            seen.windows(2).all(|w| w[0] > w[1]),
-            "{listing} are newest first"
-        );
-    }
+    // Newest first: events, and deliveries by their event.
+    assert!(
+        seen_events.windows(2).all(|w| w[0] > w[1]),
+        "events newest first"
+    );
+    assert!(
+        delivery_rows
+            .windows(2)
+            .all(|w| (&w[0]["event_id"].as_str(), &w[0]["id"].as_str())
+                > (&w[1]["event_id"].as_str(), &w[1]["id"].as_str())),
+        "deliveries newest event first"
+    );
 }
 
 /// One event of the fixture: id, type, ordering key, published after `t`.
@@ -449,4 +456,127 @@ async fn bad_listing_queries_are_clear_400s(engine: Engine) {
         404,
     )
     .await;
+}
+
+/// 1,000 dead deliveries (500 events at two receivers that refused them), then
+/// the receivers recover: the dry run counts 1,000; a bulk replay, an identical
+/// request while it runs and a single replay of one of them at the same moment
+/// send each delivery exactly once more; the job's progress reaches 1000/1000.
+async fn bulk_replay_sends_each_dead_delivery_once_more(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let receivers = [Receiver::start().await, Receiver::start().await];
+    let app_id = app.create_app().await;
+    let mut endpoints = Vec::new();
+    for receiver in &receivers {
+        receiver.answer_always(Reply::status(400));
+        endpoints.push(app.create_endpoint(&app_id, &receiver.url).await);
+    }
+    let mut events = BTreeSet::new();
+    let mut some_delivery = String::new();
+    for chunk in 0..2 {
+        let batch: Vec<Value> = (0..250)
+            .map(|n| json!({"event_type": "order.paid", "payload": {"n": chunk * 250 + n}}))
+            .collect();
+        let answer = app
+            .call(
+                Method::POST,
+                &format!("/v1/apps/{app_id}/events/batch"),
+                Some(&json!({"events": batch})),
+                202,
+            )
+            .await;
+        for event in answer["data"].as_array().unwrap() {
+            events.insert(event["id"].as_str().unwrap().to_owned());
+            some_delivery = event["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        }
+    }
+    wait_until(Duration::from_secs(60), "1,000 dead deliveries", || async {
+        (count(&app, &endpoints[0], DeliveryState::Dead).await
+            + count(&app, &endpoints[1], DeliveryState::Dead).await
+            == 1000)
+            .then_some(())
+    })
+    .await;
+
+    let replays = format!("/v1/apps/{app_id}/replays");
+    let dry = |body: Value| {
+        let replays = replays.clone();
+        let app = &app;
+        async move { app.call(Method::POST, &replays, Some(&body), 200).await }
+    };
+    assert_eq!(dry(json!({"dry_run": true})).await["count"], 1000);
+    let first_endpoint = endpoints[0]["id"].as_str().unwrap();
+    assert_eq!(
+        dry(json!({"dry_run": true, "endpoint_id": first_endpoint, "reason": "client_error"}))
+            .await["count"],
+        500
+    );
+    assert_eq!(
+        dry(json!({"dry_run": true, "reason": "gone"})).await["count"],
+        0
+    );
+
+    for receiver in &receivers {
+        receiver.answer_always(Reply::status(200));
+    }
+    let single = format!("/v1/apps/{app_id}/deliveries/{some_delivery}/replay");
+    let everything = json!({});
+    let (bulk, single) = tokio::join!(
+        app.request(Method::POST, &replays, Some(&everything), &[]),
+        app.request(Method::POST, &single, None, &[]),
+    );
+    assert_eq!(bulk.status(), 202);
+    let job: Value = bulk.json().await.unwrap();
+    let single_won = match single.status().as_u16() {
+        202 => 1,
+        200 => 0,
+        other => panic!("single replay answered {other}"),
+    };
+    // The same request again: while the job runs, that job; if it already finished,
+    // a new one that finds nothing dead.
+    let again = app
+        .request(Method::POST, &replays, Some(&everything), &[])
+        .await;
+    let again_status = again.status().as_u16();
+    let again: Value = again.json().await.unwrap();
+    match again_status {
+        200 => assert_eq!(again["id"], job["id"]),
+        202 => assert_eq!(again["total"], 0, "{again}"),
+        other => panic!("the repeated bulk replay answered {other}"),
+    }
+
+    let job_path = format!("{replays}/{}", job["id"].as_str().unwrap());
+    let finished = wait_until(
+        Duration::from_secs(60),
+        "the bulk replay to finish",
+        || async {
+            let job = app.get(&job_path).await;
+            (job["state"] == "completed").then_some(job)
+        },
+    )
+    .await;
+    assert_eq!(finished["total"], 1000);
+    assert_eq!(finished["done"], 1000);
+    assert_eq!(finished["replayed"], 1000 - single_won);
+    assert_eq!(finished["skipped"], single_won);
+
+    for receiver in &receivers {
+        let got = receiver.wait_for_requests(1000).await;
+        let delivered: Vec<String> = got
+            .iter()
+            .filter(|r| r.status == 200)
+            .map(|r| r.header("webhook-id").to_owned())
+            .collect();
+        each_once("replayed deliveries", &delivered, &events);
+        assert_eq!(delivered.len(), 500);
+    }
+    assert!(app.get(&format!("/v1/apps/{app_id}/dlq")).await["data"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        app.call(Method::POST, &format!("{job_path}/cancel"), None, 200)
+            .await["state"],
+        "completed"
+    );
 }

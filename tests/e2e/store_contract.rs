@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use hookline_core::breaker::{BreakerPolicy, Signal};
 use hookline_core::ids::{AppId, EventId};
-use hookline_core::model::{DeadReason, DeliveryState, TransportError};
+use hookline_core::model::{
+    AttemptVerdict, DeadReason, DeliveryState, ReplayJobState, TransportError,
+};
+use hookline_core::retry::Next;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
@@ -99,6 +102,8 @@ both_engines!(
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
     replay_starts_one_new_round,
     dlq_lists_newest_first_with_cursor,
+    listings_filter_and_page_newest_first,
+    bulk_replay_works_in_batches_resumes_and_stops_when_cancelled,
     api_keys_by_hash_and_scope,
     idempotency_retention_purges_old_keys,
     retention_removes_old_delivered_history_and_keeps_the_dlq,
@@ -1084,4 +1089,378 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     let (_, kept) = store.get_event(&app, &events[1]).await.unwrap().unwrap();
     assert_eq!(kept[0].state, DeliveryState::Dead);
     assert_eq!(attempts_of(&store, &app, &dead.id).await.len(), 1);
+}
+
+/// Every page of a listing, `limit` at a time, the cursor being the last id.
+async fn pages<T, F, Fut>(limit: u32, id: impl Fn(&T) -> String, mut fetch: F) -> Vec<T>
+where
+    F: FnMut(Page) -> Fut,
+    Fut: std::future::Future<Output = Vec<T>>,
+{
+    let mut all = Vec::new();
+    let mut before = None;
+    loop {
+        let rows = fetch(Page { limit, before }).await;
+        assert!(rows.len() <= limit as usize);
+        let full = rows.len() == limit as usize;
+        before = rows.last().map(&id);
+        all.extend(rows);
+        if !full {
+            return all;
+        }
+    }
+}
+
+async fn listings_filter_and_page_newest_first(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let a = store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    store
+        .create_endpoint(&app, new_endpoint("https://b.example", None), t(0))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    for n in 0..5 {
+        let event_type = if n % 2 == 0 { "x" } else { "y" };
+        events.push((publish(&store, &app, event_type, t(n)).await, event_type));
+    }
+    let deliveries = |filter: DeliveryFilter| {
+        let (store, app) = (store.clone(), app.clone());
+        pages(2, Store::delivery_cursor, move |page| {
+            let (store, app, filter) = (store.clone(), app.clone(), filter.clone());
+            async move { store.list_deliveries(&app, &filter, &page).await.unwrap() }
+        })
+    };
+
+    let all = deliveries(DeliveryFilter::default()).await;
+    assert_eq!(all.len(), 10);
+    assert!(
+        all.windows(2)
+            .all(|w| (&w[0].event_id, &w[0].id) > (&w[1].event_id, &w[1].id)),
+        "newest event first"
+    );
+    let of_a = deliveries(DeliveryFilter {
+        endpoint: Some(a.id.clone()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(of_a.len(), 5);
+    assert!(of_a.iter().all(|d| d.endpoint_id == a.id));
+    let of_x = deliveries(DeliveryFilter {
+        event_type: Some("x".into()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(of_x.len(), 6);
+    let x_events: Vec<&EventId> = events.iter().filter(|e| e.1 == "x").map(|e| &e.0).collect();
+    assert!(of_x.iter().all(|d| x_events.contains(&&d.event_id)));
+    let of_one = deliveries(DeliveryFilter {
+        event: Some(events[1].0.clone()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(of_one.len(), 2);
+    assert!(of_one.iter().all(|d| d.event_id == events[1].0));
+
+    // One attempt answered 500 (retry later), one 200: states and last status filter.
+    let claimed = store
+        .claim_due_deliveries(t(10), LEASE, 2, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(claimed.len(), 2);
+    let failed = record(&claimed[0], Next::RetryAt(t(60)), t(10));
+    let mut ok = record(&claimed[1], Next::Succeeded, t(10));
+    ok.status_code = Some(200);
+    store
+        .complete_attempts(&[failed, ok], &BreakerPolicy::default(), t(11))
+        .await
+        .unwrap();
+    let with = |state: Option<StateFilter>, last_status: Option<StatusFilter>| DeliveryFilter {
+        state,
+        last_status,
+        ..Default::default()
+    };
+    let ids = |rows: Vec<Delivery>| rows.into_iter().map(|d| d.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(deliveries(with(Some(StateFilter::Succeeded), None)).await),
+        [claimed[1].id.clone()]
+    );
+    assert_eq!(
+        deliveries(with(Some(StateFilter::Pending), None))
+            .await
+            .len(),
+        9
+    );
+    assert!(deliveries(with(Some(StateFilter::Parked), None))
+        .await
+        .is_empty());
+    assert_eq!(
+        ids(deliveries(with(None, Some(StatusFilter::Class(5)))).await),
+        [claimed[0].id.clone()]
+    );
+    assert_eq!(
+        ids(deliveries(with(None, Some(StatusFilter::Exact(200)))).await),
+        [claimed[1].id.clone()]
+    );
+
+    // The attempts of the endpoint that got the failed one, by verdict and status.
+    let failed_endpoint = claimed[0].endpoint_id.clone();
+    let attempts = |filter: AttemptFilter| {
+        let (store, app, endpoint) = (store.clone(), app.clone(), failed_endpoint.clone());
+        async move {
+            store
+                .list_endpoint_attempts(
+                    &app,
+                    &endpoint,
+                    &filter,
+                    &Page {
+                        limit: 10,
+                        before: None,
+                    },
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let retried = attempts(AttemptFilter {
+        verdict: Some(AttemptVerdict::Retry),
+        status: Some(StatusFilter::Exact(500)),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].delivery_id, claimed[0].id);
+    assert!(attempts(AttemptFilter {
+        verdict: Some(AttemptVerdict::Delivered),
+        ..Default::default()
+    })
+    .await
+    .iter()
+    .all(|a| a.endpoint_id == failed_endpoint && a.status_code == Some(200)));
+    assert!(attempts(AttemptFilter {
+        started: TimeRange {
+            since: Some(t(11)),
+            until: None
+        },
+        ..Default::default()
+    })
+    .await
+    .is_empty());
+
+    // Events: newest first, by type.
+    let of_y = pages(
+        1,
+        |e: &Event| e.id.to_string(),
+        |page| {
+            let (store, app) = (store.clone(), app.clone());
+            async move {
+                store
+                    .list_events(
+                        &app,
+                        &EventFilter {
+                            event_type: Some("y".into()),
+                            ..Default::default()
+                        },
+                        &page,
+                    )
+                    .await
+                    .unwrap()
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        of_y.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+        [events[3].0.clone(), events[1].0.clone()]
+    );
+}
+
+async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let a = store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    store
+        .create_endpoint(&app, new_endpoint("https://b.example", None), t(0))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        publish(&store, &app, "a", t(1)).await;
+    }
+    let claimed = store
+        .claim_due_deliveries(t(2), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let dead: Vec<AttemptRecord> = claimed
+        .iter()
+        .map(|c| record(c, Next::Dead(DeadReason::ClientError), t(2)))
+        .collect();
+    store
+        .complete_attempts(&dead, &BreakerPolicy::default(), t(3))
+        .await
+        .unwrap();
+    let of_a = DlqFilter {
+        endpoint: Some(a.id.clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        store.count_dlq(&app, &DlqFilter::default()).await.unwrap(),
+        10
+    );
+    assert_eq!(store.count_dlq(&app, &of_a).await.unwrap(), 5);
+
+    let StartedReplay::Started(job) = store.start_replay_job(&app, &of_a, t(10)).await.unwrap()
+    else {
+        panic!("a new replay starts");
+    };
+    assert_eq!(
+        (job.state, job.total, job.done, job.replayed),
+        (ReplayJobState::Running, 5, 0, 0)
+    );
+    assert_eq!(
+        store.start_replay_job(&app, &of_a, t(10)).await.unwrap(),
+        StartedReplay::AlreadyRunning(job.clone()),
+        "the same replay while it runs is that job"
+    );
+    assert_eq!(
+        store.take_replay_job(t(10), LEASE).await.unwrap(),
+        Some(job.id.clone())
+    );
+    assert_eq!(
+        store.take_replay_job(t(10), LEASE).await.unwrap(),
+        None,
+        "leased"
+    );
+
+    let first = store
+        .work_replay_job(&job.id, t(11), 2, LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (first.state, first.done, first.replayed),
+        (ReplayJobState::Running, 2, 2)
+    );
+    // A single replay of one the job has not reached yet: the job skips it.
+    let dlq = store
+        .list_dlq(
+            &app,
+            &of_a,
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(dlq.len(), 3);
+    assert!(matches!(
+        store
+            .replay_delivery(&app, &dlq[0].id, t(12))
+            .await
+            .unwrap(),
+        ReplayOutcome::Replayed(_)
+    ));
+    // Its worker stopped: after the lease another one resumes at the cursor.
+    assert_eq!(store.take_replay_job(t(12), LEASE).await.unwrap(), None);
+    assert_eq!(
+        store
+            .take_replay_job(t(11) + LEASE + Duration::from_secs(1), LEASE)
+            .await
+            .unwrap(),
+        Some(job.id.clone())
+    );
+    let second = store
+        .work_replay_job(&job.id, t(50), 2, LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (second.state, second.done, second.replayed),
+        (ReplayJobState::Running, 4, 4)
+    );
+    let last = store
+        .work_replay_job(&job.id, t(51), 2, LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            last.state,
+            last.total,
+            last.done,
+            last.replayed,
+            last.skipped(),
+            last.finished_at
+        ),
+        (ReplayJobState::Completed, 5, 5, 4, 1, Some(t(51)))
+    );
+    assert_eq!(
+        store
+            .work_replay_job(&job.id, t(52), 2, LEASE)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .count_deliveries(&a.id, DeliveryState::Pending)
+            .await
+            .unwrap(),
+        5,
+        "every one of a's is pending again, once"
+    );
+    assert_eq!(store.count_dlq(&app, &of_a).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .cancel_replay_job(&app, &job.id, t(53))
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        ReplayJobState::Completed,
+        "a finished replay stays finished"
+    );
+
+    // Another replay, cancelled before any batch: it replays nothing.
+    let StartedReplay::Started(other) = store
+        .start_replay_job(&app, &DlqFilter::default(), t(60))
+        .await
+        .unwrap()
+    else {
+        panic!("a new replay starts");
+    };
+    assert_eq!(other.total, 5, "b's");
+    let cancelled = store
+        .cancel_replay_job(&app, &other.id, t(61))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (cancelled.state, cancelled.finished_at),
+        (ReplayJobState::Cancelled, Some(t(61)))
+    );
+    assert_eq!(
+        store
+            .work_replay_job(&other.id, t(62), 10, LEASE)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(store.take_replay_job(t(1000), LEASE).await.unwrap(), None);
+    assert_eq!(
+        store.count_dlq(&app, &DlqFilter::default()).await.unwrap(),
+        5
+    );
+    assert_eq!(
+        store.get_replay_job(&app, &other.id).await.unwrap(),
+        Some(cancelled)
+    );
 }

@@ -124,6 +124,10 @@ prefixed_id!(
     /// An API key (its public identifier; the secret part is only ever stored hashed).
     ApiKeyId, "key_", "api key"
 );
+prefixed_id!(
+    /// A bulk replay of the DLQ: a background job with progress.
+    ReplayJobId, "rpl_", "replay"
+);
 
 #[cfg(test)]
 mod tests {

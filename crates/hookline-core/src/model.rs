@@ -71,6 +71,18 @@ pub enum AttemptVerdict {
     Dead,
 }
 
+/// Where a bulk replay is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayJobState {
+    /// Moving matching dead deliveries back to pending, batch by batch.
+    Running,
+    /// Every matching delivery was reached.
+    Completed,
+    /// Stopped on request; what it replayed before stays replayed.
+    Cancelled,
+}
+
 macro_rules! sql_text_enum {
     ($ty:ty { $($variant:ident => $text:literal),+ $(,)? }) => {
         impl $ty {
@@ -130,6 +142,12 @@ sql_text_enum!(TransportError {
     Tls => "tls",
     Io => "io",
     DestinationForbidden => "destination_forbidden",
+});
+
+sql_text_enum!(ReplayJobState {
+    Running => "running",
+    Completed => "completed",
+    Cancelled => "cancelled",
 });
 
 sql_text_enum!(AttemptVerdict {

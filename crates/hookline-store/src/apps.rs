@@ -124,6 +124,7 @@ impl Store {
             "endpoints",
             "idempotency_keys",
             "api_keys",
+            "replay_jobs",
         ] {
             self.engine
                 .query(&format!("DELETE FROM {table} WHERE app_id = $1"))

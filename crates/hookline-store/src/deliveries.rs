@@ -1,8 +1,8 @@
 //! Deliveries: reading them and their attempts, the DLQ, release and replay.
 //! (Claiming is in `claim`, completing in `complete`.)
 
-use crate::db::Row;
-use hookline_core::ids::{AppId, DeliveryId, EndpointId};
+use crate::db::{Batch, Kind, Row, Sql, Tx};
+use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
 use hookline_core::time::Timestamp;
 
@@ -39,6 +39,32 @@ pub(crate) fn delivery_from_row(row: &Row) -> Result<Delivery> {
         dead_at: millis("dead_at")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
     })
+}
+
+/// A replay: pending again, due now (`$3`), in a new round (attempt count 0, max
+/// age counted afresh); the event, so `webhook-id`, stays.
+const REPLAY: &str = "state = 'pending', due_at = $3, attempts = 0, round_started_at = $3, \
+     dead_reason = NULL, dead_at = NULL, updated_at = $3";
+/// What may be replayed: dead, with an endpoint to send to. The state check is in
+/// the UPDATE, so of concurrent replays of one delivery exactly one starts a round.
+const REPLAYABLE: &str = "state = 'dead' \
+     AND EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)";
+
+/// [`REPLAY`] of a batch of ids, now being `$1`.
+static REPLAY_BATCH: Sql = Sql::new(|engine| {
+    format!(
+        "UPDATE deliveries SET {} WHERE {REPLAYABLE} AND id IN (SELECT id FROM {})",
+        REPLAY.replace("$3", "$1"),
+        engine.rows(2, &[("id", Kind::Text)])
+    )
+});
+
+/// `{event}.{delivery}` of [`Store::delivery_cursor`].
+fn parse_delivery_cursor(cursor: &str) -> Option<(String, String)> {
+    let (event, id) = cursor.split_once('.')?;
+    let event = EventId::parse(event).ok()?;
+    let id = DeliveryId::parse(id).ok()?;
+    Some((event.to_string(), id.to_string()))
 }
 
 /// `{dead_at}_{id}` of [`Store::dlq_cursor`].
@@ -194,8 +220,9 @@ impl Store {
         rows.iter().map(attempt_from_row).collect()
     }
 
-    /// An app's deliveries, newest first, narrowed by `filter` (see `listing`).
-    /// The cursor is the id of the last row of the previous page.
+    /// An app's deliveries, newest first by their event (see `listing`), narrowed by
+    /// `filter`. The cursor is [`Store::delivery_cursor`] of the last row of the
+    /// previous page.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn list_deliveries(
         &self,
@@ -204,20 +231,23 @@ impl Store {
         page: &Page,
     ) -> Result<Vec<Delivery>> {
         let mut f = Filters::new();
-        f.text("d.app_id = $?", app.as_str());
-        let index = match (&filter.event, &filter.endpoint) {
-            (Some(_), _) => "deliveries_by_event",
-            (None, Some(_)) => "deliveries_of_endpoint",
-            (None, None) => "deliveries_by_app",
+        let index = match &filter.endpoint {
+            Some(endpoint) => {
+                f.text("d.endpoint_id = $?", endpoint.as_str());
+                "deliveries_of_endpoint"
+            }
+            None => "deliveries_by_app",
         };
-        f.text_if(
-            "d.endpoint_id = $?",
-            filter.endpoint.as_ref().map(|e| e.as_str()),
-        );
+        f.text("d.app_id = $?", app.as_str());
         f.text_if("d.event_id = $?", filter.event.as_ref().map(|e| e.as_str()));
-        f.text_if("d.id < $?", page.before.as_deref());
-        f.id_range("d.id", filter.created, |ms| {
-            DeliveryId::first_of_millisecond(ms).to_string()
+        if let Some((event, id)) = page.before.as_deref().and_then(parse_delivery_cursor) {
+            f.clause(
+                "(d.event_id < $? OR (d.event_id = $? AND d.id < $?))",
+                [Arg::Text(event.clone()), Arg::Text(event), Arg::Text(id)],
+            );
+        }
+        f.id_range("d.event_id", filter.created, |ms| {
+            EventId::first_of_millisecond(ms).to_string()
         });
         f.state(filter.state);
         f.text_if(
@@ -229,7 +259,8 @@ impl Store {
             filter.last_status,
         );
         let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} ORDER BY d.id DESC LIMIT ${}",
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} \
+             ORDER BY d.event_id DESC, d.id DESC LIMIT ${}",
             self.engine.indexed_by(index),
             f.sql(),
             f.after()
@@ -242,6 +273,16 @@ impl Store {
         rows.iter().map(delivery_from_row).collect()
     }
 
+    /// The cursor that continues a delivery listing after `delivery`.
+    pub fn delivery_cursor(delivery: &Delivery) -> String {
+        format!("{}.{}", delivery.event_id, delivery.id)
+    }
+
+    /// Whether `cursor` is one [`Store::delivery_cursor`] made.
+    pub fn is_delivery_cursor(cursor: &str) -> bool {
+        parse_delivery_cursor(cursor).is_some()
+    }
+
     /// An app's dead deliveries, most recently dead first, narrowed by `filter`.
     /// The cursor is [`Store::dlq_cursor`] of the last row of the previous page.
     #[tracing::instrument(skip_all, fields(app = %app))]
@@ -251,25 +292,13 @@ impl Store {
         filter: &DlqFilter,
         page: &Page,
     ) -> Result<Vec<Delivery>> {
-        let mut f = Filters::new();
-        f.text("d.app_id = $?", app.as_str());
-        f.fixed("d.state = 'dead'");
+        let mut f = self.dlq_filters(app, filter);
         if let Some((dead_at, id)) = page.before.as_deref().and_then(parse_dlq_cursor) {
             f.clause(
                 "(d.dead_at < $? OR (d.dead_at = $? AND d.id < $?))",
                 [Arg::Int(dead_at), Arg::Int(dead_at), Arg::Text(id)],
             );
         }
-        f.time_range("d.dead_at", filter.died);
-        f.text_if(
-            "d.endpoint_id = $?",
-            filter.endpoint.as_ref().map(|e| e.as_str()),
-        );
-        f.text_if("d.dead_reason = $?", filter.reason.map(|r| r.as_str()));
-        f.text_if(
-            "EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.event_type = $?)",
-            filter.event_type.as_deref(),
-        );
         let sql = format!(
             "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} \
              ORDER BY d.dead_at DESC, d.id DESC LIMIT ${}",
@@ -283,6 +312,28 @@ impl Store {
             .fetch_all(&self.reader)
             .await?;
         rows.iter().map(delivery_from_row).collect()
+    }
+
+    /// Replays the dead ones of `ids` (as [`Store::replay_delivery`] does one) in
+    /// `tx`; how many it moved back to pending.
+    pub(crate) async fn replay_in(
+        &self,
+        tx: &mut Tx,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
+        Ok(self
+            .engine
+            .query(REPLAY_BATCH.text(self.engine))
+            .bind(now.as_millis())
+            .bind_batch(batch)
+            .execute(tx)
+            .await?
+            .rows_affected())
     }
 
     /// Whether `cursor` is one [`Store::dlq_cursor`] made.
@@ -313,10 +364,7 @@ impl Store {
         now: Timestamp,
     ) -> Result<ReplayOutcome> {
         let sql = format!(
-            "UPDATE deliveries SET state = 'pending', due_at = $3, attempts = 0, round_started_at = $3, \
-             dead_reason = NULL, dead_at = NULL, updated_at = $3 \
-             WHERE id = $1 AND app_id = $2 AND state = 'dead' \
-             AND EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id) \
+            "UPDATE deliveries SET {REPLAY} WHERE id = $1 AND app_id = $2 AND {REPLAYABLE} \
              RETURNING {DELIVERY_COLUMNS}"
         );
         let replayed = self

@@ -43,11 +43,13 @@ impl Store {
             return Ok(None);
         };
         let event = event_from_row(&row)?;
-        let sql =
-            format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE event_id = $1 ORDER BY id");
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY id"
+        );
         let deliveries = self
             .engine
             .query(&sql)
+            .bind(app.as_str())
             .bind(id.as_str())
             .fetch_all(&self.reader)
             .await?

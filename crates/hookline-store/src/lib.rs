@@ -17,6 +17,8 @@
 //! - `apps`, `endpoints`, `keys`: management data.
 //! - `publish`: the outbox transaction, idempotency keys, group commit.
 //! - `events`: reading events.
+//! - `listing`: the dashboard's filtered, keyset-paginated listings.
+//! - `replays`: bulk replays of the DLQ, as jobs worked in batches.
 //! - `retention`: removing old succeeded deliveries, their attempts, events
 //!   and idempotency records in small batches.
 //! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
@@ -40,6 +42,7 @@ mod listing;
 mod postgres;
 mod publish;
 pub mod records;
+mod replays;
 mod retention;
 mod sqlite;
 mod wake;
@@ -52,6 +55,7 @@ use db::{Pool, Row};
 pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
 pub use publish::{PublishItem, MAX_GROUP};
 pub use records::*;
+pub use replays::{ReplayJob, StartedReplay};
 pub use retention::{Purged, RETENTION_BATCH};
 
 /// A store error. Callers map `NotFound`/`Conflict` to user errors; the rest is internal.

@@ -1,21 +1,22 @@
 //! The dashboard's listings: filtered, newest first, with keyset cursors.
 //!
 //! Every listing walks one index backwards from its cursor (`id < $cursor ORDER
-//! BY id DESC`, ids being time-sortable), so a walk of every page sees each row
-//! that existed when it started exactly once, however many rows arrive meanwhile.
+//! BY id DESC`, ids being time-sortable; deliveries by `(event_id, id)`, so newest
+//! event first), so a walk of every page sees each row that existed when it
+//! started exactly once, however many rows arrive meanwhile.
 //! The WHERE clause holds only the filters present, so each combination is its
 //! own statement text, planned for the index its filters call for:
 //!
 //! | listing | index walked | other filters (checked per row) |
 //! |---|---|---|
 //! | an app's events | `events_by_app (app_id, id)` | type, ordering key |
-//! | an app's deliveries | `deliveries_by_app (app_id, id)`, or with an endpoint `deliveries_of_endpoint (endpoint_id, id)` | state, event, event type (the event's row), last status (the newest attempt, by `attempts_by_delivery`) |
+//! | an app's deliveries | `deliveries_by_app (app_id, event_id, id)` (also: one event's), or with an endpoint `deliveries_of_endpoint (endpoint_id, event_id, id)` | state, event type (the event's row), last status (the newest attempt, by `attempts_by_delivery`) |
 //! | the DLQ | `deliveries_dlq (app_id, dead_at, id)`, partial on `dead` | endpoint, reason, event type |
 //! | a delivery's attempts | `attempts_by_delivery (delivery_id, id)` | — |
 //! | an endpoint's attempts | `attempts_by_endpoint (endpoint_id, id)` | verdict, status, start time |
 //!
-//! Time ranges on events and deliveries are id ranges (`id >= first id of the
-//! millisecond`, the id being made at publish), so they narrow the index walk
+//! Time ranges on events and deliveries are event id ranges (`event_id >= first
+//! id of the millisecond`, the id being made at publish), so they narrow the index walk
 //! itself; an attempt's id is made when it is recorded, so its range is on
 //! `started_at`, checked per row; the DLQ's is on `dead_at`, its index's key.
 

@@ -407,7 +407,7 @@ pub struct EventFilter {
 }
 
 /// Which dead deliveries a DLQ listing returns; `died` is when they were dead-lettered.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DlqFilter {
     pub endpoint: Option<EndpointId>,
     pub reason: Option<DeadReason>,

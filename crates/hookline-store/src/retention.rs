@@ -92,13 +92,13 @@ impl Store {
                 .await?
                 .rows_affected();
         }
-        // Events without any delivery left (each probe is an index lookup by event).
+        // Events without any delivery left (each probe is a lookup in `deliveries_by_app`).
         purged.events = self
             .engine
             .query(
                 "DELETE FROM events WHERE id IN ( \
                SELECT id FROM events e WHERE e.id < $1 \
-               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) \
+               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = e.app_id AND d.event_id = e.id) \
                ORDER BY e.id LIMIT $2)",
             )
             .bind(EventId::first_of_millisecond(cutoff_ms).as_str())

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use hookline_core::model::ReplayJobState;
 use hookline_core::signing::api_key;
 use hookline_core::time::{Clock, SystemClock};
 use hookline_dispatch::Dispatcher;
@@ -185,6 +186,7 @@ impl Server {
                 config.clone(),
                 shutdown.clone(),
             )));
+            tasks.push(tokio::spawn(replay_loop(store.clone(), shutdown.clone())));
         }
         Ok(Self {
             addr,
@@ -293,6 +295,57 @@ async fn retention_loop(
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
             _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// Deliveries a bulk replay moves back to pending per transaction.
+const REPLAY_BATCH: u32 = 500;
+/// A bulk replay worker's lease: another process resumes the job this long after
+/// its worker stopped renewing it.
+const REPLAY_LEASE: Duration = Duration::from_secs(30);
+
+/// Works bulk replays (`hookline_store`'s `replays`): takes a running job no
+/// process holds, replays it batch by batch (each batch renews the lease and
+/// commits the progress), and looks for the next one every half second. Every
+/// API process runs one, so a job outlives the process that started it.
+async fn replay_loop(store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
+    loop {
+        match store.take_replay_job(SystemClock.now(), REPLAY_LEASE).await {
+            Ok(Some(job)) => {
+                while !shutdown.is_cancelled() {
+                    match store
+                        .work_replay_job(&job, SystemClock.now(), REPLAY_BATCH, REPLAY_LEASE)
+                        .await
+                    {
+                        Ok(Some(progress)) if progress.state == ReplayJobState::Running => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        Ok(Some(progress)) => {
+                            tracing::info!(job = %job, replayed = progress.replayed,
+                                skipped = progress.skipped(), "bulk replay completed");
+                            break;
+                        }
+                        // Cancelled (or finished by another process).
+                        Ok(None) => break,
+                        Err(error) => {
+                            // The lease runs out and this or another process resumes it.
+                            tracing::warn!(%error, job = %job, "bulk replay batch failed");
+                            break;
+                        }
+                    }
+                }
+                if shutdown.is_cancelled() {
+                    return Ok(());
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "looking for bulk replays failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
 }

@@ -8,7 +8,7 @@ use hookline_core::model::DeadReason;
 use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter, Store};
 use serde::{Deserialize, Serialize};
 
-use super::{id_cursor, page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
+use super::{page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
@@ -99,7 +99,15 @@ pub(crate) async fn list(
     QueryParams(query): QueryParams<DeliveriesQuery>,
 ) -> ApiResult<Json<ListView<DeliveryView>>> {
     let app = caller.app(&state, &app).await?;
-    id_cursor::<DeliveryId>(&query.before)?;
+    if query
+        .before
+        .as_deref()
+        .is_some_and(|c| !Store::is_delivery_cursor(c))
+    {
+        return Err(ApiError::InvalidQuery(
+            "before must be a next_cursor this listing returned".into(),
+        ));
+    }
     let filter = DeliveryFilter {
         endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
         state: query.state.map(StateFilter::from),
@@ -113,7 +121,7 @@ pub(crate) async fn list(
     Ok(Json(page_of(
         &deliveries,
         &page,
-        |d| d.id.to_string(),
+        Store::delivery_cursor,
         |d| DeliveryView::from(d),
     )))
 }

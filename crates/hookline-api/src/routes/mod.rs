@@ -4,6 +4,7 @@ mod apps;
 mod deliveries;
 mod endpoints;
 mod events;
+mod replays;
 mod system;
 
 use axum::routing::{get, post};
@@ -63,6 +64,12 @@ pub(crate) fn routes() -> Router<AppState> {
             post(deliveries::replay),
         )
         .route("/v1/apps/{app}/dlq", get(deliveries::dlq))
+        .route("/v1/apps/{app}/replays", post(replays::start))
+        .route("/v1/apps/{app}/replays/{replay}", get(replays::get))
+        .route(
+            "/v1/apps/{app}/replays/{replay}/cancel",
+            post(replays::cancel),
+        )
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
