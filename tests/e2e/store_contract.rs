@@ -311,6 +311,21 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
         .delete_endpoint(&app, &created.id, t(6))
         .await
         .unwrap());
+    // Nothing can replay it, so retention removes it like delivered history.
+    let purged = store.purge_history(t(100)).await.unwrap();
+    assert_eq!(purged.deliveries, 1);
+    assert!(store
+        .list_dlq(
+            &app,
+            &DlqFilter::default(),
+            &Page {
+                limit: 10,
+                before: None
+            }
+        )
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {

@@ -230,38 +230,38 @@ impl Store {
         filter: &DeliveryFilter,
         page: &Page,
     ) -> Result<Vec<Delivery>> {
+        // The app's events, newest first, each with its deliveries: the walk reads
+        // `events_by_app` and `deliveries_by_event`, indexes the hot path has anyway.
         let mut f = Filters::new();
-        let index = match &filter.endpoint {
-            Some(endpoint) => {
-                f.text("d.endpoint_id = $?", endpoint.as_str());
-                "deliveries_of_endpoint"
-            }
-            None => "deliveries_by_app",
-        };
-        f.text("d.app_id = $?", app.as_str());
-        f.text_if("d.event_id = $?", filter.event.as_ref().map(|e| e.as_str()));
+        f.text("e.app_id = $?", app.as_str());
+        f.text_if("e.id = $?", filter.event.as_ref().map(|e| e.as_str()));
         if let Some((event, id)) = page.before.as_deref().and_then(parse_delivery_cursor) {
-            f.clause(
-                "(d.event_id < $? OR (d.event_id = $? AND d.id < $?))",
-                [Arg::Text(event.clone()), Arg::Text(event), Arg::Text(id)],
-            );
+            f.text("e.id <= $?", event.clone());
+            f.clause("(e.id, d.id) < ($?, $?)", [Arg::Text(event), Arg::Text(id)]);
         }
-        f.id_range("d.event_id", filter.created, |ms| {
+        f.id_range("e.id", filter.created, |ms| {
             EventId::first_of_millisecond(ms).to_string()
         });
-        f.state(filter.state);
+        f.text_if("e.event_type = $?", filter.event_type.as_deref());
         f.text_if(
-            "EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.event_type = $?)",
-            filter.event_type.as_deref(),
+            "d.endpoint_id = $?",
+            filter.endpoint.as_ref().map(|e| e.as_str()),
         );
+        f.state(filter.state);
         f.status(
             "(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.id DESC LIMIT 1)",
             filter.last_status,
         );
+        let columns: Vec<String> = DELIVERY_COLUMNS
+            .split(',')
+            .map(|c| format!("d.{}", c.trim()))
+            .collect();
         let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} \
-             ORDER BY d.event_id DESC, d.id DESC LIMIT ${}",
-            self.engine.indexed_by(index),
+            "SELECT {} FROM events e{} JOIN deliveries d{} ON d.event_id = e.id WHERE {} \
+             ORDER BY e.id DESC, d.id DESC LIMIT ${}",
+            columns.join(", "),
+            self.engine.indexed_by("events_by_app"),
+            self.engine.indexed_by("deliveries_by_event"),
             f.sql(),
             f.after()
         );
@@ -294,9 +294,10 @@ impl Store {
     ) -> Result<Vec<Delivery>> {
         let mut f = self.dlq_filters(app, filter);
         if let Some((dead_at, id)) = page.before.as_deref().and_then(parse_dlq_cursor) {
+            f.int("d.dead_at <= $?", dead_at);
             f.clause(
-                "(d.dead_at < $? OR (d.dead_at = $? AND d.id < $?))",
-                [Arg::Int(dead_at), Arg::Int(dead_at), Arg::Text(id)],
+                "(d.dead_at, d.id) < ($?, $?)",
+                [Arg::Int(dead_at), Arg::Text(id)],
             );
         }
         let sql = format!(
@@ -380,7 +381,15 @@ impl Store {
             return Ok(ReplayOutcome::Replayed(delivery_from_row(&row)?));
         }
         Ok(match self.get_delivery(app, id).await? {
-            Some(delivery) if delivery.state == DeliveryState::Dead => {
+            // Dead, and not replayed: its endpoint is gone (or it died just after
+            // this replay looked, when it was pending or in flight).
+            Some(delivery)
+                if delivery.state == DeliveryState::Dead
+                    && self
+                        .get_endpoint(app, &delivery.endpoint_id)
+                        .await?
+                        .is_none() =>
+            {
                 ReplayOutcome::EndpointDeleted(delivery)
             }
             Some(delivery) => ReplayOutcome::NotDead(delivery),

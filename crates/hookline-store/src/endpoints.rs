@@ -401,6 +401,20 @@ impl Store {
         now: Timestamp,
     ) -> Result<bool> {
         let mut tx = self.writer.begin().await?;
+        // Deliveries before the endpoint row: the order in which completions and
+        // claims lock them (deliveries, then endpoints), so a delete and a completion
+        // cannot deadlock on PostgreSQL. Rolled back if the endpoint is not the app's.
+        self.engine
+            .query(
+                "UPDATE deliveries SET state = 'dead', dead_reason = 'endpoint_deleted', \
+                 dead_at = $3, due_at = $3, lease_token = NULL, updated_at = $3 \
+                 WHERE endpoint_id = $1 AND app_id = $2 AND state IN ('pending', 'in_flight', 'blocked')",
+            )
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .bind(now.as_millis())
+            .execute(&mut tx)
+            .await?;
         let deleted = self
             .engine
             .query("DELETE FROM endpoints WHERE id = $1 AND app_id = $2")
@@ -410,18 +424,10 @@ impl Store {
             .await?
             .rows_affected();
         if deleted == 1 {
-            self.engine
-                .query(
-                    "UPDATE deliveries SET state = 'dead', dead_reason = 'endpoint_deleted', \
-                     dead_at = $2, due_at = $2, lease_token = NULL, updated_at = $2 \
-                     WHERE endpoint_id = $1 AND state IN ('pending', 'in_flight', 'blocked')",
-                )
-                .bind(id.as_str())
-                .bind(now.as_millis())
-                .execute(&mut tx)
-                .await?;
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
         }
-        tx.commit().await?;
         Ok(deleted == 1)
     }
 

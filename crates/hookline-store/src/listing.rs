@@ -1,24 +1,29 @@
 //! The dashboard's listings: filtered, newest first, with keyset cursors.
 //!
-//! Every listing walks one index backwards from its cursor (`id < $cursor ORDER
-//! BY id DESC`, ids being time-sortable; deliveries by `(event_id, id)`, so newest
-//! event first), so a walk of every page sees each row that existed when it
-//! started exactly once, however many rows arrive meanwhile.
-//! The WHERE clause holds only the filters present, so each combination is its
-//! own statement text, planned for the index its filters call for:
+//! Every listing walks an index backwards from its cursor (`id < $cursor ORDER
+//! BY id DESC`, ids being time-sortable; deliveries by their event, then id), so
+//! a walk of every page sees each row that existed when it started exactly
+//! once, however many rows arrive meanwhile. Cursors are row values
+//! (`(a, b) < ($1, $2)`), which both planners turn into an index range. The
+//! WHERE clause holds only the filters present, so each combination is its own
+//! statement text. No listing has an index of its own: they walk indexes the
+//! hot path keeps anyway, so they cost delivery nothing (docs/BENCHMARKS.md,
+//! ninth round, measured what an index of their own cost).
 //!
-//! | listing | index walked | other filters (checked per row) |
+//! | listing | walks | other filters (checked along the walk) |
 //! |---|---|---|
 //! | an app's events | `events_by_app (app_id, id)` | type, ordering key |
-//! | an app's deliveries | `deliveries_by_app (app_id, event_id, id)` (also: one event's), or with an endpoint `deliveries_of_endpoint (endpoint_id, event_id, id)` | state, event type (the event's row), last status (the newest attempt, by `attempts_by_delivery`) |
+//! | an app's deliveries | `events_by_app`, each event's deliveries by `deliveries_by_event` | endpoint, state, last status (the newest attempt, by `attempts_by_delivery`) |
 //! | the DLQ | `deliveries_dlq (app_id, dead_at, id)`, partial on `dead` | endpoint, reason, event type |
 //! | a delivery's attempts | `attempts_by_delivery (delivery_id, id)` | — |
 //! | an endpoint's attempts | `attempts_by_endpoint (endpoint_id, id)` | verdict, status, start time |
 //!
-//! Time ranges on events and deliveries are event id ranges (`event_id >= first
-//! id of the millisecond`, the id being made at publish), so they narrow the index walk
+//! So a filter that matches few rows of a large app reads further to fill a
+//! page: an endpoint's deliveries among many endpoints, or a rare state.
+//! Time ranges on events and deliveries are event id ranges (`e.id >= first id
+//! of the millisecond`, the id being made at publish), so they narrow the walk
 //! itself; an attempt's id is made when it is recorded, so its range is on
-//! `started_at`, checked per row; the DLQ's is on `dead_at`, its index's key.
+//! `started_at`; the DLQ's is on `dead_at`, its index's key.
 
 use hookline_core::time::Timestamp;
 

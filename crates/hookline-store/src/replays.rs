@@ -146,6 +146,15 @@ impl Store {
         now: Timestamp,
     ) -> Result<StartedReplay> {
         let key = filter_to_json(filter);
+        // Counted on a reader, before the transaction: on SQLite the writer is the one
+        // delivery needs. (A job's total is corrected when it finishes.)
+        let mut f = self.dlq_filters(app, filter);
+        f.int("d.dead_at <= $?", now.as_millis());
+        let count_sql = format!("SELECT COUNT(*) FROM deliveries d WHERE {}", f.sql());
+        let total: i64 = f
+            .bind(self.engine.query(&count_sql))
+            .fetch_scalar(&self.reader)
+            .await?;
         let mut tx = self.writer.begin().await?;
         let running = format!(
             "SELECT {JOB_COLUMNS} FROM replay_jobs WHERE app_id = $1 AND filter = $2 AND state = 'running'"
@@ -160,13 +169,6 @@ impl Store {
         {
             return Ok(StartedReplay::AlreadyRunning(job_from_row(&row)?));
         }
-        let mut f = self.dlq_filters(app, filter);
-        f.int("d.dead_at <= $?", now.as_millis());
-        let count_sql = format!("SELECT COUNT(*) FROM deliveries d WHERE {}", f.sql());
-        let total: i64 = f
-            .bind(self.engine.query(&count_sql))
-            .fetch_scalar(&mut tx)
-            .await?;
         let id = ReplayJobId::generate();
         // A concurrent identical request that committed first wins the unique index;
         // this one then answers its job.
@@ -189,14 +191,19 @@ impl Store {
         match inserted {
             Some(row) => Ok(StartedReplay::Started(job_from_row(&row)?)),
             None => {
+                // The identical request that won; it may have finished meanwhile.
+                let latest = format!(
+                    "SELECT {JOB_COLUMNS} FROM replay_jobs WHERE app_id = $1 AND filter = $2 \
+                     ORDER BY created_at DESC, id DESC LIMIT 1"
+                );
                 let row = self
                     .engine
-                    .query(&running)
+                    .query(&latest)
                     .bind(app.as_str())
                     .bind(key.as_str())
                     .fetch_optional(&self.writer)
                     .await?
-                    .ok_or_else(|| StoreError::Corrupt("a running replay vanished".into()))?;
+                    .ok_or_else(|| StoreError::Corrupt("a replay job vanished".into()))?;
                 Ok(StartedReplay::AlreadyRunning(job_from_row(&row)?))
             }
         }
@@ -304,9 +311,10 @@ impl Store {
         let mut f = self.dlq_filters(&job.app_id, &job.filter);
         f.int("d.dead_at <= $?", cutoff);
         if let Some((at, id)) = cursor {
+            f.int("d.dead_at >= $?", at);
             f.clause(
-                "(d.dead_at > $? OR (d.dead_at = $? AND d.id > $?))",
-                [Arg::Int(at), Arg::Int(at), Arg::Text(id)],
+                "(d.dead_at, d.id) > ($?, $?)",
+                [Arg::Int(at), Arg::Text(id)],
             );
         }
         let next = format!(

@@ -3,12 +3,14 @@
 //!
 //! What goes, once older than its period (counted from creation):
 //!
-//! - **succeeded deliveries** and their attempt rows;
+//! - **succeeded deliveries** and their attempt rows, and **dead deliveries of a
+//!   deleted endpoint** (nothing can replay them) with theirs;
 //! - **events** that have no delivery left (all succeeded and removed, or the
 //!   event had no subscriber);
 //! - **idempotency records** (their own, shorter period).
 //!
-//! What stays: pending, in-flight, blocked and **dead** deliveries with their
+//! What stays: pending, in-flight, blocked and **dead** deliveries (of endpoints
+//! that exist) with their
 //! attempts and events — the dead-letter queue is for people to act on, and a
 //! replay needs the event. Each batch is one short transaction of at most
 //! [`RETENTION_BATCH`] deliveries found by a primary-key range scan (ids sort by
@@ -56,16 +58,20 @@ static DELETE_DELIVERIES: Sql = Sql::new(|engine| {
 });
 
 impl Store {
-    /// Removes one batch of succeeded deliveries created before `cutoff` (with their
+    /// Removes one batch of succeeded deliveries (and dead ones of deleted endpoints)
+    /// created before `cutoff` (with their
     /// attempts), then one batch of events created before `cutoff` that have no
     /// delivery left. Call again while [`Purged::full`].
     #[tracing::instrument(skip_all)]
     pub async fn purge_history(&self, cutoff: Timestamp) -> Result<Purged> {
         let cutoff_ms = cutoff.as_millis().max(0) as u64;
         let mut tx = self.writer.begin().await?;
-        // Succeeded deliveries, oldest first, by the primary key.
+        // Succeeded deliveries, and dead ones nothing can replay, oldest first, by the
+        // primary key.
         let ids: Vec<String> = self.engine.query(
-            "SELECT id FROM deliveries WHERE id < $1 AND state = 'succeeded' ORDER BY id LIMIT $2",
+            "SELECT id FROM deliveries WHERE id < $1 AND (state = 'succeeded' OR (state = 'dead' \
+             AND NOT EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id))) \
+             ORDER BY id LIMIT $2",
         )
         .bind(DeliveryId::first_of_millisecond(cutoff_ms).as_str())
         .bind(i64::from(RETENTION_BATCH))
@@ -92,13 +98,13 @@ impl Store {
                 .await?
                 .rows_affected();
         }
-        // Events without any delivery left (each probe is a lookup in `deliveries_by_app`).
+        // Events without any delivery left (each probe is an index lookup by event).
         purged.events = self
             .engine
             .query(
                 "DELETE FROM events WHERE id IN ( \
                SELECT id FROM events e WHERE e.id < $1 \
-               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = e.app_id AND d.event_id = e.id) \
+               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) \
                ORDER BY e.id LIMIT $2)",
             )
             .bind(EventId::first_of_millisecond(cutoff_ms).as_str())

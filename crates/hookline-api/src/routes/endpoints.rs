@@ -385,7 +385,15 @@ pub(crate) async fn attempts(
         .store
         .list_endpoint_attempts(&app.id, &id, &filter, &page)
         .await?;
-    if attempts.is_empty() && first_page && state.store.get_endpoint(&app.id, &id).await?.is_none()
+    // Unknown unless the endpoint exists or once did (its attempts stay after a delete).
+    if attempts.is_empty()
+        && first_page
+        && state.store.get_endpoint(&app.id, &id).await?.is_none()
+        && state
+            .store
+            .list_endpoint_attempts(&app.id, &id, &AttemptFilter::default(), &page)
+            .await?
+            .is_empty()
     {
         return Err(ApiError::NotFound("endpoint"));
     }

@@ -162,13 +162,15 @@ fn status_filter(value: Option<String>) -> ApiResult<Option<hookline_store::Stat
     };
     let lower = value.to_ascii_lowercase();
     let filter = match lower.strip_suffix("xx") {
-        Some(class) => StatusFilter::Class(class.parse().map_err(|_| bad())?),
-        None => StatusFilter::Exact(lower.parse().map_err(|_| bad())?),
+        Some(class) => match class.parse::<u16>() {
+            Ok(class @ 1..=5) => StatusFilter::Class(class),
+            _ => return Err(bad()),
+        },
+        None => match lower.parse::<u16>() {
+            Ok(status @ 100..=599) => StatusFilter::Exact(status),
+            _ => return Err(bad()),
+        },
     };
-    let (low, high) = filter.range();
-    if low < 100 || high > 600 {
-        return Err(bad());
-    }
     Ok(Some(filter))
 }
 
