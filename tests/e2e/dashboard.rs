@@ -68,17 +68,8 @@ async fn count(app: &TestApp, endpoint: &Value, state: DeliveryState) -> u64 {
     app.store().count_deliveries(&id, state).await.unwrap()
 }
 
-/// 500 events to two endpoints that refuse them (1,000 dead deliveries, 1,000
-/// attempts), then every listing walked page by page while 100 more events (200
-/// deliveries) are published: each row that existed before is seen exactly once.
-async fn every_listing_sees_each_row_once_while_new_rows_arrive(engine: Engine) {
-    let app = std::sync::Arc::new(TestApp::spawn(engine).await);
-    let receiver = Receiver::start().await;
-    receiver.answer_always(Reply::status(400));
-    let app_id = app.create_app().await;
-    let first = app.create_endpoint(&app_id, &receiver.url).await;
-    let second = app.create_endpoint(&app_id, &receiver.url).await;
-
+/// Publishes 500 events in two batches; their ids and their deliveries' ids.
+async fn publish_500(app: &TestApp, app_id: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut events = BTreeSet::new();
     let mut deliveries = BTreeSet::new();
     for chunk in 0..2 {
@@ -100,6 +91,21 @@ async fn every_listing_sees_each_row_once_while_new_rows_arrive(engine: Engine) 
             }
         }
     }
+    (events, deliveries)
+}
+
+/// 500 events to two endpoints that refuse them (1,000 dead deliveries, 1,000
+/// attempts), then every listing walked page by page while 100 more events (200
+/// deliveries) are published: each row that existed before is seen exactly once.
+async fn every_listing_sees_each_row_once_while_new_rows_arrive(engine: Engine) {
+    let app = std::sync::Arc::new(TestApp::spawn(engine).await);
+    let receiver = Receiver::start().await;
+    receiver.answer_always(Reply::status(400));
+    let app_id = app.create_app().await;
+    let first = app.create_endpoint(&app_id, &receiver.url).await;
+    let second = app.create_endpoint(&app_id, &receiver.url).await;
+
+    let (events, deliveries) = publish_500(&app, &app_id).await;
     assert_eq!((events.len(), deliveries.len()), (500, 1000));
     wait_until(Duration::from_secs(60), "1,000 dead deliveries", || async {
         (count(&app, &first, DeliveryState::Dead).await
@@ -474,25 +480,9 @@ async fn bulk_replay_sends_each_dead_delivery_once_more(engine: Engine) {
         receiver.answer_always(Reply::status(400));
         endpoints.push(app.create_endpoint(&app_id, &receiver.url).await);
     }
-    let mut events = BTreeSet::new();
-    let mut some_delivery = String::new();
-    for chunk in 0..2 {
-        let batch: Vec<Value> = (0..250)
-            .map(|n| json!({"event_type": "order.paid", "payload": {"n": chunk * 250 + n}}))
-            .collect();
-        let answer = app
-            .call(
-                Method::POST,
-                &format!("/v1/apps/{app_id}/events/batch"),
-                Some(&json!({"events": batch})),
-                202,
-            )
-            .await;
-        for event in answer["data"].as_array().unwrap() {
-            events.insert(event["id"].as_str().unwrap().to_owned());
-            some_delivery = event["deliveries"][0]["id"].as_str().unwrap().to_owned();
-        }
-    }
+    let (events, deliveries) = publish_500(&app, &app_id).await;
+    assert_eq!((events.len(), deliveries.len()), (500, 1000));
+    let some_delivery = deliveries.iter().next().unwrap().clone();
     wait_until(Duration::from_secs(60), "1,000 dead deliveries", || async {
         (count(&app, &endpoints[0], DeliveryState::Dead).await
             + count(&app, &endpoints[1], DeliveryState::Dead).await

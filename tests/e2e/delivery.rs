@@ -16,6 +16,7 @@ both_engines!(
     slow_response_times_out_and_is_retried,
     exhausted_retries_dead_letter_with_reason,
     replay_redelivers_with_the_same_webhook_id,
+    resend_sends_a_succeeded_delivery_again_with_the_same_webhook_id,
     redirects_are_not_followed,
     gone_disables_the_endpoint,
     private_destinations_are_refused_where_the_connection_is_made,
@@ -290,6 +291,49 @@ async fn replay_redelivers_with_the_same_webhook_id(engine: Engine) {
         .as_array()
         .unwrap()
         .is_empty());
+}
+
+/// A customer lost what they received: resend the succeeded delivery, a new round
+/// with the same `webhook-id` and payload; on one that has not succeeded (here
+/// dead) nothing changes.
+async fn resend_sends_a_succeeded_delivery_again_with_the_same_webhook_id(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(200), Reply::status(200), Reply::status(404)]);
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let published = app.publish(&app_id, "order.paid", json!({"n": 8})).await;
+    let delivery_id = only_delivery(&published);
+    app.wait_for_delivery_state(&app_id, &delivery_id, "succeeded")
+        .await;
+
+    let path = format!("/v1/apps/{app_id}/deliveries/{delivery_id}/resend");
+    let resent = app.call(reqwest::Method::POST, &path, None, 202).await;
+    assert_eq!(resent["resent"], true);
+    let requests = receiver.wait_for_requests(2).await;
+    let delivery = app
+        .wait_for_delivery_state(&app_id, &delivery_id, "succeeded")
+        .await;
+    assert_eq!(delivery["attempts"], 1, "a resend starts a new round");
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].header("webhook-id"), published["id"]);
+    assert_eq!(requests[0].json()["data"], requests[1].json()["data"]);
+    assert_eq!(app.attempts(&app_id, &delivery_id).await.len(), 2);
+
+    // A dead delivery is not resent (it is replayed): nothing changes.
+    let dead = only_delivery(&app.publish(&app_id, "order.paid", json!({"n": 9})).await);
+    app.wait_for_delivery_state(&app_id, &dead, "dead").await;
+    let refused = app
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app_id}/deliveries/{dead}/resend"),
+            None,
+            200,
+        )
+        .await;
+    assert_eq!(refused["resent"], false);
+    assert_eq!(refused["delivery"]["state"], "dead");
+    assert_eq!(receiver.requests().len(), 3);
 }
 
 async fn redirects_are_not_followed(engine: Engine) {

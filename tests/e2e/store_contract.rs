@@ -860,7 +860,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
     assert_eq!(delivery.dead_reason, None);
     assert!(outcomes
         .iter()
-        .any(|o| matches!(o, ReplayOutcome::NotDead(d) if d.state == DeliveryState::Pending)));
+        .any(|o| matches!(o, ReplayOutcome::Unchanged(d) if d.state == DeliveryState::Pending)));
 
     let again = store
         .claim_due_deliveries(t(100), LEASE, 1, &policy())

@@ -45,15 +45,16 @@ pub(crate) fn delivery_from_row(row: &Row) -> Result<Delivery> {
 /// age counted afresh); the event, so `webhook-id`, stays.
 const REPLAY: &str = "state = 'pending', due_at = $3, attempts = 0, round_started_at = $3, \
      dead_reason = NULL, dead_at = NULL, updated_at = $3";
-/// What may be replayed: dead, with an endpoint to send to. The state check is in
-/// the UPDATE, so of concurrent replays of one delivery exactly one starts a round.
-const REPLAYABLE: &str = "state = 'dead' \
-     AND EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)";
+/// A delivery with an endpoint to send to (a restart's condition beside its state,
+/// which is in the same UPDATE, so of concurrent restarts exactly one starts a round).
+const HAS_ENDPOINT: &str =
+    "EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)";
 
 /// [`REPLAY`] of a batch of ids, now being `$1`.
 static REPLAY_BATCH: Sql = Sql::new(|engine| {
     format!(
-        "UPDATE deliveries SET {} WHERE {REPLAYABLE} AND id IN (SELECT id FROM {})",
+        "UPDATE deliveries SET {} WHERE state = 'dead' AND {HAS_ENDPOINT} \
+         AND id IN (SELECT id FROM {})",
         REPLAY.replace("$3", "$1"),
         engine.rows(2, &[("id", Kind::Text)])
     )
@@ -206,17 +207,11 @@ impl Store {
         f.time_range("started_at", filter.started);
         f.text_if("verdict = $?", filter.verdict.map(|v| v.as_str()));
         f.status("status_code", filter.status);
-        let sql = format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM attempts{} WHERE {} ORDER BY id DESC LIMIT ${}",
+        let select = format!(
+            "{ATTEMPT_COLUMNS} FROM attempts{}",
             self.engine.indexed_by("attempts_by_endpoint"),
-            f.sql(),
-            f.after()
         );
-        let rows = f
-            .bind(self.engine.query(&sql))
-            .bind(i64::from(page.limit))
-            .fetch_all(&self.reader)
-            .await?;
+        let rows = self.page_rows(&select, &f, "id DESC", page.limit).await?;
         rows.iter().map(attempt_from_row).collect()
     }
 
@@ -256,19 +251,14 @@ impl Store {
             .split(',')
             .map(|c| format!("d.{}", c.trim()))
             .collect();
-        let sql = format!(
-            "SELECT {} FROM events e{} JOIN deliveries d{} ON d.event_id = e.id WHERE {} \
-             ORDER BY e.id DESC, d.id DESC LIMIT ${}",
+        let select = format!(
+            "{} FROM events e{} JOIN deliveries d{} ON d.event_id = e.id",
             columns.join(", "),
             self.engine.indexed_by("events_by_app"),
             self.engine.indexed_by("deliveries_by_event"),
-            f.sql(),
-            f.after()
         );
-        let rows = f
-            .bind(self.engine.query(&sql))
-            .bind(i64::from(page.limit))
-            .fetch_all(&self.reader)
+        let rows = self
+            .page_rows(&select, &f, "e.id DESC, d.id DESC", page.limit)
             .await?;
         rows.iter().map(delivery_from_row).collect()
     }
@@ -300,17 +290,12 @@ impl Store {
                 [Arg::Int(dead_at), Arg::Text(id)],
             );
         }
-        let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM deliveries d{} WHERE {} \
-             ORDER BY d.dead_at DESC, d.id DESC LIMIT ${}",
+        let select = format!(
+            "{DELIVERY_COLUMNS} FROM deliveries d{}",
             self.engine.indexed_by("deliveries_dlq"),
-            f.sql(),
-            f.after()
         );
-        let rows = f
-            .bind(self.engine.query(&sql))
-            .bind(i64::from(page.limit))
-            .fetch_all(&self.reader)
+        let rows = self
+            .page_rows(&select, &f, "d.dead_at DESC, d.id DESC", page.limit)
             .await?;
         rows.iter().map(delivery_from_row).collect()
     }
@@ -355,7 +340,7 @@ impl Store {
     /// count 0, max age counted afresh); the event id — and so `webhook-id` — stays.
     ///
     /// The state check is part of the `UPDATE`, so of two concurrent replays
-    /// exactly one starts a round; the other sees [`ReplayOutcome::NotDead`]. A
+    /// exactly one starts a round; the other sees [`ReplayOutcome::Unchanged`]. A
     /// delivery whose endpoint was deleted stays dead ([`ReplayOutcome::EndpointDeleted`]).
     #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
     pub async fn replay_delivery(
@@ -364,27 +349,53 @@ impl Store {
         id: &DeliveryId,
         now: Timestamp,
     ) -> Result<ReplayOutcome> {
+        self.restart_delivery(app, id, DeliveryState::Dead, now)
+            .await
+    }
+
+    /// Sends a succeeded delivery again, as [`Store::replay_delivery`] does a dead
+    /// one (a new round, the same `webhook-id`): for a receiver that lost what it got.
+    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
+    pub async fn resend_delivery(
+        &self,
+        app: &AppId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<ReplayOutcome> {
+        self.restart_delivery(app, id, DeliveryState::Succeeded, now)
+            .await
+    }
+
+    /// A new round for a delivery in state `from` whose endpoint exists.
+    async fn restart_delivery(
+        &self,
+        app: &AppId,
+        id: &DeliveryId,
+        from: DeliveryState,
+        now: Timestamp,
+    ) -> Result<ReplayOutcome> {
         let sql = format!(
-            "UPDATE deliveries SET {REPLAY} WHERE id = $1 AND app_id = $2 AND {REPLAYABLE} \
-             RETURNING {DELIVERY_COLUMNS}"
+            "UPDATE deliveries SET {REPLAY} WHERE id = $1 AND app_id = $2 AND state = $4 \
+             AND {HAS_ENDPOINT} RETURNING {DELIVERY_COLUMNS}"
         );
-        let replayed = self
+        let restarted = self
             .engine
             .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .bind(now.as_millis())
+            .bind(from.as_str())
             .fetch_optional(&self.writer)
             .await?;
-        if let Some(row) = replayed {
+        if let Some(row) = restarted {
             self.notify_due();
             return Ok(ReplayOutcome::Replayed(delivery_from_row(&row)?));
         }
         Ok(match self.get_delivery(app, id).await? {
-            // Dead, and not replayed: its endpoint is gone (or it died just after
-            // this replay looked, when it was pending or in flight).
+            // In the state, and not restarted: its endpoint is gone (or it reached the
+            // state just after the UPDATE looked).
             Some(delivery)
-                if delivery.state == DeliveryState::Dead
+                if delivery.state == from
                     && self
                         .get_endpoint(app, &delivery.endpoint_id)
                         .await?
@@ -392,7 +403,7 @@ impl Store {
             {
                 ReplayOutcome::EndpointDeleted(delivery)
             }
-            Some(delivery) => ReplayOutcome::NotDead(delivery),
+            Some(delivery) => ReplayOutcome::Unchanged(delivery),
             None => ReplayOutcome::NotFound,
         })
     }

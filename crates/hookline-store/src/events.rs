@@ -76,17 +76,11 @@ impl Store {
         });
         f.text_if("event_type = $?", filter.event_type.as_deref());
         f.text_if("ordering_key = $?", filter.ordering_key.as_deref());
-        let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events{} WHERE {} ORDER BY id DESC LIMIT ${}",
+        let select = format!(
+            "{EVENT_COLUMNS} FROM events{}",
             self.engine.indexed_by("events_by_app"),
-            f.sql(),
-            f.after()
         );
-        let rows = f
-            .bind(self.engine.query(&sql))
-            .bind(i64::from(page.limit))
-            .fetch_all(&self.reader)
-            .await?;
+        let rows = self.page_rows(&select, &f, "id DESC", page.limit).await?;
         rows.iter().map(event_from_row).collect()
     }
 

@@ -184,3 +184,26 @@ impl Engine {
         }
     }
 }
+
+impl crate::Store {
+    /// One page of a listing on a reader: `SELECT {select} WHERE {filters} ORDER BY
+    /// {order} LIMIT {limit}`, the limit bound after the filters.
+    pub(crate) async fn page_rows(
+        &self,
+        select: &str,
+        filters: &Filters,
+        order: &str,
+        limit: u32,
+    ) -> crate::Result<Vec<crate::db::Row>> {
+        let sql = format!(
+            "SELECT {select} WHERE {} ORDER BY {order} LIMIT ${}",
+            filters.sql(),
+            filters.after()
+        );
+        filters
+            .bind(self.engine.query(&sql))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await
+    }
+}

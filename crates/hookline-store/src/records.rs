@@ -328,14 +328,15 @@ pub struct Attempt {
     pub dead_reason: Option<DeadReason>,
 }
 
-/// What a replay request did.
+/// What a replay (or resend) request did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplayOutcome {
     /// The dead delivery is pending again, in a new round.
     Replayed(Delivery),
-    /// Not dead (pending, in flight or succeeded): nothing changed.
-    NotDead(Delivery),
-    /// Dead, but its endpoint was deleted: there is nowhere to send it.
+    /// Not in the state the request restarts (dead for a replay, succeeded for a
+    /// resend): nothing changed.
+    Unchanged(Delivery),
+    /// Its endpoint was deleted: there is nowhere to send it.
     EndpointDeleted(Delivery),
     NotFound,
 }

@@ -199,7 +199,7 @@ pub(crate) async fn replay(
                 delivery: DeliveryView::from(&delivery),
             }),
         )),
-        ReplayOutcome::NotDead(delivery) => Ok((
+        ReplayOutcome::Unchanged(delivery) => Ok((
             StatusCode::OK,
             Json(ReplayView {
                 replayed: false,
@@ -213,4 +213,60 @@ pub(crate) async fn replay(
         ReplayOutcome::EndpointDeleted(_) => Err(ApiError::EndpointDeleted),
         ReplayOutcome::NotFound => Err(ApiError::NotFound("delivery")),
     }
+}
+
+#[derive(Serialize)]
+pub(crate) struct ResendView {
+    /// Whether this request started a new round.
+    resent: bool,
+    detail: String,
+    delivery: DeliveryView,
+}
+
+/// Sends a succeeded delivery again (a new round, the same `webhook-id`), for a
+/// receiver that lost what it got. On a delivery that has not succeeded it
+/// changes nothing and says so (200, `resent: false`; a dead one is replayed).
+pub(crate) async fn resend(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, delivery)): Path<(String, String)>,
+) -> ApiResult<(StatusCode, Json<ResendView>)> {
+    let app = caller.app(&state, &app).await?;
+    let id: DeliveryId = path_id(&delivery, "delivery")?;
+    let (status, resent, detail, delivery) = match state
+        .store
+        .resend_delivery(&app.id, &id, state.clock.now())
+        .await?
+    {
+        ReplayOutcome::Replayed(delivery) => (
+            StatusCode::ACCEPTED,
+            true,
+            "the delivery is pending again and will be sent now, with the same webhook-id".into(),
+            delivery,
+        ),
+        ReplayOutcome::Unchanged(delivery) => (
+            StatusCode::OK,
+            false,
+            format!(
+                "the delivery is {}, not succeeded; nothing changed{}",
+                delivery.state,
+                if delivery.state == hookline_core::model::DeliveryState::Dead {
+                    " (replay a dead delivery instead)"
+                } else {
+                    ""
+                }
+            ),
+            delivery,
+        ),
+        ReplayOutcome::EndpointDeleted(_) => return Err(ApiError::EndpointDeleted),
+        ReplayOutcome::NotFound => return Err(ApiError::NotFound("delivery")),
+    };
+    Ok((
+        status,
+        Json(ResendView {
+            resent,
+            detail,
+            delivery: DeliveryView::from(&delivery),
+        }),
+    ))
 }

@@ -63,6 +63,10 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/apps/{app}/deliveries/{delivery}/replay",
             post(deliveries::replay),
         )
+        .route(
+            "/v1/apps/{app}/deliveries/{delivery}/resend",
+            post(deliveries::resend),
+        )
         .route("/v1/apps/{app}/dlq", get(deliveries::dlq))
         .route("/v1/apps/{app}/replays", post(replays::start))
         .route("/v1/apps/{app}/replays/{replay}", get(replays::get))
