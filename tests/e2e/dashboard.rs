@@ -17,6 +17,7 @@ both_engines!(
     filters_return_exactly_the_matching_rows,
     bad_listing_queries_are_clear_400s,
     bulk_replay_sends_each_dead_delivery_once_more,
+    endpoint_stats_match_what_the_receiver_saw,
 );
 
 /// Every page of `path` (which has no `?` yet unless `query` adds one), `limit` at a time.
@@ -572,4 +573,61 @@ async fn bulk_replay_sends_each_dead_delivery_once_more(engine: Engine) {
             .await["state"],
         "completed"
     );
+}
+
+/// Ten events: the receiver takes 30 ms to accept eight and refuses two at once.
+/// The stats say so: 8 succeeded and 2 dead (client_error), 10 attempts in the
+/// hour at a success rate of 0.8, and a median latency of at least 30 ms.
+async fn endpoint_stats_match_what_the_receiver_saw(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let receiver = Receiver::start().await;
+    let mut replies: Vec<Reply> = (0..8)
+        .map(|_| Reply::status(200).after(Duration::from_millis(30)))
+        .collect();
+    replies.extend([Reply::status(404), Reply::status(404)]);
+    receiver.script(replies);
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    for n in 0..10 {
+        app.publish(&app_id, "order.paid", json!({"n": n})).await;
+    }
+    wait_until(
+        Duration::from_secs(30),
+        "every delivery settled",
+        || async {
+            (count(&app, &endpoint, DeliveryState::Succeeded).await == 8
+                && count(&app, &endpoint, DeliveryState::Dead).await == 2)
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(receiver.requests().len(), 10);
+
+    let path = format!(
+        "/v1/apps/{app_id}/endpoints/{}/stats",
+        endpoint["id"].as_str().unwrap()
+    );
+    let stats = app.get(&path).await;
+    assert_eq!(stats["deliveries"]["succeeded"], 8, "{stats}");
+    assert_eq!(stats["deliveries"]["dead"], 2);
+    assert_eq!(stats["deliveries"]["pending"], 0);
+    assert_eq!(stats["dlq_by_reason"], json!({"client_error": 2}));
+    assert_eq!(stats["breaker"], "closed");
+    for window in ["hour", "day", "week"] {
+        let w = &stats["windows"][window];
+        assert_eq!(w["attempts"], 10, "{window}");
+        assert_eq!(w["delivered"], 8, "{window}");
+        assert_eq!(w["success_rate"], 0.8, "{window}");
+        assert_eq!(w["sampled"], false, "{window}");
+        let p50 = w["latency_ms"]["p50"].as_u64().unwrap();
+        let p99 = w["latency_ms"]["p99"].as_u64().unwrap();
+        assert!(p50 >= 30 && p99 >= p50, "{window}: {w}");
+    }
+    app.call(
+        Method::GET,
+        &format!("/v1/apps/{app_id}/endpoints/ep_01J00000000000000000000000/stats"),
+        None,
+        404,
+    )
+    .await;
 }

@@ -19,6 +19,7 @@
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
+//! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`destination`]: which IP addresses outbound requests may reach.
 
@@ -35,4 +36,5 @@ pub mod ordering;
 pub mod rate;
 pub mod retry;
 pub mod signing;
+pub mod stats;
 pub mod time;

@@ -472,6 +472,67 @@ impl Store {
         }))
     }
 
+    /// The endpoint's attempts that started at or after `since`, newest first, at
+    /// most `cap` of them (the stats' sample), walked by `attempts_by_endpoint`.
+    #[tracing::instrument(skip_all, fields(endpoint = %id))]
+    pub async fn endpoint_attempt_sample(
+        &self,
+        app: &AppId,
+        id: &EndpointId,
+        since: Timestamp,
+        cap: u32,
+    ) -> Result<Vec<hookline_core::stats::Sample>> {
+        let rows = self
+            .engine
+            .query(
+                "SELECT duration_ms, verdict FROM attempts \
+                 WHERE endpoint_id = $1 AND app_id = $2 AND started_at >= $3 \
+                 ORDER BY id DESC LIMIT $4",
+            )
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .bind(since.as_millis())
+            .bind(i64::from(cap))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(hookline_core::stats::Sample {
+                    duration_ms: row.try_get::<i64, _>("duration_ms")?.max(0) as u64,
+                    delivered: row.try_get::<String, _>("verdict")? == "delivered",
+                })
+            })
+            .collect()
+    }
+
+    /// An endpoint's deliveries by state, and its dead ones by reason.
+    #[tracing::instrument(skip_all, fields(endpoint = %id))]
+    pub async fn endpoint_delivery_counts(
+        &self,
+        app: &AppId,
+        id: &EndpointId,
+    ) -> Result<Vec<(String, Option<String>, u64)>> {
+        let rows = self
+            .engine
+            .query(
+                "SELECT state, dead_reason, COUNT(*) AS n FROM deliveries \
+                 WHERE endpoint_id = $1 AND app_id = $2 GROUP BY state, dead_reason",
+            )
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("state")?,
+                    row.try_get("dead_reason")?,
+                    row.try_get::<i64, _>("n")? as u64,
+                ))
+            })
+            .collect()
+    }
+
     /// How many of an endpoint's deliveries are in `state` (for tests and the health view).
     #[tracing::instrument(skip_all, fields(endpoint = %id))]
     pub async fn count_deliveries(&self, id: &EndpointId, state: DeliveryState) -> Result<u64> {

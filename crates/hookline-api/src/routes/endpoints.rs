@@ -404,3 +404,79 @@ pub(crate) async fn attempts(
         |a| AttemptView::from(a),
     )))
 }
+
+/// Attempts read per window for the stats (the most recent ones, when a window
+/// holds more): the documented precision of the percentiles and rates.
+const STATS_SAMPLE: u32 = 10_000;
+
+/// `GET …/endpoints/{endpoint}/stats`: deliveries by state, the DLQ by reason,
+/// the breaker, and per window (hour, day, week) the success rate and latency
+/// percentiles of its attempts.
+pub(crate) async fn stats(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+) -> ApiResult<Json<serde_json::Value>> {
+    use hookline_core::stats::summarize;
+    use std::time::Duration;
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let health = state
+        .store
+        .endpoint_health(&endpoint.app_id, &endpoint.id)
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))?;
+    let mut by_state = serde_json::Map::new();
+    for name in ["pending", "in_flight", "blocked", "succeeded", "dead"] {
+        by_state.insert(name.into(), 0.into());
+    }
+    let mut by_reason = serde_json::Map::new();
+    for (delivery_state, reason, count) in state
+        .store
+        .endpoint_delivery_counts(&endpoint.app_id, &endpoint.id)
+        .await?
+    {
+        let total = by_state
+            .get(&delivery_state)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        by_state.insert(delivery_state, (total + count).into());
+        if let Some(reason) = reason {
+            by_reason.insert(reason, count.into());
+        }
+    }
+    let now = state.clock.now();
+    let mut windows = serde_json::Map::new();
+    for (name, span) in [
+        ("hour", Duration::from_secs(3600)),
+        ("day", Duration::from_secs(86_400)),
+        ("week", Duration::from_secs(7 * 86_400)),
+    ] {
+        let sample = state
+            .store
+            .endpoint_attempt_sample(&endpoint.app_id, &endpoint.id, now - span, STATS_SAMPLE)
+            .await?;
+        let summary = summarize(&sample);
+        windows.insert(
+            name.into(),
+            serde_json::json!({
+                "attempts": summary.attempts,
+                "delivered": summary.delivered,
+                "success_rate": summary.success_rate,
+                "latency_ms": {"p50": summary.p50_ms, "p95": summary.p95_ms, "p99": summary.p99_ms},
+                // The window held more attempts than the sample: the figures are the latest ones'.
+                "sampled": summary.attempts == u64::from(STATS_SAMPLE),
+            }),
+        );
+    }
+    Ok(Json(serde_json::json!({
+        "endpoint_id": endpoint.id.to_string(),
+        "deliveries": by_state,
+        "dlq_by_reason": by_reason,
+        "breaker": health.breaker.state,
+        "consecutive_failures": health.breaker.consecutive_failures,
+        "last_error": health.last_error,
+        "last_failure_at": health.last_failure_at,
+        "windows": windows,
+        "sample_cap": STATS_SAMPLE,
+    })))
+}

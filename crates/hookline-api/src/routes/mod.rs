@@ -44,6 +44,10 @@ pub(crate) fn routes() -> Router<AppState> {
             get(endpoints::attempts),
         )
         .route(
+            "/v1/apps/{app}/endpoints/{endpoint}/stats",
+            get(endpoints::stats),
+        )
+        .route(
             "/v1/apps/{app}/events",
             post(events::publish).get(events::list),
         )
