@@ -14,6 +14,7 @@ both_engines!(
     apps_and_endpoints_round_trip,
     batch_publish_is_one_transaction_with_per_event_idempotency,
     create_key_takes_an_app_by_id_or_uid_and_refuses_unknown_ones,
+    keys_are_made_listed_and_revoked_over_the_api_and_the_cli,
 );
 
 async fn publish_with_key(
@@ -602,4 +603,109 @@ async fn create_key_takes_an_app_by_id_or_uid_and_refuses_unknown_ones(engine: E
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert!(stderr.contains("no app"), "--app {unknown}: {stderr}");
     }
+}
+
+/// Admin keys over the API: a key is shown once, listed without secrets, reaches
+/// only its app, and stops working once revoked; the last admin key cannot be
+/// revoked. The CLI lists and revokes the same keys.
+async fn keys_are_made_listed_and_revoked_over_the_api_and_the_cli(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let acme = app
+        .call(
+            Method::POST,
+            "/v1/apps",
+            Some(&json!({"name": "Acme", "uid": "acme"})),
+            201,
+        )
+        .await;
+    let other = app.create_app().await;
+    let made = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&json!({"name": "acme prod", "app": "acme"})),
+            201,
+        )
+        .await;
+    assert_eq!(made["app_id"], acme["id"]);
+    let key = made["key"].as_str().unwrap().to_owned();
+    let as_key = |path: &str, key: &str| {
+        app.http
+            .get(format!("{}{path}", app.base))
+            .bearer_auth(key)
+            .send()
+    };
+    assert_eq!(as_key("/v1/apps/acme", &key).await.unwrap().status(), 200);
+    assert_eq!(
+        as_key(&format!("/v1/apps/{other}"), &key)
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        as_key("/v1/keys", &key).await.unwrap().status(),
+        404,
+        "admin only"
+    );
+    app.call(
+        Method::POST,
+        "/v1/keys",
+        Some(&json!({"name": "x", "app": "nosuch"})),
+        422,
+    )
+    .await;
+    let ops = app
+        .call(Method::POST, "/v1/keys", Some(&json!({"name": "ops"})), 201)
+        .await;
+    assert!(ops["app_id"].is_null());
+
+    let listed = app.get("/v1/keys").await;
+    let rows = listed["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "the bootstrap key, acme's and ops: {listed}");
+    assert!(rows
+        .iter()
+        .all(|k| k.get("key").is_none() && k.get("key_hash").is_none()));
+    assert!(
+        !listed.to_string().contains(&key),
+        "no secret in the listing"
+    );
+
+    let path = format!("/v1/keys/{}", made["id"].as_str().unwrap());
+    app.call(Method::DELETE, &path, None, 204).await;
+    assert_eq!(
+        as_key("/v1/apps/acme", &key).await.unwrap().status(),
+        401,
+        "revoked"
+    );
+    app.call(Method::DELETE, &path, None, 404).await;
+
+    // The CLI sees the same keys, and revokes ops; then the bootstrap key is the
+    // last admin key, which neither the API nor the CLI revokes.
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
+            .args(args)
+            .env("HOOKLINE_DATABASE_URL", &app.db.url)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("running hookline")
+    };
+    let listing = cli(&["list-keys"]);
+    assert!(listing.status.success());
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    assert_eq!(listing.lines().count(), 2, "{listing}");
+    assert!(listing.contains(ops["id"].as_str().unwrap()));
+    assert!(cli(&["revoke-key", ops["id"].as_str().unwrap()])
+        .status
+        .success());
+    let bootstrap = app.get("/v1/keys").await["data"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = app
+        .call(Method::DELETE, &format!("/v1/keys/{bootstrap}"), None, 409)
+        .await;
+    assert_eq!(refused["code"], "conflict");
+    assert!(!cli(&["revoke-key", &bootstrap]).status.success());
+    assert!(!cli(&["revoke-key", "nonsense"]).status.success());
 }

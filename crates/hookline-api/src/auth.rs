@@ -59,6 +59,14 @@ impl KeyCache {
             .map(|(scope, _)| scope.clone())
     }
 
+    /// Forgets a key (revoked here; other processes forget it within [`KeyCache::TTL`]).
+    pub(crate) fn remove(&self, hash: &str) {
+        self.entries
+            .lock()
+            .expect("key cache poisoned")
+            .remove(hash);
+    }
+
     fn insert(&self, hash: String, scope: KeyScope) {
         let mut entries = self.entries.lock().expect("key cache poisoned");
         if entries.len() >= Self::CAPACITY {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::breaker::{Breaker, Signal};
-use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
+use hookline_core::ids::{ApiKeyId, AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
 use hookline_core::ordering::OnDead;
 pub use hookline_core::retry::Next;
@@ -422,6 +422,15 @@ pub struct AttemptFilter {
     pub verdict: Option<AttemptVerdict>,
     pub status: Option<StatusFilter>,
     pub started: TimeRange,
+}
+
+/// A stored API key (never the key itself: only its hash is kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub id: ApiKeyId,
+    pub scope: KeyScope,
+    pub name: String,
+    pub created_at: Timestamp,
 }
 
 /// An API key's authority.

@@ -57,6 +57,10 @@ pub enum Command {
         #[arg(long, default_value = "cli")]
         name: String,
     },
+    /// List the API keys (ids, names, scopes; never the keys).
+    ListKeys,
+    /// Revoke an API key by its id (`key_…`); the last admin key is refused.
+    RevokeKey { id: String },
 }
 
 /// Which parts a process runs.
@@ -111,6 +115,46 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
                 .await?;
             println!("{key}");
             return Ok(());
+        }
+        Command::ListKeys => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migrating")?;
+            let mut before = None;
+            loop {
+                let page = hookline_store::Page { limit: 250, before };
+                let keys = store.list_api_keys(&page).await?;
+                for key in &keys {
+                    let scope = match &key.scope {
+                        KeyScope::Admin => "admin".to_owned(),
+                        KeyScope::App(app) => app.to_string(),
+                    };
+                    println!(
+                        "{}\t{}\t{}\t{}",
+                        key.id,
+                        scope,
+                        key.name,
+                        key.created_at.to_rfc3339()
+                    );
+                }
+                if keys.len() < 250 {
+                    return Ok(());
+                }
+                before = keys.last().map(|k| k.id.to_string());
+            }
+        }
+        Command::RevokeKey { id } => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migrating")?;
+            let id: hookline_core::ids::ApiKeyId = id
+                .parse()
+                .with_context(|| format!("{id:?} is not a key id (key_…)"))?;
+            match store.revoke_api_key(&id).await? {
+                Some(_) => {
+                    println!("revoked {id} (API processes forget it within a minute)");
+                    return Ok(());
+                }
+                None => anyhow::bail!("no key {id}"),
+            }
         }
     };
     let server = Server::start(config, role).await?;

@@ -4,6 +4,7 @@ mod apps;
 mod deliveries;
 mod endpoints;
 mod events;
+mod keys;
 mod replays;
 mod system;
 
@@ -78,6 +79,8 @@ pub(crate) fn routes() -> Router<AppState> {
             "/v1/apps/{app}/replays/{replay}/cancel",
             post(replays::cancel),
         )
+        .route("/v1/keys", post(keys::create).get(keys::list))
+        .route("/v1/keys/{key}", axum::routing::delete(keys::revoke))
         .route("/healthz", get(system::healthz))
         .route("/readyz", get(system::readyz))
         .route("/metrics", get(system::metrics))
@@ -99,7 +102,7 @@ const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 250;
 
 impl PageQuery {
-    fn page(self) -> ApiResult<hookline_store::Page> {
+    pub(crate) fn page(self) -> ApiResult<hookline_store::Page> {
         page(self.limit, self.before)
     }
 }
