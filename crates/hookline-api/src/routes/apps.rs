@@ -72,7 +72,7 @@ pub(crate) async fn create(
 }
 
 pub(crate) async fn list_apps(state: &AppState, query: PageQuery) -> ApiResult<ListView<AppView>> {
-    let page = query.page()?;
+    let page = query.page::<hookline_core::ids::AppId>()?;
     let apps = state.store.list_apps(&page).await?;
     Ok(page_of(
         &apps,

@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_core::ids::{DeliveryId, EndpointId, EventId};
+use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
 use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter, Store};
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,7 @@ pub(crate) async fn attempts(
     if state.store.get_delivery(&app.id, &id).await?.is_none() {
         return Err(ApiError::NotFound("delivery"));
     }
-    let page = query.page()?;
+    let page = query.page::<AttemptId>()?;
     let attempts = state.store.list_attempts(&app.id, &id, &page).await?;
     Ok(Json(page_of(
         &attempts,
@@ -99,15 +99,6 @@ pub(crate) async fn list(
     QueryParams(query): QueryParams<DeliveriesQuery>,
 ) -> ApiResult<Json<ListView<DeliveryView>>> {
     let app = caller.app(&state, &app).await?;
-    if query
-        .before
-        .as_deref()
-        .is_some_and(|c| !Store::is_delivery_cursor(c))
-    {
-        return Err(ApiError::InvalidQuery(
-            "before must be a next_cursor this listing returned".into(),
-        ));
-    }
     let filter = DeliveryFilter {
         endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
         state: query.state.map(StateFilter::from),
@@ -116,7 +107,7 @@ pub(crate) async fn list(
         last_status: status_filter(query.status)?,
         created: time_range(query.since, query.until)?,
     };
-    let page = page(query.limit, query.before)?;
+    let page = page(query.limit, query.before, Store::is_delivery_cursor)?;
     let deliveries = state.store.list_deliveries(&app.id, &filter, &page).await?;
     Ok(Json(page_of(
         &deliveries,
@@ -147,22 +138,13 @@ pub(crate) async fn dlq(
     QueryParams(query): QueryParams<DlqQuery>,
 ) -> ApiResult<Json<ListView<DeliveryView>>> {
     let app = caller.app(&state, &app).await?;
-    if query
-        .before
-        .as_deref()
-        .is_some_and(|c| !Store::is_dlq_cursor(c))
-    {
-        return Err(ApiError::InvalidQuery(
-            "before must be a next_cursor this listing returned".into(),
-        ));
-    }
     let filter = DlqFilter {
         endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
         reason: query.reason,
         event_type: query.event_type,
         died: time_range(query.since, query.until)?,
     };
-    let page = page(query.limit, query.before)?;
+    let page = page(query.limit, query.before, Store::is_dlq_cursor)?;
     let dead = state.store.list_dlq(&app.id, &filter, &page).await?;
     Ok(Json(page_of(&dead, &page, Store::dlq_cursor, |d| {
         DeliveryView::from(d)

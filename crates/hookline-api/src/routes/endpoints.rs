@@ -12,7 +12,7 @@ use hookline_core::signing::EndpointSecret;
 use hookline_store::{AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, RetryOverrides};
 use serde::Deserialize;
 
-use super::{id_cursor, page, page_of, path_id, status_filter, time_range, PageQuery};
+use super::{is_id, page, page_of, path_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
@@ -239,7 +239,7 @@ pub(crate) async fn list(
     QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<EndpointView>>> {
     let app = caller.app(&state, &app).await?;
-    let page = query.page()?;
+    let page = query.page::<EndpointId>()?;
     let endpoints = state.store.list_endpoints(&app.id, &page).await?;
     Ok(Json(page_of(
         &endpoints,
@@ -373,14 +373,13 @@ pub(crate) async fn attempts(
 ) -> ApiResult<Json<ListView<AttemptView>>> {
     let app = caller.app(&state, &app).await?;
     let id: EndpointId = path_id(&endpoint, "endpoint")?;
-    id_cursor::<AttemptId>(&query.before)?;
     let filter = AttemptFilter {
         verdict: query.verdict,
         status: status_filter(query.status)?,
         started: time_range(query.since, query.until)?,
     };
     let first_page = query.before.is_none();
-    let page = page(query.limit, query.before)?;
+    let page = page(query.limit, query.before, is_id::<AttemptId>)?;
     let attempts = state
         .store
         .list_endpoint_attempts(&app.id, &id, &filter, &page)

@@ -13,7 +13,7 @@ use hookline_store::{
 };
 use serde::Deserialize;
 
-use super::{checked_name, id_cursor, page, page_of, path_id, time_range};
+use super::{checked_name, is_id, page, page_of, path_id, time_range};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, QueryParams};
@@ -268,13 +268,12 @@ pub(crate) async fn list(
     QueryParams(query): QueryParams<EventsQuery>,
 ) -> ApiResult<Json<ListView<EventView>>> {
     let app = caller.app(&state, &app).await?;
-    id_cursor::<EventId>(&query.before)?;
     let filter = EventFilter {
         event_type: query.event_type,
         ordering_key: query.ordering_key,
         created: time_range(query.since, query.until)?,
     };
-    let page = page(query.limit, query.before)?;
+    let page = page(query.limit, query.before, is_id::<EventId>)?;
     let events = state.store.list_events(&app.id, &filter, &page).await?;
     Ok(Json(page_of(
         &events,

@@ -9,7 +9,7 @@ use hookline_core::signing::api_key;
 use hookline_store::{ApiKey, KeyScope};
 use serde::{Deserialize, Serialize};
 
-use super::{checked_name, id_cursor, page_of, path_id, PageQuery};
+use super::{checked_name, page_of, path_id, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, QueryParams};
@@ -86,8 +86,7 @@ pub(crate) async fn list(
     QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<KeyView>>> {
     caller.require_admin()?;
-    let page = query.page()?;
-    id_cursor::<ApiKeyId>(&page.before)?;
+    let page = query.page::<ApiKeyId>()?;
     let keys = state.store.list_api_keys(&page).await?;
     Ok(Json(page_of(
         &keys,

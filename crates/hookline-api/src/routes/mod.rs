@@ -102,30 +102,36 @@ const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 250;
 
 impl PageQuery {
-    pub(crate) fn page(self) -> ApiResult<hookline_store::Page> {
-        page(self.limit, self.before)
+    /// The page of a list whose cursor is an id of kind `T`.
+    pub(crate) fn page<T: std::str::FromStr>(self) -> ApiResult<hookline_store::Page> {
+        page(self.limit, self.before, is_id::<T>)
     }
 }
 
-/// A page of at most `limit` (1 to 250, default 50) rows after the cursor `before`.
-fn page(limit: Option<u32>, before: Option<String>) -> ApiResult<hookline_store::Page> {
+/// A page of at most `limit` (1 to 250, default 50) rows after the cursor `before`,
+/// which must be one this listing made (`is_cursor`); anything else is a 400.
+fn page(
+    limit: Option<u32>,
+    before: Option<String>,
+    is_cursor: impl Fn(&str) -> bool,
+) -> ApiResult<hookline_store::Page> {
     let limit = limit.unwrap_or(DEFAULT_PAGE);
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(ApiError::InvalidQuery(format!(
             "limit must be between 1 and {MAX_PAGE}"
         )));
     }
+    if before.as_deref().is_some_and(|c| !is_cursor(c)) {
+        return Err(ApiError::InvalidQuery(
+            "before must be a next_cursor this listing returned".into(),
+        ));
+    }
     Ok(hookline_store::Page { limit, before })
 }
 
-/// A cursor that must be an id of the listed kind (`T`); anything else is a 400.
-fn id_cursor<T: std::str::FromStr>(before: &Option<String>) -> ApiResult<()> {
-    match before {
-        Some(cursor) if cursor.parse::<T>().is_err() => Err(ApiError::InvalidQuery(
-            "before must be a next_cursor this listing returned".into(),
-        )),
-        _ => Ok(()),
-    }
+/// Whether a cursor is an id of kind `T` (the cursor of most lists).
+fn is_id<T: std::str::FromStr>(cursor: &str) -> bool {
+    cursor.parse::<T>().is_ok()
 }
 
 /// A query parameter naming an id of kind `T`.
