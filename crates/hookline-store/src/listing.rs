@@ -186,6 +186,29 @@ impl Engine {
 }
 
 impl crate::Store {
+    /// The WHERE clause of an app's dead deliveries matching `filter` (`d` is
+    /// the deliveries table), shared by the DLQ listing, its count and bulk replays.
+    pub(crate) fn dlq_filters(
+        &self,
+        app: &hookline_core::ids::AppId,
+        filter: &crate::records::DlqFilter,
+    ) -> Filters {
+        let mut f = Filters::new();
+        f.text("d.app_id = $?", app.as_str());
+        f.fixed("d.state = 'dead'");
+        f.time_range("d.dead_at", filter.died);
+        f.text_if(
+            "d.endpoint_id = $?",
+            filter.endpoint.as_ref().map(|e| e.as_str()),
+        );
+        f.text_if("d.dead_reason = $?", filter.reason.map(|r| r.as_str()));
+        f.text_if(
+            "EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.event_type = $?)",
+            filter.event_type.as_deref(),
+        );
+        f
+    }
+
     /// One page of a listing on a reader: `SELECT {select} WHERE {filters} ORDER BY
     /// {order} LIMIT {limit}`, the limit bound after the filters.
     pub(crate) async fn page_rows(

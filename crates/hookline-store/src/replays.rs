@@ -19,7 +19,7 @@ use hookline_core::model::{DeadReason, ReplayJobState};
 use hookline_core::time::Timestamp;
 
 use crate::db::Row;
-use crate::listing::{Arg, Filters};
+use crate::listing::Arg;
 use crate::records::{DlqFilter, TimeRange};
 use crate::{parse_column, Result, Store, StoreError};
 
@@ -253,6 +253,21 @@ impl Store {
         now: Timestamp,
         lease: Duration,
     ) -> Result<Option<ReplayJobId>> {
+        // Looked for on a reader first: every API process polls, and on SQLite the
+        // writer is the one delivery needs; almost always there is no job.
+        let waiting: Option<String> = self
+            .engine
+            .query(
+                "SELECT id FROM replay_jobs WHERE state = 'running' AND lease_until < $1 LIMIT 1",
+            )
+            .bind(now.as_millis())
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|row| row.try_get("id"))
+            .transpose()?;
+        if waiting.is_none() {
+            return Ok(None);
+        }
         let sql = format!(
             "UPDATE replay_jobs SET lease_until = $2 WHERE id = ( \
                SELECT id FROM replay_jobs WHERE state = 'running' AND lease_until < $1 \
@@ -385,25 +400,6 @@ impl Store {
             self.notify_due();
         }
         Ok(Some(job_from_row(&row)?))
-    }
-
-    /// The WHERE clause of an app's dead deliveries matching `filter` (`d` is
-    /// the deliveries table), shared by the DLQ listing, its count and bulk replays.
-    pub(crate) fn dlq_filters(&self, app: &AppId, filter: &DlqFilter) -> Filters {
-        let mut f = Filters::new();
-        f.text("d.app_id = $?", app.as_str());
-        f.fixed("d.state = 'dead'");
-        f.time_range("d.dead_at", filter.died);
-        f.text_if(
-            "d.endpoint_id = $?",
-            filter.endpoint.as_ref().map(|e| e.as_str()),
-        );
-        f.text_if("d.dead_reason = $?", filter.reason.map(|r| r.as_str()));
-        f.text_if(
-            "EXISTS (SELECT 1 FROM events e WHERE e.id = d.event_id AND e.event_type = $?)",
-            filter.event_type.as_deref(),
-        );
-        f
     }
 }
 
