@@ -574,7 +574,7 @@ async fn create_key_takes_an_app_by_id_or_uid_and_refuses_unknown_ones(engine: E
     let other = app.create_app().await;
     let create_key = |target: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
-            .args(["create-key", "--app", target])
+            .args(["create-key", "--app", target, "--capabilities", "read"])
             .env("HOOKLINE_DATABASE_URL", &app.db.url)
             .env("RUST_LOG", "warn")
             .output()
@@ -623,7 +623,7 @@ async fn keys_are_made_listed_and_revoked_over_the_api_and_the_cli(engine: Engin
         .call(
             Method::POST,
             "/v1/keys",
-            Some(&json!({"name": "acme prod", "app": "acme"})),
+            Some(&json!({"name": "acme prod", "app": "acme", "capabilities": ["read"]})),
             201,
         )
         .await;
@@ -643,15 +643,16 @@ async fn keys_are_made_listed_and_revoked_over_the_api_and_the_cli(engine: Engin
             .status(),
         404
     );
+    // Admin-only routes say so to an app key (issue #11: 403, not 404).
     assert_eq!(
         as_key("/v1/keys", &key).await.unwrap().status(),
-        404,
+        403,
         "admin only"
     );
     app.call(
         Method::POST,
         "/v1/keys",
-        Some(&json!({"name": "x", "app": "nosuch"})),
+        Some(&json!({"name": "x", "app": "nosuch", "capabilities": ["read"]})),
         422,
     )
     .await;

@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod access;
 mod api;
 mod crash;
 mod dashboard;

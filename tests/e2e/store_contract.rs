@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use hookline_core::access::{Capabilities, Capability};
 use hookline_core::breaker::{BreakerPolicy, Signal};
 use hookline_core::ids::{AppId, EventId};
 use hookline_core::model::{
@@ -966,29 +967,68 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
     let (store, _db) = open(engine).await;
     assert!(!store.has_admin_key().await.unwrap());
     let app = app(&store).await;
-    store
-        .insert_api_key("hash-app", &KeyScope::App(app.clone()), "portal", t(0))
+    let portal = KeyScope::App {
+        app: app.clone(),
+        capabilities: [Capability::Read, Capability::Replay].into_iter().collect(),
+    };
+    let made = store
+        .create_api_key("hash-app", &portal, "portal", Some(t(5_000)), t(0))
         .await
         .unwrap();
     assert!(!store.has_admin_key().await.unwrap());
     store
-        .insert_api_key("hash-admin", &KeyScope::Admin, "ops", t(0))
+        .insert_admin_key("hash-admin", "ops", t(0))
         .await
         .unwrap();
+    // The bootstrap key is inserted on every start: the second time changes nothing.
     store
-        .insert_api_key("hash-admin", &KeyScope::Admin, "ops", t(1))
+        .insert_admin_key("hash-admin", "ops", t(1))
         .await
         .unwrap();
     assert!(store.has_admin_key().await.unwrap());
-    assert_eq!(
-        store.find_api_key("hash-admin").await.unwrap(),
-        Some(KeyScope::Admin)
-    );
-    assert_eq!(
-        store.find_api_key("hash-app").await.unwrap(),
-        Some(KeyScope::App(app))
-    );
+    let admin = store.find_api_key("hash-admin").await.unwrap().unwrap();
+    assert_eq!((admin.scope, admin.expires_at), (KeyScope::Admin, None));
+    let found = store.find_api_key("hash-app").await.unwrap().unwrap();
+    assert_eq!(found, made);
+    assert_eq!(found.scope, portal);
+    assert!(!found.expired(t(4_999)));
+    assert!(found.expired(t(5_000)));
     assert_eq!(store.find_api_key("other").await.unwrap(), None);
+
+    // Listing by app, and revoking every key of the app at once.
+    let page = Page {
+        limit: 10,
+        before: None,
+    };
+    let other = store
+        .create_app(
+            hookline_store::NewApp {
+                uid: None,
+                name: "other".into(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap();
+    let other_scope = KeyScope::App {
+        app: other.id.clone(),
+        capabilities: Capabilities::all(),
+    };
+    store
+        .create_api_key("hash-other", &other_scope, "o", None, t(0))
+        .await
+        .unwrap();
+    let listed = store.list_api_keys(Some(&app), &page).await.unwrap();
+    assert_eq!(listed, vec![made]);
+    assert_eq!(store.list_api_keys(None, &page).await.unwrap().len(), 3);
+    assert_eq!(
+        store.revoke_app_keys(&app).await.unwrap(),
+        vec!["hash-app".to_owned()]
+    );
+    assert_eq!(store.find_api_key("hash-app").await.unwrap(), None);
+    assert!(store.find_api_key("hash-other").await.unwrap().is_some());
+    assert!(store.find_api_key("hash-admin").await.unwrap().is_some());
+    assert!(store.revoke_app_keys(&app).await.unwrap().is_empty());
 }
 
 async fn idempotency_retention_purges_old_keys(engine: Engine) {

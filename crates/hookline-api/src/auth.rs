@@ -1,49 +1,108 @@
-//! Who is calling: bearer API keys, looked up by their SHA-256.
+//! Who is calling and what they may do: bearer API keys, looked up by their
+//! SHA-256, checked against the [`Access`] each route declares in the route table.
+//!
+//! The check runs before the handler (a route layer), so no handler can forget it:
+//! a handler reads the [`Caller`] the layer let through.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use hookline_core::access::Capability;
 use hookline_core::signing::api_key;
-use hookline_store::{App, KeyScope};
+use hookline_store::{ApiKey, App, KeyScope};
 
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 
-/// An authenticated caller.
+/// What a route requires of its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, without a key (health, metrics, the problem pages).
+    Public,
+    /// An admin key. App-scoped keys get 403 `admin_only`.
+    Admin,
+    /// An admin key, or a key scoped to the route's `{app}` that holds this
+    /// capability (403 `missing_capability_…` otherwise).
+    App(Capability),
+}
+
+/// An authenticated caller that the route's [`Access`] let through.
 #[derive(Debug, Clone)]
 pub(crate) struct Caller(pub KeyScope);
 
-impl FromRequestParts<AppState> for Caller {
+/// The route layer: authenticates the bearer key and checks it against `access`.
+pub(crate) async fn authorize(
+    State((state, access)): State<(AppState, Access)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if access == Access::Public {
+        return next.run(request).await;
+    }
+    let caller = match authenticate(&state, request.headers()).await {
+        Ok(caller) => caller,
+        Err(error) => return error.into_response(),
+    };
+    if let Err(error) = caller.permits(access) {
+        return error.into_response();
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+async fn authenticate(state: &AppState, headers: &axum::http::HeaderMap) -> ApiResult<Caller> {
+    let key = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .ok_or(ApiError::Unauthorized(
+            "a valid API key is required (Authorization: Bearer <key>)",
+        ))?;
+    let hash = api_key::hash(key);
+    let found = match state.keys.get(&hash) {
+        Some(found) => found,
+        None => {
+            let found = state
+                .store
+                .find_api_key(&hash)
+                .await?
+                .ok_or(ApiError::Unauthorized(
+                    "this API key is not valid (unknown or revoked)",
+                ))?;
+            state.keys.insert(hash, found.clone());
+            found
+        }
+    };
+    if found.expired(state.clock.now()) {
+        return Err(ApiError::Unauthorized("this API key has expired"));
+    }
+    Ok(Caller(found.scope))
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let key = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or(ApiError::Unauthorized)?;
-        let hash = api_key::hash(key);
-        if let Some(scope) = state.keys.get(&hash) {
-            return Ok(Caller(scope));
-        }
-        let scope = state
-            .store
-            .find_api_key(&hash)
-            .await?
-            .ok_or(ApiError::Unauthorized)?;
-        state.keys.insert(hash, scope.clone());
-        Ok(Caller(scope))
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> ApiResult<Self> {
+        // Present on every route whose access is not public (see `authorize`).
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or(ApiError::Unauthorized(
+                "a valid API key is required (Authorization: Bearer <key>)",
+            ))
     }
 }
 
 /// Known keys by hash, so a busy producer's every request is not a database read.
 /// Entries live [`KeyCache::TTL`]; unknown keys are never cached, so a new key works
-/// at once.
+/// at once. Expiry is checked on every use, cached or not.
 #[derive(Default)]
 pub(crate) struct KeyCache {
-    entries: std::sync::Mutex<std::collections::HashMap<String, (KeyScope, std::time::Instant)>>,
+    entries: std::sync::Mutex<std::collections::HashMap<String, (ApiKey, std::time::Instant)>>,
 }
 
 impl KeyCache {
@@ -51,12 +110,12 @@ impl KeyCache {
     /// Past this many keys the cache starts over (a bound, not an LRU: keys are few).
     const CAPACITY: usize = 10_000;
 
-    fn get(&self, hash: &str) -> Option<KeyScope> {
+    fn get(&self, hash: &str) -> Option<ApiKey> {
         let entries = self.entries.lock().expect("key cache poisoned");
         entries
             .get(hash)
             .filter(|(_, at)| at.elapsed() < Self::TTL)
-            .map(|(scope, _)| scope.clone())
+            .map(|(key, _)| key.clone())
     }
 
     /// Forgets a key (revoked here; other processes forget it within [`KeyCache::TTL`]).
@@ -67,25 +126,42 @@ impl KeyCache {
             .remove(hash);
     }
 
-    fn insert(&self, hash: String, scope: KeyScope) {
+    fn insert(&self, hash: String, key: ApiKey) {
         let mut entries = self.entries.lock().expect("key cache poisoned");
         if entries.len() >= Self::CAPACITY {
             entries.clear();
         }
-        entries.insert(hash, (scope, std::time::Instant::now()));
+        entries.insert(hash, (key, std::time::Instant::now()));
     }
 }
 
 impl Caller {
-    pub fn require_admin(&self) -> ApiResult<()> {
-        match self.0 {
-            KeyScope::Admin => Ok(()),
-            // An app token learns nothing about what lies outside its app.
-            KeyScope::App(_) => Err(ApiError::NotFound("resource")),
+    /// Whether this caller may use a route that requires `access` (its `{app}`
+    /// is checked by [`Caller::app`]).
+    fn permits(&self, access: Access) -> ApiResult<()> {
+        match (&self.0, access) {
+            (_, Access::Public) | (KeyScope::Admin, _) => Ok(()),
+            (KeyScope::App { .. }, Access::Admin) => Err(ApiError::AdminOnly),
+            (KeyScope::App { capabilities, .. }, Access::App(needed)) => {
+                if capabilities.contains(needed) {
+                    Ok(())
+                } else {
+                    Err(ApiError::MissingCapability(needed))
+                }
+            }
         }
     }
 
-    /// Resolves `{app}` (an id or a uid) to an app this caller may reach.
+    /// Whether this caller holds `capability` (admin keys hold every one).
+    pub fn can(&self, capability: Capability) -> bool {
+        match &self.0 {
+            KeyScope::Admin => true,
+            KeyScope::App { capabilities, .. } => capabilities.contains(capability),
+        }
+    }
+
+    /// Resolves `{app}` (an id or a uid) to an app this caller may reach; another
+    /// app's answers 404, as if it did not exist.
     pub async fn app(&self, state: &AppState, key: &str) -> ApiResult<App> {
         let app = state
             .store
@@ -94,8 +170,8 @@ impl Caller {
             .ok_or(ApiError::NotFound("app"))?;
         match &self.0 {
             KeyScope::Admin => Ok(app),
-            KeyScope::App(own) if *own == app.id => Ok(app),
-            KeyScope::App(_) => Err(ApiError::NotFound("app")),
+            KeyScope::App { app: own, .. } if *own == app.id => Ok(app),
+            KeyScope::App { .. } => Err(ApiError::NotFound("app")),
         }
     }
 }

@@ -3,16 +3,25 @@
 //! Every error has a stable machine-readable `code` (documented in
 //! `docs/api.md`) and a human `detail`. Internal failures are logged with
 //! their cause and answered with an opaque 500, never with internals.
+//!
+//! [`CATALOG`] is the one list of codes: each problem's `type` is
+//! `/problems/{code}`, a page this server itself answers from the catalog.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use hookline_core::access::Capability;
 use hookline_store::StoreError;
 
 /// An API failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    #[error("a valid API key is required (Authorization: Bearer <key>)")]
-    Unauthorized,
+    /// No key, or one that is unknown, revoked or expired (which, in the detail).
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("this route needs an admin key; an app-scoped key cannot use it")]
+    AdminOnly,
+    #[error("this key lacks the `{0}` capability this request needs")]
+    MissingCapability(Capability),
     #[error("{0} not found")]
     NotFound(&'static str),
     #[error("the request body is not valid JSON: {0}")]
@@ -39,7 +48,18 @@ pub enum ApiError {
 impl ApiError {
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
-            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::AdminOnly => (StatusCode::FORBIDDEN, "admin_only"),
+            Self::MissingCapability(capability) => (
+                StatusCode::FORBIDDEN,
+                match capability {
+                    Capability::Read => "missing_capability_read",
+                    Capability::Publish => "missing_capability_publish",
+                    Capability::Endpoints => "missing_capability_endpoints",
+                    Capability::Secrets => "missing_capability_secrets",
+                    Capability::Replay => "missing_capability_replay",
+                },
+            ),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
             Self::InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
@@ -73,14 +93,28 @@ impl IntoResponse for ApiError {
         if let Self::Internal(cause) = &self {
             tracing::error!(error = %cause, cause = ?cause, "internal error");
         }
-        problem(status, code, &self.to_string())
+        let mut response = problem(status, code, &self.to_string());
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: say which scheme the server expects.
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"hookline\""),
+            );
+        }
+        response
     }
 }
 
 /// A problem+json response.
 pub(crate) fn problem(status: StatusCode, code: &str, detail: &str) -> Response {
+    debug_assert!(
+        CATALOG
+            .iter()
+            .any(|p| p.code == code && p.status == status.as_u16()),
+        "problem code {code} ({status}) is not in the catalog"
+    );
     let body = serde_json::json!({
-        "type": format!("https://hookline.dev/problems/{code}"),
+        "type": format!("/problems/{code}"),
         "title": status.canonical_reason().unwrap_or("Error"),
         "status": status.as_u16(),
         "code": code,
@@ -95,3 +129,143 @@ pub(crate) fn problem(status: StatusCode, code: &str, detail: &str) -> Response 
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The router's own 405 (an empty body) as problem+json, its `Allow` kept.
+pub(crate) async fn method_not_allowed(response: Response) -> Response {
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED
+        || response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        return response;
+    }
+    let mut answer = problem(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take this method; `Allow` lists those it takes",
+    );
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        answer.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    answer
+}
+
+/// One stable error code: its status and when it is answered.
+#[derive(Debug)]
+pub struct ProblemKind {
+    pub code: &'static str,
+    pub status: u16,
+    pub when: &'static str,
+}
+
+const fn kind(code: &'static str, status: u16, when: &'static str) -> ProblemKind {
+    ProblemKind { code, status, when }
+}
+
+/// Every code the API answers with (docs/api.md's table is checked against it).
+pub const CATALOG: &[ProblemKind] = &[
+    kind("unauthorized", 401, "no API key, or one that is unknown, revoked or expired (the detail says which)"),
+    kind("admin_only", 403, "an app-scoped key on a route only admin keys may use"),
+    kind("missing_capability_read", 403, "an app-scoped key without the `read` capability"),
+    kind("missing_capability_publish", 403, "an app-scoped key without the `publish` capability"),
+    kind("missing_capability_endpoints", 403, "an app-scoped key without the `endpoints` capability"),
+    kind("missing_capability_secrets", 403, "an app-scoped key without the `secrets` capability"),
+    kind("missing_capability_replay", 403, "an app-scoped key without the `replay` capability"),
+    kind("not_found", 404, "unknown (or not yours) app, endpoint, event, delivery, replay, key or route"),
+    kind("method_not_allowed", 405, "the route exists but not with this method (`Allow` lists those it has)"),
+    kind("malformed_json", 400, "the body is not JSON"),
+    kind("invalid_query", 400, "a query parameter that is unknown, malformed or out of range (`limit` outside 1–250, a cursor this listing did not make)"),
+    kind("validation_failed", 422, "JSON of the wrong shape or out-of-range values; names (app name, event type, ordering key) with control characters such as NUL, on both engines"),
+    kind("payload_too_large", 413, "a body above the limit (`max_payload_bytes` for an event's payload)"),
+    kind("idempotency_key_reused", 422, "the Idempotency-Key was used with a different request"),
+    kind("destination_forbidden", 422, "an endpoint URL that names a private or loopback address"),
+    kind("conflict", 409, "an app `uid` already taken; revoking the last admin key"),
+    kind("endpoint_deleted", 409, "replay or resend of a delivery whose endpoint was deleted"),
+    kind("not_ready", 503, "`/readyz`: the database is unreachable"),
+    kind("internal", 500, "a bug or an outage; details are in the server log, never in the answer"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each variant once (a new variant must be added here to compile the match below).
+    fn one_of_each() -> Vec<ApiError> {
+        let mut all = vec![
+            ApiError::Unauthorized("x"),
+            ApiError::AdminOnly,
+            ApiError::NotFound("x"),
+            ApiError::MalformedJson("x".into()),
+            ApiError::InvalidQuery("x".into()),
+            ApiError::Validation("x".into()),
+            ApiError::PayloadTooLarge { limit: 1 },
+            ApiError::IdempotencyKeyReused,
+            ApiError::Conflict("x"),
+            ApiError::EndpointDeleted,
+            ApiError::DestinationForbidden,
+            ApiError::Internal("x".into()),
+        ];
+        all.extend(Capability::ALL.map(ApiError::MissingCapability));
+        for error in &all {
+            match error {
+                ApiError::Unauthorized(_)
+                | ApiError::AdminOnly
+                | ApiError::MissingCapability(_)
+                | ApiError::NotFound(_)
+                | ApiError::MalformedJson(_)
+                | ApiError::InvalidQuery(_)
+                | ApiError::Validation(_)
+                | ApiError::PayloadTooLarge { .. }
+                | ApiError::IdempotencyKeyReused
+                | ApiError::Conflict(_)
+                | ApiError::EndpointDeleted
+                | ApiError::DestinationForbidden
+                | ApiError::Internal(_) => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn every_error_has_a_catalog_entry_with_its_status() {
+        for error in one_of_each() {
+            let (status, code) = error.status_and_code();
+            assert!(
+                CATALOG
+                    .iter()
+                    .any(|p| p.code == code && p.status == status.as_u16()),
+                "{code} ({status}) is not in the catalog"
+            );
+        }
+        let mut codes: Vec<_> = CATALOG.iter().map(|p| p.code).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), CATALOG.len(), "a code is listed twice");
+    }
+
+    #[test]
+    fn docs_list_exactly_the_catalog() {
+        let docs = include_str!("../../../docs/api.md");
+        let table = &docs[docs
+            .find("| code | status | when |")
+            .expect("the errors table")..];
+        let rows: Vec<(String, u16)> = table
+            .lines()
+            .skip(2)
+            .take_while(|line| line.starts_with('|'))
+            .map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                (
+                    cells[1].trim_matches('`').to_owned(),
+                    cells[2].parse().expect("a status"),
+                )
+            })
+            .collect();
+        let catalog: Vec<(String, u16)> = CATALOG
+            .iter()
+            .map(|p| (p.code.to_owned(), p.status))
+            .collect();
+        assert_eq!(
+            rows, catalog,
+            "docs/api.md's errors table and CATALOG differ"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! - [`error`]: every failure as RFC 9457 `application/problem+json` with a stable `code`.
-//! - `auth`: bearer keys (stored hashed) and what each may reach.
+//! - `auth`: bearer keys (stored hashed), the [`Access`] each route declares, and its check.
 //! - `extract`: the JSON body extractor (413 / 400 / 422 as problem+json).
 //! - `views`: the JSON shapes the API answers with.
 //! - `routes`: one module per resource.
@@ -14,6 +14,9 @@ mod extract;
 mod routes;
 mod unread;
 mod views;
+
+pub use auth::Access;
+pub use routes::{list as route_list, Route};
 
 use std::sync::Arc;
 
@@ -63,8 +66,9 @@ pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router 
         config: Arc::new(config),
         keys: Arc::default(),
     };
-    routes::routes()
+    routes::routes(&state)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::map_response(error::method_not_allowed))
         .layer(axum::middleware::from_fn(unread::close_if_unread))
         .with_state(state)
 }

@@ -7,6 +7,7 @@
 //!
 //! # Layout
 //!
+//! - [`access`]: what an app-scoped API key may do ([`access::Capability`]).
 //! - [`ids`]: prefixed, time-sortable identifiers (`app_…`, `ep_…`, `msg_…`).
 //! - [`time`]: [`time::Timestamp`] (unix milliseconds) and the injected clock.
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
@@ -23,6 +24,7 @@
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`destination`]: which IP addresses outbound requests may reach.
 
+pub mod access;
 pub mod admission;
 pub mod breaker;
 pub mod classify;

@@ -4,84 +4,77 @@
 //! stretching needed); looking a key up by its hash means the secret itself
 //! is never compared byte by byte against stored data.
 
+use hookline_core::access::Capabilities;
 use hookline_core::ids::{ApiKeyId, AppId};
 use hookline_core::time::Timestamp;
 
 use crate::records::{ApiKey, KeyScope, Page};
-use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
+use crate::{parse_column, parse_optional_column, Result, Row, Store, StoreError};
+
+/// The columns [`key_from_row`] reads.
+const KEY_COLUMNS: &str = "id, app_id, name, created_at, capabilities, expires_at";
 
 impl Store {
-    /// Stores a key's hash with its scope, unless that hash is already stored.
+    /// Stores a bootstrap key's hash (an admin key from the configuration or
+    /// printed on first start), unless that hash is already stored.
     #[tracing::instrument(skip_all)]
-    pub async fn insert_api_key(
-        &self,
-        key_hash: &str,
-        scope: &KeyScope,
-        name: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        let app = match scope {
-            KeyScope::Admin => None,
-            KeyScope::App(app) => Some(app.as_str()),
-        };
-        self.engine.query(
-            "INSERT INTO api_keys (id, key_hash, app_id, name, created_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (key_hash) DO NOTHING",
-        )
-        .bind(ApiKeyId::generate().as_str())
-        .bind(key_hash)
-        .bind(app)
-        .bind(name)
-        .bind(now.as_millis())
-        .execute(&self.writer)
-        .await?;
+    pub async fn insert_admin_key(&self, key_hash: &str, name: &str, now: Timestamp) -> Result<()> {
+        self.engine
+            .query(
+                "INSERT INTO api_keys (id, key_hash, app_id, name, created_at) \
+                 VALUES ($1, $2, NULL, $3, $4) ON CONFLICT (key_hash) DO NOTHING",
+            )
+            .bind(ApiKeyId::generate().as_str())
+            .bind(key_hash)
+            .bind(name)
+            .bind(now.as_millis())
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 
-    /// The scope of the key with this hash, if any.
+    /// The key with this hash, if any (expired ones too: the caller says why it fails).
     #[tracing::instrument(skip_all)]
-    pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<KeyScope>> {
-        let Some(row) = self
-            .engine
-            .query("SELECT app_id FROM api_keys WHERE key_hash = $1")
+    pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<ApiKey>> {
+        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
+        self.engine
+            .query(&sql)
             .bind(key_hash)
             .fetch_optional(&self.reader)
             .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(
-            match parse_optional_column::<AppId>(&row, "app_id")? {
-                None => KeyScope::Admin,
-                Some(app) => KeyScope::App(app),
-            },
-        ))
+            .map(|row| key_from_row(&row))
+            .transpose()
     }
 
-    /// Stores a new key's hash with its scope and name; the key as listed.
+    /// Stores a new key's hash with its scope, name and expiry; the key as listed.
     #[tracing::instrument(skip_all)]
     pub async fn create_api_key(
         &self,
         key_hash: &str,
         scope: &KeyScope,
         name: &str,
+        expires_at: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<ApiKey> {
         let id = ApiKeyId::generate();
-        let app = match scope {
-            KeyScope::Admin => None,
-            KeyScope::App(app) => Some(app.as_str()),
+        let (app, capabilities) = match scope {
+            KeyScope::Admin => (None, None),
+            KeyScope::App { app, capabilities } => {
+                (Some(app.as_str()), Some(capabilities.to_text()))
+            }
         };
         self.engine
             .query(
-                "INSERT INTO api_keys (id, key_hash, app_id, name, created_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO api_keys (id, key_hash, app_id, name, created_at, capabilities, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(id.as_str())
             .bind(key_hash)
             .bind(app)
             .bind(name)
             .bind(now.as_millis())
+            .bind(capabilities)
+            .bind(expires_at.map(Timestamp::as_millis))
             .execute(&self.writer)
             .await?;
         Ok(ApiKey {
@@ -89,35 +82,28 @@ impl Store {
             scope: scope.clone(),
             name: name.to_owned(),
             created_at: now,
+            expires_at,
         })
     }
 
-    /// Every key, newest first, `page.limit` at a time after the id `page.before`.
+    /// Keys newest first, `page.limit` at a time after the id `page.before`:
+    /// every key, or only those scoped to `app`.
     #[tracing::instrument(skip_all)]
-    pub async fn list_api_keys(&self, page: &Page) -> Result<Vec<ApiKey>> {
+    pub async fn list_api_keys(&self, app: Option<&AppId>, page: &Page) -> Result<Vec<ApiKey>> {
+        let sql = format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys \
+             WHERE ($1 IS NULL OR app_id = $1) AND ($2 IS NULL OR id < $2) \
+             ORDER BY id DESC LIMIT $3"
+        );
         let rows = self
             .engine
-            .query(
-                "SELECT id, app_id, name, created_at FROM api_keys \
-                 WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-            )
+            .query(&sql)
+            .bind(app.map(AppId::as_str))
             .bind(page.before.as_deref())
             .bind(i64::from(page.limit))
             .fetch_all(&self.reader)
             .await?;
-        rows.iter()
-            .map(|row| {
-                Ok(ApiKey {
-                    id: parse_column(row, "id")?,
-                    scope: match parse_optional_column::<AppId>(row, "app_id")? {
-                        None => KeyScope::Admin,
-                        Some(app) => KeyScope::App(app),
-                    },
-                    name: row.try_get("name")?,
-                    created_at: Timestamp::from_millis(row.try_get("created_at")?),
-                })
-            })
-            .collect()
+        rows.iter().map(key_from_row).collect()
     }
 
     /// Revokes (removes) a key; its hash, so callers can forget it too, or `None`
@@ -158,6 +144,20 @@ impl Store {
         Ok(Some(hash))
     }
 
+    /// Revokes every key scoped to `app`; their hashes, so callers can forget them.
+    #[tracing::instrument(skip_all, fields(app = %app))]
+    pub async fn revoke_app_keys(&self, app: &AppId) -> Result<Vec<String>> {
+        let rows = self
+            .engine
+            .query("DELETE FROM api_keys WHERE app_id = $1 RETURNING key_hash")
+            .bind(app.as_str())
+            .fetch_all(&self.writer)
+            .await?;
+        rows.iter()
+            .map(|row| Ok(row.try_get("key_hash")?))
+            .collect()
+    }
+
     /// Whether any admin key exists (to decide whether to generate a bootstrap key).
     #[tracing::instrument(skip_all)]
     pub async fn has_admin_key(&self) -> Result<bool> {
@@ -168,4 +168,28 @@ impl Store {
             .await?;
         Ok(row.try_get::<i64, _>("n")? > 0)
     }
+}
+
+fn key_from_row(row: &Row) -> Result<ApiKey> {
+    let scope = match parse_optional_column::<AppId>(row, "app_id")? {
+        None => KeyScope::Admin,
+        Some(app) => KeyScope::App {
+            app,
+            // Keys made before capabilities existed could do everything in their app.
+            capabilities: match row.try_get::<Option<String>, _>("capabilities")? {
+                None => Capabilities::all(),
+                Some(text) => Capabilities::parse_text(&text)
+                    .map_err(|e| StoreError::Corrupt(format!("capabilities: {e}")))?,
+            },
+        },
+    };
+    Ok(ApiKey {
+        id: parse_column(row, "id")?,
+        scope,
+        name: row.try_get("name")?,
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+        expires_at: row
+            .try_get::<Option<i64>, _>("expires_at")?
+            .map(Timestamp::from_millis),
+    })
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookline_core::access::Capabilities;
 use hookline_core::breaker::{Breaker, Signal};
 use hookline_core::ids::{ApiKeyId, AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
@@ -431,11 +432,25 @@ pub struct ApiKey {
     pub scope: KeyScope,
     pub name: String,
     pub created_at: Timestamp,
+    /// After this the key no longer works; `None`: never.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl ApiKey {
+    /// Whether the key has expired at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
 }
 
 /// An API key's authority.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyScope {
+    /// Everything.
     Admin,
-    App(AppId),
+    /// One app, and within it only what `capabilities` allow.
+    App {
+        app: AppId,
+        capabilities: Capabilities,
+    },
 }

@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use hookline_core::access::Capabilities;
 use hookline_core::model::ReplayJobState;
 use hookline_core::signing::api_key;
-use hookline_core::time::{Clock, SystemClock};
+use hookline_core::time::{Clock, SystemClock, Timestamp};
 use hookline_dispatch::Dispatcher;
 use hookline_store::{KeyScope, Store, StoreConfig};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -54,6 +55,13 @@ pub enum Command {
         /// Scope the key to this app, by id (`app_…`) or uid (omit for an admin key).
         #[arg(long)]
         app: Option<String>,
+        /// What an app key may do, comma-separated: read, publish, endpoints,
+        /// secrets, replay (required with `--app`).
+        #[arg(long, requires = "app")]
+        capabilities: Option<String>,
+        /// When the key stops working, RFC 3339 (`2027-01-01T00:00:00Z`); omit for never.
+        #[arg(long)]
+        expires_at: Option<String>,
         #[arg(long, default_value = "cli")]
         name: String,
     },
@@ -94,24 +102,47 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied");
             return Ok(());
         }
-        Command::CreateKey { app, name } => {
+        Command::CreateKey {
+            app,
+            capabilities,
+            expires_at,
+            name,
+        } => {
             let store = connect(&config).await?;
             store.migrate().await.context("migrating")?;
+            let now = SystemClock.now();
             let scope = match app {
                 None => KeyScope::Admin,
-                Some(app) => KeyScope::App(
-                    store
-                        .find_app(&app)
-                        .await?
-                        .with_context(|| {
-                            format!("no app {app:?}: give an app's id (app_…) or its uid")
-                        })?
-                        .id,
-                ),
+                Some(app) => {
+                    let capabilities = capabilities.with_context(|| {
+                        "an app key needs --capabilities: any of read,publish,endpoints,secrets,replay"
+                    })?;
+                    let capabilities = Capabilities::parse_text(&capabilities)?;
+                    anyhow::ensure!(!capabilities.is_empty(), "--capabilities is empty");
+                    KeyScope::App {
+                        app: store
+                            .find_app(&app)
+                            .await?
+                            .with_context(|| {
+                                format!("no app {app:?}: give an app's id (app_…) or its uid")
+                            })?
+                            .id,
+                        capabilities,
+                    }
+                }
             };
+            let expires_at = expires_at
+                .map(|text| {
+                    Timestamp::parse_rfc3339(&text)
+                        .filter(|at| *at > now)
+                        .with_context(|| {
+                            format!("--expires-at {text:?} is not a future RFC 3339 UTC time")
+                        })
+                })
+                .transpose()?;
             let key = api_key::generate();
             store
-                .insert_api_key(&api_key::hash(&key), &scope, &name, SystemClock.now())
+                .create_api_key(&api_key::hash(&key), &scope, &name, expires_at, now)
                 .await?;
             println!("{key}");
             return Ok(());
@@ -122,18 +153,24 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             let mut before = None;
             loop {
                 let page = hookline_store::Page { limit: 250, before };
-                let keys = store.list_api_keys(&page).await?;
+                let keys = store.list_api_keys(None, &page).await?;
                 for key in &keys {
                     let scope = match &key.scope {
                         KeyScope::Admin => "admin".to_owned(),
-                        KeyScope::App(app) => app.to_string(),
+                        KeyScope::App { app, capabilities } => {
+                            format!("{app}:{}", capabilities.to_text())
+                        }
                     };
+                    let expires = key
+                        .expires_at
+                        .map_or_else(|| "never".to_owned(), Timestamp::to_rfc3339);
                     println!(
-                        "{}\t{}\t{}\t{}",
+                        "{}\t{}\t{}\t{}\t{}",
                         key.id,
                         scope,
                         key.name,
-                        key.created_at.to_rfc3339()
+                        key.created_at.to_rfc3339(),
+                        expires
                     );
                 }
                 if keys.len() < 250 {
@@ -283,13 +320,13 @@ async fn bootstrap_admin_key(store: &Store, config: &Config) -> anyhow::Result<(
     match &config.admin_token {
         Some(token) => {
             store
-                .insert_api_key(&api_key::hash(token), &KeyScope::Admin, "bootstrap", now)
+                .insert_admin_key(&api_key::hash(token), "bootstrap", now)
                 .await?
         }
         None if !store.has_admin_key().await? => {
             let key = api_key::generate();
             store
-                .insert_api_key(&api_key::hash(&key), &KeyScope::Admin, "bootstrap", now)
+                .insert_admin_key(&api_key::hash(&key), "bootstrap", now)
                 .await?;
             // Printed once, on stdout and not in the logs: it is not stored anywhere in clear.
             println!("Generated admin API key (shown only this once): {key}");

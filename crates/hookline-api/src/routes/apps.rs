@@ -55,10 +55,8 @@ fn validate_uid(uid: &str) -> ApiResult<()> {
 
 pub(crate) async fn create(
     State(state): State<AppState>,
-    caller: Caller,
     body: JsonBody<CreateApp>,
 ) -> ApiResult<(StatusCode, Json<AppView>)> {
-    caller.require_admin()?;
     let CreateApp { name, uid } = body.value;
     validate_name(&name)?;
     if let Some(uid) = &uid {
@@ -84,10 +82,8 @@ pub(crate) async fn list_apps(state: &AppState, query: PageQuery) -> ApiResult<L
 
 pub(crate) async fn list(
     State(state): State<AppState>,
-    caller: Caller,
     QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<AppView>>> {
-    caller.require_admin()?;
     Ok(Json(list_apps(&state, query).await?))
 }
 
@@ -106,7 +102,6 @@ pub(crate) async fn update(
     Path(app): Path<String>,
     body: JsonBody<UpdateApp>,
 ) -> ApiResult<Json<AppView>> {
-    caller.require_admin()?;
     let app = caller.app(&state, &app).await?;
     let UpdateApp { name, uid } = body.value;
     if let Some(name) = &name {
@@ -128,7 +123,6 @@ pub(crate) async fn delete(
     caller: Caller,
     Path(app): Path<String>,
 ) -> ApiResult<StatusCode> {
-    caller.require_admin()?;
     let app = caller.app(&state, &app).await?;
     if state.store.delete_app(&app.id).await? {
         Ok(StatusCode::NO_CONTENT)

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use hookline_core::access::Capability;
 use hookline_core::ids::{AttemptId, EndpointId};
 use hookline_core::model::AttemptVerdict;
 use hookline_core::ordering::OnDead;
@@ -226,9 +227,13 @@ pub(crate) async fn create(
             state.clock.now(),
         )
         .await?;
+    // The secret is in the answer only for a caller who may reveal it anyway.
     Ok((
         StatusCode::CREATED,
-        Json(EndpointView::new(&endpoint, true)),
+        Json(EndpointView::new(
+            &endpoint,
+            caller.can(Capability::Secrets),
+        )),
     ))
 }
 

@@ -4,8 +4,10 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use hookline_core::access::{Capabilities, Capability};
 use hookline_core::ids::ApiKeyId;
 use hookline_core::signing::api_key;
+use hookline_core::time::Timestamp;
 use hookline_store::{ApiKey, KeyScope};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +24,19 @@ pub(crate) struct CreateKey {
     name: String,
     /// Scope the key to this app (its id or uid); absent: an admin key.
     app: Option<String>,
+    /// What an app key may do (required for one; refused on an admin key).
+    capabilities: Option<Vec<Capability>>,
+    /// When the key stops working (RFC 3339, in the future); absent: never.
+    expires_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KeyQuery {
+    limit: Option<u32>,
+    before: Option<String>,
+    /// Only the keys of this app (id or uid).
+    app: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -30,7 +45,10 @@ pub(crate) struct KeyView {
     name: String,
     /// `null` for an admin key.
     app_id: Option<String>,
-    created_at: hookline_core::time::Timestamp,
+    /// What an app key may do; `null` for an admin key (it may do everything).
+    capabilities: Option<Vec<Capability>>,
+    created_at: Timestamp,
+    expires_at: Option<Timestamp>,
     /// Only in the answer that made it.
     #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<String>,
@@ -43,9 +61,14 @@ impl KeyView {
             name: key.name.clone(),
             app_id: match &key.scope {
                 KeyScope::Admin => None,
-                KeyScope::App(app) => Some(app.to_string()),
+                KeyScope::App { app, .. } => Some(app.to_string()),
+            },
+            capabilities: match &key.scope {
+                KeyScope::Admin => None,
+                KeyScope::App { capabilities, .. } => Some(capabilities.iter().collect()),
             },
             created_at: key.created_at,
+            expires_at: key.expires_at,
             key: secret,
         }
     }
@@ -54,40 +77,87 @@ impl KeyView {
 /// `POST /v1/keys` → 201 with the key, shown this once.
 pub(crate) async fn create(
     State(state): State<AppState>,
-    caller: Caller,
     body: JsonBody<CreateKey>,
 ) -> ApiResult<(StatusCode, Json<KeyView>)> {
-    caller.require_admin()?;
-    let CreateKey { name, app } = body.value;
+    let CreateKey {
+        name,
+        app,
+        capabilities,
+        expires_at,
+    } = body.value;
     checked_name("name", &name)?;
-    let scope = match app {
-        None => KeyScope::Admin,
-        Some(app) => KeyScope::App(
-            state
-                .store
-                .find_app(&app)
-                .await?
-                .ok_or_else(|| ApiError::Validation(format!("no app {app:?}")))?
-                .id,
-        ),
-    };
+    let now = state.clock.now();
+    let expires_at = expires_at
+        .map(|text| match Timestamp::parse_rfc3339(&text) {
+            Some(at) if at > now => Ok(at),
+            Some(_) => Err(ApiError::Validation(format!(
+                "expires_at {text:?} is not in the future"
+            ))),
+            None => Err(ApiError::Validation(format!(
+                "expires_at must be an RFC 3339 UTC time such as 2026-12-31T00:00:00Z, not {text:?}"
+            ))),
+        })
+        .transpose()?;
+    let scope =
+        match (app, capabilities) {
+            (None, None) => KeyScope::Admin,
+            (None, Some(_)) => {
+                return Err(ApiError::Validation(
+                    "capabilities apply to app keys only: an admin key may do everything".into(),
+                ))
+            }
+            (Some(_), None) => return Err(ApiError::Validation(
+                "an app key needs capabilities: any of read, publish, endpoints, secrets, replay"
+                    .into(),
+            )),
+            (Some(app), Some(capabilities)) => {
+                let capabilities: Capabilities = capabilities.into_iter().collect();
+                if capabilities.is_empty() {
+                    return Err(ApiError::Validation(
+                        "an app key needs at least one capability".into(),
+                    ));
+                }
+                KeyScope::App {
+                    app: state
+                        .store
+                        .find_app(&app)
+                        .await?
+                        .ok_or_else(|| ApiError::Validation(format!("no app {app:?}")))?
+                        .id,
+                    capabilities,
+                }
+            }
+        };
     let secret = api_key::generate();
     let key = state
         .store
-        .create_api_key(&api_key::hash(&secret), &scope, &name, state.clock.now())
+        .create_api_key(&api_key::hash(&secret), &scope, &name, expires_at, now)
         .await?;
     Ok((StatusCode::CREATED, Json(KeyView::new(&key, Some(secret)))))
 }
 
-/// `GET /v1/keys`: every key, newest first, without secrets.
+/// `GET /v1/keys[?app=]`: keys newest first, without secrets.
 pub(crate) async fn list(
     State(state): State<AppState>,
-    caller: Caller,
-    QueryParams(query): QueryParams<PageQuery>,
+    QueryParams(query): QueryParams<KeyQuery>,
 ) -> ApiResult<Json<ListView<KeyView>>> {
-    caller.require_admin()?;
-    let page = query.page::<ApiKeyId>()?;
-    let keys = state.store.list_api_keys(&page).await?;
+    let page = PageQuery {
+        limit: query.limit,
+        before: query.before,
+    }
+    .page::<ApiKeyId>()?;
+    let app = match query.app {
+        None => None,
+        Some(app) => Some(
+            state
+                .store
+                .find_app(&app)
+                .await?
+                .ok_or_else(|| ApiError::InvalidQuery(format!("app {app:?} does not exist")))?
+                .id,
+        ),
+    };
+    let keys = state.store.list_api_keys(app.as_ref(), &page).await?;
     Ok(Json(page_of(
         &keys,
         &page,
@@ -100,10 +170,8 @@ pub(crate) async fn list(
 /// and within a minute everywhere (each process caches keys it saw for 60 s).
 pub(crate) async fn revoke(
     State(state): State<AppState>,
-    caller: Caller,
     Path(key): Path<String>,
 ) -> ApiResult<StatusCode> {
-    caller.require_admin()?;
     let id: ApiKeyId = path_id(&key, "key")?;
     let hash = state
         .store
@@ -112,4 +180,19 @@ pub(crate) async fn revoke(
         .ok_or(ApiError::NotFound("key"))?;
     state.keys.remove(&hash);
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `DELETE /v1/apps/{app}/keys` → `{"revoked": n}`: every key of the app, at once
+/// (the customer portal's tokens after a breach, say); admin keys are untouched.
+pub(crate) async fn revoke_app(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let app = caller.app(&state, &app).await?;
+    let hashes = state.store.revoke_app_keys(&app.id).await?;
+    for hash in &hashes {
+        state.keys.remove(hash);
+    }
+    Ok(Json(serde_json::json!({ "revoked": hashes.len() })))
 }

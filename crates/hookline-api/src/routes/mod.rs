@@ -8,82 +8,92 @@ mod keys;
 mod replays;
 mod system;
 
-use axum::routing::{get, post};
+use axum::http::Method;
+use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::Router;
+use hookline_core::access::Capability::{Endpoints, Publish, Read, Replay, Secrets};
 use serde::Deserialize;
 
+use crate::auth::Access::{self, Admin, App, Public};
 use crate::error::{ApiError, ApiResult};
 use crate::AppState;
 
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/apps", post(apps::create).get(apps::list))
-        .route(
-            "/v1/apps/{app}",
-            get(apps::get).patch(apps::update).delete(apps::delete),
-        )
-        .route(
-            "/v1/apps/{app}/endpoints",
-            post(endpoints::create).get(endpoints::list),
-        )
-        .route(
-            "/v1/apps/{app}/endpoints/{endpoint}",
-            get(endpoints::get)
-                .patch(endpoints::update)
-                .delete(endpoints::delete),
-        )
-        .route(
-            "/v1/apps/{app}/endpoints/{endpoint}/secret",
-            get(endpoints::secret),
-        )
-        .route(
-            "/v1/apps/{app}/endpoints/{endpoint}/health",
-            get(endpoints::health),
-        )
-        .route(
-            "/v1/apps/{app}/endpoints/{endpoint}/attempts",
-            get(endpoints::attempts),
-        )
-        .route(
-            "/v1/apps/{app}/endpoints/{endpoint}/stats",
-            get(endpoints::stats),
-        )
-        .route(
-            "/v1/apps/{app}/events",
-            post(events::publish).get(events::list),
-        )
-        .route(
-            "/v1/apps/{app}/events/batch",
-            post(events::publish_batch)
-                .layer(axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT)),
-        )
-        .route("/v1/apps/{app}/events/{event}", get(events::get))
-        .route("/v1/apps/{app}/deliveries", get(deliveries::list))
-        .route("/v1/apps/{app}/deliveries/{delivery}", get(deliveries::get))
-        .route(
-            "/v1/apps/{app}/deliveries/{delivery}/attempts",
-            get(deliveries::attempts),
-        )
-        .route(
-            "/v1/apps/{app}/deliveries/{delivery}/replay",
-            post(deliveries::replay),
-        )
-        .route(
-            "/v1/apps/{app}/deliveries/{delivery}/resend",
-            post(deliveries::resend),
-        )
-        .route("/v1/apps/{app}/dlq", get(deliveries::dlq))
-        .route("/v1/apps/{app}/replays", post(replays::start))
-        .route("/v1/apps/{app}/replays/{replay}", get(replays::get))
-        .route(
-            "/v1/apps/{app}/replays/{replay}/cancel",
-            post(replays::cancel),
-        )
-        .route("/v1/keys", post(keys::create).get(keys::list))
-        .route("/v1/keys/{key}", axum::routing::delete(keys::revoke))
-        .route("/healthz", get(system::healthz))
-        .route("/readyz", get(system::readyz))
-        .route("/metrics", get(system::metrics))
+/// One route: its method, its path and what it requires of the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+/// Every route with its handler. Access is declared here, beside the path, and
+/// enforced by one layer ([`crate::auth::authorize`]) before the handler runs.
+#[rustfmt::skip]
+fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
+    use Method as M;
+    let batch_limit = axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT);
+    vec![
+        (M::POST, "/v1/apps", Admin, post(apps::create)),
+        (M::GET, "/v1/apps", Admin, get(apps::list)),
+        (M::GET, "/v1/apps/{app}", App(Read), get(apps::get)),
+        (M::PATCH, "/v1/apps/{app}", Admin, patch(apps::update)),
+        (M::DELETE, "/v1/apps/{app}", Admin, delete(apps::delete)),
+        (M::DELETE, "/v1/apps/{app}/keys", Admin, delete(keys::revoke_app)),
+        (M::POST, "/v1/apps/{app}/endpoints", App(Endpoints), post(endpoints::create)),
+        (M::GET, "/v1/apps/{app}/endpoints", App(Read), get(endpoints::list)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}", App(Read), get(endpoints::get)),
+        (M::PATCH, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), patch(endpoints::update)),
+        (M::DELETE, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), delete(endpoints::delete)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/secret", App(Secrets), get(endpoints::secret)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats)),
+        (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish)),
+        (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list)),
+        (M::POST, "/v1/apps/{app}/events/batch", App(Publish), post(events::publish_batch).layer(batch_limit)),
+        (M::GET, "/v1/apps/{app}/events/{event}", App(Read), get(events::get)),
+        (M::GET, "/v1/apps/{app}/deliveries", App(Read), get(deliveries::list)),
+        (M::GET, "/v1/apps/{app}/deliveries/{delivery}", App(Read), get(deliveries::get)),
+        (M::GET, "/v1/apps/{app}/deliveries/{delivery}/attempts", App(Read), get(deliveries::attempts)),
+        (M::POST, "/v1/apps/{app}/deliveries/{delivery}/replay", App(Replay), post(deliveries::replay)),
+        (M::POST, "/v1/apps/{app}/deliveries/{delivery}/resend", App(Replay), post(deliveries::resend)),
+        (M::GET, "/v1/apps/{app}/dlq", App(Read), get(deliveries::dlq)),
+        (M::POST, "/v1/apps/{app}/replays", App(Replay), post(replays::start)),
+        (M::GET, "/v1/apps/{app}/replays/{replay}", App(Read), get(replays::get)),
+        (M::POST, "/v1/apps/{app}/replays/{replay}/cancel", App(Replay), post(replays::cancel)),
+        (M::POST, "/v1/keys", Admin, post(keys::create)),
+        (M::GET, "/v1/keys", Admin, get(keys::list)),
+        (M::DELETE, "/v1/keys/{key}", Admin, delete(keys::revoke)),
+        (M::GET, "/healthz", Public, get(system::healthz)),
+        (M::GET, "/readyz", Public, get(system::readyz)),
+        (M::GET, "/metrics", Public, get(system::metrics)),
+        (M::GET, "/problems", Public, get(system::problems)),
+        (M::GET, "/problems/{code}", Public, get(system::problem_page)),
+    ]
+}
+
+/// The route list, for tests that must cover every route.
+pub fn list() -> Vec<Route> {
+    table()
+        .into_iter()
+        .map(|(method, path, access, _)| Route {
+            method,
+            path,
+            access,
+        })
+        .collect()
+}
+
+pub(crate) fn routes(state: &AppState) -> Router<AppState> {
+    table()
+        .into_iter()
+        .fold(Router::new(), |router, (_, path, access, handler)| {
+            let guard = axum::middleware::from_fn_with_state(
+                (state.clone(), access),
+                crate::auth::authorize,
+            );
+            router.route(path, handler.route_layer(guard))
+        })
         .fallback(system::not_found)
 }
 

@@ -36,3 +36,30 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
 pub(crate) async fn not_found() -> ApiError {
     ApiError::NotFound("route")
 }
+
+/// `GET /problems`: every error code, one per line (each problem's `type` links to its own).
+pub(crate) async fn problems() -> Response {
+    let text: String = crate::error::CATALOG
+        .iter()
+        .map(|p| format!("{}\t{}\t{}\n", p.code, p.status, p.when))
+        .collect();
+    ([("content-type", "text/plain; charset=utf-8")], text).into_response()
+}
+
+/// `GET /problems/{code}`: what a problem `type` names, for the human who follows it.
+pub(crate) async fn problem_page(
+    axum::extract::Path(code): axum::extract::Path<String>,
+) -> Response {
+    match crate::error::CATALOG.iter().find(|p| p.code == code) {
+        Some(p) => (
+            [("content-type", "text/plain; charset=utf-8")],
+            format!(
+                "{code}\n\nHTTP {status}. Answered when: {when}.\n\nEvery Hookline error is RFC 9457 application/problem+json with this `code`; the list is at /problems and in docs/api.md (\"Errors\").\n",
+                status = p.status,
+                when = p.when
+            ),
+        )
+            .into_response(),
+        None => ApiError::NotFound("problem type").into_response(),
+    }
+}
