@@ -38,6 +38,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("PATCH", "/v1/apps/{app}/endpoints/{endpoint}") => (App(Endpoints), Some(json!({"description": "d"}))),
         ("DELETE", "/v1/apps/{app}/endpoints/{endpoint}") => (App(Endpoints), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/secret") => (App(Secrets), None),
+        ("POST", "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate") => (App(Secrets), Some(json!({"grace_secs": 60}))),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/health") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/attempts") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/stats") => (App(Read), None),

@@ -10,6 +10,7 @@ mod api;
 mod crash;
 mod dashboard;
 mod delivery;
+mod endpoints;
 mod policy;
 mod policy_contract;
 mod store_contract;

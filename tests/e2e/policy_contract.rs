@@ -820,7 +820,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
         (&first, &f.endpoint.id, 0)
     );
     assert_eq!(
-        (&*delivery.body, delivery.url.as_str()),
+        (&*delivery.body, delivery.destination.url.as_str()),
         (&b"{}"[..], f.endpoint.url.as_str())
     );
     let row = state_of(first.clone(), f.endpoint.id.clone()).await;

@@ -101,6 +101,8 @@ both_engines!(
     stale_lease_cannot_overwrite_the_new_owner,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
+    pause_parks_new_and_queued_work_until_resumed,
+    rotation_keeps_the_old_secret_signing_through_its_grace,
     replay_starts_one_new_round,
     dlq_lists_newest_first_with_cursor,
     listings_filter_and_page_newest_first,
@@ -511,8 +513,8 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     assert_eq!(claimed.len(), 1, "only the due one");
     let first = &claimed[0];
     assert_eq!(first.event_id, early);
-    assert_eq!(first.url, "https://a.example");
-    assert_eq!(first.secret, endpoint.secret);
+    assert_eq!(first.destination.url, "https://a.example");
+    assert_eq!(first.destination.signing.current, endpoint.secret);
     assert_eq!(&*first.body, br#"{"type":"x","timestamp":"t","data":{}}"#);
     assert_eq!(
         store
@@ -724,6 +726,133 @@ async fn release_returns_work_unattempted(engine: Engine) {
             .len(),
         1
     );
+}
+
+async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let mut spec = new_endpoint("https://a.example", None);
+    spec.headers = vec![("x-tenant".into(), "acme".into())];
+    let endpoint = store.create_endpoint(&app, spec, t(0)).await.unwrap();
+    let queued = publish(&store, &app, "a", t(0)).await;
+    let pause = EndpointPatch {
+        paused: Some(true),
+        ..EndpointPatch::default()
+    };
+    let paused = store
+        .update_endpoint(&app, &endpoint.id, pause, t(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(paused.paused && paused.enabled);
+    // Unlike a disabled endpoint, a paused one still gets new deliveries: parked.
+    let fresh = publish(&store, &app, "a", t(2)).await;
+    for event in [&queued, &fresh] {
+        let (_, deliveries) = store.get_event(&app, event).await.unwrap().unwrap();
+        assert_eq!(
+            (deliveries.len(), deliveries[0].state, deliveries[0].due_at),
+            (1, DeliveryState::Pending, PARKED)
+        );
+    }
+    assert!(store
+        .claim_due_deliveries(t(1000), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries
+        .is_empty());
+
+    let resume = EndpointPatch {
+        paused: Some(false),
+        ..EndpointPatch::default()
+    };
+    store
+        .update_endpoint(&app, &endpoint.id, resume, t(3))
+        .await
+        .unwrap()
+        .unwrap();
+    let claimed = store
+        .claim_due_deliveries(t(3), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(
+        claimed.len(),
+        2,
+        "both held deliveries are due at the resume"
+    );
+    assert_eq!(
+        claimed[0].destination.headers,
+        vec![("x-tenant".to_owned(), "acme".to_owned())]
+    );
+}
+
+async fn rotation_keeps_the_old_secret_signing_through_its_grace(engine: Engine) {
+    use hookline_core::signing::EndpointSecret;
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let endpoint = store
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let first = endpoint.secret.clone();
+    let second = EndpointSecret::generate();
+    let rotated = store
+        .rotate_endpoint_secret(
+            &app,
+            &endpoint.id,
+            second.clone(),
+            Duration::from_secs(60),
+            t(10),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rotated.secret, second);
+    assert_eq!(
+        rotated
+            .previous_secret
+            .as_ref()
+            .map(|p| (&p.secret, p.until)),
+        Some((&first, t(70)))
+    );
+    let stored = store
+        .get_endpoint(&app, &endpoint.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored, rotated);
+
+    // A claim signs with both during the grace.
+    publish(&store, &app, "a", t(20)).await;
+    let claimed = store
+        .claim_due_deliveries(t(20), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let signing = &claimed[0].destination.signing;
+    assert_eq!(signing.current, second);
+    assert_eq!(signing.previous_at(t(69)), Some(&first));
+    assert_eq!(signing.previous_at(t(70)), None);
+
+    // Rotating with no grace drops the old one at once.
+    let third = EndpointSecret::generate();
+    let again = store
+        .rotate_endpoint_secret(&app, &endpoint.id, third.clone(), Duration::ZERO, t(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((again.secret, again.previous_secret), (third, None));
+    assert!(store
+        .rotate_endpoint_secret(
+            &app,
+            &"ep_01J00000000000000000000000".parse().unwrap(),
+            EndpointSecret::generate(),
+            Duration::ZERO,
+            t(31)
+        )
+        .await
+        .unwrap()
+        .is_none());
 }
 
 async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine) {

@@ -150,7 +150,11 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         .deliveries;
     assert_eq!(claimed.len(), 1);
     assert_eq!(
-        (&claimed[0].id, claimed[0].url.as_str(), &*claimed[0].body),
+        (
+            &claimed[0].id,
+            claimed[0].destination.url.as_str(),
+            &*claimed[0].body
+        ),
         (&pending, "https://hooks.example/in", &body[..])
     );
     let record = AttemptRecord {

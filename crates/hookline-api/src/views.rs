@@ -38,8 +38,15 @@ pub(crate) struct EndpointView {
     description: String,
     event_types: Option<Vec<String>>,
     enabled: bool,
+    /// New deliveries are made but held until it is resumed (`paused: false`).
+    paused: bool,
     /// `manual`, `gone` (the endpoint answered 410) or `failing` (the breaker's span ran out).
     disabled_reason: Option<String>,
+    /// Sent with every request (names lower-case).
+    headers: std::collections::BTreeMap<String, String>,
+    /// After a rotation: until when the previous secret signs beside the current one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_secret_valid_until: Option<Timestamp>,
     retry: RetryOverrides,
     rate_limit_per_sec: Option<u32>,
     /// This endpoint's ceiling of requests in flight per dispatcher process
@@ -62,7 +69,10 @@ impl EndpointView {
             description: endpoint.description.clone(),
             event_types: endpoint.event_types.clone(),
             enabled: endpoint.enabled,
+            paused: endpoint.paused,
             disabled_reason: endpoint.disabled_reason.clone(),
+            headers: endpoint.headers.iter().cloned().collect(),
+            previous_secret_valid_until: endpoint.previous_secret.as_ref().map(|p| p.until),
             retry: endpoint.retry,
             rate_limit_per_sec: endpoint.rate_limit_per_sec,
             max_in_flight: endpoint.max_in_flight,
@@ -86,10 +96,10 @@ pub(crate) struct DeliveryView {
     sequence: Option<u64>,
     /// Attempts in the current round (a replay starts a new round).
     attempts: u32,
-    /// Pending: when the next attempt is due (absent while parked on a disabled endpoint).
+    /// Pending: when the next attempt is due (absent while parked on a disabled or paused endpoint).
     #[serde(skip_serializing_if = "Option::is_none")]
     next_attempt_at: Option<Timestamp>,
-    /// Pending on a disabled endpoint: kept, and sent once the endpoint is enabled again.
+    /// Pending on a disabled or paused endpoint: kept, and sent once it is enabled or resumed.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     parked: bool,
     last_attempt_at: Option<Timestamp>,

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hookline_core::signing::{signature_header, EndpointSecret};
+use hookline_core::signing::EndpointSecret;
 use hookline_core::time::{Clock, SystemClock};
 use serde::Serialize;
 
@@ -77,7 +77,7 @@ pub async fn run(
                 }
                 let id = hookline_core::ids::EventId::generate();
                 let timestamp = SystemClock.now().as_secs();
-                let signature = signature_header(&[&secret], id.as_str(), timestamp, &body);
+                let signature = secret.sign(id.as_str(), timestamp, &body);
                 let outcome = client
                     .post(format!("{base}/e{}", i % u64::from(endpoints)))
                     .header("content-type", "application/json")

@@ -22,6 +22,7 @@
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
 //! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
+//! - [`custom_headers`]: the headers an endpoint adds to its requests, and which it may not.
 //! - [`destination`]: which IP addresses outbound requests may reach.
 
 pub mod access;
@@ -29,6 +30,7 @@ pub mod admission;
 pub mod breaker;
 pub mod classify;
 pub mod concurrency;
+pub mod custom_headers;
 pub mod destination;
 pub mod event_types;
 pub mod fingerprint;

@@ -9,6 +9,8 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::time::Timestamp;
+
 /// The prefix of every endpoint secret.
 pub const SECRET_PREFIX: &str = "whsec_";
 
@@ -88,18 +90,62 @@ impl std::fmt::Debug for EndpointSecret {
     }
 }
 
-/// The `webhook-signature` header value: one signature per secret, space-separated.
-pub fn signature_header(
-    secrets: &[&EndpointSecret],
-    id: &str,
-    timestamp: i64,
-    body: &[u8],
-) -> String {
-    secrets
-        .iter()
-        .map(|secret| secret.sign(id, timestamp, body))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// A secret replaced by a rotation that keeps signing until `until`, so
+/// receivers can switch to the new one without a gap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetiringSecret {
+    pub secret: EndpointSecret,
+    pub until: Timestamp,
+}
+
+/// The secrets an endpoint's deliveries are signed with: the current one, and
+/// during a rotation's grace period the one it replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningKeys {
+    pub current: EndpointSecret,
+    pub previous: Option<RetiringSecret>,
+}
+
+impl SigningKeys {
+    pub fn new(current: EndpointSecret) -> Self {
+        Self {
+            current,
+            previous: None,
+        }
+    }
+
+    /// The `webhook-signature` value of an attempt stamped `timestamp` (unix
+    /// seconds): the current secret's signature, then, while the grace lasts,
+    /// the retiring one's, space-separated as Standard Webhooks allows.
+    pub fn signature_header(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        let mut header = self.current.sign(id, timestamp, body);
+        if let Some(previous) = self.previous_at(Timestamp::from_millis(timestamp * 1000)) {
+            header.push(' ');
+            header.push_str(&previous.sign(id, timestamp, body));
+        }
+        header
+    }
+
+    /// The retiring secret, if it still signs at `now`.
+    pub fn previous_at(&self, now: Timestamp) -> Option<&EndpointSecret> {
+        self.previous
+            .as_ref()
+            .filter(|p| now < p.until)
+            .map(|p| &p.secret)
+    }
+
+    /// A rotation to `new` at `now`: the current secret keeps signing for `grace`
+    /// (none: it stops at once). A rotation during another's grace retires the
+    /// current secret; the one before it stops.
+    pub fn rotate(self, new: EndpointSecret, now: Timestamp, grace: std::time::Duration) -> Self {
+        Self {
+            previous: (!grace.is_zero()).then(|| RetiringSecret {
+                secret: self.current,
+                until: now + grace,
+            }),
+            current: new,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -122,12 +168,48 @@ mod tests {
     fn verify_accepts_own_signature_among_several_and_rejects_tampering() {
         let old = EndpointSecret::generate();
         let new = EndpointSecret::generate();
-        let header = signature_header(&[&new, &old], "msg_1", 10, b"{}");
+        let keys = SigningKeys::new(old.clone()).rotate(
+            new.clone(),
+            Timestamp::from_millis(0),
+            std::time::Duration::from_secs(60),
+        );
+        let header = keys.signature_header("msg_1", 10, b"{}");
+        assert_eq!(header.split(' ').count(), 2, "both sign during the grace");
         assert!(old.verify("msg_1", 10, b"{}", &header));
         assert!(new.verify("msg_1", 10, b"{}", &header));
         assert!(!new.verify("msg_1", 11, b"{}", &header));
         assert!(!new.verify("msg_1", 10, b"{ }", &header));
         assert!(!EndpointSecret::generate().verify("msg_1", 10, b"{}", &header));
+    }
+
+    #[test]
+    fn a_rotation_signs_with_both_secrets_until_the_grace_ends() {
+        let old = EndpointSecret::generate();
+        let new = EndpointSecret::generate();
+        let at = |secs: i64| Timestamp::from_millis(secs * 1000);
+        let keys = SigningKeys::new(old.clone()).rotate(
+            new.clone(),
+            at(100),
+            std::time::Duration::from_secs(50),
+        );
+        let during = keys.signature_header("msg_1", 149, b"{}");
+        assert!(old.verify("msg_1", 149, b"{}", &during));
+        assert!(new.verify("msg_1", 149, b"{}", &during));
+        let after = keys.signature_header("msg_1", 150, b"{}");
+        assert!(!old.verify("msg_1", 150, b"{}", &after));
+        assert!(new.verify("msg_1", 150, b"{}", &after));
+        assert_eq!(after.split(' ').count(), 1);
+
+        // No grace: the old secret stops at once. A second rotation retires the
+        // current secret and drops the one before it.
+        let now =
+            SigningKeys::new(old.clone()).rotate(new.clone(), at(100), std::time::Duration::ZERO);
+        assert_eq!(now.previous, None);
+        let third = EndpointSecret::generate();
+        let again = keys.rotate(third.clone(), at(120), std::time::Duration::from_secs(10));
+        assert_eq!(again.current, third);
+        assert_eq!(again.previous.as_ref().map(|p| &p.secret), Some(&new));
+        assert_eq!(again.previous.map(|p| p.until), Some(at(130)));
     }
 
     #[test]

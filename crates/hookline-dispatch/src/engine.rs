@@ -215,11 +215,11 @@ impl Dispatcher {
             // Parsed once per endpoint of the batch, not once per delivery.
             let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
             for delivery in claimed.deliveries {
-                let url = match urls.get(&delivery.url) {
+                let url = match urls.get(&delivery.destination.url) {
                     Some(url) => url.clone(),
                     None => {
-                        let url = Sender::parse_url(&delivery.url);
-                        urls.insert(delivery.url.clone(), url.clone());
+                        let url = Sender::parse_url(&delivery.destination.url);
+                        urls.insert(delivery.destination.url.clone(), url.clone());
                         url
                     }
                 };
@@ -310,7 +310,7 @@ impl Dispatcher {
         }
         metrics::counter!("hookline_deliveries_handed_off_total").increment(handed.len() as u64);
         for HandedOff { delivery, permit } in handed.drain(..) {
-            let url = Sender::parse_url(&delivery.url);
+            let url = Sender::parse_url(&delivery.destination.url);
             leases.start(&delivery);
             self.spawn_send(sends, delivery, url, permit, records, room);
         }

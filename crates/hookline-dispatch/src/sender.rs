@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use hookline_core::classify::Outcome;
 use hookline_core::destination;
 use hookline_core::model::TransportError;
-use hookline_core::signing::signature_header;
 use hookline_store::ClaimedDelivery;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -148,10 +147,17 @@ impl Sender {
             );
         }
         let id = delivery.event_id.as_str();
-        let signature = signature_header(&[&delivery.secret], id, timestamp, &delivery.body);
-        let mut request = self
-            .client
-            .post(url)
+        let destination = &delivery.destination;
+        let signature = destination
+            .signing
+            .signature_header(id, timestamp, &delivery.body);
+        let mut request = self.client.post(url);
+        // First, so nothing Hookline sets below can be overridden (they are refused
+        // at creation too: hookline_core::custom_headers).
+        for (name, value) in &destination.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let mut request = request
             .header("content-type", "application/json")
             .header("webhook-id", id)
             .header("webhook-timestamp", timestamp.to_string())

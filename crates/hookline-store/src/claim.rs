@@ -30,17 +30,20 @@ use hookline_core::ids::EndpointId;
 use hookline_core::model::DeadReason;
 use hookline_core::ordering::OnDead;
 use hookline_core::rate;
-use hookline_core::signing::EndpointSecret;
+use hookline_core::signing::{EndpointSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
 use crate::complete::{new_work_due, release_partition_successor};
 use crate::db::{Batch, Kind, Sql};
 use crate::dispatcher::RoomView;
 use crate::endpoints::{
-    breaker_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
+    breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
+    signing_from_row,
 };
-use crate::records::{AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, RetryOverrides, PARKED};
-use crate::{parse_column, Engine, Result, Store, StoreError};
+use crate::records::{
+    AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, Destination, RetryOverrides, PARKED,
+};
+use crate::{parse_column, Engine, Result, Store};
 
 /// The two queues of due work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +74,7 @@ const CLAIMED_COLUMNS: &str =
 
 /// What sending and admission need of an endpoint.
 pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, url, secret, enabled, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
+    "id, url, secret, previous_secret, previous_secret_until, headers, enabled, paused, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
      rate_limit_per_sec, max_in_flight, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
      next_probe_at, probe_until, failing_since";
 
@@ -99,21 +102,22 @@ impl Gate {
 
 /// A claimed batch's endpoint: where and how to send, and its gate.
 pub(crate) struct Target {
-    pub(crate) url: String,
-    pub(crate) secret: EndpointSecret,
+    pub(crate) destination: Arc<Destination>,
     pub(crate) retry: RetryOverrides,
     pub(crate) gate: Gate,
 }
 
 pub(crate) fn target_from_row(row: &Row) -> Result<Target> {
-    let secret: String = row.try_get("secret")?;
     Ok(Target {
-        url: row.try_get("url")?,
-        secret: EndpointSecret::parse(&secret)
-            .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
+        destination: Arc::new(Destination {
+            url: row.try_get("url")?,
+            signing: signing_from_row(row)?,
+            headers: headers_from_row(row)?,
+        }),
         retry: retry_from_row(row)?,
         gate: Gate {
-            enabled: row.try_get::<bool, _>("enabled")?,
+            // A paused endpoint's deliveries are parked like a disabled one's.
+            enabled: row.try_get::<bool, _>("enabled")? && !row.try_get::<bool, _>("paused")?,
             breaker: breaker_from_row(row)?,
             rate_limit: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?
@@ -122,6 +126,21 @@ pub(crate) fn target_from_row(row: &Row) -> Result<Target> {
             on_dead: on_dead_from_row(row)?,
         },
     })
+}
+
+/// The destination of a deleted endpoint's delivery: never sent (admission
+/// dead-letters it), so nothing in it is used.
+fn nowhere() -> Arc<Destination> {
+    static NOWHERE: std::sync::OnceLock<Arc<Destination>> = std::sync::OnceLock::new();
+    NOWHERE
+        .get_or_init(|| {
+            Arc::new(Destination {
+                url: String::new(),
+                signing: SigningKeys::new(EndpointSecret::generate()),
+                headers: Vec::new(),
+            })
+        })
+        .clone()
 }
 
 struct Claimed {
@@ -148,9 +167,7 @@ fn claimed_from_row(row: &Row, targets: &HashMap<EndpointId, Target>) -> Result<
             send_at: None,
             probe: false,
             max_in_flight: target.and_then(|t| t.gate.max_in_flight),
-            url: target.map(|t| t.url.clone()).unwrap_or_default(),
-            // Never sent: a deleted endpoint's delivery is dead-lettered on admission.
-            secret: target.map_or_else(EndpointSecret::generate, |t| t.secret.clone()),
+            destination: target.map_or_else(nowhere, |t| t.destination.clone()),
             retry: target.map(|t| t.retry).unwrap_or_default(),
             body: Arc::from(body),
         },

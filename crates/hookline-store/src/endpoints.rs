@@ -8,6 +8,7 @@ use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
+use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
 use crate::records::{
@@ -16,7 +17,8 @@ use crate::records::{
 use crate::{parse_column, Result, Store, StoreError};
 
 pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, app_id, url, description, event_types, enabled, secret, \
+    "id, app_id, url, description, event_types, enabled, paused, secret, previous_secret, \
+     previous_secret_until, headers, \
      retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
      ordering_on_dead, disabled_reason, created_at, updated_at";
 
@@ -74,7 +76,7 @@ pub(crate) fn event_types_from_json(text: Option<String>) -> Result<Option<Vec<S
 }
 
 fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
-    let secret: String = row.try_get("secret")?;
+    let SigningKeys { current, previous } = signing_from_row(row)?;
     Ok(Endpoint {
         id: parse_column(row, "id")?,
         app_id: parse_column(row, "app_id")?,
@@ -82,8 +84,10 @@ fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
         description: row.try_get("description")?,
         event_types: event_types_from_json(row.try_get("event_types")?)?,
         enabled: row.try_get::<bool, _>("enabled")?,
-        secret: hookline_core::signing::EndpointSecret::parse(&secret)
-            .map_err(|_| StoreError::Corrupt("endpoint secret".into()))?,
+        paused: row.try_get::<bool, _>("paused")?,
+        secret: current,
+        previous_secret: previous,
+        headers: headers_from_row(row)?,
         retry: retry_from_row(row)?,
         rate_limit_per_sec: row
             .try_get::<Option<i64>, _>("rate_limit_per_sec")?
@@ -94,6 +98,39 @@ fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
     })
+}
+
+/// The signing secrets of an endpoint row (`secret`, `previous_secret`, `previous_secret_until`).
+pub(crate) fn signing_from_row(row: &Row) -> Result<SigningKeys> {
+    let parse = |text: &str| {
+        EndpointSecret::parse(text).map_err(|_| StoreError::Corrupt("endpoint secret".into()))
+    };
+    let current = parse(&row.try_get::<String, _>("secret")?)?;
+    let previous = match (
+        row.try_get::<Option<String>, _>("previous_secret")?,
+        row.try_get::<Option<i64>, _>("previous_secret_until")?,
+    ) {
+        (Some(text), Some(until)) => Some(RetiringSecret {
+            secret: parse(&text)?,
+            until: Timestamp::from_millis(until),
+        }),
+        _ => None,
+    };
+    Ok(SigningKeys { current, previous })
+}
+
+/// An endpoint row's custom headers (`headers`, JSON pairs).
+pub(crate) fn headers_from_row(row: &Row) -> Result<Vec<(String, String)>> {
+    match row.try_get::<Option<String>, _>("headers")? {
+        None => Ok(Vec::new()),
+        Some(text) => {
+            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("headers: {e}")))
+        }
+    }
+}
+
+fn headers_json(headers: &[(String, String)]) -> Option<String> {
+    (!headers.is_empty()).then(|| serde_json::to_string(headers).expect("strings serialize"))
 }
 
 pub(crate) fn max_in_flight_from_row(row: &Row) -> Result<Option<u32>> {
@@ -221,7 +258,10 @@ impl Store {
             description: new.description,
             event_types: new.event_types,
             enabled: new.enabled,
+            paused: new.paused,
             secret: new.secret,
+            previous_secret: None,
+            headers: new.headers,
             retry: new.retry,
             rate_limit_per_sec: new.rate_limit_per_sec,
             max_in_flight: new.max_in_flight,
@@ -233,8 +273,8 @@ impl Store {
         self.engine.query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
-             disabled_reason, created_at, updated_at, max_in_flight) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16)",
+             disabled_reason, created_at, updated_at, max_in_flight, paused, headers) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -252,6 +292,8 @@ impl Store {
         .bind(endpoint.disabled_reason.as_deref())
         .bind(now.as_millis())
         .bind(to_i64(endpoint.max_in_flight))
+        .bind(endpoint.paused)
+        .bind(headers_json(&endpoint.headers))
         .execute(&self.writer)
         .await?;
         Ok(endpoint)
@@ -291,8 +333,10 @@ impl Store {
 
     /// Applies a patch; `None` if the endpoint does not exist.
     ///
-    /// Disabling parks the endpoint's pending deliveries; enabling resumes them
-    /// (due now) and resets the breaker, so a re-enabled endpoint starts fresh.
+    /// Disabling or pausing parks the endpoint's pending deliveries; enabling and
+    /// resuming make them due now. Enabling also resets the breaker, so a
+    /// re-enabled endpoint starts fresh. A paused endpoint still gets new
+    /// deliveries (parked); a disabled one gets none.
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
     pub async fn update_endpoint(
         &self,
@@ -314,7 +358,7 @@ impl Store {
             return Ok(None);
         };
         let mut endpoint = endpoint_from_row(&row)?;
-        let was_enabled = endpoint.enabled;
+        let (was_enabled, was_sending) = (endpoint.enabled, endpoint.enabled && !endpoint.paused);
         if let Some(url) = patch.url {
             endpoint.url = url;
         }
@@ -326,6 +370,12 @@ impl Store {
         }
         if let Some(enabled) = patch.enabled {
             endpoint.enabled = enabled;
+        }
+        if let Some(paused) = patch.paused {
+            endpoint.paused = paused;
+        }
+        if let Some(headers) = patch.headers {
+            endpoint.headers = headers;
         }
         if let Some(retry) = patch.retry {
             endpoint.retry = retry;
@@ -343,7 +393,8 @@ impl Store {
         self.engine.query(
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
-             ordering_on_dead = $11, updated_at = $12, max_in_flight = $13 WHERE id = $1 AND app_id = $2",
+             ordering_on_dead = $11, updated_at = $12, max_in_flight = $13, paused = $14, headers = $15 \
+             WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
@@ -358,13 +409,14 @@ impl Store {
         .bind(endpoint.ordering_on_dead.as_str())
         .bind(now.as_millis())
         .bind(to_i64(endpoint.max_in_flight))
+        .bind(endpoint.paused)
+        .bind(headers_json(&endpoint.headers))
         .execute(&mut tx)
         .await?;
-        let resumed = match (was_enabled, endpoint.enabled) {
+        match (was_enabled, endpoint.enabled) {
             (true, false) => {
                 disable_endpoint(&mut tx, id, "manual", now).await?;
                 endpoint.disabled_reason = Some("manual".into());
-                false
             }
             (false, true) => {
                 self.engine
@@ -375,17 +427,78 @@ impl Store {
                     .execute(&mut tx)
                     .await?;
                 save_breaker(&mut tx, id, &Breaker::default()).await?;
-                let parked = PARKED.as_millis()..=PARKED.as_millis();
-                move_queue(&mut tx, id, parked, now).await?;
                 endpoint.disabled_reason = None;
-                true
             }
-            _ => false,
-        };
+            _ => {}
+        }
+        // Sending stops when disabled or paused, and resumes when neither.
+        let sending = endpoint.enabled && !endpoint.paused;
+        if was_sending && !sending && endpoint.enabled {
+            // Paused while enabled (disabling parked the queue above).
+            move_queue(&mut tx, id, i64::MIN..=PARKED.as_millis() - 1, PARKED).await?;
+        }
+        let resumed = !was_sending && sending;
+        if resumed {
+            let parked = PARKED.as_millis()..=PARKED.as_millis();
+            move_queue(&mut tx, id, parked, now).await?;
+        }
         tx.commit().await?;
         if resumed {
             self.notify_due();
         }
+        Ok(Some(endpoint))
+    }
+
+    /// Replaces an endpoint's signing secret with `new`; the current one keeps
+    /// signing beside it for `grace` (see [`SigningKeys::rotate`]). `None` if the
+    /// endpoint does not exist.
+    #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
+    pub async fn rotate_endpoint_secret(
+        &self,
+        app: &AppId,
+        id: &EndpointId,
+        new: EndpointSecret,
+        grace: Duration,
+        now: Timestamp,
+    ) -> Result<Option<Endpoint>> {
+        let mut tx = self.writer.begin().await?;
+        // Locked on PostgreSQL: two rotations at once apply one after the other.
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2{}",
+            self.engine.lock(" FOR UPDATE")
+        );
+        let Some(row) = self
+            .engine
+            .query(&sql)
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .fetch_optional(&mut tx)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut endpoint = endpoint_from_row(&row)?;
+        let keys = SigningKeys {
+            current: endpoint.secret,
+            previous: endpoint.previous_secret,
+        }
+        .rotate(new, now, grace);
+        self.engine
+            .query(
+                "UPDATE endpoints SET secret = $2, previous_secret = $3, previous_secret_until = $4, \
+                 updated_at = $5 WHERE id = $1",
+            )
+            .bind(id.as_str())
+            .bind(keys.current.expose())
+            .bind(keys.previous.as_ref().map(|p| p.secret.expose()))
+            .bind(keys.previous.as_ref().map(|p| p.until.as_millis()))
+            .bind(now.as_millis())
+            .execute(&mut tx)
+            .await?;
+        tx.commit().await?;
+        endpoint.secret = keys.current;
+        endpoint.previous_secret = keys.previous;
+        endpoint.updated_at = now;
         Ok(Some(endpoint))
     }
 

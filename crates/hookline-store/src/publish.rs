@@ -459,7 +459,8 @@ impl Target {
     }
 
     fn due_at(&self, now: Timestamp) -> Timestamp {
-        due_for_new_work(true, &self.endpoint.gate.breaker, now)
+        // `enabled` here is "enabled and not paused": a paused endpoint's new work is parked.
+        due_for_new_work(self.endpoint.gate.enabled, &self.endpoint.gate.breaker, now)
     }
 
     /// Whether a fresh delivery to this endpoint may be handed off: the claim's own
@@ -490,8 +491,7 @@ impl Target {
             send_at: None,
             probe: false,
             max_in_flight: self.endpoint.gate.max_in_flight,
-            url: self.endpoint.url.clone(),
-            secret: self.endpoint.secret.clone(),
+            destination: self.endpoint.destination.clone(),
             retry: self.endpoint.retry,
             body,
         }

@@ -10,7 +10,7 @@ use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportE
 use hookline_core::ordering::OnDead;
 pub use hookline_core::retry::Next;
 use hookline_core::retry::RetryPolicy;
-use hookline_core::signing::EndpointSecret;
+use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
 use crate::dispatcher::{ClaimRoom, Unlimited};
@@ -82,7 +82,13 @@ pub struct Endpoint {
     /// The event types this endpoint receives; `None` receives all.
     pub event_types: Option<Vec<String>>,
     pub enabled: bool,
+    /// Paused: new deliveries are still made, but held (parked) until resumed.
+    pub paused: bool,
     pub secret: EndpointSecret,
+    /// The secret the last rotation replaced, while it still signs.
+    pub previous_secret: Option<RetiringSecret>,
+    /// Sent with every request, names lower-case (checked by `hookline_core::custom_headers`).
+    pub headers: Vec<(String, String)>,
     pub retry: RetryOverrides,
     /// Deliveries per second, for the whole cluster; `None` is unlimited.
     pub rate_limit_per_sec: Option<u32>,
@@ -97,6 +103,15 @@ pub struct Endpoint {
     pub updated_at: Timestamp,
 }
 
+/// Where and how a delivery is sent: one per endpoint, shared by its deliveries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    pub url: String,
+    pub signing: SigningKeys,
+    /// The endpoint's custom headers.
+    pub headers: Vec<(String, String)>,
+}
+
 /// Fields of a new endpoint (already validated by the caller).
 #[derive(Debug, Clone)]
 pub struct NewEndpoint {
@@ -104,7 +119,9 @@ pub struct NewEndpoint {
     pub description: String,
     pub event_types: Option<Vec<String>>,
     pub enabled: bool,
+    pub paused: bool,
     pub secret: EndpointSecret,
+    pub headers: Vec<(String, String)>,
     pub retry: RetryOverrides,
     pub rate_limit_per_sec: Option<u32>,
     pub max_in_flight: Option<u32>,
@@ -119,6 +136,9 @@ pub struct EndpointPatch {
     /// `Some(None)` removes the filter (receive everything).
     pub event_types: Option<Option<Vec<String>>>,
     pub enabled: Option<bool>,
+    pub paused: Option<bool>,
+    /// Replaces all custom headers at once.
+    pub headers: Option<Vec<(String, String)>>,
     /// Replaces all overrides at once.
     pub retry: Option<RetryOverrides>,
     /// `Some(None)` removes the limit.
@@ -244,8 +264,7 @@ pub struct ClaimedDelivery {
     pub probe: bool,
     /// The endpoint's own concurrency ceiling, if it has one.
     pub max_in_flight: Option<u32>,
-    pub url: String,
-    pub secret: EndpointSecret,
+    pub destination: Arc<Destination>,
     pub retry: RetryOverrides,
     pub body: std::sync::Arc<[u8]>,
 }

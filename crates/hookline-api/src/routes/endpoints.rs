@@ -1,5 +1,6 @@
 //! `/v1/apps/{app}/endpoints`: where an app's events go.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use axum::extract::{Path, State};
@@ -30,7 +31,11 @@ pub(crate) struct CreateEndpoint {
     event_types: Option<Vec<String>>,
     #[serde(default = "enabled_by_default")]
     enabled: bool,
+    #[serde(default)]
+    paused: bool,
     secret: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
     #[serde(default)]
     retry: RetryOverrides,
     rate_limit_per_sec: Option<u32>,
@@ -51,6 +56,8 @@ pub(crate) struct UpdateEndpoint {
     #[serde(default, deserialize_with = "double_option")]
     event_types: Option<Option<Vec<String>>>,
     enabled: Option<bool>,
+    paused: Option<bool>,
+    headers: Option<BTreeMap<String, String>>,
     retry: Option<RetryOverrides>,
     #[serde(default, deserialize_with = "double_option")]
     rate_limit_per_sec: Option<Option<u32>>,
@@ -124,6 +131,13 @@ fn validate_description(description: &str) -> ApiResult<()> {
         ));
     }
     Ok(())
+}
+
+/// Custom headers, checked (`hookline_core::custom_headers`) and lower-cased.
+fn validate_headers(headers: BTreeMap<String, String>) -> ApiResult<Vec<(String, String)>> {
+    let headers: Vec<(String, String)> = headers.into_iter().collect();
+    hookline_core::custom_headers::check(&headers)
+        .map_err(|e| ApiError::Validation(format!("headers: {e}")))
 }
 
 /// The most deliveries per second a limit may name (beyond it, a limit protects nothing).
@@ -203,6 +217,7 @@ pub(crate) async fn create(
     validate_retry(&new.retry)?;
     validate_rate_limit(new.rate_limit_per_sec)?;
     validate_max_in_flight(new.max_in_flight)?;
+    let headers = validate_headers(new.headers)?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -218,7 +233,9 @@ pub(crate) async fn create(
                 description: new.description,
                 event_types: new.event_types,
                 enabled: new.enabled,
+                paused: new.paused,
                 secret,
+                headers,
                 retry: new.retry,
                 rate_limit_per_sec: new.rate_limit_per_sec,
                 max_in_flight: new.max_in_flight,
@@ -273,6 +290,63 @@ pub(crate) async fn secret(
     Ok(Json(serde_json::json!({ "key": endpoint.secret.expose() })))
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RotateSecret {
+    /// The new secret (`whsec_…`); absent: generated.
+    key: Option<String>,
+    /// How long the old secret keeps signing beside the new one (default a day).
+    grace_secs: Option<u64>,
+}
+
+/// The longest grace a rotation may give the old secret.
+const MAX_GRACE_SECS: u64 = 7 * 86_400;
+const DEFAULT_GRACE_SECS: u64 = 86_400;
+
+/// `POST …/secret/rotate`: a new signing secret. For `grace_secs` (default 24 h)
+/// every delivery carries both signatures, so receivers switch without a gap.
+pub(crate) async fn rotate_secret(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    body: JsonBody<RotateSecret>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let RotateSecret { key, grace_secs } = body.value;
+    let new = match key {
+        Some(text) => {
+            EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
+        }
+        None => EndpointSecret::generate(),
+    };
+    if new == endpoint.secret {
+        return Err(ApiError::Validation(
+            "key is the endpoint's current secret".into(),
+        ));
+    }
+    let grace = grace_secs.unwrap_or(DEFAULT_GRACE_SECS);
+    if grace > MAX_GRACE_SECS {
+        return Err(ApiError::Validation(format!(
+            "grace_secs must be 0 to {MAX_GRACE_SECS} (7 days)"
+        )));
+    }
+    let rotated = state
+        .store
+        .rotate_endpoint_secret(
+            &endpoint.app_id,
+            &endpoint.id,
+            new,
+            std::time::Duration::from_secs(grace),
+            state.clock.now(),
+        )
+        .await?
+        .ok_or(ApiError::NotFound("endpoint"))?;
+    Ok(Json(serde_json::json!({
+        "key": rotated.secret.expose(),
+        "previous_valid_until": rotated.previous_secret.map(|p| p.until),
+    })))
+}
+
 pub(crate) async fn update(
     State(state): State<AppState>,
     caller: Caller,
@@ -301,6 +375,7 @@ pub(crate) async fn update(
     if let Some(ceiling) = patch.max_in_flight {
         validate_max_in_flight(ceiling)?;
     }
+    let headers = patch.headers.map(validate_headers).transpose()?;
     let updated = state
         .store
         .update_endpoint(
@@ -311,6 +386,8 @@ pub(crate) async fn update(
                 description: patch.description,
                 event_types: patch.event_types,
                 enabled: patch.enabled,
+                paused: patch.paused,
+                headers,
                 retry: patch.retry,
                 rate_limit_per_sec: patch.rate_limit_per_sec,
                 max_in_flight: patch.max_in_flight,

@@ -45,6 +45,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
         (M::PATCH, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), patch(endpoints::update)),
         (M::DELETE, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), delete(endpoints::delete)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/secret", App(Secrets), get(endpoints::secret)),
+        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate", App(Secrets), post(endpoints::rotate_secret)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats)),

@@ -1,0 +1,229 @@
+//! What an endpoint's owner controls: rotating its secret with a grace period,
+//! headers sent with every request, and pausing it without losing anything.
+
+use std::time::{Duration, SystemTime};
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
+
+both_engines!(
+    a_rotated_secret_signs_beside_the_old_one_until_the_grace_ends,
+    custom_headers_are_sent_and_hooklines_own_are_refused,
+    a_paused_endpoint_holds_new_deliveries_until_it_is_resumed,
+);
+
+/// Whether a Standard Webhooks verifier (the `standardwebhooks` crate) with
+/// `secret` accepts a request.
+fn verifies(secret: &str, request: &crate::helpers::Received) -> bool {
+    standardwebhooks::Webhook::new(secret)
+        .unwrap()
+        .verify(&request.body, &request.headers)
+        .is_ok()
+}
+
+async fn a_rotated_secret_signs_beside_the_old_one_until_the_grace_ends(engine: Engine) {
+    let receiver = Receiver::start().await;
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let old = endpoint["secret"].as_str().unwrap().to_owned();
+    let path = format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    );
+
+    let rotated = app
+        .call(
+            Method::POST,
+            &format!("{path}/secret/rotate"),
+            Some(&json!({"grace_secs": 2})),
+            200,
+        )
+        .await;
+    let new = rotated["key"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    assert!(new.starts_with("whsec_"));
+    assert_eq!(app.get(&format!("{path}/secret")).await["key"], new);
+    let until = rotated["previous_valid_until"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.get(&path).await["previous_secret_valid_until"],
+        until,
+        "the endpoint says how long the old secret still signs"
+    );
+
+    app.publish(&app_id, "order.paid", json!({"n": 1})).await;
+    let during = receiver.wait_for_requests(1).await;
+    assert!(
+        verifies(&old, &during[0]),
+        "the old secret verifies during the grace"
+    );
+    assert!(
+        verifies(&new, &during[0]),
+        "the new secret verifies during the grace"
+    );
+    assert_eq!(during[0].header("webhook-signature").split(' ').count(), 2);
+
+    // Attempts are stamped in whole seconds: past the grace's end plus one, an
+    // attempt's stamp is past it too.
+    let end = humantime::parse_rfc3339(&until).unwrap() + Duration::from_secs(1);
+    wait_until(Duration::from_secs(10), "the grace to end", || async {
+        (SystemTime::now() >= end).then_some(())
+    })
+    .await;
+    app.publish(&app_id, "order.paid", json!({"n": 2})).await;
+    let after = receiver.wait_for_requests(2).await;
+    assert!(verifies(&new, &after[1]), "the new secret verifies");
+    assert!(!verifies(&old, &after[1]), "the old secret no longer does");
+
+    // Bad rotations change nothing.
+    for body in [
+        json!({"key": "not-a-secret"}),
+        json!({"grace_secs": 8 * 86_400}),
+        json!({"key": new}),
+    ] {
+        app.call(
+            Method::POST,
+            &format!("{path}/secret/rotate"),
+            Some(&body),
+            422,
+        )
+        .await;
+    }
+    assert_eq!(app.get(&format!("{path}/secret")).await["key"], new);
+}
+
+async fn custom_headers_are_sent_and_hooklines_own_are_refused(engine: Engine) {
+    let receiver = Receiver::start().await;
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &receiver.url,
+            json!({"headers": {"X-Tenant": "acme", "Authorization": "Bearer gateway-token"}}),
+        )
+        .await;
+    assert_eq!(
+        endpoint["headers"],
+        json!({"authorization": "Bearer gateway-token", "x-tenant": "acme"})
+    );
+    app.publish(&app_id, "order.paid", json!({})).await;
+    let got = receiver.wait_for_requests(1).await;
+    assert_eq!(got[0].header("x-tenant"), "acme");
+    assert_eq!(got[0].header("authorization"), "Bearer gateway-token");
+    assert!(verifies(endpoint["secret"].as_str().unwrap(), &got[0]));
+
+    let path = format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    );
+    for refused in [
+        json!({"webhook-signature": "v1,forged"}),
+        json!({"Webhook-Id": "x"}),
+        json!({"Transfer-Encoding": "chunked"}),
+        json!({"Connection": "close"}),
+        json!({"Host": "elsewhere"}),
+        json!({"hookline-sequence": "1"}),
+        json!({"X Bad": "x"}),
+        json!({"X-Split": "a\r\nX-Injected: 1"}),
+    ] {
+        let answer = app
+            .call(
+                Method::PATCH,
+                &path,
+                Some(&json!({ "headers": refused })),
+                422,
+            )
+            .await;
+        assert_eq!(answer["code"], "validation_failed", "{refused}");
+    }
+    // PATCH replaces the set; `{}` removes them all.
+    let changed = app
+        .call(
+            Method::PATCH,
+            &path,
+            Some(&json!({"headers": {"X-Tenant": "globex"}})),
+            200,
+        )
+        .await;
+    assert_eq!(changed["headers"], json!({"x-tenant": "globex"}));
+    app.publish(&app_id, "order.paid", json!({})).await;
+    assert_eq!(
+        receiver.wait_for_requests(2).await[1].header("x-tenant"),
+        "globex"
+    );
+    let cleared = app
+        .call(Method::PATCH, &path, Some(&json!({"headers": {}})), 200)
+        .await;
+    assert_eq!(cleared["headers"], json!({}));
+}
+
+async fn a_paused_endpoint_holds_new_deliveries_until_it_is_resumed(engine: Engine) {
+    let receiver = Receiver::start().await;
+    receiver.answer_always(Reply::status(200));
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let path = format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    );
+    let paused = app
+        .call(Method::PATCH, &path, Some(&json!({"paused": true})), 200)
+        .await;
+    assert_eq!(
+        (paused["paused"].clone(), paused["enabled"].clone()),
+        (json!(true), json!(true))
+    );
+
+    // A paused endpoint still gets its deliveries (a disabled one would not), parked.
+    let mut held: Vec<String> = Vec::new();
+    for n in 0..3 {
+        let published = app.publish(&app_id, "order.paid", json!({ "n": n })).await;
+        assert_eq!(published["deliveries"].as_array().unwrap().len(), 1);
+        held.push(
+            published["deliveries"][0]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    for delivery in &held {
+        let view = app
+            .get(&format!("/v1/apps/{app_id}/deliveries/{delivery}"))
+            .await;
+        assert_eq!(
+            (view["state"].clone(), view["parked"].clone()),
+            (json!("pending"), json!(true)),
+            "{view}"
+        );
+    }
+    let parked: Value = app
+        .get(&format!("/v1/apps/{app_id}/deliveries?state=parked"))
+        .await;
+    assert_eq!(parked["data"].as_array().unwrap().len(), 3);
+    assert!(
+        receiver.requests().is_empty(),
+        "nothing is sent while paused"
+    );
+
+    app.call(Method::PATCH, &path, Some(&json!({"paused": false})), 200)
+        .await;
+    let got = receiver.wait_for_requests(3).await;
+    let mut numbers: Vec<i64> = got
+        .iter()
+        .map(|r| r.json()["data"]["n"].as_i64().unwrap())
+        .collect();
+    numbers.sort_unstable();
+    assert_eq!(
+        numbers,
+        vec![0, 1, 2],
+        "each held delivery once, after the resume"
+    );
+    for delivery in &held {
+        app.wait_for_delivery_state(&app_id, delivery, "succeeded")
+            .await;
+    }
+}
