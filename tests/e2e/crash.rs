@@ -28,7 +28,7 @@ async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
 
     receiver.wait_for_requests(20).await;
     first.kill();
-    let store = hookline_store::Store::connect(&hookline_store::StoreConfig::new(&db.url))
+    let store = hookline_store::Store::connect(&crate::helpers::store_config(&db.url))
         .await
         .unwrap();
     let app = hookline_core::ids::AppId::parse(&app_id).unwrap();
@@ -83,7 +83,7 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
     quick.wait_for_requests(10).await;
     assert!(process.terminate().success(), "a graceful stop exits 0");
 
-    let store = hookline_store::Store::connect(&hookline_store::StoreConfig::new(&db.url))
+    let store = hookline_store::Store::connect(&crate::helpers::store_config(&db.url))
         .await
         .unwrap();
     let app = hookline_core::ids::AppId::parse(&app_id).unwrap();

@@ -126,6 +126,8 @@ impl Drop for TestDb {
 }
 
 pub const ADMIN_TOKEN: &str = "hk_test_admin_token";
+/// Every test process and server seals endpoint secrets with this key.
+pub const TEST_MASTER_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 /// The configuration every test starts from: loopback allowed, fast retries.
 pub fn test_config(db: &TestDb) -> Config {
@@ -133,6 +135,7 @@ pub fn test_config(db: &TestDb) -> Config {
         database_url: db.url.clone(),
         listen: "127.0.0.1:0".into(),
         admin_token: Some(ADMIN_TOKEN.into()),
+        master_key: Some(TEST_MASTER_KEY.into()),
         allow_private_destinations: true,
         retry_base_ms: 20,
         retry_cap_ms: 200,
@@ -141,6 +144,17 @@ pub fn test_config(db: &TestDb) -> Config {
         idle_poll_ms: 200,
         db_max_connections: 8,
         ..Config::default()
+    }
+}
+
+/// A store's configuration for the tests' databases: sealed with the tests' master key.
+pub fn store_config(url: &str) -> hookline_store::StoreConfig {
+    hookline_store::StoreConfig {
+        keyring: hookline_core::sealing::Keyring::new(
+            hookline_core::sealing::MasterKey::parse(TEST_MASTER_KEY).unwrap(),
+            Vec::new(),
+        ),
+        ..hookline_store::StoreConfig::new(url)
     }
 }
 
@@ -561,6 +575,7 @@ impl Process {
             .env("HOOKLINE_DATABASE_URL", &db.url)
             .env("HOOKLINE_LISTEN", format!("127.0.0.1:{port}"))
             .env("HOOKLINE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .env("HOOKLINE_MASTER_KEY", TEST_MASTER_KEY)
             .env("HOOKLINE_ALLOW_PRIVATE_DESTINATIONS", "true")
             .env("HOOKLINE_IDLE_POLL_MS", "100")
             .env("RUST_LOG", "warn")

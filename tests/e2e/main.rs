@@ -13,5 +13,6 @@ mod delivery;
 mod endpoints;
 mod policy;
 mod policy_contract;
+mod sealing;
 mod store_contract;
 mod upgrade;

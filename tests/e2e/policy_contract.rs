@@ -79,7 +79,9 @@ struct Fixture {
 
 async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fixture {
     let db = TestDb::new(engine).await;
-    let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
+    let store = Store::connect(&crate::helpers::store_config(&db.url))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     let app = store
         .create_app(

@@ -23,7 +23,9 @@ fn t(secs: i64) -> Timestamp {
 
 async fn open(engine: Engine) -> (Store, TestDb) {
     let db = TestDb::new(engine).await;
-    let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
+    let store = Store::connect(&crate::helpers::store_config(&db.url))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     (store, db)
 }

@@ -123,7 +123,9 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
     }
 
     // Today's Hookline opens it and migrates forward.
-    let store = Store::connect(&StoreConfig::new(&db.url)).await.unwrap();
+    let store = Store::connect(&crate::helpers::store_config(&db.url))
+        .await
+        .unwrap();
     store.migrate().await.unwrap();
     let migrated = store.get_endpoint(&app, &endpoint).await.unwrap().unwrap();
     assert_eq!(migrated.secret, secret);

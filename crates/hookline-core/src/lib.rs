@@ -19,6 +19,7 @@
 //! - [`ordering`]: the rules of per-entity ordered partitions.
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
+//! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
 //! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
@@ -39,6 +40,7 @@ pub mod model;
 pub mod ordering;
 pub mod rate;
 pub mod retry;
+pub mod sealing;
 pub mod signing;
 pub mod stats;
 pub mod time;

@@ -43,6 +43,7 @@ use crate::endpoints::{
 use crate::records::{
     AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, Destination, RetryOverrides, PARKED,
 };
+use crate::secrets::Secrets;
 use crate::{parse_column, Engine, Result, Store};
 
 /// The two queues of due work.
@@ -107,11 +108,12 @@ pub(crate) struct Target {
     pub(crate) gate: Gate,
 }
 
-pub(crate) fn target_from_row(row: &Row) -> Result<Target> {
+pub(crate) fn target_from_row(secrets: &Secrets, row: &Row) -> Result<Target> {
+    let id: EndpointId = parse_column(row, "id")?;
     Ok(Target {
         destination: Arc::new(Destination {
             url: row.try_get("url")?,
-            signing: signing_from_row(row)?,
+            signing: signing_from_row(secrets, row, &id)?,
             headers: headers_from_row(row)?,
         }),
         retry: retry_from_row(row)?,
@@ -387,7 +389,10 @@ impl Store {
             .await?;
         let mut targets = HashMap::with_capacity(ids.len());
         for row in found {
-            targets.insert(parse_column(&row, "id")?, target_from_row(&row)?);
+            targets.insert(
+                parse_column(&row, "id")?,
+                target_from_row(&self.secrets, &row)?,
+            );
         }
         Ok(targets)
     }

@@ -14,6 +14,7 @@ use hookline_core::time::Timestamp;
 use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
 };
+use crate::secrets::Secrets;
 use crate::{parse_column, Result, Store, StoreError};
 
 pub(crate) const ENDPOINT_COLUMNS: &str =
@@ -75,10 +76,11 @@ pub(crate) fn event_types_from_json(text: Option<String>) -> Result<Option<Vec<S
     .transpose()
 }
 
-fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
-    let SigningKeys { current, previous } = signing_from_row(row)?;
+fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
+    let id: EndpointId = parse_column(row, "id")?;
+    let SigningKeys { current, previous } = signing_from_row(secrets, row, &id)?;
     Ok(Endpoint {
-        id: parse_column(row, "id")?,
+        id,
         app_id: parse_column(row, "app_id")?,
         url: row.try_get("url")?,
         description: row.try_get("description")?,
@@ -100,18 +102,20 @@ fn endpoint_from_row(row: &Row) -> Result<Endpoint> {
     })
 }
 
-/// The signing secrets of an endpoint row (`secret`, `previous_secret`, `previous_secret_until`).
-pub(crate) fn signing_from_row(row: &Row) -> Result<SigningKeys> {
-    let parse = |text: &str| {
-        EndpointSecret::parse(text).map_err(|_| StoreError::Corrupt("endpoint secret".into()))
-    };
-    let current = parse(&row.try_get::<String, _>("secret")?)?;
+/// The signing secrets of the endpoint `id`'s row (`secret`, `previous_secret`,
+/// `previous_secret_until`), opened.
+pub(crate) fn signing_from_row(
+    secrets: &Secrets,
+    row: &Row,
+    id: &EndpointId,
+) -> Result<SigningKeys> {
+    let current = secrets.open(&row.try_get::<String, _>("secret")?, id.as_str())?;
     let previous = match (
         row.try_get::<Option<String>, _>("previous_secret")?,
         row.try_get::<Option<i64>, _>("previous_secret_until")?,
     ) {
-        (Some(text), Some(until)) => Some(RetiringSecret {
-            secret: parse(&text)?,
+        (Some(sealed), Some(until)) => Some(RetiringSecret {
+            secret: secrets.open(&sealed, id.as_str())?,
             until: Timestamp::from_millis(until),
         }),
         _ => None,
@@ -282,7 +286,7 @@ impl Store {
         .bind(&endpoint.description)
         .bind(event_types_json(&endpoint.event_types))
         .bind(endpoint.enabled)
-        .bind(endpoint.secret.expose())
+        .bind(self.secrets.seal(&endpoint.secret, endpoint.id.as_str()))
         .bind(to_i64(endpoint.retry.retry_base_ms))
         .bind(to_i64(endpoint.retry.retry_cap_ms))
         .bind(to_i64(endpoint.retry.max_attempts))
@@ -309,7 +313,7 @@ impl Store {
             .bind(app.as_str())
             .fetch_optional(&self.reader)
             .await?
-            .map(|row| endpoint_from_row(&row))
+            .map(|row| endpoint_from_row(&self.secrets, &row))
             .transpose()
     }
 
@@ -328,7 +332,9 @@ impl Store {
             .bind(i64::from(page.limit))
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(endpoint_from_row).collect()
+        rows.iter()
+            .map(|row| endpoint_from_row(&self.secrets, row))
+            .collect()
     }
 
     /// Applies a patch; `None` if the endpoint does not exist.
@@ -357,7 +363,7 @@ impl Store {
         else {
             return Ok(None);
         };
-        let mut endpoint = endpoint_from_row(&row)?;
+        let mut endpoint = endpoint_from_row(&self.secrets, &row)?;
         let (was_enabled, was_sending) = (endpoint.enabled, endpoint.enabled && !endpoint.paused);
         if let Some(url) = patch.url {
             endpoint.url = url;
@@ -477,7 +483,7 @@ impl Store {
         else {
             return Ok(None);
         };
-        let mut endpoint = endpoint_from_row(&row)?;
+        let mut endpoint = endpoint_from_row(&self.secrets, &row)?;
         let keys = SigningKeys {
             current: endpoint.secret,
             previous: endpoint.previous_secret,
@@ -489,8 +495,12 @@ impl Store {
                  updated_at = $5 WHERE id = $1",
             )
             .bind(id.as_str())
-            .bind(keys.current.expose())
-            .bind(keys.previous.as_ref().map(|p| p.secret.expose()))
+            .bind(self.secrets.seal(&keys.current, id.as_str()))
+            .bind(
+                keys.previous
+                    .as_ref()
+                    .map(|p| self.secrets.seal(&p.secret, id.as_str())),
+            )
             .bind(keys.previous.as_ref().map(|p| p.until.as_millis()))
             .bind(now.as_millis())
             .execute(&mut tx)

@@ -15,6 +15,7 @@
 //! - `sqlite`, `postgres`: each engine's pools, migrations and dialect.
 //! - [`records`]: the rows the store hands out and takes in.
 //! - `apps`, `endpoints`, `keys`: management data.
+//! - `secrets`: endpoint secrets sealed at rest under the master key, and its rotation.
 //! - `publish`: the outbox transaction, idempotency keys, group commit.
 //! - `events`: reading events.
 //! - `listing`: the dashboard's filtered, keyset-paginated listings.
@@ -44,6 +45,7 @@ mod publish;
 pub mod records;
 mod replays;
 mod retention;
+mod secrets;
 mod sqlite;
 mod wake;
 
@@ -73,6 +75,9 @@ pub enum StoreError {
     Corrupt(String),
     #[error("unsupported database URL `{0}` (use sqlite://… or postgres://…)")]
     UnsupportedUrl(String),
+    /// A master key that cannot open this database's endpoint secrets.
+    #[error("master key: {0}")]
+    Sealing(String),
     /// The store was closed while a request waited for its commit.
     #[error("the store is shutting down")]
     Closed,
@@ -98,6 +103,8 @@ pub struct StoreConfig {
     pub sqlite_synchronous: String,
     /// SQLite page cache of the writer, in MiB; each reader connection gets an eighth.
     pub sqlite_cache_mib: u32,
+    /// The master keys endpoint secrets are sealed with at rest.
+    pub keyring: hookline_core::sealing::Keyring,
 }
 
 impl StoreConfig {
@@ -107,6 +114,12 @@ impl StoreConfig {
             max_connections: 16,
             sqlite_synchronous: "FULL".into(),
             sqlite_cache_mib: 32,
+            // A fresh key: secrets written with it open only in this process.
+            // The binary always passes the deployment's keyring.
+            keyring: hookline_core::sealing::Keyring::new(
+                hookline_core::sealing::MasterKey::generate(),
+                Vec::new(),
+            ),
         }
     }
 }
@@ -127,6 +140,8 @@ pub struct Store {
     handoff: Arc<std::sync::Mutex<Option<Arc<dyn Inbox>>>>,
     /// Where the claim's round-robin pass over endpoints continues.
     fair_cursor: Arc<std::sync::Mutex<Option<hookline_core::ids::EndpointId>>>,
+    /// Seals and opens endpoint secrets (at rest they are never in the clear).
+    secrets: Arc<secrets::Secrets>,
     database_url: Arc<str>,
 }
 
@@ -169,6 +184,7 @@ impl Store {
             group: Arc::default(),
             handoff: Arc::default(),
             fair_cursor: Arc::default(),
+            secrets: Arc::new(secrets::Secrets::new(config.keyring.clone())),
             database_url: url.into(),
         };
         // SQLite has one writer, so one committer; PostgreSQL commits groups in parallel.
@@ -182,13 +198,16 @@ impl Store {
         Ok(store)
     }
 
-    /// Applies every pending migration of this engine's schema.
+    /// Applies every pending migration of this engine's schema, then checks that
+    /// the master key opens this database's secrets ([`StoreError::Sealing`]
+    /// if not) and seals any stored in the clear.
     #[tracing::instrument(skip_all)]
     pub async fn migrate(&self) -> Result<()> {
         match &self.writer {
-            Pool::Sqlite(pool) => sqlite::migrate(pool).await,
-            Pool::Postgres(pool) => postgres::migrate(pool).await,
+            Pool::Sqlite(pool) => sqlite::migrate(pool).await?,
+            Pool::Postgres(pool) => postgres::migrate(pool).await?,
         }
+        self.secure_secrets().await
     }
 
     /// From now on, publishes through this store (and its clones) hand fresh

@@ -28,6 +28,7 @@ use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
 };
+use crate::secrets::Secrets;
 use crate::{parse_column, Result, Store, StoreError};
 
 /// The most events committed in one group.
@@ -172,7 +173,7 @@ impl Store {
                 }
             }
             if !endpoints.contains_key(&item.app) {
-                let targets = load_targets(&mut tx, &item.app).await?;
+                let targets = load_targets(&mut tx, &self.secrets, &item.app).await?;
                 endpoints.insert(item.app.clone(), targets);
             }
             let targets = &endpoints[&item.app];
@@ -503,7 +504,7 @@ static LOAD_TARGETS: Sql = Sql::new(|_| {
     format!("SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
 });
 
-async fn load_targets(tx: &mut Tx, app: &AppId) -> Result<Vec<Target>> {
+async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec<Target>> {
     let engine = tx.engine();
     let rows = engine
         .query(LOAD_TARGETS.text(engine))
@@ -515,7 +516,7 @@ async fn load_targets(tx: &mut Tx, app: &AppId) -> Result<Vec<Target>> {
             Ok(Target {
                 id: parse_column(row, "id")?,
                 event_types: event_types_from_json(row.try_get("event_types")?)?,
-                endpoint: claim::target_from_row(row)?,
+                endpoint: claim::target_from_row(secrets, row)?,
             })
         })
         .collect()

@@ -24,6 +24,15 @@ pub struct Config {
     pub listen: String,
     /// Bootstrap admin key. Unset on a first start: one is generated and printed once.
     pub admin_token: Option<String>,
+    /// The master key endpoint secrets are sealed with at rest (base64 of 32 bytes).
+    /// Unset: read from `master_key_file`, generated there on the first start.
+    pub master_key: Option<String>,
+    /// Where the master key is kept when `master_key` is unset; unset: beside the
+    /// SQLite database file (`hookline.master-key`), or in the working directory.
+    pub master_key_file: Option<String>,
+    /// During a master key rotation: the keys secrets may still be sealed with,
+    /// comma-separated; they open secrets but never seal new ones.
+    pub previous_master_keys: String,
     /// Allow endpoints on loopback/private/link-local addresses (tests, on-prem).
     pub allow_private_destinations: bool,
     /// Full-jitter backoff: the first retry waits up to this long…
@@ -88,6 +97,9 @@ impl Default for Config {
             database_url: "sqlite://hookline.db".into(),
             listen: "127.0.0.1:8080".into(),
             admin_token: None,
+            master_key: None,
+            master_key_file: None,
+            previous_master_keys: String::new(),
             allow_private_destinations: false,
             retry_base_ms: retry.base.as_millis() as u64,
             retry_cap_ms: retry.cap.as_millis() as u64,
@@ -129,6 +141,25 @@ impl Config {
             .merge(Env::prefixed("HOOKLINE_"))
             .extract()
             .map_err(Box::new)
+    }
+
+    /// Where the master key file is (when `master_key` is unset).
+    pub fn master_key_path(&self) -> std::path::PathBuf {
+        if let Some(file) = &self.master_key_file {
+            return file.into();
+        }
+        let sqlite_file = self
+            .database_url
+            .strip_prefix("sqlite://")
+            .or_else(|| self.database_url.strip_prefix("sqlite:"))
+            .map(|rest| rest.split('?').next().unwrap_or(rest));
+        match sqlite_file {
+            Some(file) if file != ":memory:" && !file.is_empty() => Path::new(file)
+                .parent()
+                .unwrap_or(Path::new(""))
+                .join("hookline.master-key"),
+            _ => "hookline.master-key".into(),
+        }
     }
 
     pub fn retry_policy(&self) -> RetryPolicy {

@@ -16,6 +16,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hookline_core::access::Capabilities;
 use hookline_core::model::ReplayJobState;
+use hookline_core::sealing::{Keyring, MasterKey};
 use hookline_core::signing::api_key;
 use hookline_core::time::{Clock, SystemClock, Timestamp};
 use hookline_dispatch::Dispatcher;
@@ -67,6 +68,9 @@ pub enum Command {
     },
     /// List the API keys (ids, names, scopes; never the keys).
     ListKeys,
+    /// Re-seal every endpoint secret with `master_key`, opening them with it or a
+    /// `previous_master_keys` entry; afterwards the previous keys can be dropped.
+    RotateMasterKey,
     /// Revoke an API key by its id (`key_…`); the last admin key is refused.
     RevokeKey { id: String },
 }
@@ -145,6 +149,19 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
                 .create_api_key(&api_key::hash(&key), &scope, &name, expires_at, now)
                 .await?;
             println!("{key}");
+            return Ok(());
+        }
+        Command::RotateMasterKey => {
+            let store = connect(&config).await?;
+            store.migrate().await.context("migrating")?;
+            let resealed = store
+                .rotate_master_key()
+                .await
+                .context("re-sealing endpoint secrets")?;
+            println!(
+                "re-sealed the secrets of {resealed} endpoints with master key {}",
+                keyring(&config)?.current().id()
+            );
             return Ok(());
         }
         Command::ListKeys => {
@@ -298,10 +315,66 @@ async fn connect(config: &Config) -> anyhow::Result<Store> {
         max_connections: config.db_max_connections,
         sqlite_synchronous: config.sqlite_synchronous.clone(),
         sqlite_cache_mib: config.sqlite_cache_mib,
+        keyring: keyring(config)?,
     };
     Store::connect(&store_config)
         .await
         .with_context(|| format!("connecting to {}", redact(&config.database_url)))
+}
+
+/// The master keys: `master_key` (or the key file, generated on the first start),
+/// and `previous_master_keys` during a rotation.
+fn keyring(config: &Config) -> anyhow::Result<Keyring> {
+    let parse = |text: &str, what: &str| {
+        MasterKey::parse(text).with_context(|| format!("{what} is not a master key"))
+    };
+    let current = match &config.master_key {
+        Some(text) => parse(text, "master_key (HOOKLINE_MASTER_KEY)")?,
+        None => {
+            let path = config.master_key_path();
+            match std::fs::read_to_string(&path) {
+                Ok(text) => parse(&text, &format!("the master key file {}", path.display()))?,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    let key = MasterKey::generate();
+                    write_key_file(&path, key.expose()).with_context(|| {
+                        format!("writing a new master key to {}", path.display())
+                    })?;
+                    tracing::warn!(
+                        path = %path.display(),
+                        key_id = key.id(),
+                        "no master_key configured: generated one into this file. Endpoint \
+                         secrets are sealed with it; back it up, and give every process of \
+                         this deployment the same key (HOOKLINE_MASTER_KEY)"
+                    );
+                    key
+                }
+                Err(error) => {
+                    return Err(error)
+                        .with_context(|| format!("reading the master key file {}", path.display()))
+                }
+            }
+        }
+    };
+    let previous = config
+        .previous_master_keys
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(|k| parse(k, "an entry of previous_master_keys"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Keyring::new(current, previous))
+}
+
+/// Writes a new key file readable by its owner only.
+fn write_key_file(path: &std::path::Path, key: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(format!("{key}\n").as_bytes())?;
+    file.sync_all()
 }
 
 /// A database URL without its password, for messages.

@@ -1,0 +1,175 @@
+//! Endpoint secrets sealed at rest (`hookline_core::sealing`): what the store
+//! writes is never a `whsec_` value, and what it reads is opened here, once per
+//! sealed value (a claim or a publish reads the same few endpoints again and again).
+//!
+//! The `sealing` table holds the id of the master key the database's secrets
+//! are sealed with, so a process started with another key stops at once with
+//! a clear error, before it could read, or write, a secret it cannot open.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use hookline_core::sealing::{key_id, Keyring};
+use hookline_core::signing::{EndpointSecret, SECRET_PREFIX};
+
+use crate::{Result, Store, StoreError};
+
+pub(crate) struct Secrets {
+    keyring: Keyring,
+    /// Opened secrets by `owner` and sealed text (a new seal is a new nonce, so
+    /// a rotated secret is a new entry).
+    opened: Mutex<HashMap<(String, String), EndpointSecret>>,
+}
+
+impl Secrets {
+    /// Past this many entries the cache starts over (endpoints are few per process).
+    const CAPACITY: usize = 10_000;
+
+    pub(crate) fn new(keyring: Keyring) -> Self {
+        Self {
+            keyring,
+            opened: Mutex::default(),
+        }
+    }
+
+    /// The stored form of `secret` for the endpoint `owner`.
+    pub(crate) fn seal(&self, secret: &EndpointSecret, owner: &str) -> String {
+        self.keyring.seal(secret.expose(), owner)
+    }
+
+    /// The secret a stored value of the endpoint `owner` holds.
+    pub(crate) fn open(&self, sealed: &str, owner: &str) -> Result<EndpointSecret> {
+        let key = (owner.to_owned(), sealed.to_owned());
+        if let Some(secret) = self.opened.lock().expect("secret cache poisoned").get(&key) {
+            return Ok(secret.clone());
+        }
+        let text = self
+            .keyring
+            .open(sealed, owner)
+            .map_err(|e| StoreError::Sealing(format!("endpoint {owner}: {e}")))?;
+        let secret = EndpointSecret::parse(&text)
+            .map_err(|_| StoreError::Corrupt(format!("endpoint {owner}: secret")))?;
+        let mut opened = self.opened.lock().expect("secret cache poisoned");
+        if opened.len() >= Self::CAPACITY {
+            opened.clear();
+        }
+        opened.insert(key, secret.clone());
+        Ok(secret)
+    }
+}
+
+impl Store {
+    /// After migrating: refuses a master key this database's secrets were not
+    /// sealed with, and seals secrets stored before sealing existed.
+    pub(crate) async fn secure_secrets(&self) -> Result<()> {
+        let keyring = &self.secrets.keyring;
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "SELECT key_id FROM sealing WHERE id = 1{}",
+            self.engine.lock(" FOR UPDATE")
+        );
+        let stored: Option<String> = match self.engine.query(&sql).fetch_optional(&mut tx).await? {
+            Some(row) => Some(row.try_get("key_id")?),
+            None => None,
+        };
+        match &stored {
+            Some(id) if !keyring.holds(id) => {
+                return Err(StoreError::Sealing(format!(
+                    "this database's endpoint secrets are sealed with master key {id}, but the \
+                     configured master key is {} and no previous_master_keys entry is {id}: \
+                     configure the key this database was set up with",
+                    keyring.current().id()
+                )));
+            }
+            Some(_) => {}
+            None => {
+                self.engine
+                    .query("INSERT INTO sealing (id, key_id) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
+                    .bind(keyring.current().id())
+                    .execute(&mut tx)
+                    .await?;
+            }
+        }
+        // Secrets stored in the clear by a version before sealing: sealed now.
+        let plain = format!("{SECRET_PREFIX}%");
+        let rows = self
+            .engine
+            .query(
+                "SELECT id, secret, previous_secret FROM endpoints \
+                 WHERE secret LIKE $1 OR previous_secret LIKE $1",
+            )
+            .bind(&plain)
+            .fetch_all(&mut tx)
+            .await?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let seal = |value: Option<String>| -> Result<Option<String>> {
+                value
+                    .map(|v| match key_id(&v) {
+                        Some(_) => Ok(v),
+                        None => EndpointSecret::parse(&v)
+                            .map(|s| self.secrets.seal(&s, &id))
+                            .map_err(|_| StoreError::Corrupt(format!("endpoint {id}: secret"))),
+                    })
+                    .transpose()
+            };
+            let secret = seal(row.try_get("secret")?)?;
+            let previous = seal(row.try_get("previous_secret")?)?;
+            self.engine
+                .query("UPDATE endpoints SET secret = $2, previous_secret = $3 WHERE id = $1")
+                .bind(&id)
+                .bind(secret)
+                .bind(previous)
+                .execute(&mut tx)
+                .await?;
+        }
+        tx.commit().await?;
+        if !rows.is_empty() {
+            tracing::info!(
+                endpoints = rows.len(),
+                "sealed endpoint secrets stored in the clear"
+            );
+        }
+        Ok(())
+    }
+
+    /// Re-seals every endpoint secret with the current master key and records it as
+    /// the database's key; the number of endpoints. Every secret must open with a
+    /// key this process holds (the current one or a previous one).
+    #[tracing::instrument(skip_all)]
+    pub async fn rotate_master_key(&self) -> Result<u64> {
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "SELECT id, secret, previous_secret FROM endpoints{}",
+            self.engine.lock(" FOR UPDATE")
+        );
+        let rows = self.engine.query(&sql).fetch_all(&mut tx).await?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let reseal = |value: Option<String>| -> Result<Option<String>> {
+                value
+                    .map(|v| Ok(self.secrets.seal(&self.secrets.open(&v, &id)?, &id)))
+                    .transpose()
+            };
+            let secret = reseal(row.try_get("secret")?)?;
+            let previous = reseal(row.try_get("previous_secret")?)?;
+            self.engine
+                .query("UPDATE endpoints SET secret = $2, previous_secret = $3 WHERE id = $1")
+                .bind(&id)
+                .bind(secret)
+                .bind(previous)
+                .execute(&mut tx)
+                .await?;
+        }
+        self.engine
+            .query(
+                "INSERT INTO sealing (id, key_id) VALUES (1, $1) \
+                 ON CONFLICT (id) DO UPDATE SET key_id = excluded.key_id",
+            )
+            .bind(self.secrets.keyring.current().id())
+            .execute(&mut tx)
+            .await?;
+        tx.commit().await?;
+        Ok(rows.len() as u64)
+    }
+}
