@@ -49,6 +49,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("GET", "/v1/apps/{app}/deliveries") => (App(Read), None),
         ("GET", "/v1/apps/{app}/deliveries/{delivery}") => (App(Read), None),
         ("GET", "/v1/apps/{app}/deliveries/{delivery}/attempts") => (App(Read), None),
+        ("GET", "/v1/apps/{app}/attempts/{attempt}") => (App(Read), None),
         ("POST", "/v1/apps/{app}/deliveries/{delivery}/replay") => (App(Replay), None),
         ("POST", "/v1/apps/{app}/deliveries/{delivery}/resend") => (App(Replay), None),
         ("GET", "/v1/apps/{app}/dlq") => (App(Read), None),
@@ -71,6 +72,7 @@ struct Tenant {
     event: String,
     delivery: String,
     replay: String,
+    attempt: String,
 }
 
 impl Tenant {
@@ -104,12 +106,17 @@ impl Tenant {
                 202,
             )
             .await;
+        let attempt = app.attempts(&id, &delivery).await[0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         Self {
             app: id,
             endpoint,
             event,
             delivery,
             replay: job["id"].as_str().unwrap().to_owned(),
+            attempt,
         }
     }
 
@@ -119,6 +126,7 @@ impl Tenant {
             .replace("{event}", &self.event)
             .replace("{delivery}", &self.delivery)
             .replace("{replay}", &self.replay)
+            .replace("{attempt}", &self.attempt)
             .replace("{key}", "key_01J00000000000000000000000")
             .replace("{code}", "not_found")
     }

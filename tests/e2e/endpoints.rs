@@ -12,6 +12,8 @@ both_engines!(
     a_rotated_secret_signs_beside_the_old_one_until_the_grace_ends,
     custom_headers_are_sent_and_hooklines_own_are_refused,
     a_paused_endpoint_holds_new_deliveries_until_it_is_resumed,
+    an_attempt_shows_what_was_sent_and_what_came_back,
+    a_breaker_probe_is_marked_as_one,
 );
 
 /// Whether a Standard Webhooks verifier (the `standardwebhooks` crate) with
@@ -226,4 +228,130 @@ async fn a_paused_endpoint_holds_new_deliveries_until_it_is_resumed(engine: Engi
         app.wait_for_delivery_state(&app_id, delivery, "succeeded")
             .await;
     }
+}
+
+/// Attempt detail: the URL, the request headers exactly as the receiver got
+/// them, the response's status, headers and (cut) body, and what triggered it.
+async fn an_attempt_shows_what_was_sent_and_what_came_back(engine: Engine) {
+    let receiver = Receiver::start().await;
+    let big = vec![b'x'; 70_000];
+    receiver.script([
+        Reply::status(503).header("x-upstream", "down").body(&big),
+        Reply::status(200).header("x-request-id", "r-2"),
+    ]);
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    app.create_endpoint_with(
+        &app_id,
+        &receiver.url,
+        json!({"headers": {"X-Tenant": "acme"}}),
+    )
+    .await;
+    let published = app.publish(&app_id, "order.paid", json!({"n": 1})).await;
+    let delivery = published["deliveries"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.wait_for_delivery_state(&app_id, &delivery, "succeeded")
+        .await;
+    let got = receiver.wait_for_requests(2).await;
+    let attempts = app.attempts(&app_id, &delivery).await;
+    assert_eq!(attempts.len(), 2);
+
+    for (attempt, request) in attempts.iter().zip(&got) {
+        assert_eq!(attempt["url"], receiver.url.as_str());
+        let sent = attempt["request_headers"].as_object().unwrap();
+        for name in [
+            "webhook-id",
+            "webhook-timestamp",
+            "webhook-signature",
+            "content-type",
+            "x-tenant",
+        ] {
+            assert_eq!(
+                sent[name],
+                request.header(name),
+                "{name}: as the receiver got it"
+            );
+        }
+        assert_eq!(sent["webhook-id"], published["id"]);
+        assert!(
+            !attempt.to_string().contains("whsec_"),
+            "no secret material"
+        );
+        // The single view is the listed one.
+        let one = app
+            .get(&format!(
+                "/v1/apps/{app_id}/attempts/{}",
+                attempt["id"].as_str().unwrap()
+            ))
+            .await;
+        assert_eq!(&one, attempt);
+    }
+    let (failed, delivered) = (&attempts[0], &attempts[1]);
+    assert_eq!(failed["trigger"], "first");
+    assert_eq!(failed["status_code"], 503);
+    assert_eq!(failed["verdict"], "retry");
+    assert!(failed["next_attempt_at"].is_string());
+    assert_eq!(failed["response_headers"]["x-upstream"], "down");
+    assert_eq!(failed["response_body_truncated"], true);
+    assert_eq!(failed["response_body"].as_str().unwrap().len(), 64 * 1024);
+    assert_eq!(delivered["trigger"], "retry");
+    assert_eq!(delivered["status_code"], 200);
+    assert_eq!(delivered["response_headers"]["x-request-id"], "r-2");
+    assert_eq!(delivered["response_body_truncated"], false);
+
+    // A resend starts a round: its first attempt says so.
+    app.call(
+        Method::POST,
+        &format!("/v1/apps/{app_id}/deliveries/{delivery}/resend"),
+        None,
+        202,
+    )
+    .await;
+    receiver.wait_for_requests(3).await;
+    let resent = wait_until(Duration::from_secs(30), "the resend's attempt", || async {
+        let attempts = app.attempts(&app_id, &delivery).await;
+        (attempts.len() == 3).then(|| attempts[2].clone())
+    })
+    .await;
+    assert_eq!(resent["trigger"], "replay");
+    assert_eq!(resent["attempt_number"], 1);
+
+    let unknown = app
+        .request(
+            Method::GET,
+            &format!("/v1/apps/{app_id}/attempts/atm_01J00000000000000000000000"),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(unknown.status(), 404);
+}
+
+/// With a breaker that opens on the first failure, the next attempt is its probe.
+async fn a_breaker_probe_is_marked_as_one(engine: Engine) {
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(503), Reply::status(200)]);
+    let app = TestApp::spawn_with(engine, |c| {
+        c.breaker_failure_threshold = 1;
+        c.breaker_cooldown_ms = 100;
+    })
+    .await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let published = app.publish(&app_id, "order.paid", json!({})).await;
+    let delivery = published["deliveries"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.wait_for_delivery_state(&app_id, &delivery, "succeeded")
+        .await;
+    let triggers: Vec<Value> = app
+        .attempts(&app_id, &delivery)
+        .await
+        .iter()
+        .map(|a| a["trigger"].clone())
+        .collect();
+    assert_eq!(triggers, vec![json!("first"), json!("probe")]);
 }

@@ -74,6 +74,15 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         status_code: Some(500),
         response_body: Some("oops".into()),
         error: None,
+        url: claimed.destination.url.clone(),
+        request_headers: vec![("webhook-id".into(), claimed.event_id.to_string())],
+        response_headers: vec![("server".into(), "test".into())],
+        response_truncated: false,
+        trigger: hookline_core::model::AttemptTrigger::of(
+            claimed.probe,
+            claimed.attempts,
+            claimed.replayed,
+        ),
         next,
         signal: match next {
             Next::Succeeded => Signal::Healthy,

@@ -1,7 +1,11 @@
 //! The JSON the API answers with. Times are RFC 3339 (UTC, milliseconds).
 
 use hookline_core::breaker::BreakerState;
-use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use std::collections::BTreeMap;
+
+use hookline_core::model::{
+    AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
+};
 use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
 use hookline_store::{
@@ -186,6 +190,32 @@ pub(crate) struct AttemptView {
     verdict: AttemptVerdict,
     next_attempt_at: Option<Timestamp>,
     dead_reason: Option<DeadReason>,
+    /// `first`, `retry`, `probe` (the breaker's one request) or `replay` (the
+    /// first of a round a replay or resend started); `null` on old attempts.
+    trigger: Option<AttemptTrigger>,
+    /// Where it went (`null` on old attempts).
+    url: Option<String>,
+    /// The headers sent: signatures, never secrets.
+    request_headers: BTreeMap<String, String>,
+    /// The response's headers (repeated ones joined with ", "), capped.
+    response_headers: BTreeMap<String, String>,
+    /// The body was longer than the limit (64 KiB) and is cut there.
+    response_body_truncated: bool,
+}
+
+/// Headers as an object; a repeated name's values joined as HTTP allows.
+fn header_object(headers: &[(String, String)]) -> BTreeMap<String, String> {
+    let mut object: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        object
+            .entry(name.clone())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.clone());
+    }
+    object
 }
 
 impl From<&Attempt> for AttemptView {
@@ -204,6 +234,11 @@ impl From<&Attempt> for AttemptView {
             verdict: a.verdict,
             next_attempt_at: a.next_attempt_at,
             dead_reason: a.dead_reason,
+            trigger: a.trigger,
+            url: a.url.clone(),
+            request_headers: header_object(&a.request_headers),
+            response_headers: header_object(&a.response_headers),
+            response_body_truncated: a.response_truncated,
         }
     }
 }

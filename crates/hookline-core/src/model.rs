@@ -71,6 +71,34 @@ pub enum AttemptVerdict {
     Dead,
 }
 
+/// What made an attempt happen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptTrigger {
+    /// The delivery's first attempt.
+    First,
+    /// A later attempt of the same round, after a failure.
+    Retry,
+    /// The one request a half-open circuit breaker lets through.
+    Probe,
+    /// The first attempt of a round a replay or a resend started.
+    Replay,
+}
+
+impl AttemptTrigger {
+    /// The trigger of an attempt made after `attempts_before` attempts of its
+    /// round; `replayed_round`: the round was started by a replay or a resend.
+    /// A probe is a probe whatever else holds: that is why it was let through.
+    pub fn of(probe: bool, attempts_before: u32, replayed_round: bool) -> Self {
+        match (probe, attempts_before, replayed_round) {
+            (true, _, _) => Self::Probe,
+            (false, 0, false) => Self::First,
+            (false, 0, true) => Self::Replay,
+            (false, _, _) => Self::Retry,
+        }
+    }
+}
+
 /// Where a bulk replay is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +178,13 @@ sql_text_enum!(ReplayJobState {
     Cancelled => "cancelled",
 });
 
+sql_text_enum!(AttemptTrigger {
+    First => "first",
+    Retry => "retry",
+    Probe => "probe",
+    Replay => "replay",
+});
+
 sql_text_enum!(AttemptVerdict {
     Delivered => "delivered",
     Retry => "retry",
@@ -200,6 +235,18 @@ mod tests {
             DeadReason::DestinationForbidden
         );
         assert!("bogus".parse::<AttemptVerdict>().is_err());
+    }
+
+    #[test]
+    fn an_attempts_trigger_follows_from_its_place_in_the_round() {
+        use AttemptTrigger::*;
+        assert_eq!(AttemptTrigger::of(false, 0, false), First);
+        assert_eq!(AttemptTrigger::of(false, 3, false), Retry);
+        assert_eq!(AttemptTrigger::of(false, 0, true), Replay);
+        assert_eq!(AttemptTrigger::of(false, 2, true), Retry);
+        assert_eq!(AttemptTrigger::of(true, 0, false), Probe);
+        assert_eq!(AttemptTrigger::of(true, 5, true), Probe);
+        assert_eq!("replay".parse::<AttemptTrigger>().unwrap(), Replay);
     }
 
     #[test]

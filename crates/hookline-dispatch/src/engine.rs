@@ -25,6 +25,7 @@ use std::time::Duration;
 use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
 use hookline_core::concurrency::Pressure;
 use hookline_core::ids::{DeliveryId, EndpointId};
+use hookline_core::model::AttemptTrigger;
 use hookline_core::retry::{Next, ThreadJitter};
 use hookline_core::time::Clock;
 use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Store};
@@ -443,6 +444,11 @@ impl Dispatcher {
             status_code: result.status,
             response_body: result.response_body,
             error: result.error,
+            url: delivery.destination.url.clone(),
+            request_headers: result.request_headers,
+            response_headers: result.response_headers,
+            response_truncated: result.response_truncated,
+            trigger: AttemptTrigger::of(delivery.probe, delivery.attempts, delivery.replayed),
             next,
             signal: breaker_signal(&result.outcome),
             disable_endpoint: matches!(

@@ -71,16 +71,36 @@ pub struct SendResult {
     pub response_body: Option<String>,
     pub error: Option<(TransportError, String)>,
     pub duration: Duration,
+    /// The headers sent (empty if the request never left).
+    pub request_headers: Vec<(String, String)>,
+    /// The response's headers, at most [`MAX_RESPONSE_HEADERS`] and
+    /// [`MAX_RESPONSE_HEADER_BYTES`] of them.
+    pub response_headers: Vec<(String, String)>,
+    /// The response body was longer than the limit and was cut.
+    pub response_truncated: bool,
 }
 
+/// Response headers kept per attempt: enough to see what a receiver or its
+/// gateway said, bounded so a hostile receiver cannot bloat the attempt log.
+pub const MAX_RESPONSE_HEADERS: usize = 50;
+pub const MAX_RESPONSE_HEADER_BYTES: usize = 8 * 1024;
+
 impl SendResult {
-    fn failed(kind: TransportError, message: String, started: Instant) -> Self {
+    fn failed(
+        kind: TransportError,
+        message: String,
+        started: Instant,
+        request_headers: Vec<(String, String)>,
+    ) -> Self {
         Self {
             outcome: Outcome::Failed(kind),
             status: None,
             response_body: None,
             error: Some((kind, message)),
             duration: started.elapsed(),
+            request_headers,
+            response_headers: Vec::new(),
+            response_truncated: false,
         }
     }
 }
@@ -137,13 +157,16 @@ impl Sender {
         let started = Instant::now();
         let url = match url {
             Ok(url) => url,
-            Err(message) => return SendResult::failed(TransportError::Connect, message, started),
+            Err(message) => {
+                return SendResult::failed(TransportError::Connect, message, started, Vec::new())
+            }
         };
         if !self.allow_private && literal_ip(&url).is_some_and(|ip| !destination::is_public(ip)) {
             return SendResult::failed(
                 TransportError::DestinationForbidden,
                 ForbiddenDestination.to_string(),
                 started,
+                Vec::new(),
             );
         }
         let id = delivery.event_id.as_str();
@@ -151,21 +174,22 @@ impl Sender {
         let signature = destination
             .signing
             .signature_header(id, timestamp, &delivery.body);
-        let mut request = self.client.post(url);
-        // First, so nothing Hookline sets below can be overridden (they are refused
-        // at creation too: hookline_core::custom_headers).
-        for (name, value) in &destination.headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        let mut request = request
-            .header("content-type", "application/json")
-            .header("webhook-id", id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", signature);
+        // The endpoint's own headers first; Hookline's cannot be among them
+        // (refused at creation: hookline_core::custom_headers).
+        let mut sent: Vec<(String, String)> = destination.headers.clone();
+        sent.extend([
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("webhook-id".to_owned(), id.to_owned()),
+            ("webhook-timestamp".to_owned(), timestamp.to_string()),
+            ("webhook-signature".to_owned(), signature),
+        ]);
         if let (Some(key), Some(sequence)) = (&delivery.ordering_key, delivery.sequence) {
-            request = request
-                .header(ORDERING_KEY_HEADER, key.as_str())
-                .header(SEQUENCE_HEADER, sequence.to_string());
+            sent.push((ORDERING_KEY_HEADER.to_owned(), key.clone()));
+            sent.push((SEQUENCE_HEADER.to_owned(), sequence.to_string()));
+        }
+        let mut request = self.client.post(url);
+        for (name, value) in &sent {
+            request = request.header(name.as_str(), value.as_str());
         }
         let request = request.body(bytes::Bytes::from_owner(delivery.body.clone()));
 
@@ -173,9 +197,10 @@ impl Sender {
             Ok(response) => response,
             Err(error) => {
                 let kind = transport_error_kind(&error);
-                return SendResult::failed(kind, error_chain(&error), started);
+                return SendResult::failed(kind, error_chain(&error), started, sent);
             }
         };
+        let response_headers = kept_headers(response.headers());
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -184,12 +209,16 @@ impl Sender {
             .map(str::to_owned);
         let mut body = Vec::new();
         let mut error = None;
+        let mut truncated = false;
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
                     let room = self.max_response_body_bytes - body.len();
+                    truncated = chunk.len() > room;
                     body.extend_from_slice(&chunk[..chunk.len().min(room)]);
                     if body.len() >= self.max_response_body_bytes {
+                        // Exactly at the limit: cut if anything follows.
+                        truncated = truncated || matches!(response.chunk().await, Ok(Some(_)));
                         break;
                     }
                 }
@@ -211,8 +240,28 @@ impl Sender {
             response_body: Some(printable_body(&body)),
             error: error.map(|e| (transport_error_kind(&e), error_chain(&e))),
             duration: started.elapsed(),
+            request_headers: sent,
+            response_headers,
+            response_truncated: truncated,
         }
     }
+}
+
+/// The response headers an attempt keeps: in order, names lower-case (as the
+/// HTTP library gives them), values as text; at most [`MAX_RESPONSE_HEADERS`]
+/// and [`MAX_RESPONSE_HEADER_BYTES`].
+fn kept_headers(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
+    let mut kept = Vec::new();
+    let mut bytes = 0;
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).replace('\0', "\u{fffd}");
+        bytes += name.as_str().len() + value.len();
+        if kept.len() == MAX_RESPONSE_HEADERS || bytes > MAX_RESPONSE_HEADER_BYTES {
+            break;
+        }
+        kept.push((name.as_str().to_owned(), value));
+    }
+    kept
 }
 
 /// The response body as kept in the attempt log: UTF-8 (invalid sequences and NUL

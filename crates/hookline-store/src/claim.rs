@@ -71,7 +71,7 @@ impl Lane {
 /// not once per row: decoding rows is most of a claim's cost.
 const CLAIMED_COLUMNS: &str =
     "c.id, c.app_id, c.event_id, c.endpoint_id, c.lease_token, c.attempts, \
-     c.round_started_at, c.ordering_key, c.sequence, e.body";
+     c.round_started_at, c.created_at, c.ordering_key, c.sequence, e.body";
 
 /// What sending and admission need of an endpoint.
 pub(crate) const ENDPOINT_COLUMNS: &str =
@@ -155,6 +155,7 @@ fn claimed_from_row(row: &Row, targets: &HashMap<EndpointId, Target>) -> Result<
     let endpoint_id: EndpointId = parse_column(row, "endpoint_id")?;
     let target = targets.get(&endpoint_id);
     let body: Vec<u8> = row.try_get("body")?;
+    let round_started_at: i64 = row.try_get("round_started_at")?;
     Ok(Claimed {
         delivery: ClaimedDelivery {
             id: parse_column(row, "id")?,
@@ -163,7 +164,9 @@ fn claimed_from_row(row: &Row, targets: &HashMap<EndpointId, Target>) -> Result<
             endpoint_id,
             lease_token: row.try_get("lease_token")?,
             attempts: row.try_get::<i64, _>("attempts")? as u32,
-            round_started_at: Timestamp::from_millis(row.try_get("round_started_at")?),
+            round_started_at: Timestamp::from_millis(round_started_at),
+            // A replay or resend starts a round later than the delivery's creation.
+            replayed: round_started_at > row.try_get::<i64, _>("created_at")?,
             ordering_key: row.try_get("ordering_key")?,
             sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
             send_at: None,
@@ -750,7 +753,7 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
                UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
                FROM ({due}) due WHERE d.id = due.id \
                RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
-                         d.round_started_at, d.ordering_key, d.sequence) \
+                         d.round_started_at, d.created_at, d.ordering_key, d.sequence) \
              SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id"
         ),
         // SQLite's UPDATE can't feed a join, but its RETURNING may hold a subquery:
@@ -759,7 +762,7 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
             "UPDATE deliveries SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
              WHERE id IN ({due}) \
              RETURNING id, app_id, event_id, endpoint_id, lease_token, attempts, round_started_at, \
-                       ordering_key, sequence, \
+                       created_at, ordering_key, sequence, \
                        (SELECT body FROM events WHERE events.id = deliveries.event_id) AS body"
         ),
     }

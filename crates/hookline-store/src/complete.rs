@@ -23,7 +23,8 @@ use crate::{parse_column, Engine, Result, Store};
 const LAST_ERROR_CHARS: usize = 500;
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
     const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
-        status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason";
+        status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
+        url, request_headers, response_headers, response_truncated, cause";
     format!(
         "INSERT INTO attempts ({COLUMNS}) SELECT {COLUMNS} FROM {}",
         engine.rows(
@@ -43,6 +44,11 @@ static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
                 ("verdict", Kind::Text),
                 ("next_attempt_at", Kind::Int),
                 ("dead_reason", Kind::Text),
+                ("url", Kind::Text),
+                ("request_headers", Kind::LongText),
+                ("response_headers", Kind::LongText),
+                ("response_truncated", Kind::Bool),
+                ("cause", Kind::Text),
             ]
         )
     )
@@ -60,6 +66,20 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             None => (None, None),
         })
     };
+    let headers = |pick: fn(&AttemptRecord) -> &[(String, String)]| -> Vec<Option<String>> {
+        records
+            .iter()
+            .map(|r| {
+                let headers = pick(r);
+                (!headers.is_empty())
+                    .then(|| serde_json::to_string(headers).expect("strings serialize"))
+            })
+            .collect()
+    };
+    let (sent, got) = (
+        headers(|r| &r.request_headers),
+        headers(|r| &r.response_headers),
+    );
     let batch = Batch::default()
         .text(ids.iter().map(|id| Some(id.as_str())))
         .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
@@ -82,7 +102,12 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             records
                 .iter()
                 .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
-        );
+        )
+        .text(records.iter().map(|r| Some(r.url.as_str())))
+        .long_text(sent.iter().map(Option::as_deref))
+        .long_text(got.iter().map(Option::as_deref))
+        .bool(records.iter().map(|r| Some(r.response_truncated)))
+        .text(records.iter().map(|r| Some(r.trigger.as_str())));
     let engine = tx.engine();
     engine
         .query(INSERT_ATTEMPTS.text(engine))

@@ -187,6 +187,7 @@ impl<'q> Query<'q> {
                     q = match column {
                         Column::Text(values) | Column::LongText(values) => q.bind(values),
                         Column::Int(values) => q.bind(values),
+                        Column::Bool(values) => q.bind(values),
                         Column::Bytes(values) => q.bind(values),
                     };
                 }
@@ -342,6 +343,7 @@ pub(crate) enum Kind {
     /// batch's bytes, not inside the JSON rows.
     LongText,
     Int,
+    Bool,
     Bytes,
 }
 
@@ -355,6 +357,7 @@ enum Column<'q> {
     Text(Vec<Option<&'q str>>),
     LongText(Vec<Option<&'q str>>),
     Int(Vec<Option<i64>>),
+    Bool(Vec<Option<bool>>),
     Bytes(Vec<Option<&'q [u8]>>),
 }
 
@@ -377,6 +380,12 @@ impl<'q> Batch<'q> {
         self
     }
 
+    pub(crate) fn bool(mut self, values: impl IntoIterator<Item = Option<bool>>) -> Self {
+        self.columns
+            .push(Column::Bool(values.into_iter().collect()));
+        self
+    }
+
     pub(crate) fn bytes(mut self, values: impl IntoIterator<Item = Option<&'q [u8]>>) -> Self {
         self.columns
             .push(Column::Bytes(values.into_iter().collect()));
@@ -387,6 +396,7 @@ impl<'q> Batch<'q> {
         self.columns.first().map_or(0, |c| match c {
             Column::Text(v) | Column::LongText(v) => v.len(),
             Column::Int(v) => v.len(),
+            Column::Bool(v) => v.len(),
             Column::Bytes(v) => v.len(),
         })
     }
@@ -428,6 +438,11 @@ impl<'q> Batch<'q> {
                         }
                         None => out.extend_from_slice(b"null"),
                     },
+                    Column::Bool(values) => out.extend_from_slice(match values[row] {
+                        Some(true) => b"1",
+                        Some(false) => b"0",
+                        None => b"null",
+                    }),
                     Column::LongText(values) => match values[row] {
                         Some(text) => {
                             let blob = blob.as_mut().expect("made for a long text column");

@@ -2,7 +2,7 @@
 //! (Claiming is in `claim`, completing in `complete`.)
 
 use crate::db::{Batch, Kind, Row, Sql, Tx};
-use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
+use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
 use hookline_core::time::Timestamp;
 
@@ -11,7 +11,7 @@ use crate::listing::{Arg, Filters};
 use crate::records::{
     Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome,
 };
-use crate::{parse_column, parse_optional_column, Result, Store};
+use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
 
 pub(crate) const DELIVERY_COLUMNS: &str =
     "id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, attempts, \
@@ -77,7 +77,8 @@ fn parse_dlq_cursor(cursor: &str) -> Option<(i64, String)> {
 
 const ATTEMPT_COLUMNS: &str =
     "id, delivery_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, \
-     response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason";
+     response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
+     url, request_headers, response_headers, response_truncated, cause";
 
 fn attempt_from_row(row: &Row) -> Result<Attempt> {
     Ok(Attempt {
@@ -98,7 +99,21 @@ fn attempt_from_row(row: &Row) -> Result<Attempt> {
             .try_get::<Option<i64>, _>("next_attempt_at")?
             .map(Timestamp::from_millis),
         dead_reason: parse_optional_column(row, "dead_reason")?,
+        url: row.try_get("url")?,
+        request_headers: headers_column(row, "request_headers")?,
+        response_headers: headers_column(row, "response_headers")?,
+        response_truncated: row.try_get::<bool, _>("response_truncated")?,
+        trigger: parse_optional_column(row, "cause")?,
     })
+}
+
+fn headers_column(row: &Row, column: &str) -> Result<Vec<(String, String)>> {
+    match row.try_get::<Option<String>, _>(column)? {
+        None => Ok(Vec::new()),
+        Some(text) => {
+            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
+        }
+    }
 }
 
 impl Store {
@@ -147,6 +162,20 @@ impl Store {
             };
         }
         Ok(earliest.map(Timestamp::from_millis))
+    }
+
+    /// One attempt of an app's deliveries.
+    #[tracing::instrument(skip_all, fields(app = %app, attempt = %id))]
+    pub async fn get_attempt(&self, app: &AppId, id: &AttemptId) -> Result<Option<Attempt>> {
+        let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = $1 AND app_id = $2");
+        self.engine
+            .query(&sql)
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|row| attempt_from_row(&row))
+            .transpose()
     }
 
     /// One delivery of an app.

@@ -491,6 +491,7 @@ impl Target {
             sequence,
             send_at: None,
             probe: false,
+            replayed: false,
             max_in_flight: self.endpoint.gate.max_in_flight,
             destination: self.endpoint.destination.clone(),
             retry: self.endpoint.retry,

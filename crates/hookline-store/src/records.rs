@@ -6,7 +6,9 @@ use std::time::Duration;
 use hookline_core::access::Capabilities;
 use hookline_core::breaker::{Breaker, Signal};
 use hookline_core::ids::{ApiKeyId, AppId, AttemptId, DeliveryId, EndpointId, EventId};
-use hookline_core::model::{AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use hookline_core::model::{
+    AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
+};
 use hookline_core::ordering::OnDead;
 pub use hookline_core::retry::Next;
 use hookline_core::retry::RetryPolicy;
@@ -262,6 +264,8 @@ pub struct ClaimedDelivery {
     pub send_at: Option<Timestamp>,
     /// This delivery is its endpoint's half-open breaker probe.
     pub probe: bool,
+    /// Its round was started by a replay or a resend.
+    pub replayed: bool,
     /// The endpoint's own concurrency ceiling, if it has one.
     pub max_in_flight: Option<u32>,
     pub destination: Arc<Destination>,
@@ -283,6 +287,15 @@ pub struct AttemptRecord {
     pub status_code: Option<u16>,
     pub response_body: Option<String>,
     pub error: Option<(TransportError, String)>,
+    /// Where the request went.
+    pub url: String,
+    /// The headers sent, as sent (signatures, never secrets).
+    pub request_headers: Vec<(String, String)>,
+    /// The response's headers (capped), if a response arrived.
+    pub response_headers: Vec<(String, String)>,
+    /// The response body was cut at the limit.
+    pub response_truncated: bool,
+    pub trigger: AttemptTrigger,
     /// What follows the attempt (decided by the dispatcher).
     pub next: Next,
     /// What the attempt says about the endpoint's health.
@@ -346,6 +359,12 @@ pub struct Attempt {
     pub verdict: AttemptVerdict,
     pub next_attempt_at: Option<Timestamp>,
     pub dead_reason: Option<DeadReason>,
+    /// `None`, and empty headers, on attempts recorded before these were kept.
+    pub url: Option<String>,
+    pub request_headers: Vec<(String, String)>,
+    pub response_headers: Vec<(String, String)>,
+    pub response_truncated: bool,
+    pub trigger: Option<AttemptTrigger>,
 }
 
 /// What a replay (or resend) request did.

@@ -52,6 +52,22 @@ pub(crate) async fn attempts(
     )))
 }
 
+/// `GET …/attempts/{attempt}`: one attempt, in full (what was sent, what came back).
+pub(crate) async fn attempt(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, attempt)): Path<(String, String)>,
+) -> ApiResult<Json<AttemptView>> {
+    let app = caller.app(&state, &app).await?;
+    let id: AttemptId = path_id(&attempt, "attempt")?;
+    let attempt = state
+        .store
+        .get_attempt(&app.id, &id)
+        .await?
+        .ok_or(ApiError::NotFound("attempt"))?;
+    Ok(Json(AttemptView::from(&attempt)))
+}
+
 /// What `state=` names (the stored states, with pending split into due and parked).
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(rename_all = "snake_case")]

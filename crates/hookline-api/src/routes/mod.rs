@@ -56,6 +56,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
         (M::GET, "/v1/apps/{app}/deliveries", App(Read), get(deliveries::list)),
         (M::GET, "/v1/apps/{app}/deliveries/{delivery}", App(Read), get(deliveries::get)),
         (M::GET, "/v1/apps/{app}/deliveries/{delivery}/attempts", App(Read), get(deliveries::attempts)),
+        (M::GET, "/v1/apps/{app}/attempts/{attempt}", App(Read), get(deliveries::attempt)),
         (M::POST, "/v1/apps/{app}/deliveries/{delivery}/replay", App(Replay), post(deliveries::replay)),
         (M::POST, "/v1/apps/{app}/deliveries/{delivery}/resend", App(Replay), post(deliveries::resend)),
         (M::GET, "/v1/apps/{app}/dlq", App(Read), get(deliveries::dlq)),
