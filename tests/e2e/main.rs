@@ -7,6 +7,7 @@ mod helpers;
 
 mod access;
 mod api;
+mod catalog;
 mod crash;
 mod dashboard;
 mod delivery;

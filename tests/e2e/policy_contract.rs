@@ -660,6 +660,7 @@ fn new_event(event_type: &str, key: Option<&str>) -> NewEvent {
         event_type: event_type.into(),
         ordering_key: key.map(String::from),
         body: b"{}".to_vec(),
+        only_endpoint: None,
     }
 }
 

@@ -36,6 +36,7 @@ fn new_event(event_type: &str) -> NewEvent {
         event_type: event_type.into(),
         ordering_key: None,
         body: br#"{"type":"x","timestamp":"t","data":{}}"#.to_vec(),
+        only_endpoint: None,
     }
 }
 
@@ -119,6 +120,7 @@ both_engines!(
     listings_filter_and_page_newest_first,
     bulk_replay_works_in_batches_resumes_and_stops_when_cancelled,
     api_keys_by_hash_and_scope,
+    event_type_catalog_round_trips,
     idempotency_retention_purges_old_keys,
     retention_removes_old_delivered_history_and_keeps_the_dlq,
 );
@@ -1169,6 +1171,69 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
     assert!(store.find_api_key("hash-other").await.unwrap().is_some());
     assert!(store.find_api_key("hash-admin").await.unwrap().is_some());
     assert!(store.revoke_app_keys(&app).await.unwrap().is_empty());
+}
+
+async fn event_type_catalog_round_trips(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let paid = EventType {
+        name: "invoice.paid".into(),
+        description: "paid".into(),
+        schema: Some(serde_json::json!({"type": "object"})),
+        example: Some(serde_json::json!({"amount": 1})),
+        deprecated: false,
+        created_at: t(1),
+        updated_at: t(1),
+    };
+    store.create_event_type(&paid).await.unwrap();
+    let taken = store.create_event_type(&paid).await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    let older = EventType {
+        name: "account.closed".into(),
+        schema: None,
+        example: None,
+        ..paid.clone()
+    };
+    store.create_event_type(&older).await.unwrap();
+    assert_eq!(
+        store.get_event_type("invoice.paid").await.unwrap(),
+        Some(paid.clone())
+    );
+    assert_eq!(
+        store.list_event_types().await.unwrap(),
+        vec![older.clone(), paid.clone()],
+        "by name"
+    );
+    let patch = EventTypePatch {
+        deprecated: Some(true),
+        schema: Some(None),
+        ..EventTypePatch::default()
+    };
+    let changed = store
+        .update_event_type("invoice.paid", patch, t(2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            changed.deprecated,
+            changed.schema.clone(),
+            changed.example.clone(),
+            changed.updated_at
+        ),
+        (true, None, paid.example.clone(), t(2))
+    );
+    assert_eq!(
+        store.get_event_type("invoice.paid").await.unwrap(),
+        Some(changed)
+    );
+    assert!(store
+        .update_event_type("nope", EventTypePatch::default(), t(3))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(store.delete_event_type("invoice.paid").await.unwrap());
+    assert!(!store.delete_event_type("invoice.paid").await.unwrap());
+    assert_eq!(store.list_event_types().await.unwrap(), vec![older]);
 }
 
 async fn idempotency_retention_purges_old_keys(engine: Engine) {

@@ -194,6 +194,7 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
             event_type: "order.paid".into(),
             ordering_key: None,
             body: body.to_vec(),
+            only_endpoint: None,
         },
         key: Some(IdempotencyKey {
             key: "order-41".into(),

@@ -41,6 +41,12 @@ pub enum ApiError {
     EndpointDeleted,
     #[error("the destination is a private, loopback or otherwise non-public address")]
     DestinationForbidden,
+    /// A publish of a type the catalog lacks, where the deployment refuses those.
+    #[error("{0}")]
+    UnknownEventType(String),
+    /// A payload the type's schema refuses, where the deployment refuses those.
+    #[error("{0}")]
+    SchemaViolation(String),
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -73,6 +79,8 @@ impl ApiError {
             Self::DestinationForbidden => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "destination_forbidden")
             }
+            Self::UnknownEventType(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_event_type"),
+            Self::SchemaViolation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "schema_violation"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -177,7 +185,9 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("payload_too_large", 413, "a body above the limit (`max_payload_bytes` for an event's payload)"),
     kind("idempotency_key_reused", 422, "the Idempotency-Key was used with a different request"),
     kind("destination_forbidden", 422, "an endpoint URL that names a private or loopback address"),
-    kind("conflict", 409, "an app `uid` already taken; revoking the last admin key"),
+    kind("unknown_event_type", 422, "a publish of a type the event type catalog lacks, where `event_type_check` is `refuse` (else a warning in the answer)"),
+    kind("schema_violation", 422, "a payload its catalog type's JSON Schema refuses, where `event_type_check` is `refuse` (else a warning in the answer)"),
+    kind("conflict", 409, "an app `uid` or an event type name already taken; revoking the last admin key; a test send to a disabled endpoint"),
     kind("endpoint_deleted", 409, "replay or resend of a delivery whose endpoint was deleted"),
     kind("not_ready", 503, "`/readyz`: the database is unreachable"),
     kind("internal", 500, "a bug or an outage; details are in the server log, never in the answer"),
@@ -201,6 +211,8 @@ mod tests {
             ApiError::Conflict("x"),
             ApiError::EndpointDeleted,
             ApiError::DestinationForbidden,
+            ApiError::UnknownEventType("x".into()),
+            ApiError::SchemaViolation("x".into()),
             ApiError::Internal("x".into()),
         ];
         all.extend(Capability::ALL.map(ApiError::MissingCapability));
@@ -218,6 +230,8 @@ mod tests {
                 | ApiError::Conflict(_)
                 | ApiError::EndpointDeleted
                 | ApiError::DestinationForbidden
+                | ApiError::UnknownEventType(_)
+                | ApiError::SchemaViolation(_)
                 | ApiError::Internal(_) => {}
             }
         }

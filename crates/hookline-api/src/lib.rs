@@ -6,9 +6,11 @@
 //! - `auth`: bearer keys (stored hashed), the [`Access`] each route declares, and its check.
 //! - `extract`: the JSON body extractor (413 / 400 / 422 as problem+json).
 //! - `views`: the JSON shapes the API answers with.
+//! - `catalog`: the event type catalog as publishing checks it.
 //! - `routes`: one module per resource.
 
 mod auth;
+mod catalog;
 pub mod error;
 mod extract;
 mod routes;
@@ -36,6 +38,9 @@ pub struct ApiConfig {
     pub allow_private_destinations: bool,
     /// `/metrics`, if enabled.
     pub metrics: Option<MetricsRender>,
+    /// Refuse (422) publishes of types the event type catalog lacks or payloads
+    /// its schema refuses; otherwise accept them with a warning in the answer.
+    pub refuse_unchecked_events: bool,
 }
 
 impl Default for ApiConfig {
@@ -44,6 +49,7 @@ impl Default for ApiConfig {
             max_payload_bytes: 256 * 1024,
             allow_private_destinations: false,
             metrics: None,
+            refuse_unchecked_events: false,
         }
     }
 }
@@ -55,6 +61,7 @@ pub(crate) struct AppState {
     pub clock: Arc<dyn Clock>,
     pub config: Arc<ApiConfig>,
     pub keys: Arc<auth::KeyCache>,
+    pub catalog: Arc<catalog::Catalog>,
 }
 
 /// The whole API as one router.
@@ -65,6 +72,7 @@ pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router 
         clock,
         config: Arc::new(config),
         keys: Arc::default(),
+        catalog: Arc::default(),
     };
     routes::routes(&state)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))

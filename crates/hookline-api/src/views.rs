@@ -173,6 +173,9 @@ pub(crate) struct PublishedView<'a> {
     pub sequence: Option<u64>,
     pub created_at: Timestamp,
     pub deliveries: Vec<DeliveryView>,
+    /// What the event type catalog found wrong (absent when nothing).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub warnings: &'a [crate::catalog::Warning],
 }
 
 #[derive(Serialize)]

@@ -14,7 +14,7 @@
 //!   transactions, rows, batches, engine-dependent statements.
 //! - `sqlite`, `postgres`: each engine's pools, migrations and dialect.
 //! - [`records`]: the rows the store hands out and takes in.
-//! - `apps`, `endpoints`, `keys`: management data.
+//! - `apps`, `endpoints`, `keys`, `event_types`: management data (the last: the event type catalog).
 //! - `secrets`: endpoint secrets sealed at rest under the master key, and its rotation.
 //! - `publish`: the outbox transaction, idempotency keys, group commit.
 //! - `events`: reading events.
@@ -37,6 +37,7 @@ mod db;
 mod deliveries;
 pub mod dispatcher;
 mod endpoints;
+mod event_types;
 mod events;
 mod keys;
 mod listing;
@@ -55,6 +56,7 @@ use std::sync::Arc;
 use db::{Pool, Row};
 
 pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
+pub use event_types::MAX_EVENT_TYPES;
 pub use publish::{PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};

@@ -186,7 +186,10 @@ impl Store {
             });
             let accepting: Vec<&Target> = targets
                 .iter()
-                .filter(|t| t.accepts(&item.event.event_type))
+                .filter(|t| match &item.event.only_endpoint {
+                    Some(only) => t.id == *only,
+                    None => t.accepts(&item.event.event_type),
+                })
                 .collect();
             let held = match &item.event.ordering_key {
                 Some(key) if !accepting.is_empty() => {

@@ -184,6 +184,8 @@ pub struct NewEvent {
     pub event_type: String,
     pub ordering_key: Option<String>,
     pub body: Vec<u8>,
+    /// A test send: the event goes to this endpoint only, whatever its filter.
+    pub only_endpoint: Option<EndpointId>,
 }
 
 /// An `Idempotency-Key` and the fingerprint of the request that carried it.
@@ -461,6 +463,29 @@ pub struct AttemptFilter {
     pub verdict: Option<AttemptVerdict>,
     pub status: Option<StatusFilter>,
     pub started: TimeRange,
+}
+
+/// A type of the event catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventType {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema of the payload (`data`); `None` accepts any.
+    pub schema: Option<serde_json::Value>,
+    /// An example payload: what a test send sends unless given another.
+    pub example: Option<serde_json::Value>,
+    pub deprecated: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// A change to a catalog type; `None` leaves a field as it is, `Some(None)` clears it.
+#[derive(Debug, Clone, Default)]
+pub struct EventTypePatch {
+    pub description: Option<String>,
+    pub schema: Option<Option<serde_json::Value>>,
+    pub example: Option<Option<serde_json::Value>>,
+    pub deprecated: Option<bool>,
 }
 
 /// A stored API key (never the key itself: only its hash is kept).

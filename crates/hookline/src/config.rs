@@ -87,6 +87,9 @@ pub struct Config {
     pub history_retention_secs: u64,
     /// `text` or `json`.
     pub log_format: String,
+    /// What a publish of a type the event type catalog lacks, or with a payload
+    /// its schema refuses, gets: `accept` (with a warning in the answer) or `refuse` (422).
+    pub event_type_check: String,
 }
 
 impl Default for Config {
@@ -126,6 +129,7 @@ impl Default for Config {
             idempotency_retention_secs: 24 * 3600,
             history_retention_secs: 30 * 86_400,
             log_format: "text".into(),
+            event_type_check: "accept".into(),
         }
     }
 }

@@ -266,6 +266,13 @@ impl Server {
                     max_payload_bytes: config.max_payload_bytes,
                     allow_private_destinations: config.allow_private_destinations,
                     metrics: Some(Arc::new(move || handle.render())),
+                    refuse_unchecked_events: match config.event_type_check.as_str() {
+                        "accept" => false,
+                        "refuse" => true,
+                        other => anyhow::bail!(
+                            "event_type_check must be `accept` or `refuse`, not {other:?}"
+                        ),
+                    },
                 },
             );
             let listener = tokio::net::TcpListener::bind(&config.listen)

@@ -11,10 +11,13 @@ use hookline_core::ids::{AttemptId, EndpointId};
 use hookline_core::model::AttemptVerdict;
 use hookline_core::ordering::OnDead;
 use hookline_core::signing::EndpointSecret;
-use hookline_store::{AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, RetryOverrides};
+use hookline_store::{
+    AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, PublishOutcome, RetryOverrides,
+};
 use serde::Deserialize;
 
-use super::{is_id, page, page_of, path_id, status_filter, time_range, PageQuery};
+use super::events::{prepare, PublishRequest};
+use super::{checked_name, is_id, page, page_of, path_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
@@ -560,4 +563,73 @@ pub(crate) async fn stats(
         "windows": windows,
         "sample_cap": STATS_SAMPLE,
     })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TestSend {
+    event_type: String,
+    /// Absent: the catalog's example of `event_type`.
+    payload: Option<serde_json::Value>,
+}
+
+/// `POST …/endpoints/{endpoint}/test` → 202: an event of `event_type` with the
+/// given payload (or the catalog's example) through the normal pipeline — stored,
+/// signed, retried, listed — to this endpoint only, whatever its filter.
+pub(crate) async fn test_send(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    body: JsonBody<TestSend>,
+) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let TestSend {
+        event_type,
+        payload,
+    } = body.value;
+    checked_name("event_type", &event_type)?;
+    let payload = match payload {
+        Some(payload) => payload,
+        None => state
+            .store
+            .get_event_type(&event_type)
+            .await?
+            .and_then(|t| t.example)
+            .ok_or_else(|| {
+                ApiError::Validation(format!(
+                    "no payload given, and the event type catalog has no example for {event_type:?}"
+                ))
+            })?,
+    };
+    if !endpoint.enabled {
+        return Err(ApiError::Conflict(
+            "the endpoint is disabled: enable it to send it a test event",
+        ));
+    }
+    let catalog = state.catalog.snapshot(&state.store).await?;
+    let raw = serde_json::json!({"event_type": event_type, "payload": payload});
+    let request = PublishRequest {
+        event_type,
+        payload,
+        ordering_key: None,
+    };
+    let (mut item, warnings) = prepare(&state, &catalog, &endpoint.app_id, request, &raw, None)?;
+    item.event.only_endpoint = Some(endpoint.id.clone());
+    let published = match state.store.publish(item).await? {
+        PublishOutcome::Created(published) => published,
+        // Without an idempotency key a publish is always new.
+        _ => return Err(ApiError::Internal("a test send was not created".into())),
+    };
+    metrics::counter!("hookline_events_accepted_total").increment(1);
+    let delivery = published.deliveries.first().ok_or(ApiError::Conflict(
+        "the endpoint is disabled: enable it to send it a test event",
+    ))?;
+    let mut answer = serde_json::json!({
+        "event_id": published.event.id.as_str(),
+        "delivery_id": delivery.id.as_str(),
+    });
+    if !warnings.is_empty() {
+        answer["warnings"] = serde_json::to_value(&warnings).expect("warnings serialize");
+    }
+    Ok((StatusCode::ACCEPTED, Json(answer)))
 }

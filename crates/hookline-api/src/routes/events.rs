@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use super::{checked_name, is_id, page, page_of, path_id, time_range};
 use crate::auth::Caller;
+use crate::catalog::{Snapshot, Warning};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, QueryParams};
 use crate::views::{DeliveryView, EventView, ListView, PublishedView};
@@ -23,9 +24,9 @@ use crate::AppState;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PublishRequest {
-    event_type: String,
-    payload: serde_json::Value,
-    ordering_key: Option<String>,
+    pub(crate) event_type: String,
+    pub(crate) payload: serde_json::Value,
+    pub(crate) ordering_key: Option<String>,
 }
 
 /// The most events in one batch request.
@@ -35,13 +36,17 @@ pub(crate) const MAX_BATCH: usize = 1000;
 /// (or batch item) as parsed JSON, without its idempotency key: the fingerprint
 /// is taken over it, on the canonical single-event path, so a key means the same
 /// whether it came with a single publish or inside a batch.
-fn prepare(
+///
+/// The catalog's warnings come back beside it (or, where the deployment refuses
+/// such publishes, its error).
+pub(crate) fn prepare(
     state: &AppState,
+    catalog: &Snapshot,
     app: &AppId,
     request: PublishRequest,
     raw: &serde_json::Value,
     key: Option<&str>,
-) -> ApiResult<PublishItem> {
+) -> ApiResult<(PublishItem, Vec<Warning>)> {
     checked_name("event_type", &request.event_type)?;
     if let Some(key) = &request.ordering_key {
         checked_name("ordering_key", key)?;
@@ -58,6 +63,11 @@ fn prepare(
             ))
         }
     };
+    let warnings = catalog.judge(
+        state.config.refuse_unchecked_events,
+        &request.event_type,
+        &request.payload,
+    )?;
     let now = state.clock.now();
     let body = envelope(&request.event_type, now, &request.payload);
     // What counts against the limit is the payload, not the envelope around it.
@@ -67,17 +77,19 @@ fn prepare(
             limit: state.config.max_payload_bytes,
         });
     }
-    Ok(PublishItem {
+    let item = PublishItem {
         app: app.clone(),
         event: NewEvent {
             id: EventId::generate(),
             event_type: request.event_type,
             ordering_key: request.ordering_key,
             body,
+            only_endpoint: None,
         },
         key,
         now,
-    })
+    };
+    Ok((item, warnings))
 }
 
 /// `POST /v1/apps/{app}/events`: store the event and its deliveries, then answer 202.
@@ -100,15 +112,20 @@ pub(crate) async fn publish(
                 ApiError::Validation("Idempotency-Key must be visible ASCII".into())
             })?),
         };
-    let item = prepare(&state, &app.id, body.value, &body.raw, key)?;
+    let catalog = state.catalog.snapshot(&state.store).await?;
+    let (item, warnings) = prepare(&state, &catalog, &app.id, body.value, &body.raw, key)?;
     match state.store.publish(item).await? {
         PublishOutcome::Created(published) => {
             metrics::counter!("hookline_events_accepted_total").increment(1);
-            Ok(stored_response(render_published(&published), false))
+            Ok(stored_response(
+                render_published(&published, &warnings),
+                false,
+            ))
         }
-        PublishOutcome::Replayed(published) => {
-            Ok(stored_response(render_published(&published), true))
-        }
+        PublishOutcome::Replayed(published) => Ok(stored_response(
+            render_published(&published, &warnings),
+            true,
+        )),
         PublishOutcome::ReplayedAnswer(stored) => Ok(stored_response(stored, true)),
         PublishOutcome::KeyReused => Err(ApiError::IdempotencyKeyReused),
     }
@@ -141,7 +158,9 @@ pub(crate) async fn publish_batch(
             "events must hold 1 to {MAX_BATCH} events"
         )));
     }
+    let catalog = state.catalog.snapshot(&state.store).await?;
     let mut items = Vec::with_capacity(events.len());
+    let mut warnings = Vec::with_capacity(events.len());
     for (index, mut raw) in events.into_iter().enumerate() {
         let key = match raw.as_object_mut().map(|o| o.remove("idempotency_key")) {
             Some(Some(serde_json::Value::String(key))) => Some(key),
@@ -154,25 +173,37 @@ pub(crate) async fn publish_batch(
         };
         let request: PublishRequest = serde_json::from_value(raw.clone())
             .map_err(|e| ApiError::Validation(format!("events[{index}]: {e}")))?;
-        let item =
-            prepare(&state, &app.id, request, &raw, key.as_deref()).map_err(|e| match e {
-                ApiError::Validation(detail) => {
-                    ApiError::Validation(format!("events[{index}]: {detail}"))
-                }
-                other => other,
-            })?;
+        let (item, item_warnings) =
+            prepare(&state, &catalog, &app.id, request, &raw, key.as_deref()).map_err(
+                |e| match e {
+                    ApiError::Validation(detail) => {
+                        ApiError::Validation(format!("events[{index}]: {detail}"))
+                    }
+                    ApiError::UnknownEventType(detail) => {
+                        ApiError::UnknownEventType(format!("events[{index}]: {detail}"))
+                    }
+                    ApiError::SchemaViolation(detail) => {
+                        ApiError::SchemaViolation(format!("events[{index}]: {detail}"))
+                    }
+                    other => other,
+                },
+            )?;
         items.push(item);
+        warnings.push(item_warnings);
     }
     let outcomes = state.store.publish_group(&items).await?;
     let mut created = 0u64;
     let data: Vec<serde_json::Value> = outcomes
         .into_iter()
-        .map(|outcome| match outcome {
+        .zip(&warnings)
+        .map(|(outcome, warnings)| match outcome {
             PublishOutcome::Created(published) => {
                 created += 1;
-                batch_item(&render_published(&published), false)
+                batch_item(&render_published(&published, warnings), false)
             }
-            PublishOutcome::Replayed(published) => batch_item(&render_published(&published), true),
+            PublishOutcome::Replayed(published) => {
+                batch_item(&render_published(&published, warnings), true)
+            }
             PublishOutcome::ReplayedAnswer(stored) => batch_item(&stored, true),
             PublishOutcome::KeyReused => serde_json::json!({
                 "status": 422,
@@ -199,9 +230,11 @@ fn batch_item(stored: &StoredResponse, replayed: bool) -> serde_json::Value {
     item
 }
 
-/// The answer to a publish (and, the same again, to each replay of its key).
-fn render_published(published: &Published) -> StoredResponse {
+/// The answer to a publish (and, the same again, to each replay of its key),
+/// with what the event type catalog found wrong, if anything.
+pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> StoredResponse {
     let view = PublishedView {
+        warnings,
         id: published.event.id.as_str(),
         event_type: &published.event.event_type,
         ordering_key: published.event.ordering_key.as_deref(),

@@ -3,6 +3,7 @@
 mod apps;
 mod deliveries;
 mod endpoints;
+mod event_types;
 mod events;
 mod keys;
 mod replays;
@@ -49,6 +50,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats)),
+        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send)),
         (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish)),
         (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list)),
         (M::POST, "/v1/apps/{app}/events/batch", App(Publish), post(events::publish_batch).layer(batch_limit)),
@@ -63,6 +65,11 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
         (M::POST, "/v1/apps/{app}/replays", App(Replay), post(replays::start)),
         (M::GET, "/v1/apps/{app}/replays/{replay}", App(Read), get(replays::get)),
         (M::POST, "/v1/apps/{app}/replays/{replay}/cancel", App(Replay), post(replays::cancel)),
+        (M::POST, "/v1/event-types", Admin, post(event_types::create)),
+        (M::GET, "/v1/event-types", App(Read), get(event_types::list)),
+        (M::GET, "/v1/event-types/{name}", App(Read), get(event_types::get)),
+        (M::PATCH, "/v1/event-types/{name}", Admin, patch(event_types::update)),
+        (M::DELETE, "/v1/event-types/{name}", Admin, delete(event_types::delete)),
         (M::POST, "/v1/keys", Admin, post(keys::create)),
         (M::GET, "/v1/keys", Admin, get(keys::list)),
         (M::DELETE, "/v1/keys/{key}", Admin, delete(keys::revoke)),
