@@ -65,7 +65,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("POST", "/v1/keys") => (Admin, Some(json!({"name": "x"}))),
         ("GET", "/v1/keys") => (Admin, None),
         ("DELETE", "/v1/keys/{key}") => (Admin, None),
-        ("GET", "/healthz" | "/readyz" | "/metrics" | "/problems" | "/problems/{code}") => (Public, None),
+        ("GET", "/healthz" | "/readyz" | "/metrics" | "/problems" | "/problems/{code}" | "/openapi.json") => (Public, None),
         _ => return None,
     };
     Some(entry)

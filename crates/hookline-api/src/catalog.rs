@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::error::{ApiError, ApiResult};
 
 /// What the catalog found wrong with a publish it accepted anyway.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub(crate) struct Warning {
     /// `unknown_event_type`, `deprecated_event_type` or `schema_violation`.
     pub code: &'static str,

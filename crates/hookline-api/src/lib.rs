@@ -7,12 +7,14 @@
 //! - `extract`: the JSON body extractor (413 / 400 / 422 as problem+json).
 //! - `views`: the JSON shapes the API answers with.
 //! - `catalog`: the event type catalog as publishing checks it.
+//! - [`openapi`]: the OpenAPI 3.1 document, generated from the route table.
 //! - `routes`: one module per resource.
 
 mod auth;
 mod catalog;
 pub mod error;
 mod extract;
+pub mod openapi;
 mod routes;
 mod unread;
 mod views;

@@ -13,7 +13,7 @@ use hookline_store::{
 };
 use serde::Serialize;
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct AppView {
     id: String,
     uid: Option<String>,
@@ -34,7 +34,7 @@ impl From<&App> for AppView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct EndpointView {
     id: String,
     app_id: String,
@@ -88,7 +88,7 @@ impl EndpointView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct DeliveryView {
     id: String,
     event_id: String,
@@ -133,12 +133,13 @@ impl From<&Delivery> for DeliveryView {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct EventView {
     id: String,
     event_type: String,
     ordering_key: Option<String>,
     sequence: Option<u64>,
+    #[schema(value_type = Object)]
     payload: serde_json::Value,
     created_at: Timestamp,
     /// In the event's own view; a listing leaves them out.
@@ -165,7 +166,7 @@ impl EventView {
 }
 
 /// The answer to a publish (also what an idempotent replay repeats).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct PublishedView<'a> {
     pub id: &'a str,
     pub event_type: &'a str,
@@ -175,10 +176,11 @@ pub(crate) struct PublishedView<'a> {
     pub deliveries: Vec<DeliveryView>,
     /// What the event type catalog found wrong (absent when nothing).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    #[schema(value_type = Vec<crate::catalog::Warning>)]
     pub warnings: &'a [crate::catalog::Warning],
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct AttemptView {
     id: String,
     delivery_id: String,
@@ -253,7 +255,7 @@ pub(crate) struct ListView<T> {
     pub next_cursor: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct EndpointHealthView {
     endpoint_id: String,
     enabled: bool,

@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 /// One thing an app-scoped key may be allowed to do within its app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Capability {
     /// Read the app, its endpoints (never their secrets), events, deliveries,

@@ -55,6 +55,7 @@ impl Default for BreakerPolicy {
 
 /// Where a breaker is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {
     Closed,

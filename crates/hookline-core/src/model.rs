@@ -16,6 +16,7 @@ use crate::time::Timestamp;
 
 /// Where a delivery is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
     /// Waiting for its `due_at`; a claim takes it.
@@ -32,6 +33,7 @@ pub enum DeliveryState {
 
 /// Why a delivery was dead-lettered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DeadReason {
     /// `max_attempts` reached or the delivery outlived `max_age`.
@@ -50,6 +52,7 @@ pub enum DeadReason {
 
 /// What went wrong at the transport level, when no HTTP response arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TransportError {
     Timeout,
@@ -64,6 +67,7 @@ pub enum TransportError {
 
 /// The classifier's decision for one attempt, as recorded on the attempt row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptVerdict {
     Delivered,
@@ -73,6 +77,7 @@ pub enum AttemptVerdict {
 
 /// What made an attempt happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AttemptTrigger {
     /// The delivery's first attempt.
@@ -101,6 +106,7 @@ impl AttemptTrigger {
 
 /// Where a bulk replay is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReplayJobState {
     /// Moving matching dead deliveries back to pending, batch by batch.

@@ -12,6 +12,7 @@ use crate::model::{DeadReason, DeliveryState};
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OnDead {
     /// The next event goes on; the dead one waits in the DLQ (default: one bad event

@@ -85,6 +85,23 @@ impl fmt::Debug for Timestamp {
     }
 }
 
+/// In the OpenAPI spec a time is what it serializes to: an RFC 3339 string.
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::DateTime,
+            )))
+            .examples(["2026-12-01T09:30:00.000Z"])
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Timestamp {}
+
 impl serde::Serialize for Timestamp {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.to_rfc3339())

@@ -44,6 +44,7 @@ pub struct AppPatch {
 
 /// Per-endpoint overrides of the deployment's retry policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RetryOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_base_ms: Option<u64>,

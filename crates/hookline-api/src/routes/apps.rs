@@ -14,14 +14,14 @@ use crate::extract::{double_option, JsonBody};
 use crate::views::{AppView, ListView};
 use crate::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateApp {
     name: String,
     uid: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateApp {
     name: Option<String>,

@@ -69,7 +69,7 @@ pub(crate) async fn attempt(
 }
 
 /// What `state=` names (the stored states, with pending split into due and parked).
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum StateParam {
     Pending,
@@ -93,8 +93,9 @@ impl From<StateParam> for StateFilter {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DeliveriesQuery {
     limit: Option<u32>,
     before: Option<String>,
@@ -133,8 +134,9 @@ pub(crate) async fn list(
     )))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DlqQuery {
     limit: Option<u32>,
     before: Option<String>,
@@ -167,7 +169,7 @@ pub(crate) async fn dlq(
     })))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ReplayView {
     /// Whether this request started a new round.
     replayed: bool,
@@ -213,7 +215,7 @@ pub(crate) async fn replay(
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ResendView {
     /// Whether this request started a new round.
     resent: bool,

@@ -25,7 +25,7 @@ use crate::extract::{double_option, JsonBody};
 use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateEndpoint {
     url: String,
@@ -51,7 +51,7 @@ fn enabled_by_default() -> bool {
     true
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateEndpoint {
     url: Option<String>,
@@ -293,7 +293,7 @@ pub(crate) async fn secret(
     Ok(Json(serde_json::json!({ "key": endpoint.secret.expose() })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RotateSecret {
     /// The new secret (`whsec_…`); absent: generated.
@@ -436,8 +436,9 @@ pub(crate) async fn health(
     Ok(Json(EndpointHealthView::new(&endpoint, &health)))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct AttemptsQuery {
     limit: Option<u32>,
     before: Option<String>,
@@ -565,11 +566,12 @@ pub(crate) async fn stats(
     })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TestSend {
     event_type: String,
     /// Absent: the catalog's example of `event_type`.
+    #[schema(value_type = Option<Object>)]
     payload: Option<serde_json::Value>,
 }
 

@@ -14,34 +14,40 @@ use crate::extract::{double_option, JsonBody};
 use crate::views::ListView;
 use crate::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateEventType {
     name: String,
     #[serde(default)]
     description: String,
+    #[schema(value_type = Option<Object>)]
     schema: Option<serde_json::Value>,
+    #[schema(value_type = Option<Object>)]
     example: Option<serde_json::Value>,
     #[serde(default)]
     deprecated: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateEventType {
     description: Option<String>,
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Object>)]
     schema: Option<Option<serde_json::Value>>,
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Object>)]
     example: Option<Option<serde_json::Value>>,
     deprecated: Option<bool>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct EventTypeView {
     name: String,
     description: String,
+    #[schema(value_type = Option<Object>)]
     schema: Option<serde_json::Value>,
+    #[schema(value_type = Option<Object>)]
     example: Option<serde_json::Value>,
     deprecated: bool,
     created_at: hookline_core::time::Timestamp,

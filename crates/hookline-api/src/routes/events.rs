@@ -21,10 +21,11 @@ use crate::extract::{JsonBody, QueryParams};
 use crate::views::{DeliveryView, EventView, ListView, PublishedView};
 use crate::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PublishRequest {
     pub(crate) event_type: String,
+    #[schema(value_type = Object)]
     pub(crate) payload: serde_json::Value,
     pub(crate) ordering_key: Option<String>,
 }
@@ -131,9 +132,10 @@ pub(crate) async fn publish(
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchRequest {
+    #[schema(value_type = Vec<Object>)]
     events: Vec<serde_json::Value>,
 }
 
@@ -280,8 +282,9 @@ pub(crate) async fn get(
     Ok(Json(EventView::new(&event, Some(&deliveries))))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct EventsQuery {
     limit: Option<u32>,
     before: Option<String>,

@@ -18,7 +18,7 @@ use crate::extract::{JsonBody, QueryParams};
 use crate::views::ListView;
 use crate::AppState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateKey {
     name: String,
@@ -30,8 +30,9 @@ pub(crate) struct CreateKey {
     expires_at: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct KeyQuery {
     limit: Option<u32>,
     before: Option<String>,
@@ -39,7 +40,7 @@ pub(crate) struct KeyQuery {
     app: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct KeyView {
     id: String,
     name: String,

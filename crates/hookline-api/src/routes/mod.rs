@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use crate::auth::Access::{self, Admin, App, Public};
 use crate::error::{ApiError, ApiResult};
+use crate::openapi::{params, schema, Answer, Doc};
 use crate::AppState;
 
 /// One route: its method, its path and what it requires of the caller.
@@ -27,68 +28,128 @@ pub struct Route {
     pub access: Access,
 }
 
-/// Every route with its handler. Access is declared here, beside the path, and
-/// enforced by one layer ([`crate::auth::authorize`]) before the handler runs.
+/// Every route with its handler and its documentation. Access is declared
+/// here, beside the path, and enforced by one layer ([`crate::auth::authorize`])
+/// before the handler runs; the OpenAPI document is built from the same rows.
 #[rustfmt::skip]
-fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>)> {
+fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
+    use Answer::{Empty, Json, List, Object, Text};
     use Method as M;
+    use crate::views::*;
     let batch_limit = axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT);
+    let pages = params::<PageQuery>;
     vec![
-        (M::POST, "/v1/apps", Admin, post(apps::create)),
-        (M::GET, "/v1/apps", Admin, get(apps::list)),
-        (M::GET, "/v1/apps/{app}", App(Read), get(apps::get)),
-        (M::PATCH, "/v1/apps/{app}", Admin, patch(apps::update)),
-        (M::DELETE, "/v1/apps/{app}", Admin, delete(apps::delete)),
-        (M::DELETE, "/v1/apps/{app}/keys", Admin, delete(keys::revoke_app)),
-        (M::POST, "/v1/apps/{app}/endpoints", App(Endpoints), post(endpoints::create)),
-        (M::GET, "/v1/apps/{app}/endpoints", App(Read), get(endpoints::list)),
-        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}", App(Read), get(endpoints::get)),
-        (M::PATCH, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), patch(endpoints::update)),
-        (M::DELETE, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), delete(endpoints::delete)),
-        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/secret", App(Secrets), get(endpoints::secret)),
-        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate", App(Secrets), post(endpoints::rotate_secret)),
-        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health)),
-        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts)),
-        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats)),
-        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send)),
-        (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish)),
-        (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list)),
-        (M::POST, "/v1/apps/{app}/events/batch", App(Publish), post(events::publish_batch).layer(batch_limit)),
-        (M::GET, "/v1/apps/{app}/events/{event}", App(Read), get(events::get)),
-        (M::GET, "/v1/apps/{app}/deliveries", App(Read), get(deliveries::list)),
-        (M::GET, "/v1/apps/{app}/deliveries/{delivery}", App(Read), get(deliveries::get)),
-        (M::GET, "/v1/apps/{app}/deliveries/{delivery}/attempts", App(Read), get(deliveries::attempts)),
-        (M::GET, "/v1/apps/{app}/attempts/{attempt}", App(Read), get(deliveries::attempt)),
-        (M::POST, "/v1/apps/{app}/deliveries/{delivery}/replay", App(Replay), post(deliveries::replay)),
-        (M::POST, "/v1/apps/{app}/deliveries/{delivery}/resend", App(Replay), post(deliveries::resend)),
-        (M::GET, "/v1/apps/{app}/dlq", App(Read), get(deliveries::dlq)),
-        (M::POST, "/v1/apps/{app}/replays", App(Replay), post(replays::start)),
-        (M::GET, "/v1/apps/{app}/replays/{replay}", App(Read), get(replays::get)),
-        (M::POST, "/v1/apps/{app}/replays/{replay}/cancel", App(Replay), post(replays::cancel)),
-        (M::POST, "/v1/event-types", Admin, post(event_types::create)),
-        (M::GET, "/v1/event-types", App(Read), get(event_types::list)),
-        (M::GET, "/v1/event-types/{name}", App(Read), get(event_types::get)),
-        (M::PATCH, "/v1/event-types/{name}", Admin, patch(event_types::update)),
-        (M::DELETE, "/v1/event-types/{name}", Admin, delete(event_types::delete)),
-        (M::POST, "/v1/keys", Admin, post(keys::create)),
-        (M::GET, "/v1/keys", Admin, get(keys::list)),
-        (M::DELETE, "/v1/keys/{key}", Admin, delete(keys::revoke)),
-        (M::GET, "/healthz", Public, get(system::healthz)),
-        (M::GET, "/readyz", Public, get(system::readyz)),
-        (M::GET, "/metrics", Public, get(system::metrics)),
-        (M::GET, "/problems", Public, get(system::problems)),
-        (M::GET, "/problems/{code}", Public, get(system::problem_page)),
+        (M::POST, "/v1/apps", Admin, post(apps::create),
+            Doc::new("Create an app").body(schema::<apps::CreateApp>).answers(201, Json(schema::<AppView>)).errors(&["conflict"])),
+        (M::GET, "/v1/apps", Admin, get(apps::list),
+            Doc::new("List apps").query(pages).answers(200, List(schema::<AppView>))),
+        (M::GET, "/v1/apps/{app}", App(Read), get(apps::get),
+            Doc::new("Get an app").answers(200, Json(schema::<AppView>))),
+        (M::PATCH, "/v1/apps/{app}", Admin, patch(apps::update),
+            Doc::new("Change an app").body(schema::<apps::UpdateApp>).answers(200, Json(schema::<AppView>)).errors(&["conflict"])),
+        (M::DELETE, "/v1/apps/{app}", Admin, delete(apps::delete),
+            Doc::new("Delete an app and everything it owns").answers(204, Empty)),
+        (M::DELETE, "/v1/apps/{app}/keys", Admin, delete(keys::revoke_app),
+            Doc::new("Revoke every key of an app: {\"revoked\": n}").answers(200, Object)),
+        (M::POST, "/v1/apps/{app}/endpoints", App(Endpoints), post(endpoints::create),
+            Doc::new("Create an endpoint").body(schema::<endpoints::CreateEndpoint>).answers(201, Json(schema::<EndpointView>)).errors(&["destination_forbidden"])),
+        (M::GET, "/v1/apps/{app}/endpoints", App(Read), get(endpoints::list),
+            Doc::new("List an app's endpoints").query(pages).answers(200, List(schema::<EndpointView>))),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}", App(Read), get(endpoints::get),
+            Doc::new("Get an endpoint").answers(200, Json(schema::<EndpointView>))),
+        (M::PATCH, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), patch(endpoints::update),
+            Doc::new("Change, pause or resume an endpoint").body(schema::<endpoints::UpdateEndpoint>).answers(200, Json(schema::<EndpointView>)).errors(&["destination_forbidden"])),
+        (M::DELETE, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), delete(endpoints::delete),
+            Doc::new("Delete an endpoint (its history stays)").answers(204, Empty)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/secret", App(Secrets), get(endpoints::secret),
+            Doc::new("An endpoint's signing secret: {\"key\": \"whsec_…\"}").answers(200, Object)),
+        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate", App(Secrets), post(endpoints::rotate_secret),
+            Doc::new("Rotate an endpoint's secret with a grace period: {\"key\", \"previous_valid_until\"}").body(schema::<endpoints::RotateSecret>).answers(200, Object)),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health),
+            Doc::new("An endpoint's breaker and recent success rate").answers(200, Json(schema::<EndpointHealthView>))),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts),
+            Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).answers(200, List(schema::<AttemptView>))),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
+            Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Object)),
+        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send),
+            Doc::new("Send a test event to this endpoint only: {\"event_id\", \"delivery_id\", \"warnings\"?}").body(schema::<endpoints::TestSend>).answers(202, Object).errors(&["conflict", "unknown_event_type", "schema_violation"])),
+        (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish),
+            Doc::new("Publish an event (honours Idempotency-Key)").body(schema::<events::PublishRequest>).answers(202, Json(schema::<PublishedView>)).errors(&["idempotency_key_reused", "unknown_event_type", "schema_violation"])),
+        (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list),
+            Doc::new("List an app's events").query(params::<events::EventsQuery>).answers(200, List(schema::<EventView>))),
+        (M::POST, "/v1/apps/{app}/events/batch", App(Publish), post(events::publish_batch).layer(batch_limit),
+            Doc::new("Publish up to 1,000 events in one transaction (docs/api.md#batch)").body(schema::<events::BatchRequest>).answers(202, Object).errors(&["unknown_event_type", "schema_violation"])),
+        (M::GET, "/v1/apps/{app}/events/{event}", App(Read), get(events::get),
+            Doc::new("Get an event with its payload and deliveries").answers(200, Json(schema::<EventView>))),
+        (M::GET, "/v1/apps/{app}/deliveries", App(Read), get(deliveries::list),
+            Doc::new("List an app's deliveries").query(params::<deliveries::DeliveriesQuery>).answers(200, List(schema::<DeliveryView>))),
+        (M::GET, "/v1/apps/{app}/deliveries/{delivery}", App(Read), get(deliveries::get),
+            Doc::new("Get a delivery").answers(200, Json(schema::<DeliveryView>))),
+        (M::GET, "/v1/apps/{app}/deliveries/{delivery}/attempts", App(Read), get(deliveries::attempts),
+            Doc::new("Every attempt of a delivery, across replays").query(pages).answers(200, List(schema::<AttemptView>))),
+        (M::GET, "/v1/apps/{app}/attempts/{attempt}", App(Read), get(deliveries::attempt),
+            Doc::new("One attempt in full").answers(200, Json(schema::<AttemptView>))),
+        (M::POST, "/v1/apps/{app}/deliveries/{delivery}/replay", App(Replay), post(deliveries::replay),
+            Doc::new("Replay a dead delivery").answers(202, Json(schema::<deliveries::ReplayView>)).errors(&["endpoint_deleted"])),
+        (M::POST, "/v1/apps/{app}/deliveries/{delivery}/resend", App(Replay), post(deliveries::resend),
+            Doc::new("Send a succeeded delivery again").answers(202, Json(schema::<deliveries::ResendView>)).errors(&["endpoint_deleted"])),
+        (M::GET, "/v1/apps/{app}/dlq", App(Read), get(deliveries::dlq),
+            Doc::new("The dead-letter queue").query(params::<deliveries::DlqQuery>).answers(200, List(schema::<DeliveryView>))),
+        (M::POST, "/v1/apps/{app}/replays", App(Replay), post(replays::start),
+            Doc::new("Bulk replay of the DLQ by filter, or its dry run (docs/api.md#bulk-replay)").body(schema::<replays::BulkReplayRequest>).answers(202, Json(schema::<replays::ReplayJobView>))),
+        (M::GET, "/v1/apps/{app}/replays/{replay}", App(Read), get(replays::get),
+            Doc::new("A bulk replay's progress and report").answers(200, Json(schema::<replays::ReplayJobView>))),
+        (M::POST, "/v1/apps/{app}/replays/{replay}/cancel", App(Replay), post(replays::cancel),
+            Doc::new("Cancel a bulk replay").answers(200, Json(schema::<replays::ReplayJobView>))),
+        (M::POST, "/v1/event-types", Admin, post(event_types::create),
+            Doc::new("Add a type to the event type catalog").body(schema::<event_types::CreateEventType>).answers(201, Json(schema::<event_types::EventTypeView>)).errors(&["conflict"])),
+        (M::GET, "/v1/event-types", App(Read), get(event_types::list),
+            Doc::new("The event type catalog, by name").answers(200, List(schema::<event_types::EventTypeView>))),
+        (M::GET, "/v1/event-types/{name}", App(Read), get(event_types::get),
+            Doc::new("One event type").answers(200, Json(schema::<event_types::EventTypeView>))),
+        (M::PATCH, "/v1/event-types/{name}", Admin, patch(event_types::update),
+            Doc::new("Change an event type").body(schema::<event_types::UpdateEventType>).answers(200, Json(schema::<event_types::EventTypeView>))),
+        (M::DELETE, "/v1/event-types/{name}", Admin, delete(event_types::delete),
+            Doc::new("Remove an event type").answers(204, Empty)),
+        (M::POST, "/v1/keys", Admin, post(keys::create),
+            Doc::new("Make an API key (shown once)").body(schema::<keys::CreateKey>).answers(201, Json(schema::<keys::KeyView>))),
+        (M::GET, "/v1/keys", Admin, get(keys::list),
+            Doc::new("List API keys").query(params::<keys::KeyQuery>).answers(200, List(schema::<keys::KeyView>))),
+        (M::DELETE, "/v1/keys/{key}", Admin, delete(keys::revoke),
+            Doc::new("Revoke an API key").answers(204, Empty).errors(&["conflict"])),
+        (M::GET, "/healthz", Public, get(system::healthz),
+            Doc::new("Liveness").answers(200, Object)),
+        (M::GET, "/readyz", Public, get(system::readyz),
+            Doc::new("Readiness: the database answers").answers(200, Object).errors(&["not_ready"])),
+        (M::GET, "/metrics", Public, get(system::metrics),
+            Doc::new("Prometheus metrics").answers(200, Text)),
+        (M::GET, "/openapi.json", Public, get(system::openapi),
+            Doc::new("This document").answers(200, Object)),
+        (M::GET, "/problems", Public, get(system::problems),
+            Doc::new("Every problem code").answers(200, Text)),
+        (M::GET, "/problems/{code}", Public, get(system::problem_page),
+            Doc::new("What a problem code means").answers(200, Text)),
     ]
 }
 
 /// The route list, for tests that must cover every route.
 pub fn list() -> Vec<Route> {
+    documented().into_iter().map(|(route, _)| route).collect()
+}
+
+/// Every route with its documentation (the OpenAPI document's source).
+pub(crate) fn documented() -> Vec<(Route, Doc)> {
     table()
         .into_iter()
-        .map(|(method, path, access, _)| Route {
-            method,
-            path,
-            access,
+        .map(|(method, path, access, _, doc)| {
+            (
+                Route {
+                    method,
+                    path,
+                    access,
+                },
+                doc,
+            )
         })
         .collect()
 }
@@ -96,7 +157,7 @@ pub fn list() -> Vec<Route> {
 pub(crate) fn routes(state: &AppState) -> Router<AppState> {
     table()
         .into_iter()
-        .fold(Router::new(), |router, (_, path, access, handler)| {
+        .fold(Router::new(), |router, (_, path, access, handler, _)| {
             let guard = axum::middleware::from_fn_with_state(
                 (state.clone(), access),
                 crate::auth::authorize,
@@ -107,8 +168,9 @@ pub(crate) fn routes(state: &AppState) -> Router<AppState> {
 }
 
 /// `?limit=&before=` on every list.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct PageQuery {
     limit: Option<u32>,
     before: Option<String>,

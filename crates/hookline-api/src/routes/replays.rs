@@ -18,7 +18,7 @@ use crate::AppState;
 
 /// `POST /v1/apps/{app}/replays`: which dead deliveries to replay (every field
 /// narrows it, as the DLQ listing's filters do), or with `dry_run` only how many.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BulkReplayRequest {
     endpoint_id: Option<String>,
@@ -30,7 +30,7 @@ pub(crate) struct BulkReplayRequest {
     dry_run: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct FilterView {
     #[serde(skip_serializing_if = "Option::is_none")]
     endpoint_id: Option<String>,
@@ -44,7 +44,7 @@ pub(crate) struct FilterView {
     until: Option<Timestamp>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct ReplayJobView {
     id: String,
     state: ReplayJobState,

@@ -63,3 +63,10 @@ pub(crate) async fn problem_page(
         None => ApiError::NotFound("problem type").into_response(),
     }
 }
+
+/// `GET /openapi.json`: the OpenAPI 3.1 document, built once.
+pub(crate) async fn openapi() -> Response {
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let text = DOCUMENT.get_or_init(crate::openapi::document_json).clone();
+    ([("content-type", "application/json")], text).into_response()
+}
