@@ -65,7 +65,8 @@ fn attempt(claimed: &ClaimedDelivery, next: Next, signal: Signal, at: Timestamp)
         response_body: None,
         error: None,
         url: claimed.destination.url.clone(),
-        request_headers: Vec::new(),
+        signature: Some("v1,test".into()),
+        custom_headers: Vec::new(),
         response_headers: Vec::new(),
         response_truncated: false,
         trigger: hookline_core::model::AttemptTrigger::of(

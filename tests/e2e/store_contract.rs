@@ -76,7 +76,8 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         response_body: Some("oops".into()),
         error: None,
         url: claimed.destination.url.clone(),
-        request_headers: vec![("webhook-id".into(), claimed.event_id.to_string())],
+        signature: Some("v1,test".into()),
+        custom_headers: vec![("x-tenant".into(), "acme".into())],
         response_headers: vec![("server".into(), "test".into())],
         response_truncated: false,
         trigger: hookline_core::model::AttemptTrigger::of(

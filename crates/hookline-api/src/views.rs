@@ -4,7 +4,8 @@ use hookline_core::breaker::BreakerState;
 use std::collections::BTreeMap;
 
 use hookline_core::model::{
-    AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
+    request_headers, AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, RequestParts,
+    TransportError,
 };
 use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
@@ -241,7 +242,19 @@ impl From<&Attempt> for AttemptView {
             dead_reason: a.dead_reason,
             trigger: a.trigger,
             url: a.url.clone(),
-            request_headers: header_object(&a.request_headers),
+            request_headers: a
+                .sent
+                .as_ref()
+                .map(|sent| {
+                    header_object(&request_headers(RequestParts {
+                        custom: &sent.custom_headers,
+                        event_id: sent.event_id.as_str(),
+                        timestamp: a.started_at.as_secs(),
+                        signature: &sent.signature,
+                        ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
+                    }))
+                })
+                .unwrap_or_default(),
             response_headers: header_object(&a.response_headers),
             response_body_truncated: a.response_truncated,
         }

@@ -217,6 +217,44 @@ pub fn envelope(event_type: &str, timestamp: Timestamp, data: &serde_json::Value
     .expect("a JSON value always serializes")
 }
 
+/// The ordering key of an ordered event (absent for unordered ones).
+pub const ORDERING_KEY_HEADER: &str = "hookline-ordering-key";
+/// The event's place among its key's events: 1, 2, 3, … in publish order.
+pub const SEQUENCE_HEADER: &str = "hookline-sequence";
+
+/// What one attempt's request carries besides its body; [`request_headers`]
+/// spells it out. An attempt row keeps only the parts that vary (the signature
+/// and the endpoint's own headers as they were), not the whole list.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestParts<'a> {
+    /// The endpoint's custom headers, sent first.
+    pub custom: &'a [(String, String)],
+    pub event_id: &'a str,
+    /// `webhook-timestamp`: unix seconds of the attempt.
+    pub timestamp: i64,
+    pub signature: &'a str,
+    /// The ordering key and the event's sequence number, for ordered events.
+    pub ordering: Option<(&'a str, u64)>,
+}
+
+/// Every header an attempt sends, in order: one rule for the sender that sends
+/// them and for the attempt detail that shows them.
+pub fn request_headers(parts: RequestParts<'_>) -> Vec<(String, String)> {
+    let mut headers = Vec::with_capacity(parts.custom.len() + 6);
+    headers.extend(parts.custom.iter().cloned());
+    headers.extend([
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("webhook-id".to_owned(), parts.event_id.to_owned()),
+        ("webhook-timestamp".to_owned(), parts.timestamp.to_string()),
+        ("webhook-signature".to_owned(), parts.signature.to_owned()),
+    ]);
+    if let Some((key, sequence)) = parts.ordering {
+        headers.push((ORDERING_KEY_HEADER.to_owned(), key.to_owned()));
+        headers.push((SEQUENCE_HEADER.to_owned(), sequence.to_string()));
+    }
+    headers
+}
+
 /// The value of the `webhook-id` header for an event.
 pub fn webhook_id(event: &EventId) -> &str {
     event.as_str()
@@ -253,6 +291,33 @@ mod tests {
         assert_eq!(AttemptTrigger::of(true, 0, false), Probe);
         assert_eq!(AttemptTrigger::of(true, 5, true), Probe);
         assert_eq!("replay".parse::<AttemptTrigger>().unwrap(), Replay);
+    }
+
+    #[test]
+    fn a_request_carries_custom_then_standard_then_ordering_headers() {
+        let custom = [("x-tenant".to_owned(), "acme".to_owned())];
+        let headers = request_headers(RequestParts {
+            custom: &custom,
+            event_id: "msg_1",
+            timestamp: 1_700_000_000,
+            signature: "v1,abc",
+            ordering: Some(("order_42", 3)),
+        });
+        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "x-tenant",
+                "content-type",
+                "webhook-id",
+                "webhook-timestamp",
+                "webhook-signature",
+                ORDERING_KEY_HEADER,
+                SEQUENCE_HEADER
+            ]
+        );
+        assert_eq!(headers[3].1, "1700000000");
+        assert_eq!(headers[6].1, "3");
     }
 
     #[test]

@@ -17,15 +17,13 @@ use std::time::{Duration, Instant};
 use hookline_core::classify::Outcome;
 use hookline_core::destination;
 use hookline_core::model::TransportError;
+use hookline_core::model::{request_headers, RequestParts};
 use hookline_store::ClaimedDelivery;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::DispatcherConfig;
 
-/// The ordering key of an ordered event (absent for unordered ones).
-pub const ORDERING_KEY_HEADER: &str = "hookline-ordering-key";
-/// The event's place among its key's events: 1, 2, 3, … in publish order.
-pub const SEQUENCE_HEADER: &str = "hookline-sequence";
+pub use hookline_core::model::{ORDERING_KEY_HEADER, SEQUENCE_HEADER};
 
 /// The destination resolved only to addresses outbound requests may not reach.
 #[derive(Debug, thiserror::Error)]
@@ -71,8 +69,9 @@ pub struct SendResult {
     pub response_body: Option<String>,
     pub error: Option<(TransportError, String)>,
     pub duration: Duration,
-    /// The headers sent (empty if the request never left).
-    pub request_headers: Vec<(String, String)>,
+    /// The signature sent (`None` if the request never left); with the
+    /// delivery it gives back every header sent ([`request_headers`]).
+    pub signature: Option<String>,
     /// The response's headers, at most [`MAX_RESPONSE_HEADERS`] and
     /// [`MAX_RESPONSE_HEADER_BYTES`] of them.
     pub response_headers: Vec<(String, String)>,
@@ -90,7 +89,7 @@ impl SendResult {
         kind: TransportError,
         message: String,
         started: Instant,
-        request_headers: Vec<(String, String)>,
+        signature: Option<String>,
     ) -> Self {
         Self {
             outcome: Outcome::Failed(kind),
@@ -98,7 +97,7 @@ impl SendResult {
             response_body: None,
             error: Some((kind, message)),
             duration: started.elapsed(),
-            request_headers,
+            signature,
             response_headers: Vec::new(),
             response_truncated: false,
         }
@@ -158,7 +157,7 @@ impl Sender {
         let url = match url {
             Ok(url) => url,
             Err(message) => {
-                return SendResult::failed(TransportError::Connect, message, started, Vec::new())
+                return SendResult::failed(TransportError::Connect, message, started, None)
             }
         };
         if !self.allow_private && literal_ip(&url).is_some_and(|ip| !destination::is_public(ip)) {
@@ -166,7 +165,7 @@ impl Sender {
                 TransportError::DestinationForbidden,
                 ForbiddenDestination.to_string(),
                 started,
-                Vec::new(),
+                None,
             );
         }
         let id = delivery.event_id.as_str();
@@ -176,17 +175,13 @@ impl Sender {
             .signature_header(id, timestamp, &delivery.body);
         // The endpoint's own headers first; Hookline's cannot be among them
         // (refused at creation: hookline_core::custom_headers).
-        let mut sent: Vec<(String, String)> = destination.headers.clone();
-        sent.extend([
-            ("content-type".to_owned(), "application/json".to_owned()),
-            ("webhook-id".to_owned(), id.to_owned()),
-            ("webhook-timestamp".to_owned(), timestamp.to_string()),
-            ("webhook-signature".to_owned(), signature),
-        ]);
-        if let (Some(key), Some(sequence)) = (&delivery.ordering_key, delivery.sequence) {
-            sent.push((ORDERING_KEY_HEADER.to_owned(), key.clone()));
-            sent.push((SEQUENCE_HEADER.to_owned(), sequence.to_string()));
-        }
+        let sent = request_headers(RequestParts {
+            custom: &destination.headers,
+            event_id: id,
+            timestamp,
+            signature: &signature,
+            ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
+        });
         let mut request = self.client.post(url);
         for (name, value) in &sent {
             request = request.header(name.as_str(), value.as_str());
@@ -197,7 +192,7 @@ impl Sender {
             Ok(response) => response,
             Err(error) => {
                 let kind = transport_error_kind(&error);
-                return SendResult::failed(kind, error_chain(&error), started, sent);
+                return SendResult::failed(kind, error_chain(&error), started, Some(signature));
             }
         };
         let response_headers = kept_headers(response.headers());
@@ -240,7 +235,7 @@ impl Sender {
             response_body: Some(printable_body(&body)),
             error: error.map(|e| (transport_error_kind(&e), error_chain(&e))),
             duration: started.elapsed(),
-            request_headers: sent,
+            signature: Some(signature),
             response_headers,
             response_truncated: truncated,
         }

@@ -24,7 +24,7 @@ const LAST_ERROR_CHARS: usize = 500;
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
     const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
         status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
-        url, request_headers, response_headers, response_truncated, cause";
+        url, signature, custom_headers, response_headers, response_truncated, cause";
     format!(
         "INSERT INTO attempts ({COLUMNS}) SELECT {COLUMNS} FROM {}",
         engine.rows(
@@ -45,7 +45,8 @@ static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
                 ("next_attempt_at", Kind::Int),
                 ("dead_reason", Kind::Text),
                 ("url", Kind::Text),
-                ("request_headers", Kind::LongText),
+                ("signature", Kind::Text),
+                ("custom_headers", Kind::LongText),
                 ("response_headers", Kind::LongText),
                 ("response_truncated", Kind::Bool),
                 ("cause", Kind::Text),
@@ -76,8 +77,8 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             })
             .collect()
     };
-    let (sent, got) = (
-        headers(|r| &r.request_headers),
+    let (custom, got) = (
+        headers(|r| &r.custom_headers),
         headers(|r| &r.response_headers),
     );
     let batch = Batch::default()
@@ -104,7 +105,8 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
                 .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
         )
         .text(records.iter().map(|r| Some(r.url.as_str())))
-        .long_text(sent.iter().map(Option::as_deref))
+        .text(records.iter().map(|r| r.signature.as_deref()))
+        .long_text(custom.iter().map(Option::as_deref))
         .long_text(got.iter().map(Option::as_deref))
         .bool(records.iter().map(|r| Some(r.response_truncated)))
         .text(records.iter().map(|r| Some(r.trigger.as_str())));

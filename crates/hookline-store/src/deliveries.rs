@@ -1,6 +1,8 @@
 //! Deliveries: reading them and their attempts, the DLQ, release and replay.
 //! (Claiming is in `claim`, completing in `complete`.)
 
+use std::collections::HashMap;
+
 use crate::db::{Batch, Kind, Row, Sql, Tx};
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
@@ -9,7 +11,7 @@ use hookline_core::time::Timestamp;
 use crate::claim::Lane;
 use crate::listing::{Arg, Filters};
 use crate::records::{
-    Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome,
+    Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, SentRequest,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
 
@@ -78,10 +80,19 @@ fn parse_dlq_cursor(cursor: &str) -> Option<(i64, String)> {
 const ATTEMPT_COLUMNS: &str =
     "id, delivery_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, \
      response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
-     url, request_headers, response_headers, response_truncated, cause";
+     url, signature, custom_headers, response_headers, response_truncated, cause";
 
-fn attempt_from_row(row: &Row) -> Result<Attempt> {
-    Ok(Attempt {
+/// An attempt's own record of its request: its signature and custom headers.
+type OwnRequest = Option<(String, Vec<(String, String)>)>;
+
+/// An attempt row, and what its request carried (`signature`, `custom_headers`)
+/// for [`Store::with_requests`] to complete with its delivery's side.
+fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
+    let sent = row
+        .try_get::<Option<String>, _>("signature")?
+        .map(|signature| Ok::<_, StoreError>((signature, headers_column(row, "custom_headers")?)))
+        .transpose()?;
+    let attempt = Attempt {
         id: parse_column(row, "id")?,
         delivery_id: parse_column(row, "delivery_id")?,
         endpoint_id: parse_column(row, "endpoint_id")?,
@@ -100,12 +111,22 @@ fn attempt_from_row(row: &Row) -> Result<Attempt> {
             .map(Timestamp::from_millis),
         dead_reason: parse_optional_column(row, "dead_reason")?,
         url: row.try_get("url")?,
-        request_headers: headers_column(row, "request_headers")?,
+        sent: None,
         response_headers: headers_column(row, "response_headers")?,
         response_truncated: row.try_get::<bool, _>("response_truncated")?,
         trigger: parse_optional_column(row, "cause")?,
-    })
+    };
+    Ok((attempt, sent))
 }
+
+/// The event id and ordering of deliveries, by id (what an attempt's request
+/// carried besides its own columns).
+static DELIVERY_SIDES: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT d.id, d.event_id, d.ordering_key, d.sequence FROM {} JOIN deliveries d ON d.id = v.id",
+        engine.rows(1, &[("id", Kind::Text)])
+    )
+});
 
 fn headers_column(row: &Row, column: &str) -> Result<Vec<(String, String)>> {
     match row.try_get::<Option<String>, _>(column)? {
@@ -168,14 +189,69 @@ impl Store {
     #[tracing::instrument(skip_all, fields(app = %app, attempt = %id))]
     pub async fn get_attempt(&self, app: &AppId, id: &AttemptId) -> Result<Option<Attempt>> {
         let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = $1 AND app_id = $2");
-        self.engine
+        let Some(row) = self
+            .engine
             .query(&sql)
             .bind(id.as_str())
             .bind(app.as_str())
             .fetch_optional(&self.reader)
             .await?
-            .map(|row| attempt_from_row(&row))
-            .transpose()
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .with_requests(vec![attempt_from_row(&row)?])
+            .await?
+            .pop())
+    }
+
+    /// Completes attempts with what their requests carried: their own signature
+    /// and custom headers, their delivery's event id and ordering (one query).
+    async fn with_requests(&self, attempts: Vec<(Attempt, OwnRequest)>) -> Result<Vec<Attempt>> {
+        let mut ids: Vec<&str> = attempts
+            .iter()
+            .filter(|(_, sent)| sent.is_some())
+            .map(|(a, _)| a.delivery_id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut sides: HashMap<String, (EventId, Option<(String, u64)>)> = HashMap::new();
+        if !ids.is_empty() {
+            let engine = self.engine;
+            let rows = engine
+                .query(DELIVERY_SIDES.text(engine))
+                .bind_batch(Batch::default().text(ids.iter().map(|id| Some(*id))))
+                .fetch_all(&self.reader)
+                .await?;
+            for row in &rows {
+                let ordering = match (
+                    row.try_get::<Option<String>, _>("ordering_key")?,
+                    row.try_get::<Option<i64>, _>("sequence")?,
+                ) {
+                    (Some(key), Some(sequence)) => Some((key, sequence as u64)),
+                    _ => None,
+                };
+                sides.insert(
+                    row.try_get("id")?,
+                    (parse_column(row, "event_id")?, ordering),
+                );
+            }
+        }
+        Ok(attempts
+            .into_iter()
+            .map(|(mut attempt, sent)| {
+                attempt.sent = sent.and_then(|(signature, custom_headers)| {
+                    let (event_id, ordering) = sides.get(attempt.delivery_id.as_str())?.clone();
+                    Some(SentRequest {
+                        signature,
+                        custom_headers,
+                        event_id,
+                        ordering,
+                    })
+                });
+                attempt
+            })
+            .collect())
     }
 
     /// One delivery of an app.
@@ -215,7 +291,11 @@ impl Store {
             .bind(i64::from(page.limit))
             .fetch_all(&self.reader)
             .await?;
-        rows.iter().map(attempt_from_row).collect()
+        let attempts = rows
+            .iter()
+            .map(attempt_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        self.with_requests(attempts).await
     }
 
     /// An endpoint's attempts (of every delivery), newest first, narrowed by
@@ -241,7 +321,11 @@ impl Store {
             self.engine.indexed_by("attempts_by_endpoint"),
         );
         let rows = self.page_rows(&select, &f, "id DESC", page.limit).await?;
-        rows.iter().map(attempt_from_row).collect()
+        let attempts = rows
+            .iter()
+            .map(attempt_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        self.with_requests(attempts).await
     }
 
     /// An app's deliveries, newest first by their event (see `listing`), narrowed by

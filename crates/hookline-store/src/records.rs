@@ -292,8 +292,10 @@ pub struct AttemptRecord {
     pub error: Option<(TransportError, String)>,
     /// Where the request went.
     pub url: String,
-    /// The headers sent, as sent (signatures, never secrets).
-    pub request_headers: Vec<(String, String)>,
+    /// The `webhook-signature` sent; `None` if no request left.
+    pub signature: Option<String>,
+    /// The endpoint's own headers, as sent.
+    pub custom_headers: Vec<(String, String)>,
     /// The response's headers (capped), if a response arrived.
     pub response_headers: Vec<(String, String)>,
     /// The response body was cut at the limit.
@@ -364,10 +366,21 @@ pub struct Attempt {
     pub dead_reason: Option<DeadReason>,
     /// `None`, and empty headers, on attempts recorded before these were kept.
     pub url: Option<String>,
-    pub request_headers: Vec<(String, String)>,
+    /// What the request carried: with these, `hookline_core::model::request_headers`
+    /// gives back every header sent.
+    pub sent: Option<SentRequest>,
     pub response_headers: Vec<(String, String)>,
     pub response_truncated: bool,
     pub trigger: Option<AttemptTrigger>,
+}
+
+/// The varying parts of an attempt's request, and its delivery's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentRequest {
+    pub signature: String,
+    pub custom_headers: Vec<(String, String)>,
+    pub event_id: EventId,
+    pub ordering: Option<(String, u64)>,
 }
 
 /// What a replay (or resend) request did.
