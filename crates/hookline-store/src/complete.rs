@@ -24,7 +24,7 @@ const LAST_ERROR_CHARS: usize = 500;
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
     const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
         status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
-        url, signature, custom_headers, response_headers, response_truncated, cause";
+        detail";
     format!(
         "INSERT INTO attempts ({COLUMNS}) SELECT {COLUMNS} FROM {}",
         engine.rows(
@@ -44,16 +44,25 @@ static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
                 ("verdict", Kind::Text),
                 ("next_attempt_at", Kind::Int),
                 ("dead_reason", Kind::Text),
-                ("url", Kind::Text),
-                ("signature", Kind::Text),
-                ("custom_headers", Kind::LongText),
-                ("response_headers", Kind::LongText),
-                ("response_truncated", Kind::Bool),
-                ("cause", Kind::Text),
+                ("detail", Kind::LongText),
             ]
         )
     )
 });
+
+/// An attempt's `detail` column: what was sent and what came back, beyond the
+/// columns listings filter on (read back by `deliveries::attempt_from_row`).
+#[derive(serde::Serialize)]
+pub(crate) struct AttemptDetail<'a> {
+    pub url: &'a str,
+    pub signature: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub custom_headers: &'a [(String, String)],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub response_headers: &'a [(String, String)],
+    pub response_truncated: bool,
+    pub trigger: hookline_core::model::AttemptTrigger,
+}
 
 /// The attempt rows of a batch, in one statement.
 async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
@@ -67,20 +76,20 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             None => (None, None),
         })
     };
-    let headers = |pick: fn(&AttemptRecord) -> &[(String, String)]| -> Vec<Option<String>> {
-        records
-            .iter()
-            .map(|r| {
-                let headers = pick(r);
-                (!headers.is_empty())
-                    .then(|| serde_json::to_string(headers).expect("strings serialize"))
+    let details: Vec<String> = records
+        .iter()
+        .map(|r| {
+            serde_json::to_string(&AttemptDetail {
+                url: &r.url,
+                signature: r.signature.as_deref(),
+                custom_headers: &r.custom_headers,
+                response_headers: &r.response_headers,
+                response_truncated: r.response_truncated,
+                trigger: r.trigger,
             })
-            .collect()
-    };
-    let (custom, got) = (
-        headers(|r| &r.custom_headers),
-        headers(|r| &r.response_headers),
-    );
+            .expect("a detail serializes")
+        })
+        .collect();
     let batch = Batch::default()
         .text(ids.iter().map(|id| Some(id.as_str())))
         .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
@@ -104,12 +113,7 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
                 .iter()
                 .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
         )
-        .text(records.iter().map(|r| Some(r.url.as_str())))
-        .text(records.iter().map(|r| r.signature.as_deref()))
-        .long_text(custom.iter().map(Option::as_deref))
-        .long_text(got.iter().map(Option::as_deref))
-        .bool(records.iter().map(|r| Some(r.response_truncated)))
-        .text(records.iter().map(|r| Some(r.trigger.as_str())));
+        .long_text(details.iter().map(|d| Some(d.as_str())));
     let engine = tx.engine();
     engine
         .query(INSERT_ATTEMPTS.text(engine))

@@ -187,7 +187,6 @@ impl<'q> Query<'q> {
                     q = match column {
                         Column::Text(values) | Column::LongText(values) => q.bind(values),
                         Column::Int(values) => q.bind(values),
-                        Column::Bool(values) => q.bind(values),
                         Column::Bytes(values) => q.bind(values),
                     };
                 }
@@ -343,7 +342,6 @@ pub(crate) enum Kind {
     /// batch's bytes, not inside the JSON rows.
     LongText,
     Int,
-    Bool,
     Bytes,
 }
 
@@ -357,7 +355,6 @@ enum Column<'q> {
     Text(Vec<Option<&'q str>>),
     LongText(Vec<Option<&'q str>>),
     Int(Vec<Option<i64>>),
-    Bool(Vec<Option<bool>>),
     Bytes(Vec<Option<&'q [u8]>>),
 }
 
@@ -380,12 +377,6 @@ impl<'q> Batch<'q> {
         self
     }
 
-    pub(crate) fn bool(mut self, values: impl IntoIterator<Item = Option<bool>>) -> Self {
-        self.columns
-            .push(Column::Bool(values.into_iter().collect()));
-        self
-    }
-
     pub(crate) fn bytes(mut self, values: impl IntoIterator<Item = Option<&'q [u8]>>) -> Self {
         self.columns
             .push(Column::Bytes(values.into_iter().collect()));
@@ -396,7 +387,6 @@ impl<'q> Batch<'q> {
         self.columns.first().map_or(0, |c| match c {
             Column::Text(v) | Column::LongText(v) => v.len(),
             Column::Int(v) => v.len(),
-            Column::Bool(v) => v.len(),
             Column::Bytes(v) => v.len(),
         })
     }
@@ -438,11 +428,6 @@ impl<'q> Batch<'q> {
                         }
                         None => out.extend_from_slice(b"null"),
                     },
-                    Column::Bool(values) => out.extend_from_slice(match values[row] {
-                        Some(true) => b"1",
-                        Some(false) => b"0",
-                        None => b"null",
-                    }),
                     Column::LongText(values) => match values[row] {
                         Some(text) => {
                             let blob = blob.as_mut().expect("made for a long text column");

@@ -80,7 +80,20 @@ fn parse_dlq_cursor(cursor: &str) -> Option<(i64, String)> {
 const ATTEMPT_COLUMNS: &str =
     "id, delivery_id, endpoint_id, attempt_number, started_at, duration_ms, status_code, \
      response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
-     url, signature, custom_headers, response_headers, response_truncated, cause";
+     detail";
+
+/// The `detail` column as stored (see `complete::AttemptDetail`).
+#[derive(serde::Deserialize)]
+struct StoredDetail {
+    url: String,
+    signature: Option<String>,
+    #[serde(default)]
+    custom_headers: Vec<(String, String)>,
+    #[serde(default)]
+    response_headers: Vec<(String, String)>,
+    response_truncated: bool,
+    trigger: hookline_core::model::AttemptTrigger,
+}
 
 /// An attempt's own record of its request: its signature and custom headers.
 type OwnRequest = Option<(String, Vec<(String, String)>)>;
@@ -88,10 +101,22 @@ type OwnRequest = Option<(String, Vec<(String, String)>)>;
 /// An attempt row, and what its request carried (`signature`, `custom_headers`)
 /// for [`Store::with_requests`] to complete with its delivery's side.
 fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
-    let sent = row
-        .try_get::<Option<String>, _>("signature")?
-        .map(|signature| Ok::<_, StoreError>((signature, headers_column(row, "custom_headers")?)))
+    let detail: Option<StoredDetail> = row
+        .try_get::<Option<String>, _>("detail")?
+        .map(|text| {
+            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("detail: {e}")))
+        })
         .transpose()?;
+    let (url, sent, response_headers, response_truncated, trigger) = match detail {
+        None => (None, None, Vec::new(), false, None),
+        Some(d) => (
+            Some(d.url),
+            d.signature.map(|s| (s, d.custom_headers)),
+            d.response_headers,
+            d.response_truncated,
+            Some(d.trigger),
+        ),
+    };
     let attempt = Attempt {
         id: parse_column(row, "id")?,
         delivery_id: parse_column(row, "delivery_id")?,
@@ -110,11 +135,11 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
             .try_get::<Option<i64>, _>("next_attempt_at")?
             .map(Timestamp::from_millis),
         dead_reason: parse_optional_column(row, "dead_reason")?,
-        url: row.try_get("url")?,
+        url,
         sent: None,
-        response_headers: headers_column(row, "response_headers")?,
-        response_truncated: row.try_get::<bool, _>("response_truncated")?,
-        trigger: parse_optional_column(row, "cause")?,
+        response_headers,
+        response_truncated,
+        trigger,
     };
     Ok((attempt, sent))
 }
@@ -127,15 +152,6 @@ static DELIVERY_SIDES: Sql = Sql::new(|engine| {
         engine.rows(1, &[("id", Kind::Text)])
     )
 });
-
-fn headers_column(row: &Row, column: &str) -> Result<Vec<(String, String)>> {
-    match row.try_get::<Option<String>, _>(column)? {
-        None => Ok(Vec::new()),
-        Some(text) => {
-            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("{column}: {e}")))
-        }
-    }
-}
 
 impl Store {
     /// Gives claimed deliveries back unattempted (a draining dispatcher): pending

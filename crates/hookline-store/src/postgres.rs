@@ -35,7 +35,6 @@ pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
             let kind = match kind {
                 Kind::Text | Kind::LongText => "text",
                 Kind::Int => "bigint",
-                Kind::Bool => "boolean",
                 Kind::Bytes => "bytea",
             };
             format!("${}::{kind}[]", first + i)

@@ -90,7 +90,7 @@ pub(crate) fn rows(first: usize, columns: &[(&str, Kind)]) -> String {
                         _ => format!("{slice} AS {name}"),
                     }
                 }
-                Kind::Text | Kind::Int | Kind::Bool => format!("value ->> {at} AS {name}"),
+                Kind::Text | Kind::Int => format!("value ->> {at} AS {name}"),
             };
             at += 1;
             value
