@@ -64,9 +64,8 @@ fn attempt(claimed: &ClaimedDelivery, next: Next, signal: Signal, at: Timestamp)
         status_code: Some(if signal == Signal::Failed { 503 } else { 200 }),
         response_body: None,
         error: None,
-        url: claimed.destination.url.clone(),
+        destination: claimed.destination.clone(),
         signature: Some("v1,test".into()),
-        custom_headers: Vec::new(),
         response_headers: Vec::new(),
         response_truncated: false,
         trigger: hookline_core::model::AttemptTrigger::of(

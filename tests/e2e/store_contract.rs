@@ -75,9 +75,8 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         status_code: Some(500),
         response_body: Some("oops".into()),
         error: None,
-        url: claimed.destination.url.clone(),
+        destination: claimed.destination.clone(),
         signature: Some("v1,test".into()),
-        custom_headers: vec![("x-tenant".into(), "acme".into())],
         response_headers: vec![("server".into(), "test".into())],
         response_truncated: false,
         trigger: hookline_core::model::AttemptTrigger::of(

@@ -246,13 +246,16 @@ impl From<&Attempt> for AttemptView {
                 .sent
                 .as_ref()
                 .map(|sent| {
-                    header_object(&request_headers(RequestParts {
+                    request_headers(RequestParts {
                         custom: &sent.custom_headers,
                         event_id: sent.event_id.as_str(),
                         timestamp: a.started_at.as_secs(),
                         signature: &sent.signature,
                         ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
-                    }))
+                    })
+                    .into_iter()
+                    .map(|(name, value)| (name.to_owned(), value.into_owned()))
+                    .collect()
                 })
                 .unwrap_or_default(),
             response_headers: header_object(&a.response_headers),

@@ -8,6 +8,7 @@
 //!    └──retry / lease expiry / release / deferral (breaker, rate limit)
 //! ```
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -238,19 +239,25 @@ pub struct RequestParts<'a> {
 }
 
 /// Every header an attempt sends, in order: one rule for the sender that sends
-/// them and for the attempt detail that shows them.
-pub fn request_headers(parts: RequestParts<'_>) -> Vec<(String, String)> {
-    let mut headers = Vec::with_capacity(parts.custom.len() + 6);
-    headers.extend(parts.custom.iter().cloned());
+/// them and for the attempt detail that shows them. (Borrowed where it can be:
+/// the sender builds this for every attempt.)
+pub fn request_headers<'a>(parts: RequestParts<'a>) -> Vec<(&'a str, Cow<'a, str>)> {
+    let mut headers: Vec<(&str, Cow<str>)> = Vec::with_capacity(parts.custom.len() + 6);
+    headers.extend(
+        parts
+            .custom
+            .iter()
+            .map(|(name, value)| (name.as_str(), Cow::Borrowed(value.as_str()))),
+    );
     headers.extend([
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("webhook-id".to_owned(), parts.event_id.to_owned()),
-        ("webhook-timestamp".to_owned(), parts.timestamp.to_string()),
-        ("webhook-signature".to_owned(), parts.signature.to_owned()),
+        ("content-type", Cow::Borrowed("application/json")),
+        ("webhook-id", Cow::Borrowed(parts.event_id)),
+        ("webhook-timestamp", Cow::Owned(parts.timestamp.to_string())),
+        ("webhook-signature", Cow::Borrowed(parts.signature)),
     ]);
     if let Some((key, sequence)) = parts.ordering {
-        headers.push((ORDERING_KEY_HEADER.to_owned(), key.to_owned()));
-        headers.push((SEQUENCE_HEADER.to_owned(), sequence.to_string()));
+        headers.push((ORDERING_KEY_HEADER, Cow::Borrowed(key)));
+        headers.push((SEQUENCE_HEADER, Cow::Owned(sequence.to_string())));
     }
     headers
 }
@@ -303,7 +310,7 @@ mod tests {
             signature: "v1,abc",
             ordering: Some(("order_42", 3)),
         });
-        let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = headers.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
             [

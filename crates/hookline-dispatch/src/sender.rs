@@ -184,7 +184,7 @@ impl Sender {
         });
         let mut request = self.client.post(url);
         for (name, value) in &sent {
-            request = request.header(name.as_str(), value.as_str());
+            request = request.header(*name, value.as_ref());
         }
         let request = request.body(bytes::Bytes::from_owner(delivery.body.clone()));
 
@@ -249,7 +249,12 @@ fn kept_headers(headers: &reqwest::header::HeaderMap) -> Vec<(String, String)> {
     let mut kept = Vec::new();
     let mut bytes = 0;
     for (name, value) in headers {
-        let value = String::from_utf8_lossy(value.as_bytes()).replace('\0', "\u{fffd}");
+        let value = String::from_utf8_lossy(value.as_bytes());
+        let value = if value.contains('\0') {
+            value.replace('\0', "\u{fffd}")
+        } else {
+            value.into_owned()
+        };
         bytes += name.as_str().len() + value.len();
         if kept.len() == MAX_RESPONSE_HEADERS || bytes > MAX_RESPONSE_HEADER_BYTES {
             break;

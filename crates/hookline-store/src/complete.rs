@@ -80,9 +80,9 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
         .iter()
         .map(|r| {
             serde_json::to_string(&AttemptDetail {
-                url: &r.url,
+                url: &r.destination.url,
                 signature: r.signature.as_deref(),
-                custom_headers: &r.custom_headers,
+                custom_headers: &r.destination.headers,
                 response_headers: &r.response_headers,
                 response_truncated: r.response_truncated,
                 trigger: r.trigger,

@@ -290,12 +290,10 @@ pub struct AttemptRecord {
     pub status_code: Option<u16>,
     pub response_body: Option<String>,
     pub error: Option<(TransportError, String)>,
-    /// Where the request went.
-    pub url: String,
+    /// Where the request went, with the endpoint's own headers it carried.
+    pub destination: Arc<Destination>,
     /// The `webhook-signature` sent; `None` if no request left.
     pub signature: Option<String>,
-    /// The endpoint's own headers, as sent.
-    pub custom_headers: Vec<(String, String)>,
     /// The response's headers (capped), if a response arrived.
     pub response_headers: Vec<(String, String)>,
     /// The response body was cut at the limit.
