@@ -56,7 +56,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("POST", "/v1/apps/{app}/replays") => (App(Replay), Some(json!({"dry_run": true}))),
         ("GET", "/v1/apps/{app}/replays/{replay}") => (App(Read), None),
         ("POST", "/v1/apps/{app}/replays/{replay}/cancel") => (App(Replay), None),
-        ("POST", "/v1/apps/{app}/endpoints/{endpoint}/test") => (App(Endpoints), Some(json!({"event_type": "t.x", "payload": {"test": true}}))),
+        ("POST", "/v1/apps/{app}/endpoints/{endpoint}/test") => (App(Endpoints), Some(json!({"event_type": "t.x"}))),
         ("POST", "/v1/event-types") => (Admin, Some(json!({"name": "t.new"}))),
         ("GET", "/v1/event-types") => (App(Read), None),
         ("GET", "/v1/event-types/{name}") => (App(Read), None),

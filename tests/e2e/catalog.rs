@@ -236,4 +236,34 @@ async fn a_test_send_delivers_the_example_to_one_endpoint(engine: Engine) {
         other.requests().is_empty(),
         "the other endpoint got no test"
     );
+
+    // A key that manages endpoints but may not publish sends only the example.
+    let key = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&json!({"name": "portal", "app": app_id, "capabilities": ["endpoints"]})),
+            201,
+        )
+        .await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let as_portal = |body: Value| {
+        app.http
+            .post(format!("{}{path}", app.base))
+            .bearer_auth(key.clone())
+            .json(&body)
+            .send()
+    };
+    let forged = as_portal(json!({"event_type": "invoice.paid", "payload": {"amount": 1}}))
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let forged: Value = forged.json().await.unwrap();
+    assert_eq!(forged["code"], "missing_capability_publish");
+    let example = as_portal(json!({"event_type": "invoice.paid"}))
+        .await
+        .unwrap();
+    assert_eq!(example.status(), 202);
 }

@@ -114,6 +114,50 @@ async fn custom_headers_are_sent_and_hooklines_own_are_refused(engine: Engine) {
     app.publish(&app_id, "order.paid", json!({})).await;
     let got = receiver.wait_for_requests(1).await;
     assert_eq!(got[0].header("x-tenant"), "acme");
+    // A key that may not read secrets sees the names, not the values (a
+    // gateway token is a secret), in the endpoint and in its attempts.
+    let reader = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&json!({"name": "ro", "app": app_id, "capabilities": ["read"]})),
+            201,
+        )
+        .await["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let as_reader = |path: String| {
+        let request = app
+            .http
+            .get(format!("{}{path}", app.base))
+            .bearer_auth(reader.clone());
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let seen = as_reader(format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    ))
+    .await;
+    assert_eq!(
+        seen["headers"],
+        json!({"authorization": "…", "x-tenant": "…"})
+    );
+    // The attempt is recorded once its answer is in: wait for it.
+    let attempts_path = format!(
+        "/v1/apps/{app_id}/endpoints/{}/attempts",
+        endpoint["id"].as_str().unwrap()
+    );
+    let listed = wait_until(Duration::from_secs(30), "the attempt's record", || async {
+        let page = as_reader(attempts_path.clone()).await;
+        (!page["data"].as_array().unwrap().is_empty()).then_some(page)
+    })
+    .await;
+    let sent = &listed["data"][0]["request_headers"];
+    assert_eq!(
+        (sent["authorization"].clone(), sent["webhook-id"].clone()),
+        (json!("…"), got[0].header("webhook-id").into())
+    );
     assert_eq!(got[0].header("authorization"), "Bearer gateway-token");
     assert!(verifies(endpoint["secret"].as_str().unwrap(), &got[0]));
 

@@ -127,6 +127,42 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
         "after the rotation the old key alone is refused"
     );
 
+    // A process still sealing with the old key (it holds the new one only to
+    // open) writes an endpoint during the rotation: a start with the new key
+    // alone then refuses, naming the old key, until a second rotation.
+    let behind = Server::start(with_keys(TEST_MASTER_KEY, OTHER_MASTER_KEY), Role::Serve)
+        .await
+        .expect("the old key with the new one as previous still opens everything");
+    let behind_base = format!("http://{}", behind.addr.unwrap());
+    let made = app
+        .http
+        .post(format!("{behind_base}/v1/apps/{app_id}/endpoints"))
+        .bearer_auth(crate::helpers::ADMIN_TOKEN)
+        // Subscribed to nothing the test publishes: the receiver's log stays the first endpoint's.
+        .json(&json!({"url": receiver.url, "event_types": ["never.sent"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    behind.stop().await.unwrap();
+    let mixed = Server::start(with_keys(OTHER_MASTER_KEY, ""), Role::Serve).await;
+    let error = format!(
+        "{:#}",
+        mixed
+            .err()
+            .expect("a secret under an unconfigured key is refused")
+    );
+    assert!(error.contains("which is not configured"), "{error}");
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
+        .arg("rotate-master-key")
+        .env("HOOKLINE_DATABASE_URL", &app.db.url)
+        .env("HOOKLINE_MASTER_KEY", OTHER_MASTER_KEY)
+        .env("HOOKLINE_PREVIOUS_MASTER_KEYS", TEST_MASTER_KEY)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running hookline rotate-master-key");
+    assert!(again.status.success(), "{again:?}");
+
     let server = Server::start(with_keys(OTHER_MASTER_KEY, ""), Role::Serve)
         .await
         .expect("the new key alone opens everything");

@@ -121,13 +121,17 @@ impl Snapshot {
 
 /// The catalog cache of one API process.
 pub(crate) struct Catalog {
-    current: tokio::sync::RwLock<(Arc<Snapshot>, Option<Instant>)>,
+    /// The snapshot and when it was loaded (`None`: never, or changed here since).
+    current: std::sync::RwLock<(Arc<Snapshot>, Option<Instant>)>,
+    /// A reload of a stale snapshot is under way; meanwhile the stale one serves.
+    reloading: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Catalog {
     fn default() -> Self {
         Self {
-            current: tokio::sync::RwLock::new((Arc::default(), None)),
+            current: std::sync::RwLock::new((Arc::default(), None)),
+            reloading: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -137,26 +141,31 @@ impl Catalog {
     /// reaches this one within this long.
     pub(crate) const TTL: Duration = Duration::from_secs(5);
 
-    /// The current snapshot, reloaded if stale.
+    /// The current snapshot. A stale one is reloaded by one caller while the
+    /// others go on with it (no publish waits for a reload); one this process
+    /// changed is reloaded before it is used again.
     pub(crate) async fn snapshot(&self, store: &Store) -> ApiResult<Arc<Snapshot>> {
-        let fresh = |loaded: &Option<Instant>| loaded.is_some_and(|at| at.elapsed() < Self::TTL);
-        {
-            let current = self.current.read().await;
-            if fresh(&current.1) {
-                return Ok(current.0.clone());
-            }
+        use std::sync::atomic::Ordering;
+        let (snapshot, loaded) = {
+            let current = self.current.read().expect("catalog lock poisoned");
+            (current.0.clone(), current.1)
+        };
+        match loaded {
+            Some(at) if at.elapsed() < Self::TTL => return Ok(snapshot),
+            Some(_) if self.reloading.swap(true, Ordering::AcqRel) => return Ok(snapshot),
+            _ => {}
         }
-        let mut current = self.current.write().await;
-        if !fresh(&current.1) {
-            let types = store.list_event_types().await?;
-            *current = (Arc::new(Snapshot::build(types)), Some(Instant::now()));
-        }
-        Ok(current.0.clone())
+        let reloaded = store.list_event_types().await;
+        self.reloading.store(false, Ordering::Release);
+        let fresh = Arc::new(Snapshot::build(reloaded?));
+        *self.current.write().expect("catalog lock poisoned") =
+            (fresh.clone(), Some(Instant::now()));
+        Ok(fresh)
     }
 
-    /// Forgets the snapshot (this process changed the catalog).
+    /// Forgets the snapshot's age (this process changed the catalog).
     pub(crate) async fn invalidate(&self) {
-        self.current.write().await.1 = None;
+        self.current.write().expect("catalog lock poisoned").1 = None;
     }
 }
 

@@ -47,7 +47,8 @@ pub(crate) struct EndpointView {
     paused: bool,
     /// `manual`, `gone` (the endpoint answered 410) or `failing` (the breaker's span ran out).
     disabled_reason: Option<String>,
-    /// Sent with every request (names lower-case).
+    /// Sent with every request (names lower-case); values show as `…` to a key
+    /// without the `secrets` capability.
     headers: std::collections::BTreeMap<String, String>,
     /// After a rotation: until when the previous secret signs beside the current one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -65,8 +66,28 @@ pub(crate) struct EndpointView {
     secret: Option<String>,
 }
 
+/// What a custom header's value shows as to a caller who may not read secrets
+/// (an endpoint's own headers often carry a gateway's token).
+pub(crate) const HIDDEN: &str = "…";
+
+fn shown_headers(headers: &[(String, String)], reveal: bool) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let value = if reveal {
+                value.clone()
+            } else {
+                HIDDEN.to_owned()
+            };
+            (name.clone(), value)
+        })
+        .collect()
+}
+
 impl EndpointView {
-    pub fn new(endpoint: &Endpoint, with_secret: bool) -> Self {
+    /// `with_secret`: the signing secret is in the view (on creation);
+    /// `reveal`: custom header values are shown (a caller who may read secrets).
+    pub fn new(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> Self {
         Self {
             id: endpoint.id.to_string(),
             app_id: endpoint.app_id.to_string(),
@@ -76,7 +97,7 @@ impl EndpointView {
             enabled: endpoint.enabled,
             paused: endpoint.paused,
             disabled_reason: endpoint.disabled_reason.clone(),
-            headers: endpoint.headers.iter().cloned().collect(),
+            headers: shown_headers(&endpoint.headers, reveal),
             previous_secret_valid_until: endpoint.previous_secret.as_ref().map(|p| p.until),
             retry: endpoint.retry,
             rate_limit_per_sec: endpoint.rate_limit_per_sec,
@@ -224,8 +245,10 @@ fn header_object(headers: &[(String, String)]) -> BTreeMap<String, String> {
     object
 }
 
-impl From<&Attempt> for AttemptView {
-    fn from(a: &Attempt) -> Self {
+impl AttemptView {
+    /// `reveal`: the endpoint's own header values are shown (a caller who may
+    /// read secrets); otherwise they show as `…`.
+    pub(crate) fn new(a: &Attempt, reveal: bool) -> Self {
         Self {
             id: a.id.to_string(),
             delivery_id: a.delivery_id.to_string(),
@@ -254,7 +277,17 @@ impl From<&Attempt> for AttemptView {
                         ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
                     })
                     .into_iter()
-                    .map(|(name, value)| (name.to_owned(), value.into_owned()))
+                    .enumerate()
+                    .map(|(i, (name, value))| {
+                        // The endpoint's own headers come first.
+                        let hidden = !reveal && i < sent.custom_headers.len();
+                        let value = if hidden {
+                            HIDDEN.to_owned()
+                        } else {
+                            value.into_owned()
+                        };
+                        (name.to_owned(), value)
+                    })
                     .collect()
                 })
                 .unwrap_or_default(),

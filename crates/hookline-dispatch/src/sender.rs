@@ -212,8 +212,12 @@ impl Sender {
                     truncated = chunk.len() > room;
                     body.extend_from_slice(&chunk[..chunk.len().min(room)]);
                     if body.len() >= self.max_response_body_bytes {
-                        // Exactly at the limit: cut if anything follows.
-                        truncated = truncated || matches!(response.chunk().await, Ok(Some(_)));
+                        // Exactly at the limit: cut if the length says more follows
+                        // (never wait for a receiver that holds its body open).
+                        truncated = truncated
+                            || response
+                                .content_length()
+                                .is_none_or(|length| length > body.len() as u64);
                         break;
                     }
                 }

@@ -352,7 +352,11 @@ impl Store {
         now: Timestamp,
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.writer.begin().await?;
-        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2");
+        // Locked on PostgreSQL: a pause and a resume at once apply one after the other.
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2{}",
+            self.engine.lock(" FOR UPDATE")
+        );
         let Some(row) = self
             .engine
             .query(&sql)

@@ -64,31 +64,26 @@ impl Store {
     pub(crate) async fn secure_secrets(&self) -> Result<()> {
         let keyring = &self.secrets.keyring;
         let mut tx = self.writer.begin().await?;
-        let sql = format!(
-            "SELECT key_id FROM sealing WHERE id = 1{}",
-            self.engine.lock(" FOR UPDATE")
-        );
-        let stored: Option<String> = match self.engine.query(&sql).fetch_optional(&mut tx).await? {
-            Some(row) => Some(row.try_get("key_id")?),
-            None => None,
-        };
-        match &stored {
-            Some(id) if !keyring.holds(id) => {
-                return Err(StoreError::Sealing(format!(
-                    "this database's endpoint secrets are sealed with master key {id}, but the \
-                     configured master key is {} and no previous_master_keys entry is {id}: \
-                     configure the key this database was set up with",
-                    keyring.current().id()
-                )));
-            }
-            Some(_) => {}
-            None => {
-                self.engine
-                    .query("INSERT INTO sealing (id, key_id) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
-                    .bind(keyring.current().id())
-                    .execute(&mut tx)
-                    .await?;
-            }
+        // Claim a fresh database for this key, then read whose it is: of two
+        // processes starting at once with different keys, the second refuses.
+        self.engine
+            .query("INSERT INTO sealing (id, key_id) VALUES (1, $1) ON CONFLICT (id) DO NOTHING")
+            .bind(keyring.current().id())
+            .execute(&mut tx)
+            .await?;
+        let stored: String = self
+            .engine
+            .query("SELECT key_id FROM sealing WHERE id = 1")
+            .fetch_one(&mut tx)
+            .await?
+            .try_get("key_id")?;
+        if !keyring.holds(&stored) {
+            return Err(StoreError::Sealing(format!(
+                "this database's endpoint secrets are sealed with master key {stored}, but the \
+                 configured master key is {} and no previous_master_keys entry is {stored}: \
+                 configure the key this database was set up with",
+                keyring.current().id()
+            )));
         }
         // Secrets stored in the clear by a version before sealing: sealed now.
         let plain = format!("{SECRET_PREFIX}%");
@@ -123,6 +118,30 @@ impl Store {
                 .execute(&mut tx)
                 .await?;
         }
+        // Every value must open with a key this process holds, not only the one the
+        // database names (a process with an older key may have written during a
+        // rotation): refused here rather than failing claims later.
+        let all = self
+            .engine
+            .query("SELECT secret, previous_secret FROM endpoints")
+            .fetch_all(&mut tx)
+            .await?;
+        for row in &all {
+            for value in [
+                Some(row.try_get::<String, _>("secret")?),
+                row.try_get::<Option<String>, _>("previous_secret")?,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if let Some(id) = key_id(&value).filter(|id| !keyring.holds(id)) {
+                    return Err(StoreError::Sealing(format!(
+                        "an endpoint secret is sealed with master key {id}, which is not configured: \
+                         add it to previous_master_keys and run `hookline rotate-master-key`"
+                    )));
+                }
+            }
+        }
         tx.commit().await?;
         if !rows.is_empty() {
             tracing::info!(
@@ -140,7 +159,8 @@ impl Store {
     pub async fn rotate_master_key(&self) -> Result<u64> {
         let mut tx = self.writer.begin().await?;
         let sql = format!(
-            "SELECT id, secret, previous_secret FROM endpoints{}",
+            // In id order: the order completions lock endpoints in.
+            "SELECT id, secret, previous_secret FROM endpoints ORDER BY id{}",
             self.engine.lock(" FOR UPDATE")
         );
         let rows = self.engine.query(&sql).fetch_all(&mut tx).await?;

@@ -253,6 +253,7 @@ pub(crate) async fn create(
         Json(EndpointView::new(
             &endpoint,
             caller.can(Capability::Secrets),
+            caller.can(Capability::Secrets),
         )),
     ))
 }
@@ -270,7 +271,7 @@ pub(crate) async fn list(
         &endpoints,
         &page,
         |e| e.id.to_string(),
-        |e| EndpointView::new(e, false),
+        |e| EndpointView::new(e, false, caller.can(Capability::Secrets)),
     )))
 }
 
@@ -280,7 +281,11 @@ pub(crate) async fn get(
     Path((app, endpoint)): Path<(String, String)>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
-    Ok(Json(EndpointView::new(&endpoint, false)))
+    Ok(Json(EndpointView::new(
+        &endpoint,
+        false,
+        caller.can(Capability::Secrets),
+    )))
 }
 
 /// `GET …/secret`: the signing secret, for the endpoint's owner to verify with.
@@ -400,7 +405,11 @@ pub(crate) async fn update(
         )
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
-    Ok(Json(EndpointView::new(&updated, false)))
+    Ok(Json(EndpointView::new(
+        &updated,
+        false,
+        caller.can(Capability::Secrets),
+    )))
 }
 
 pub(crate) async fn delete(
@@ -486,7 +495,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| AttemptView::from(a),
+        |a| AttemptView::new(a, caller.can(Capability::Secrets)),
     )))
 }
 
@@ -589,6 +598,11 @@ pub(crate) async fn test_send(
         event_type,
         payload,
     } = body.value;
+    // A payload of the caller's own is a publish: without that capability a key
+    // may send only the catalog's example (it cannot forge an event).
+    if payload.is_some() && !caller.can(Capability::Publish) {
+        return Err(ApiError::MissingCapability(Capability::Publish));
+    }
     checked_name("event_type", &event_type)?;
     let payload = match payload {
         Some(payload) => payload,

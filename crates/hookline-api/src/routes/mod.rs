@@ -72,7 +72,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
             Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Object)),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send),
-            Doc::new("Send a test event to this endpoint only: {\"event_id\", \"delivery_id\", \"warnings\"?}").body(schema::<endpoints::TestSend>).answers(202, Object).errors(&["conflict", "unknown_event_type", "schema_violation"])),
+            Doc::new("Send a test event to this endpoint only: {\"event_id\", \"delivery_id\", \"warnings\"?}").body(schema::<endpoints::TestSend>).answers(202, Object).errors(&["conflict", "unknown_event_type", "schema_violation", "missing_capability_publish"])),
         (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish),
             Doc::new("Publish an event (honours Idempotency-Key)").body(schema::<events::PublishRequest>).answers(202, Json(schema::<PublishedView>)).errors(&["idempotency_key_reused", "unknown_event_type", "schema_violation"])),
         (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list),
