@@ -19,6 +19,18 @@ both_engines!(
 
 const OTHER_MASTER_KEY: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
 
+/// `hookline rotate-master-key` (the real binary): the other key seals, the tests' key opens.
+fn rotate_to_other_key(database_url: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
+        .arg("rotate-master-key")
+        .env("HOOKLINE_DATABASE_URL", database_url)
+        .env("HOOKLINE_MASTER_KEY", OTHER_MASTER_KEY)
+        .env("HOOKLINE_PREVIOUS_MASTER_KEYS", TEST_MASTER_KEY)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running hookline rotate-master-key")
+}
+
 /// Every byte the database holds, as text: the SQLite files, or a `pg_dump`.
 fn database_contents(engine: Engine, db: &TestDb) -> String {
     match engine {
@@ -108,14 +120,7 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
     );
 
     // The rotation: the new key seals, the old one still opens.
-    let rotate = std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
-        .arg("rotate-master-key")
-        .env("HOOKLINE_DATABASE_URL", &app.db.url)
-        .env("HOOKLINE_MASTER_KEY", OTHER_MASTER_KEY)
-        .env("HOOKLINE_PREVIOUS_MASTER_KEYS", TEST_MASTER_KEY)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running hookline rotate-master-key");
+    let rotate = rotate_to_other_key(&app.db.url);
     assert!(rotate.status.success(), "{rotate:?}");
     assert!(
         String::from_utf8_lossy(&rotate.stdout).contains("re-sealed the secrets of 1 endpoints")
@@ -153,14 +158,7 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
             .expect("a secret under an unconfigured key is refused")
     );
     assert!(error.contains("which is not configured"), "{error}");
-    let again = std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
-        .arg("rotate-master-key")
-        .env("HOOKLINE_DATABASE_URL", &app.db.url)
-        .env("HOOKLINE_MASTER_KEY", OTHER_MASTER_KEY)
-        .env("HOOKLINE_PREVIOUS_MASTER_KEYS", TEST_MASTER_KEY)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running hookline rotate-master-key");
+    let again = rotate_to_other_key(&app.db.url);
     assert!(again.status.success(), "{again:?}");
 
     let server = Server::start(with_keys(OTHER_MASTER_KEY, ""), Role::Serve)

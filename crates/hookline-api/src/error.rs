@@ -52,6 +52,11 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The stable code of this error (one of [`CATALOG`]).
+    pub(crate) fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             Self::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),

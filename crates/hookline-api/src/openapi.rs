@@ -108,20 +108,13 @@ fn method(method: &axum::http::Method) -> HttpMethod {
 /// The problem codes a route can answer: what its access, path, body and query
 /// imply, its own, and those every route can answer.
 fn codes(route: &crate::routes::Route, doc: &Doc) -> Vec<&'static str> {
-    use hookline_core::access::Capability;
     let mut codes = Vec::new();
     match route.access {
         Access::Public => {}
         Access::Admin => codes.extend(["unauthorized", "admin_only"]),
         Access::App(capability) => codes.extend([
             "unauthorized",
-            match capability {
-                Capability::Read => "missing_capability_read",
-                Capability::Publish => "missing_capability_publish",
-                Capability::Endpoints => "missing_capability_endpoints",
-                Capability::Secrets => "missing_capability_secrets",
-                Capability::Replay => "missing_capability_replay",
-            },
+            crate::error::ApiError::MissingCapability(capability).code(),
         ]),
     }
     if route.path.contains('{') {

@@ -353,21 +353,9 @@ impl Store {
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.writer.begin().await?;
         // Locked on PostgreSQL: a pause and a resume at once apply one after the other.
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2{}",
-            self.engine.lock(" FOR UPDATE")
-        );
-        let Some(row) = self
-            .engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&mut tx)
-            .await?
-        else {
+        let Some(mut endpoint) = self.locked_endpoint(&mut tx, app, id).await? else {
             return Ok(None);
         };
-        let mut endpoint = endpoint_from_row(&self.secrets, &row)?;
         let (was_enabled, was_sending) = (endpoint.enabled, endpoint.enabled && !endpoint.paused);
         if let Some(url) = patch.url {
             endpoint.url = url;
@@ -459,6 +447,27 @@ impl Store {
         Ok(Some(endpoint))
     }
 
+    /// An app's endpoint, its row locked for the transaction on PostgreSQL.
+    async fn locked_endpoint(
+        &self,
+        tx: &mut Tx,
+        app: &AppId,
+        id: &EndpointId,
+    ) -> Result<Option<Endpoint>> {
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2{}",
+            self.engine.lock(" FOR UPDATE")
+        );
+        self.engine
+            .query(&sql)
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| endpoint_from_row(&self.secrets, &row))
+            .transpose()
+    }
+
     /// Replaces an endpoint's signing secret with `new`; the current one keeps
     /// signing beside it for `grace` (see [`SigningKeys::rotate`]). `None` if the
     /// endpoint does not exist.
@@ -473,21 +482,9 @@ impl Store {
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.writer.begin().await?;
         // Locked on PostgreSQL: two rotations at once apply one after the other.
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2{}",
-            self.engine.lock(" FOR UPDATE")
-        );
-        let Some(row) = self
-            .engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&mut tx)
-            .await?
-        else {
+        let Some(mut endpoint) = self.locked_endpoint(&mut tx, app, id).await? else {
             return Ok(None);
         };
-        let mut endpoint = endpoint_from_row(&self.secrets, &row)?;
         let keys = SigningKeys {
             current: endpoint.secret,
             previous: endpoint.previous_secret,

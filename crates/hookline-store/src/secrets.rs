@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use hookline_core::sealing::{key_id, Keyring};
 use hookline_core::signing::{EndpointSecret, SECRET_PREFIX};
 
+use crate::db::Tx;
 use crate::{Result, Store, StoreError};
 
 pub(crate) struct Secrets {
@@ -56,6 +57,23 @@ impl Secrets {
         opened.insert(key, secret.clone());
         Ok(secret)
     }
+}
+
+/// Writes an endpoint's sealed secrets.
+async fn write_sealed(
+    tx: &mut Tx,
+    id: &str,
+    secret: Option<String>,
+    previous: Option<String>,
+) -> Result<()> {
+    tx.engine()
+        .query("UPDATE endpoints SET secret = $2, previous_secret = $3 WHERE id = $1")
+        .bind(id)
+        .bind(secret)
+        .bind(previous)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 impl Store {
@@ -110,13 +128,7 @@ impl Store {
             };
             let secret = seal(row.try_get("secret")?)?;
             let previous = seal(row.try_get("previous_secret")?)?;
-            self.engine
-                .query("UPDATE endpoints SET secret = $2, previous_secret = $3 WHERE id = $1")
-                .bind(&id)
-                .bind(secret)
-                .bind(previous)
-                .execute(&mut tx)
-                .await?;
+            write_sealed(&mut tx, &id, secret, previous).await?;
         }
         // Every value must open with a key this process holds, not only the one the
         // database names (a process with an older key may have written during a
@@ -173,13 +185,7 @@ impl Store {
             };
             let secret = reseal(row.try_get("secret")?)?;
             let previous = reseal(row.try_get("previous_secret")?)?;
-            self.engine
-                .query("UPDATE endpoints SET secret = $2, previous_secret = $3 WHERE id = $1")
-                .bind(&id)
-                .bind(secret)
-                .bind(previous)
-                .execute(&mut tx)
-                .await?;
+            write_sealed(&mut tx, &id, secret, previous).await?;
         }
         self.engine
             .query(
