@@ -222,7 +222,8 @@ pub(crate) struct AttemptView {
     trigger: Option<AttemptTrigger>,
     /// Where it went (`null` on old attempts).
     url: Option<String>,
-    /// The headers sent: signatures, never secrets.
+    /// The headers sent: signatures, never secrets; the endpoint's own headers
+    /// by name, their values as `…` (not kept: they may carry tokens).
     request_headers: BTreeMap<String, String>,
     /// The response's headers (repeated ones joined with ", "), capped.
     response_headers: BTreeMap<String, String>,
@@ -245,10 +246,8 @@ fn header_object(headers: &[(String, String)]) -> BTreeMap<String, String> {
     object
 }
 
-impl AttemptView {
-    /// `reveal`: the endpoint's own header values are shown (a caller who may
-    /// read secrets); otherwise they show as `…`.
-    pub(crate) fn new(a: &Attempt, reveal: bool) -> Self {
+impl From<&Attempt> for AttemptView {
+    fn from(a: &Attempt) -> Self {
         Self {
             id: a.id.to_string(),
             delivery_id: a.delivery_id.to_string(),
@@ -269,25 +268,21 @@ impl AttemptView {
                 .sent
                 .as_ref()
                 .map(|sent| {
+                    // The endpoint's own headers are kept by name only.
+                    let custom: Vec<(String, String)> = sent
+                        .custom_header_names
+                        .iter()
+                        .map(|name| (name.clone(), HIDDEN.to_owned()))
+                        .collect();
                     request_headers(RequestParts {
-                        custom: &sent.custom_headers,
+                        custom: &custom,
                         event_id: sent.event_id.as_str(),
                         timestamp: a.started_at.as_secs(),
                         signature: &sent.signature,
                         ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
                     })
                     .into_iter()
-                    .enumerate()
-                    .map(|(i, (name, value))| {
-                        // The endpoint's own headers come first.
-                        let hidden = !reveal && i < sent.custom_headers.len();
-                        let value = if hidden {
-                            HIDDEN.to_owned()
-                        } else {
-                            value.into_owned()
-                        };
-                        (name.to_owned(), value)
-                    })
+                    .map(|(name, value)| (name.to_owned(), value.into_owned()))
                     .collect()
                 })
                 .unwrap_or_default(),

@@ -56,8 +56,10 @@ static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
 pub(crate) struct AttemptDetail<'a> {
     pub url: &'a str,
     pub signature: Option<&'a str>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pub custom_headers: &'a [(String, String)],
+    /// The endpoint's own headers by name: their values may be tokens, and an
+    /// attempt log is no place for secrets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub custom_header_names: Vec<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub response_headers: &'a [(String, String)],
     pub response_truncated: bool,
@@ -82,7 +84,12 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             serde_json::to_string(&AttemptDetail {
                 url: &r.destination.url,
                 signature: r.signature.as_deref(),
-                custom_headers: &r.destination.headers,
+                custom_header_names: r
+                    .destination
+                    .headers
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .collect(),
                 response_headers: &r.response_headers,
                 response_truncated: r.response_truncated,
                 trigger: r.trigger,

@@ -88,7 +88,7 @@ struct StoredDetail {
     url: String,
     signature: Option<String>,
     #[serde(default)]
-    custom_headers: Vec<(String, String)>,
+    custom_header_names: Vec<String>,
     #[serde(default)]
     response_headers: Vec<(String, String)>,
     response_truncated: bool,
@@ -96,7 +96,7 @@ struct StoredDetail {
 }
 
 /// An attempt's own record of its request: its signature and custom headers.
-type OwnRequest = Option<(String, Vec<(String, String)>)>;
+type OwnRequest = Option<(String, Vec<String>)>;
 
 /// An attempt row, and what its request carried (`signature`, `custom_headers`)
 /// for [`Store::with_requests`] to complete with its delivery's side.
@@ -111,7 +111,7 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
         None => (None, None, Vec::new(), false, None),
         Some(d) => (
             Some(d.url),
-            d.signature.map(|s| (s, d.custom_headers)),
+            d.signature.map(|s| (s, d.custom_header_names)),
             d.response_headers,
             d.response_truncated,
             Some(d.trigger),
@@ -256,11 +256,11 @@ impl Store {
         Ok(attempts
             .into_iter()
             .map(|(mut attempt, sent)| {
-                attempt.sent = sent.and_then(|(signature, custom_headers)| {
+                attempt.sent = sent.and_then(|(signature, custom_header_names)| {
                     let (event_id, ordering) = sides.get(attempt.delivery_id.as_str())?.clone();
                     Some(SentRequest {
                         signature,
-                        custom_headers,
+                        custom_header_names,
                         event_id,
                         ordering,
                     })

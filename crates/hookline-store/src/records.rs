@@ -376,7 +376,8 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentRequest {
     pub signature: String,
-    pub custom_headers: Vec<(String, String)>,
+    /// The endpoint's own headers, by name (their values are not kept).
+    pub custom_header_names: Vec<String>,
     pub event_id: EventId,
     pub ordering: Option<(String, u64)>,
 }

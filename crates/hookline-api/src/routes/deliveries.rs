@@ -3,7 +3,6 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_core::access::Capability;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
 use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter, Store};
@@ -49,7 +48,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| AttemptView::new(a, caller.can(Capability::Secrets)),
+        |a| AttemptView::from(a),
     )))
 }
 
@@ -66,10 +65,7 @@ pub(crate) async fn attempt(
         .get_attempt(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("attempt"))?;
-    Ok(Json(AttemptView::new(
-        &attempt,
-        caller.can(Capability::Secrets),
-    )))
+    Ok(Json(AttemptView::from(&attempt)))
 }
 
 /// What `state=` names (the stored states, with pending split into due and parked).

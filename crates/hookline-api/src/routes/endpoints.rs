@@ -495,7 +495,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| AttemptView::new(a, caller.can(Capability::Secrets)),
+        |a| AttemptView::from(a),
     )))
 }
 
