@@ -21,14 +21,10 @@ use crate::{parse_column, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
 const LAST_ERROR_CHARS: usize = 500;
-/// An attempt row's columns, in the order both inserts bind them.
-const ATTEMPT_INSERT_COLUMNS: &str =
-    "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, \
-    duration_ms, status_code, response_body, error_kind, error_message, verdict, next_attempt_at, \
-    dead_reason, detail";
-
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
-    const COLUMNS: &str = ATTEMPT_INSERT_COLUMNS;
+    const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
+        status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
+        detail";
     format!(
         "INSERT INTO attempts ({COLUMNS}) SELECT {COLUMNS} FROM {}",
         engine.rows(
@@ -70,19 +66,7 @@ pub(crate) struct AttemptDetail<'a> {
     pub trigger: hookline_core::model::AttemptTrigger,
 }
 
-/// One attempt row (SQLite's form of the insert).
-static INSERT_ATTEMPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    let columns = ATTEMPT_INSERT_COLUMNS;
-    let values: Vec<String> = (1..=columns.split(',').count())
-        .map(|i| format!("${i}"))
-        .collect();
-    format!(
-        "INSERT INTO attempts ({columns}) VALUES ({})",
-        values.join(", ")
-    )
-});
-
-/// The attempt rows of a batch, in one statement (one per row on SQLite).
+/// The attempt rows of a batch, in one statement.
 async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
     let ids: Vec<String> = records
         .iter()
@@ -113,37 +97,6 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             .expect("a detail serializes")
         })
         .collect();
-    let engine = tx.engine();
-    if engine == Engine::Sqlite {
-        // One prepared statement per row: SQLite reads a JSON batch row once per
-        // column, and this is the widest hot statement (docs/BENCHMARKS.md).
-        for ((record, id), detail) in records.iter().zip(&ids).zip(&details) {
-            let (kind, message) = match &record.error {
-                Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
-                None => (None, None),
-            };
-            engine
-                .query(INSERT_ATTEMPT.as_str())
-                .bind(id.as_str())
-                .bind(record.delivery_id.as_str())
-                .bind(record.app_id.as_str())
-                .bind(record.endpoint_id.as_str())
-                .bind(i64::from(record.attempt_number))
-                .bind(record.started_at.as_millis())
-                .bind(record.duration.as_millis() as i64)
-                .bind(record.status_code.map(i64::from))
-                .bind(record.response_body.as_deref())
-                .bind(kind)
-                .bind(message)
-                .bind(record.next.verdict().as_str())
-                .bind(record.next.next_attempt_at().map(Timestamp::as_millis))
-                .bind(record.next.dead_reason().map(DeadReason::as_str))
-                .bind(detail.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
-        return Ok(());
-    }
     let batch = Batch::default()
         .text(ids.iter().map(|id| Some(id.as_str())))
         .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
@@ -168,6 +121,7 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
                 .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
         )
         .long_text(details.iter().map(|d| Some(d.as_str())));
+    let engine = tx.engine();
     engine
         .query(INSERT_ATTEMPTS.text(engine))
         .bind_batch(batch)
