@@ -164,7 +164,7 @@ impl Catalog {
     }
 
     /// Forgets the snapshot's age (this process changed the catalog).
-    pub(crate) async fn invalidate(&self) {
+    pub(crate) fn invalidate(&self) {
         self.current.write().expect("catalog lock poisoned").1 = None;
     }
 }

@@ -204,13 +204,8 @@ impl Store {
     /// One attempt of an app's deliveries.
     #[tracing::instrument(skip_all, fields(app = %app, attempt = %id))]
     pub async fn get_attempt(&self, app: &AppId, id: &AttemptId) -> Result<Option<Attempt>> {
-        let sql = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = $1 AND app_id = $2");
         let Some(row) = self
-            .engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&self.reader)
+            .app_row(ATTEMPT_COLUMNS, "attempts", app, id.as_str())
             .await?
         else {
             return Ok(None);
@@ -273,13 +268,7 @@ impl Store {
     /// One delivery of an app.
     #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
     pub async fn get_delivery(&self, app: &AppId, id: &DeliveryId) -> Result<Option<Delivery>> {
-        let sql =
-            format!("SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE id = $1 AND app_id = $2");
-        self.engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&self.reader)
+        self.app_row(DELIVERY_COLUMNS, "deliveries", app, id.as_str())
             .await?
             .map(|row| delivery_from_row(&row))
             .transpose()

@@ -306,12 +306,7 @@ impl Store {
     /// One endpoint of an app.
     #[tracing::instrument(skip_all, fields(app = %app, endpoint = %id))]
     pub async fn get_endpoint(&self, app: &AppId, id: &EndpointId) -> Result<Option<Endpoint>> {
-        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id = $1 AND app_id = $2");
-        self.engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&self.reader)
+        self.app_row(ENDPOINT_COLUMNS, "endpoints", app, id.as_str())
             .await?
             .map(|row| endpoint_from_row(&self.secrets, &row))
             .transpose()

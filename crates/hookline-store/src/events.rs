@@ -31,13 +31,8 @@ impl Store {
         app: &AppId,
         id: &EventId,
     ) -> Result<Option<(Event, Vec<Delivery>)>> {
-        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE id = $1 AND app_id = $2");
         let Some(row) = self
-            .engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&self.reader)
+            .app_row(EVENT_COLUMNS, "events", app, id.as_str())
             .await?
         else {
             return Ok(None);

@@ -245,6 +245,26 @@ impl Store {
 }
 
 /// Reads a text column and parses it into a domain enum or id.
+impl Store {
+    /// The row of `table` with this `id` that belongs to `app` (`columns`
+    /// selected), read on the reader: every "one X of an app" lookup.
+    async fn app_row(
+        &self,
+        columns: &str,
+        table: &str,
+        app: &hookline_core::ids::AppId,
+        id: &str,
+    ) -> Result<Option<Row>> {
+        let sql = format!("SELECT {columns} FROM {table} WHERE id = $1 AND app_id = $2");
+        self.engine
+            .query(&sql)
+            .bind(id)
+            .bind(app.as_str())
+            .fetch_optional(&self.reader)
+            .await
+    }
+}
+
 fn parse_column<T: FromStr>(row: &Row, column: &str) -> Result<T>
 where
     T::Err: std::fmt::Display,

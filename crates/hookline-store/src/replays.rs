@@ -212,12 +212,7 @@ impl Store {
     /// One bulk replay of an app.
     #[tracing::instrument(skip_all, fields(app = %app, job = %id))]
     pub async fn get_replay_job(&self, app: &AppId, id: &ReplayJobId) -> Result<Option<ReplayJob>> {
-        let sql = format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = $1 AND app_id = $2");
-        self.engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .fetch_optional(&self.reader)
+        self.app_row(JOB_COLUMNS, "replay_jobs", app, id.as_str())
             .await?
             .map(|row| job_from_row(&row))
             .transpose()

@@ -102,7 +102,7 @@ pub(crate) async fn create(
         updated_at: now,
     };
     state.store.create_event_type(&event_type).await?;
-    state.catalog.invalidate().await;
+    state.catalog.invalidate();
     Ok((StatusCode::CREATED, Json(EventTypeView::from(&event_type))))
 }
 
@@ -161,7 +161,7 @@ pub(crate) async fn update(
         )
         .await?
         .ok_or(ApiError::NotFound("event type"))?;
-    state.catalog.invalidate().await;
+    state.catalog.invalidate();
     Ok(Json(EventTypeView::from(&updated)))
 }
 
@@ -173,6 +173,6 @@ pub(crate) async fn delete(
     if !state.store.delete_event_type(&name).await? {
         return Err(ApiError::NotFound("event type"));
     }
-    state.catalog.invalidate().await;
+    state.catalog.invalidate();
     Ok(StatusCode::NO_CONTENT)
 }
