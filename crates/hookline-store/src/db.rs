@@ -395,7 +395,8 @@ impl<'q> Batch<'q> {
     /// where a bytes value is its place in the second, `[start, length]` (1-based,
     /// as `substr` counts), and the bytes of the whole batch laid end to end (`None`
     /// without a bytes column). Keeping bytes out of the JSON keeps each row's text
-    /// short: SQLite parses a row's text again for every column it reads.
+    /// short: SQLite renders and parses each row's text (once per row, see
+    /// `sqlite::rows`).
     fn to_sqlite(&self) -> (String, Option<Vec<u8>>) {
         let mut blob: Option<Vec<u8>> = self
             .columns
