@@ -78,10 +78,14 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
             None => (None, None),
         })
     };
-    let details: Vec<String> = records
-        .iter()
-        .map(|r| {
-            serde_json::to_string(&AttemptDetail {
+    // Every detail into one buffer (one allocation per batch, not a growing
+    // String per attempt), each row's a slice of it.
+    let mut buffer = Vec::with_capacity(records.len() * 320);
+    let mut ends = Vec::with_capacity(records.len());
+    for r in records {
+        serde_json::to_writer(
+            &mut buffer,
+            &AttemptDetail {
                 url: &r.destination.url,
                 signature: r.signature.as_deref(),
                 custom_header_names: r
@@ -93,8 +97,18 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
                 response_headers: &r.response_headers,
                 response_truncated: r.response_truncated,
                 trigger: r.trigger,
-            })
-            .expect("a detail serializes")
+            },
+        )
+        .expect("a detail serializes");
+        ends.push(buffer.len());
+    }
+    let buffer = String::from_utf8(buffer).expect("JSON is UTF-8");
+    let details: Vec<&str> = ends
+        .iter()
+        .scan(0, |start, &end| {
+            let detail = &buffer[*start..end];
+            *start = end;
+            Some(detail)
         })
         .collect();
     let batch = Batch::default()
@@ -120,7 +134,7 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
                 .iter()
                 .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
         )
-        .long_text(details.iter().map(|d| Some(d.as_str())));
+        .long_text(details.iter().map(|d| Some(*d)));
     let engine = tx.engine();
     engine
         .query(INSERT_ATTEMPTS.text(engine))
