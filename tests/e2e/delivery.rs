@@ -36,7 +36,7 @@ async fn a_fresh_event_wakes_a_dispatcher_on_another_node() {
     let api = Server::start(config.clone(), Role::Api).await.unwrap();
     let dispatcher = Server::start(config, Role::Dispatcher).await.unwrap();
     let app = TestApp {
-        base: format!("http://{}", api.addr.unwrap()),
+        base: format!("http://{}", api.addr),
         http: reqwest::Client::new(),
         server: Some(api),
         db,

@@ -179,7 +179,7 @@ impl TestApp {
         let server = Server::start(config, Role::Serve)
             .await
             .expect("starting Hookline");
-        let addr: SocketAddr = server.addr.expect("serve runs the API");
+        let addr: SocketAddr = server.addr;
         Self {
             base: format!("http://{addr}"),
             http: reqwest::Client::new(),
@@ -561,12 +561,33 @@ impl Process {
         Self::start(db, "serve", Some(port), extra_env).await
     }
 
-    /// `hookline <role>`; with a port, waits until the API answers.
+    /// `hookline <role>` with its log (stderr) written to `log`.
+    pub async fn start_logged(
+        db: &TestDb,
+        role: &str,
+        extra_env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Self {
+        let file = std::fs::File::create(log).expect("creating the log file");
+        Self::start_with_stderr(db, role, None, extra_env, file.into()).await
+    }
+
+    /// `hookline <role>`, waiting until it answers `/healthz` (every role does).
     pub async fn start(
         db: &TestDb,
         role: &str,
         port: Option<u16>,
         extra_env: &[(&str, &str)],
+    ) -> Self {
+        Self::start_with_stderr(db, role, port, extra_env, std::process::Stdio::inherit()).await
+    }
+
+    async fn start_with_stderr(
+        db: &TestDb,
+        role: &str,
+        port: Option<u16>,
+        extra_env: &[(&str, &str)],
+        stderr: std::process::Stdio,
     ) -> Self {
         let port = port.unwrap_or_else(free_port);
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"));
@@ -580,7 +601,7 @@ impl Process {
             .env("HOOKLINE_IDLE_POLL_MS", "100")
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::inherit());
+            .stderr(stderr);
         for (name, value) in extra_env {
             command.env(name, value);
         }
@@ -589,7 +610,7 @@ impl Process {
             child: command.spawn().expect("starting hookline"),
             base: format!("http://127.0.0.1:{port}"),
         };
-        if role != "dispatcher" {
+        {
             let http = reqwest::Client::new();
             let health = format!("{}/healthz", process.base);
             wait_until(

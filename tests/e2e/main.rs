@@ -12,6 +12,7 @@ mod crash;
 mod dashboard;
 mod delivery;
 mod endpoints;
+mod ops;
 mod policy;
 mod policy_contract;
 mod sealing;

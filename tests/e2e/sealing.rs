@@ -138,7 +138,7 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
     let behind = Server::start(with_keys(TEST_MASTER_KEY, OTHER_MASTER_KEY), Role::Serve)
         .await
         .expect("the old key with the new one as previous still opens everything");
-    let behind_base = format!("http://{}", behind.addr.unwrap());
+    let behind_base = format!("http://{}", behind.addr);
     let made = app
         .http
         .post(format!("{behind_base}/v1/apps/{app_id}/endpoints"))
@@ -164,7 +164,7 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
     let server = Server::start(with_keys(OTHER_MASTER_KEY, ""), Role::Serve)
         .await
         .expect("the new key alone opens everything");
-    app.base = format!("http://{}", server.addr.unwrap());
+    app.base = format!("http://{}", server.addr);
     app.server = Some(server);
     assert_eq!(
         app.get(&format!(

@@ -194,7 +194,11 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("schema_violation", 422, "a payload its catalog type's JSON Schema refuses, where `event_type_check` is `refuse` (else a warning in the answer)"),
     kind("conflict", 409, "an app `uid` or an event type name already taken; revoking the last admin key; a test send to a disabled endpoint"),
     kind("endpoint_deleted", 409, "replay or resend of a delivery whose endpoint was deleted"),
-    kind("not_ready", 503, "`/readyz`: the database is unreachable"),
+    kind(
+        "not_ready",
+        503,
+        "`/readyz`: the database is unreachable or lacks migrations, or this process's dispatcher is not turning",
+    ),
     kind("internal", 500, "a bug or an outage; details are in the server log, never in the answer"),
 ];
 

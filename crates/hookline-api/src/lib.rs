@@ -14,6 +14,7 @@ mod auth;
 mod catalog;
 pub mod error;
 mod extract;
+pub mod metrics;
 pub mod openapi;
 mod routes;
 mod unread;
@@ -31,6 +32,10 @@ use hookline_store::Store;
 /// Renders the Prometheus exposition for `/metrics`.
 pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// A check `/readyz` runs besides the database's (the binary wires the
+/// dispatcher's heartbeat here); `Err` says what is not ready.
+pub type Readiness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// How the API behaves.
 #[derive(Clone)]
 pub struct ApiConfig {
@@ -43,6 +48,11 @@ pub struct ApiConfig {
     /// Refuse (422) publishes of types the event type catalog lacks or payloads
     /// its schema refuses; otherwise accept them with a warning in the answer.
     pub refuse_unchecked_events: bool,
+    /// Label `hookline_events_accepted_total` by app: one series per app, so
+    /// only for deployments with a bounded number of apps.
+    pub metrics_app_label: bool,
+    /// What else `/readyz` requires (the dispatcher of this process turning).
+    pub readiness: Option<Readiness>,
 }
 
 impl Default for ApiConfig {
@@ -52,6 +62,8 @@ impl Default for ApiConfig {
             allow_private_destinations: false,
             metrics: None,
             refuse_unchecked_events: false,
+            metrics_app_label: false,
+            readiness: None,
         }
     }
 }
@@ -68,6 +80,16 @@ pub(crate) struct AppState {
 
 /// The whole API as one router.
 pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router {
+    build(store, clock, config, false)
+}
+
+/// Only the routes that need no key (`/healthz`, `/readyz`, `/metrics`, the
+/// documents): what a dispatcher-only process serves, for its probes and scrapes.
+pub fn ops_router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router {
+    build(store, clock, config, true)
+}
+
+fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bool) -> Router {
     let body_limit = config.max_payload_bytes + extract::ENVELOPE_ALLOWANCE;
     let state = AppState {
         store,
@@ -76,9 +98,13 @@ pub fn router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Router 
         keys: Arc::default(),
         catalog: Arc::default(),
     };
-    routes::routes(&state)
+    routes::routes(&state, public_only)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(error::method_not_allowed))
         .layer(axum::middleware::from_fn(unread::close_if_unread))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .with_state(state)
 }

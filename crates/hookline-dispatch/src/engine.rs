@@ -26,13 +26,14 @@ use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
 use hookline_core::concurrency::Pressure;
 use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::model::AttemptTrigger;
-use hookline_core::retry::{Next, ThreadJitter};
+use hookline_core::retry::ThreadJitter;
 use hookline_core::time::Clock;
 use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Store};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{self, EndpointLabels, Heartbeat};
 use crate::room::{holds_room, HandedOff, Handoff, Room};
 use crate::sender::Sender;
 use crate::{DispatchError, DispatcherConfig};
@@ -84,6 +85,8 @@ pub struct Dispatcher {
     config: DispatcherConfig,
     sender: Sender,
     clock: Arc<dyn Clock>,
+    endpoint_labels: EndpointLabels,
+    heartbeat: Heartbeat,
 }
 
 /// The leases of this dispatcher's sends in progress (claimed or handed off):
@@ -112,10 +115,17 @@ impl Dispatcher {
         let sender = Sender::new(&config)?;
         Ok(Self {
             store,
+            endpoint_labels: EndpointLabels::new(config.metrics_endpoint_cap),
             config,
             sender,
             clock,
+            heartbeat: Heartbeat::default(),
         })
+    }
+
+    /// When the dispatch loop last finished a turn (for `/readyz`).
+    pub fn heartbeat(&self) -> Heartbeat {
+        self.heartbeat.clone()
     }
 
     /// Runs until `shutdown` is cancelled, then stops claiming, lets in-flight
@@ -206,7 +216,9 @@ impl Dispatcher {
             };
             failures = 0;
             release_held(&mut held, &room);
-            record_turn(turn_started.elapsed(), finished.len(), claimed.rows);
+            let now = this.clock.now();
+            metrics::turn(turn_started.elapsed(), finished.len(), claimed.rows, now);
+            this.heartbeat.beat(now);
             for record in finished.drain(..) {
                 leases.finish(&record.delivery_id);
             }
@@ -309,7 +321,7 @@ impl Dispatcher {
         while let Ok(batch) = inbox.try_recv() {
             handed.extend(batch);
         }
-        metrics::counter!("hookline_deliveries_handed_off_total").increment(handed.len() as u64);
+        metrics::handed_off(handed.len());
         for HandedOff { delivery, permit } in handed.drain(..) {
             let url = Sender::parse_url(&delivery.destination.url);
             leases.start(&delivery);
@@ -431,7 +443,13 @@ impl Dispatcher {
             now,
             &mut ThreadJitter,
         );
-        record_metrics(&result, next);
+        metrics::attempt(
+            delivery,
+            &result,
+            next,
+            (started_at, now),
+            &self.endpoint_labels,
+        );
         tracing::debug!(status = ?result.status, ?next, "attempt finished");
         let record = AttemptRecord {
             delivery_id: delivery.id.clone(),
@@ -461,37 +479,6 @@ impl Dispatcher {
         };
         (record, pressure(&result.outcome))
     }
-}
-
-fn record_metrics(result: &crate::sender::SendResult, next: Next) {
-    let class = match (result.status, &result.error) {
-        (Some(status), _) => match status {
-            200..=299 => "2xx",
-            300..=399 => "3xx",
-            400..=499 => "4xx",
-            _ => "5xx",
-        },
-        (None, Some((kind, _))) => kind.as_str(),
-        (None, None) => "unknown",
-    };
-    metrics::counter!("hookline_attempts_total", "outcome" => class).increment(1);
-    metrics::histogram!("hookline_attempt_duration_seconds").record(result.duration.as_secs_f64());
-    let next = match next {
-        Next::Succeeded => "succeeded",
-        Next::RetryAt(_) => "retry",
-        Next::Dead(_) => "dead",
-    };
-    metrics::counter!("hookline_deliveries_completed_total", "result" => next).increment(1);
-}
-
-/// How long a turn's transaction took and how much it carried: under load, the
-/// batch sizes say whether turns are amortising their commit.
-fn record_turn(took: Duration, recorded: usize, claimed: usize) {
-    metrics::histogram!("hookline_dispatch_turn_seconds").record(took.as_secs_f64());
-    metrics::histogram!("hookline_dispatch_turn_deliveries", "kind" => "recorded")
-        .record(recorded as f64);
-    metrics::histogram!("hookline_dispatch_turn_deliveries", "kind" => "claimed")
-        .record(claimed as f64);
 }
 
 async fn sleep_or_shutdown(duration: Duration, shutdown: &CancellationToken) {

@@ -18,6 +18,7 @@
 //!   inbox publishes put fresh deliveries on.
 
 mod engine;
+pub mod metrics;
 pub mod room;
 pub mod sender;
 
@@ -28,6 +29,7 @@ use hookline_core::concurrency::ConcurrencyPolicy;
 use hookline_core::retry::RetryPolicy;
 
 pub use engine::Dispatcher;
+pub use metrics::Heartbeat;
 
 /// How a dispatcher behaves. Every field has a documented default (see `docs/configuration.md`).
 #[derive(Debug, Clone)]
@@ -59,6 +61,9 @@ pub struct DispatcherConfig {
     pub idle_poll: Duration,
     /// On shutdown, how long in-flight requests may take before their leases are released.
     pub drain_timeout: Duration,
+    /// How many endpoints get their own `endpoint` label on the attempts
+    /// counter (later ones share `other`); 0, the default, adds no such label.
+    pub metrics_endpoint_cap: usize,
 }
 
 impl Default for DispatcherConfig {
@@ -76,6 +81,7 @@ impl Default for DispatcherConfig {
             max_response_body_bytes: 64 * 1024,
             idle_poll: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(15),
+            metrics_endpoint_cap: 0,
         }
     }
 }

@@ -39,6 +39,7 @@ pub mod dispatcher;
 mod endpoints;
 mod event_types;
 mod events;
+mod gauges;
 mod keys;
 mod listing;
 mod postgres;
@@ -57,6 +58,7 @@ use db::{Pool, Row};
 
 pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
 pub use event_types::MAX_EVENT_TYPES;
+pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
 pub use publish::{PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};
@@ -75,6 +77,12 @@ pub enum StoreError {
     /// A stored value that does not parse: a corrupt row or a schema mismatch.
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// The PostgreSQL server answers but has no database of this name.
+    #[error(
+        "database `{0}` does not exist on this PostgreSQL server: create it with \
+         `createdb {0}` (or `CREATE DATABASE \"{0}\";` in psql), then start again"
+    )]
+    MissingDatabase(String),
     #[error("unsupported database URL `{0}` (use sqlite://… or postgres://…)")]
     UnsupportedUrl(String),
     /// A master key that cannot open this database's endpoint secrets.
@@ -235,6 +243,27 @@ impl Store {
     pub async fn ping(&self) -> Result<()> {
         self.engine.query("SELECT 1").execute(&self.reader).await?;
         Ok(())
+    }
+
+    /// How many of this binary's migrations the database has not applied (for
+    /// `/readyz`: a node must not serve a schema older than its code).
+    pub async fn migrations_behind(&self) -> Result<usize> {
+        let applied: Vec<i64> = self
+            .engine
+            .query("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(&self.reader)
+            .await?
+            .iter()
+            .map(|row| row.try_get::<i64, _>("version"))
+            .collect::<Result<_, _>>()?;
+        let migrator = match self.engine {
+            Engine::Sqlite => &sqlite::MIGRATOR,
+            Engine::Postgres => &postgres::MIGRATOR,
+        };
+        Ok(migrator
+            .iter()
+            .filter(|m| !m.migration_type.is_down_migration() && !applied.contains(&m.version))
+            .count())
     }
 
     /// Closes the pools, waiting for connections in use to come back.

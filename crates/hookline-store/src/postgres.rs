@@ -5,24 +5,33 @@
 
 use std::time::Duration;
 
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
 use crate::db::Kind;
-use crate::{Result, StoreConfig};
+use crate::{Result, StoreConfig, StoreError};
 
 pub(crate) async fn connect(config: &StoreConfig) -> Result<PgPool> {
-    Ok(PgPoolOptions::new()
+    let options: PgConnectOptions = config.database_url.parse()?;
+    let database = options.get_database().map(str::to_owned);
+    PgPoolOptions::new()
         .max_connections(config.max_connections.max(2))
         .acquire_timeout(Duration::from_secs(30))
-        .connect(&config.database_url)
-        .await?)
+        .connect_with(options)
+        .await
+        .map_err(|error| match &error {
+            // invalid_catalog_name: the server is there, the database is not.
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("3D000") => {
+                StoreError::MissingDatabase(database.unwrap_or_else(|| "postgres".into()))
+            }
+            _ => error.into(),
+        })
 }
 
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
 pub(crate) async fn migrate(pool: &PgPool) -> Result<()> {
-    sqlx::migrate!("../../migrations/postgres")
-        .run(pool)
-        .await?;
+    MIGRATOR.run(pool).await?;
     Ok(())
 }
 

@@ -52,8 +52,10 @@ pub(crate) async fn connect(config: &StoreConfig) -> Result<(SqlitePool, SqliteP
     Ok((reader, writer))
 }
 
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
+
 pub(crate) async fn migrate(pool: &SqlitePool) -> Result<()> {
-    sqlx::migrate!("../../migrations/sqlite").run(pool).await?;
+    MIGRATOR.run(pool).await?;
     Ok(())
 }
 

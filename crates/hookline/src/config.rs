@@ -16,7 +16,7 @@ use hookline_dispatch::DispatcherConfig;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// `sqlite://hookline.db` (embedded, the default) or `postgres://…`.
     pub database_url: String,
@@ -90,6 +90,12 @@ pub struct Config {
     /// What a publish of a type the event type catalog lacks, or with a payload
     /// its schema refuses, gets: `accept` (with a warning in the answer) or `refuse` (422).
     pub event_type_check: String,
+    /// Label `hookline_events_accepted_total` by app (one series per app: only
+    /// with a bounded number of apps).
+    pub metrics_app_label: bool,
+    /// How many endpoints get their own series of `hookline_attempts_total`
+    /// (later ones share `endpoint="other"`); 0 adds no endpoint label.
+    pub metrics_endpoint_cap: usize,
 }
 
 impl Default for Config {
@@ -130,21 +136,171 @@ impl Default for Config {
             history_retention_secs: 30 * 86_400,
             log_format: "text".into(),
             event_type_check: "accept".into(),
+            metrics_app_label: false,
+            metrics_endpoint_cap: 0,
         }
     }
 }
 
+/// `HOOKLINE_*` variables that are not configuration keys.
+const NOT_KEYS: &[&str] = &["config", "test_postgres_url", "write_openapi"];
+
+/// A configuration that cannot be used, with the key and where its value came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration file {0} does not exist")]
+    MissingFile(std::path::PathBuf),
+    #[error("{0}")]
+    Parse(Box<figment::Error>),
+    #[error("configuration key `{key}` ({origin}): {problem}")]
+    Invalid {
+        key: &'static str,
+        /// Where the value came from: the file, the environment, or the default.
+        origin: String,
+        problem: String,
+    },
+}
+
 impl Config {
-    /// Defaults ← `file` (if it exists) ← `HOOKLINE_*` environment.
-    pub fn load(file: Option<&Path>) -> Result<Self, Box<figment::Error>> {
+    /// Defaults ← `file` ← `HOOKLINE_*` environment, then checked: a file that
+    /// does not exist, a key that is not one (`max_atempts`) or a value out of
+    /// range is an error that names the key and where its value came from.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
+            if !file.is_file() {
+                return Err(ConfigError::MissingFile(file.to_owned()));
+            }
             figment = figment.merge(Toml::file(file));
         }
-        figment
-            .merge(Env::prefixed("HOOKLINE_"))
+        let figment = figment
+            .merge(Env::prefixed("HOOKLINE_").filter(|key| !NOT_KEYS.contains(&key.as_str())));
+        let config: Config = figment
             .extract()
-            .map_err(Box::new)
+            .map_err(|error| ConfigError::Parse(Box::new(error)))?;
+        config.validate().map_err(|(key, problem)| {
+            let origin = figment
+                .find_metadata(key)
+                .map(|meta| match &meta.source {
+                    Some(source) => format!("{} {source}", meta.name),
+                    None => meta.name.to_string(),
+                })
+                .unwrap_or_else(|| "default".into());
+            ConfigError::Invalid {
+                key,
+                origin,
+                problem,
+            }
+        })?;
+        Ok(config)
+    }
+
+    /// Every value in its range: the first key that is not, with what is wrong.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        fn at_least(
+            key: &'static str,
+            value: u64,
+            least: u64,
+        ) -> Result<(), (&'static str, String)> {
+            if value < least {
+                return Err((key, format!("must be at least {least}, not {value}")));
+            }
+            Ok(())
+        }
+        fn one_of(
+            key: &'static str,
+            value: &str,
+            allowed: &[&str],
+        ) -> Result<(), (&'static str, String)> {
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(value)) {
+                return Err((key, format!("must be one of {allowed:?}, not {value:?}")));
+            }
+            Ok(())
+        }
+        let url = self.database_url.as_str();
+        if !(url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://"))
+        {
+            return Err((
+                "database_url",
+                "must start with sqlite:, postgres:// or postgresql://".into(),
+            ));
+        }
+        at_least("retry_base_ms", self.retry_base_ms, 1)?;
+        at_least("retry_cap_ms", self.retry_cap_ms, self.retry_base_ms).map_err(|(key, _)| {
+            (
+                key,
+                format!("must be at least retry_base_ms ({})", self.retry_base_ms),
+            )
+        })?;
+        at_least("max_attempts", self.max_attempts.into(), 1)?;
+        at_least("request_timeout_ms", self.request_timeout_ms, 1)?;
+        at_least("max_payload_bytes", self.max_payload_bytes as u64, 1)?;
+        at_least("lease_ms", self.lease_ms, 1)?;
+        at_least("batch_size", self.batch_size.into(), 1)?;
+        if self.batch_size > 10_000 {
+            return Err((
+                "batch_size",
+                format!("must be at most 10000, not {}", self.batch_size),
+            ));
+        }
+        at_least("max_in_flight", self.max_in_flight as u64, 1)?;
+        at_least(
+            "min_in_flight_per_endpoint",
+            self.min_in_flight_per_endpoint as u64,
+            1,
+        )?;
+        at_least(
+            "max_in_flight_per_endpoint",
+            self.max_in_flight_per_endpoint as u64,
+            1,
+        )?;
+        at_least(
+            "initial_in_flight_per_endpoint",
+            self.initial_in_flight_per_endpoint as u64,
+            1,
+        )?;
+        at_least(
+            "breaker_failure_threshold",
+            self.breaker_failure_threshold.into(),
+            1,
+        )?;
+        at_least(
+            "breaker_max_cooldown_ms",
+            self.breaker_max_cooldown_ms,
+            self.breaker_cooldown_ms,
+        )
+        .map_err(|(key, _)| {
+            (
+                key,
+                format!(
+                    "must be at least breaker_cooldown_ms ({})",
+                    self.breaker_cooldown_ms
+                ),
+            )
+        })?;
+        at_least("idle_poll_ms", self.idle_poll_ms, 1)?;
+        at_least("db_max_connections", self.db_max_connections.into(), 1)?;
+        at_least("sqlite_cache_mib", self.sqlite_cache_mib.into(), 1)?;
+        one_of(
+            "sqlite_synchronous",
+            &self.sqlite_synchronous,
+            &["FULL", "NORMAL"],
+        )?;
+        one_of("log_format", &self.log_format, &["text", "json"])?;
+        one_of(
+            "event_type_check",
+            &self.event_type_check,
+            &["accept", "refuse"],
+        )?;
+        if self.metrics_endpoint_cap > 1000 {
+            return Err((
+                "metrics_endpoint_cap",
+                format!("must be at most 1000, not {}", self.metrics_endpoint_cap),
+            ));
+        }
+        Ok(())
     }
 
     /// Where the master key file is (when `master_key` is unset).
@@ -170,15 +326,17 @@ impl Config {
         RetryPolicy {
             base: Duration::from_millis(self.retry_base_ms),
             cap: Duration::from_millis(self.retry_cap_ms),
-            max_attempts: self.max_attempts.max(1),
+            max_attempts: self.max_attempts,
             max_age: Duration::from_secs(self.max_age_secs),
             retry_after_cap: Duration::from_secs(self.retry_after_cap_secs),
         }
     }
 
-    /// The adaptive per-endpoint limit: floor ≤ initial ≤ ceiling, each at least 1.
+    /// The adaptive per-endpoint limit: floor ≤ initial ≤ ceiling (a ceiling
+    /// below the floor or the start lowers them: `max_in_flight_per_endpoint = 1`
+    /// means one at a time, whatever the other two say).
     pub fn concurrency_policy(&self) -> ConcurrencyPolicy {
-        let count = |n: usize| u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         let ceiling = count(self.max_in_flight_per_endpoint);
         let floor = count(self.min_in_flight_per_endpoint).min(ceiling);
         ConcurrencyPolicy {
@@ -193,23 +351,85 @@ impl Config {
         DispatcherConfig {
             retry: self.retry_policy(),
             request_timeout: Duration::from_millis(self.request_timeout_ms),
-            // A lease of 0 would make leased rows due again within the same claim.
-            lease: Duration::from_millis(self.lease_ms.max(1)),
-            batch_size: self.batch_size.max(1),
-            max_in_flight: self.max_in_flight.max(1),
+            lease: Duration::from_millis(self.lease_ms),
+            batch_size: self.batch_size,
+            max_in_flight: self.max_in_flight,
             concurrency: self.concurrency_policy(),
             breaker: BreakerPolicy {
-                failure_threshold: self.breaker_failure_threshold.max(1),
+                failure_threshold: self.breaker_failure_threshold,
                 cooldown: Duration::from_millis(self.breaker_cooldown_ms),
-                max_cooldown: Duration::from_millis(
-                    self.breaker_max_cooldown_ms.max(self.breaker_cooldown_ms),
-                ),
+                max_cooldown: Duration::from_millis(self.breaker_max_cooldown_ms),
                 disable_after: Duration::from_secs(self.endpoint_disable_after_secs),
             },
             allow_private_destinations: self.allow_private_destinations,
-            idle_poll: Duration::from_millis(self.idle_poll_ms.max(1)),
+            idle_poll: Duration::from_millis(self.idle_poll_ms),
             drain_timeout: Duration::from_millis(self.drain_timeout_ms),
+            metrics_endpoint_cap: self.metrics_endpoint_cap,
             ..DispatcherConfig::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, text: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "hookline-config-{}-{name}.toml",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_missing_file_is_an_error_naming_it() {
+        let path = std::path::Path::new("/nonexistent/hookline.toml");
+        let error = Config::load(Some(path)).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "configuration file /nonexistent/hookline.toml does not exist"
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_is_an_error_naming_the_key_and_the_file() {
+        let path = file("typo", "max_atempts = 3\n");
+        let error = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(error.contains("max_atempts"), "{error}");
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_value_out_of_range_is_an_error_naming_the_key_and_the_file() {
+        for (text, key) in [
+            ("max_attempts = 0\n", "max_attempts"),
+            ("batch_size = 20000\n", "batch_size"),
+            ("log_format = \"yaml\"\n", "log_format"),
+            ("retry_base_ms = 5000\nretry_cap_ms = 10\n", "retry_cap_ms"),
+            (
+                "max_in_flight_per_endpoint = 0\n",
+                "max_in_flight_per_endpoint",
+            ),
+            ("database_url = \"mysql://x\"\n", "database_url"),
+        ] {
+            let path = file(key, text);
+            let error = Config::load(Some(&path)).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!(
+                    "configuration key `{key}` (TOML file {})",
+                    path.display()
+                )),
+                "{text}: {error}"
+            );
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        assert_eq!(Config::default().validate(), Ok(()));
     }
 }

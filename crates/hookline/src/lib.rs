@@ -5,7 +5,9 @@
 //! `dispatcher`. Any number of `api` and `dispatcher` processes may share one
 //! PostgreSQL database.
 
+pub mod admin;
 pub mod config;
+pub mod metrics;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +23,7 @@ use hookline_core::signing::api_key;
 use hookline_core::time::{Clock, SystemClock, Timestamp};
 use hookline_dispatch::Dispatcher;
 use hookline_store::{KeyScope, Store, StoreConfig};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -73,6 +75,21 @@ pub enum Command {
     RotateMasterKey,
     /// Revoke an API key by its id (`key_…`); the last admin key is refused.
     RevokeKey { id: String },
+    /// The on-call CLI over the HTTP API: the DLQ, replays, endpoint health,
+    /// pause/resume (`--url` or `HOOKLINE_URL`; the key from `HOOKLINE_TOKEN`).
+    Admin(admin::AdminArgs),
+    /// Configuration: `hookline config check` validates `--config` and the
+    /// `HOOKLINE_*` environment without starting anything.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ConfigCommand {
+    /// Load and check the configuration; exit non-zero naming the first bad key.
+    Check,
 }
 
 /// Which parts a process runs.
@@ -94,9 +111,32 @@ impl Role {
 
 /// The entry point of the `hookline` binary.
 pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
-    let config = Config::load(cli.config.as_deref()).context("reading configuration")?;
+    let command = match cli.command {
+        Command::Admin(args) => {
+            // A client of the API: no configuration, no database.
+            let token = std::env::var("HOOKLINE_TOKEN").context(
+                "HOOKLINE_TOKEN must hold an API key (admin, or an app key with the capabilities the command needs)",
+            )?;
+            let mut out = Vec::new();
+            let result = admin::run(args, &token, &mut out).await;
+            std::io::Write::write_all(&mut std::io::stdout(), &out)?;
+            return result;
+        }
+        command => command,
+    };
+    let config = Config::load(cli.config.as_deref())?;
     init_tracing(&config);
-    let role = match cli.command {
+    let role = match command {
+        Command::Admin(_) => unreachable!("handled above"),
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => {
+            match &cli.config {
+                Some(file) => println!("{}: valid", file.display()),
+                None => println!("defaults and HOOKLINE_* environment: valid"),
+            }
+            return Ok(());
+        }
         Command::Serve => Role::Serve,
         Command::Api => Role::Api,
         Command::Dispatcher => Role::Dispatcher,
@@ -212,9 +252,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
         }
     };
     let server = Server::start(config, role).await?;
-    if let Some(addr) = server.addr {
-        tracing::info!(%addr, "listening");
-    }
+    tracing::info!(addr = %server.addr, "listening");
     shutdown_signal().await;
     tracing::info!("shutting down");
     server.stop().await
@@ -222,8 +260,9 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
 
 /// A running Hookline process (or the in-process equivalent, in tests).
 pub struct Server {
-    /// Where the API listens, if this role runs it.
-    pub addr: Option<SocketAddr>,
+    /// Where it listens: the whole API, or for a dispatcher only the routes
+    /// that need no key (health, readiness, metrics).
+    pub addr: SocketAddr,
     pub store: Store,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
@@ -232,13 +271,16 @@ pub struct Server {
 impl Server {
     /// Connects, migrates, bootstraps the admin key and starts the role's parts.
     pub async fn start(config: Config, role: Role) -> anyhow::Result<Self> {
+        config
+            .validate()
+            .map_err(|(key, problem)| anyhow::anyhow!("configuration key `{key}`: {problem}"))?;
         let store = connect(&config).await?;
         store.migrate().await.context("migrating the database")?;
         bootstrap_admin_key(&store, &config).await?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
-        let mut addr = None;
+        let mut heartbeat = None;
 
         if role.runs_dispatcher() {
             store
@@ -246,6 +288,7 @@ impl Server {
                 .await
                 .context("listening for wake-ups")?;
             let dispatcher = Dispatcher::new(store.clone(), config.dispatcher(), clock.clone())?;
+            heartbeat = Some(dispatcher.heartbeat());
             let token = shutdown.clone();
             tasks.push(tokio::spawn(
                 async move { Ok(dispatcher.run(token).await?) },
@@ -257,35 +300,36 @@ impl Server {
                 .await
                 .context("starting the wake relay")?;
         }
-        if role.runs_api() {
-            let handle = metrics_handle();
-            let api = hookline_api::router(
-                store.clone(),
-                clock.clone(),
-                hookline_api::ApiConfig {
-                    max_payload_bytes: config.max_payload_bytes,
-                    allow_private_destinations: config.allow_private_destinations,
-                    metrics: Some(Arc::new(move || handle.render())),
-                    refuse_unchecked_events: match config.event_type_check.as_str() {
-                        "accept" => false,
-                        "refuse" => true,
-                        other => anyhow::bail!(
-                            "event_type_check must be `accept` or `refuse`, not {other:?}"
-                        ),
-                    },
-                },
-            );
-            let listener = tokio::net::TcpListener::bind(&config.listen)
+        // Every role listens: the API's roles serve the whole API, a dispatcher
+        // only what needs no key (health, readiness, metrics) for its probes and scrapes.
+        let handle = metrics_handle();
+        let api_config = hookline_api::ApiConfig {
+            max_payload_bytes: config.max_payload_bytes,
+            allow_private_destinations: config.allow_private_destinations,
+            metrics: Some(Arc::new(move || handle.render())),
+            metrics_app_label: config.metrics_app_label,
+            readiness: heartbeat.map(|heartbeat| {
+                dispatcher_readiness(heartbeat, clock.clone(), config.dispatcher())
+            }),
+            refuse_unchecked_events: config.event_type_check.eq_ignore_ascii_case("refuse"),
+        };
+        let api = if role.runs_api() {
+            hookline_api::router(store.clone(), clock.clone(), api_config)
+        } else {
+            hookline_api::ops_router(store.clone(), clock.clone(), api_config)
+        };
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let token = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            axum::serve(listener, api)
+                .with_graceful_shutdown(token.cancelled_owned())
                 .await
-                .with_context(|| format!("binding {}", config.listen))?;
-            addr = Some(listener.local_addr()?);
-            let token = shutdown.clone();
-            tasks.push(tokio::spawn(async move {
-                axum::serve(listener, api)
-                    .with_graceful_shutdown(token.cancelled_owned())
-                    .await
-                    .context("serving the API")
-            }));
+                .context("serving the API")
+        }));
+        if role.runs_api() {
             tasks.push(tokio::spawn(retention_loop(
                 store.clone(),
                 config.clone(),
@@ -293,6 +337,13 @@ impl Server {
             )));
             tasks.push(tokio::spawn(replay_loop(store.clone(), shutdown.clone())));
         }
+        tasks.push(tokio::spawn({
+            let (store, clock, shutdown) = (store.clone(), clock.clone(), shutdown.clone());
+            async move {
+                metrics::sample_loop(store, clock, shutdown).await;
+                Ok(())
+            }
+        }));
         Ok(Self {
             addr,
             store,
@@ -553,14 +604,41 @@ async fn purge_history(
     removed
 }
 
+/// `/readyz`'s check of the dispatch loop: it must have finished a turn within
+/// a few of its longest idle waits (a turn stuck on the database, or a loop
+/// that died, stops its heartbeat).
+fn dispatcher_readiness(
+    heartbeat: hookline_dispatch::Heartbeat,
+    clock: Arc<dyn Clock>,
+    config: hookline_dispatch::DispatcherConfig,
+) -> hookline_api::Readiness {
+    let stale_after = config.idle_poll * 3 + Duration::from_secs(10);
+    Arc::new(move || match heartbeat.last_turn() {
+        None => Err("the dispatcher has not finished its first turn".into()),
+        Some(at) => {
+            let age =
+                Duration::from_millis((clock.now().as_millis() - at.as_millis()).max(0) as u64);
+            if age > stale_after {
+                Err(format!(
+                    "the dispatcher's last turn was {}s ago (expected within {}s)",
+                    age.as_secs(),
+                    stale_after.as_secs()
+                ))
+            } else {
+                Ok(())
+            }
+        }
+    })
+}
+
 /// The process-wide Prometheus recorder (installed once, shared by in-process servers).
 fn metrics_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            let recorder = metrics::recorder();
             let handle = recorder.handle();
-            let _ = metrics::set_global_recorder(recorder);
+            let _ = ::metrics::set_global_recorder(recorder);
             handle
         })
         .clone()
@@ -570,10 +648,13 @@ fn init_tracing(config: &Config) {
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    use std::io::IsTerminal as _;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, never into a file or a collector.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = if config.log_format == "json" {
+    let _ = if config.log_format.eq_ignore_ascii_case("json") {
         builder.json().try_init()
     } else {
         builder.try_init()

@@ -636,7 +636,7 @@ pub(crate) async fn test_send(
         // Without an idempotency key a publish is always new.
         _ => return Err(ApiError::Internal("a test send was not created".into())),
     };
-    metrics::counter!("hookline_events_accepted_total").increment(1);
+    crate::metrics::events_accepted(&state, &endpoint.app_id, 1);
     let delivery = published.deliveries.first().ok_or(ApiError::Conflict(
         "the endpoint is disabled: enable it to send it a test event",
     ))?;

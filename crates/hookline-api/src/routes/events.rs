@@ -117,7 +117,7 @@ pub(crate) async fn publish(
     let (item, warnings) = prepare(&state, &catalog, &app.id, body.value, &body.raw, key)?;
     match state.store.publish(item).await? {
         PublishOutcome::Created(published) => {
-            metrics::counter!("hookline_events_accepted_total").increment(1);
+            crate::metrics::events_accepted(&state, &app.id, 1);
             Ok(stored_response(
                 render_published(&published, &warnings),
                 false,
@@ -214,7 +214,7 @@ pub(crate) async fn publish_batch(
             }),
         })
         .collect();
-    metrics::counter!("hookline_events_accepted_total").increment(created);
+    crate::metrics::events_accepted(&state, &app.id, created);
     Ok((
         StatusCode::ACCEPTED,
         Json(serde_json::json!({ "data": data })),

@@ -120,7 +120,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::GET, "/healthz", Public, get(system::healthz),
             Doc::new("Liveness").answers(200, Object)),
         (M::GET, "/readyz", Public, get(system::readyz),
-            Doc::new("Readiness: the database answers").answers(200, Object).errors(&["not_ready"])),
+            Doc::new("Readiness: the database answers with this binary's migrations, and this process's dispatcher is turning").answers(200, Object).errors(&["not_ready"])),
         (M::GET, "/metrics", Public, get(system::metrics),
             Doc::new("Prometheus metrics").answers(200, Text)),
         (M::GET, "/openapi.json", Public, get(system::openapi),
@@ -154,9 +154,12 @@ pub(crate) fn documented() -> Vec<(Route, Doc)> {
         .collect()
 }
 
-pub(crate) fn routes(state: &AppState) -> Router<AppState> {
+/// Every route, or (`public_only`) only those that need no key: health,
+/// readiness, metrics and the documents, for a dispatcher-only process.
+pub(crate) fn routes(state: &AppState, public_only: bool) -> Router<AppState> {
     table()
         .into_iter()
+        .filter(|(_, _, access, _, _)| !public_only || *access == Public)
         .fold(Router::new(), |router, (_, path, access, handler, _)| {
             let guard = axum::middleware::from_fn_with_state(
                 (state.clone(), access),

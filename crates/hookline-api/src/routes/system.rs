@@ -11,19 +11,28 @@ pub(crate) async fn healthz() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({"status": "ok"}))
 }
 
-/// Ready when the database answers.
+/// Ready when the database answers, its schema is this binary's, and this
+/// process's dispatcher (if it runs one) is turning.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
-    match state.store.ping().await {
-        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
-        Err(error) => {
-            tracing::warn!(%error, "not ready");
-            problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "not_ready",
-                "the database is unreachable",
-            )
+    let not_ready = |detail: String| {
+        tracing::warn!(reason = %detail, "not ready");
+        problem(StatusCode::SERVICE_UNAVAILABLE, "not_ready", &detail)
+    };
+    match state.store.migrations_behind().await {
+        Err(error) => return not_ready(format!("the database is unreachable: {error}")),
+        Ok(0) => {}
+        Ok(behind) => {
+            return not_ready(format!(
+                "the database lacks {behind} of this binary's migrations (run `hookline migrate`)"
+            ))
         }
     }
+    if let Some(check) = &state.config.readiness {
+        if let Err(detail) = check() {
+            return not_ready(detail);
+        }
+    }
+    axum::Json(serde_json::json!({"status": "ready"})).into_response()
 }
 
 pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
