@@ -481,3 +481,62 @@ async fn a_missing_postgres_database_says_how_to_create_it() {
         "{text}"
     );
 }
+
+/// `hookline config check` as an operator runs it: the real binary, its exit
+/// status and what it says, for a good file, `HOOKLINE_CONFIG`, a misspelt
+/// variable, a missing file and a value out of range.
+#[test]
+fn config_check_names_the_bad_key_and_where_it_came_from() {
+    let dir = std::env::temp_dir();
+    let file = |name: &str, text: &str| {
+        let path = dir.join(format!("hookline-{name}-{}.toml", ulid::Ulid::new()));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_hookline-under-test"))
+            .env_clear()
+            .envs(env.iter().copied())
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        (output.status.success(), text)
+    };
+    let good = file("good", "max_attempts = 5\n");
+    let good_path = good.to_str().unwrap();
+    let (ok, text) = run(&[], &["--config", good_path, "config", "check"]);
+    assert!(ok && text.contains("valid"), "{text}");
+    // The documented variable for the file is not mistaken for a key.
+    let (ok, text) = run(
+        &[("HOOKLINE_CONFIG", good_path), ("HOOKLINE_TOKEN", "x")],
+        &["config", "check"],
+    );
+    assert!(ok, "{text}");
+    let (ok, text) = run(&[("HOOKLINE_MAX_ATEMPTS", "3")], &["config", "check"]);
+    assert!(
+        !ok && text.contains("max_atempts") && text.contains("HOOKLINE_"),
+        "{text}"
+    );
+    let (ok, text) = run(
+        &[],
+        &["--config", "/nonexistent/hookline.toml", "config", "check"],
+    );
+    assert!(
+        !ok && text.contains("configuration file /nonexistent/hookline.toml does not exist"),
+        "{text}"
+    );
+    let bad = file("bad", "max_attempts = 0\n");
+    let (ok, text) = run(&[], &["--config", bad.to_str().unwrap(), "config", "check"]);
+    assert!(
+        !ok && text.contains(&format!(
+            "configuration key `max_attempts` (TOML file {}): must be at least 1, not 0",
+            bad.display()
+        )),
+        "{text}"
+    );
+    for path in [good, bad] {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -33,7 +33,18 @@ pub(crate) async fn track(State(_): State<AppState>, request: Request, next: Nex
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
+    // Only the methods routes use: anyone can send `FOO /healthz`, and a label
+    // value per invented method would grow the registry without bound.
+    let method: &'static str = match request.method().as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PATCH" => "PATCH",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "other",
+    };
     let started = Instant::now();
     let response = next.run(request).await;
     ::metrics::histogram!(

@@ -21,6 +21,7 @@ pids=()
 cleanup() { kill -TERM "${pids[@]}" 2>/dev/null; wait; psql -q "$admin" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"; }
 trap cleanup EXIT
 HOOKLINE_LISTEN=127.0.0.1:18081 "$bin" api >/tmp/scale-out-api.log 2>&1 & pids+=($!)
-for i in $(seq 1 "$n"); do "$bin" dispatcher >"/tmp/scale-out-dispatcher-$i.log" 2>&1 & pids+=($!); done
+# Every role listens (a dispatcher for its probes and metrics): one port each.
+for i in $(seq 1 "$n"); do HOOKLINE_LISTEN=127.0.0.1:$((18081 + i)) "$bin" dispatcher >"/tmp/scale-out-dispatcher-$i.log" 2>&1 & pids+=($!); done
 for _ in $(seq 1 50); do curl -sf 127.0.0.1:18081/healthz >/dev/null && break; sleep 0.2; done
 "$bench" --url http://127.0.0.1:18081 --token "$HOOKLINE_ADMIN_TOKEN" --quiet "${opts[@]}"

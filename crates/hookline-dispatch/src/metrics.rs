@@ -1,6 +1,7 @@
 //! The metrics a dispatcher emits: every name once, here (docs/api.md's metric
 //! table and the dashboards are checked against [`NAMES`]).
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,7 +60,8 @@ pub fn outcome_class(status: Option<u16>, error: Option<TransportError>) -> &'st
         (Some(200..=299), _) => "2xx",
         (Some(300..=399), _) => "3xx",
         (Some(400..=499), _) => "4xx",
-        (Some(_), _) => "5xx",
+        (Some(500..=599), _) => "5xx",
+        (Some(_), _) => "other_status",
         (None, Some(TransportError::Timeout)) => "timeout",
         (None, Some(TransportError::Connect)) => "connect_error",
         (None, Some(TransportError::Tls)) => "tls_error",
@@ -74,7 +76,7 @@ pub fn outcome_class(status: Option<u16>, error: Option<TransportError>) -> &'st
 #[derive(Debug, Default)]
 pub(crate) struct EndpointLabels {
     cap: usize,
-    seen: Mutex<Vec<EndpointId>>,
+    seen: Mutex<HashSet<EndpointId>>,
 }
 
 impl EndpointLabels {
@@ -94,7 +96,7 @@ impl EndpointLabels {
             return Some(endpoint.to_string());
         }
         if seen.len() < self.cap {
-            seen.push(endpoint.clone());
+            seen.insert(endpoint.clone());
             return Some(endpoint.to_string());
         }
         Some("other".into())

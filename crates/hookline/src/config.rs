@@ -142,8 +142,16 @@ impl Default for Config {
     }
 }
 
-/// `HOOKLINE_*` variables that are not configuration keys.
-const NOT_KEYS: &[&str] = &["config", "test_postgres_url", "write_openapi"];
+/// `HOOKLINE_*` variables that are not configuration keys: the file, the
+/// on-call CLI's URL and token, the benchmark scripts' binary, the test suite's.
+const NOT_KEYS: &[&str] = &[
+    "config",
+    "url",
+    "token",
+    "bin",
+    "test_postgres_url",
+    "write_openapi",
+];
 
 /// A configuration that cannot be used, with the key and where its value came from.
 #[derive(Debug, thiserror::Error)]
@@ -173,8 +181,7 @@ impl Config {
             }
             figment = figment.merge(Toml::file(file));
         }
-        let figment = figment
-            .merge(Env::prefixed("HOOKLINE_").filter(|key| !NOT_KEYS.contains(&key.as_str())));
+        let figment = figment.merge(Env::prefixed("HOOKLINE_").ignore(NOT_KEYS));
         let config: Config = figment
             .extract()
             .map_err(|error| ConfigError::Parse(Box::new(error)))?;

@@ -339,8 +339,9 @@ impl Server {
         }
         tasks.push(tokio::spawn({
             let (store, clock, shutdown) = (store.clone(), clock.clone(), shutdown.clone());
+            let handle = metrics_handle();
             async move {
-                metrics::sample_loop(store, clock, shutdown).await;
+                metrics::sample_loop(store, clock, shutdown, move || handle.run_upkeep()).await;
                 Ok(())
             }
         }));

@@ -57,12 +57,17 @@ pub fn all_names() -> Vec<&'static str> {
 
 /// Samples the gauges every [`SAMPLE_EVERY`] until `shutdown`: a scrape only
 /// reads what the last sample set, so scraping often costs the database nothing.
+/// `upkeep` runs with each sample: the recorder keeps every histogram sample
+/// until it is folded in, which otherwise happens only at a scrape (a process
+/// nobody scrapes would grow without bound).
 pub async fn sample_loop(
     store: Store,
     clock: std::sync::Arc<dyn Clock>,
     shutdown: CancellationToken,
+    upkeep: impl Fn(),
 ) {
     loop {
+        upkeep();
         sample(&store, clock.now()).await;
         tokio::select! {
             _ = shutdown.cancelled() => return,
