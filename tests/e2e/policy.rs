@@ -176,6 +176,18 @@ async fn breaker_opens_stays_quiet_then_sends_exactly_one_probe(engine: Engine) 
         app.wait_for_delivery_state(&app_id, delivery, "succeeded")
             .await;
     }
+    // The transitions reach /metrics (the recorder is the process's, shared by
+    // the tests running beside this one: the series exist, whoever else counts).
+    let metrics = app
+        .request(reqwest::Method::GET, "/metrics", None, &[])
+        .await
+        .text()
+        .await
+        .unwrap();
+    for to in ["open", "closed"] {
+        let series = format!("hookline_breaker_transitions_total{{to=\"{to}\"}}");
+        assert!(metrics.contains(&series), "no {series} in /metrics");
+    }
     let requests = receiver.requests();
     assert_eq!(
         requests.len(),

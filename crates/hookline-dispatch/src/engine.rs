@@ -218,6 +218,7 @@ impl Dispatcher {
             release_held(&mut held, &room);
             let now = this.clock.now();
             metrics::turn(turn_started.elapsed(), finished.len(), claimed.rows, now);
+            metrics::breaker_changes(claimed.breaker_changes);
             this.heartbeat.beat(now);
             for record in finished.drain(..) {
                 leases.finish(&record.delivery_id);
@@ -374,7 +375,10 @@ impl Dispatcher {
                 .complete_attempts(records, &self.config.breaker, self.clock.now())
                 .await
             {
-                Ok(()) => return Ok(()),
+                Ok(changes) => {
+                    metrics::breaker_changes(changes);
+                    return Ok(());
+                }
                 Err(error) if failures < 20 => {
                     failures += 1;
                     tracing::error!(%error, failures, "writing attempts failed; retrying");

@@ -34,6 +34,8 @@ pub const CLAIMED: &str = "hookline_deliveries_claimed_total";
 pub const TURN_DURATION: &str = "hookline_dispatch_turn_seconds";
 /// Deliveries one turn carried, by `kind` (`recorded`, `claimed`).
 pub const TURN_DELIVERIES: &str = "hookline_dispatch_turn_deliveries";
+/// Circuit-breaker transitions, by `to`: `open`, `closed`, `disabled` (the endpoint).
+pub const BREAKER_TRANSITIONS: &str = "hookline_breaker_transitions_total";
 /// Unix seconds of the dispatch loop's last turn (a stuck loop stops moving it).
 pub const LAST_TURN: &str = "hookline_dispatch_last_turn_timestamp_seconds";
 
@@ -49,6 +51,7 @@ pub const NAMES: &[&str] = &[
     CLAIMED,
     TURN_DURATION,
     TURN_DELIVERIES,
+    BREAKER_TRANSITIONS,
     LAST_TURN,
 ];
 
@@ -153,6 +156,18 @@ pub(crate) fn turn(took: Duration, recorded: usize, claimed: usize, now: Timesta
     ::metrics::histogram!(TURN_DELIVERIES, "kind" => "claimed").record(claimed as f64);
     ::metrics::counter!(CLAIMED).increment(claimed as u64);
     ::metrics::gauge!(LAST_TURN).set(now.as_millis() as f64 / 1000.0);
+}
+
+pub(crate) fn breaker_changes(changes: hookline_store::BreakerChanges) {
+    for (to, count) in [
+        ("open", changes.opened),
+        ("closed", changes.closed),
+        ("disabled", changes.disabled),
+    ] {
+        if count > 0 {
+            ::metrics::counter!(BREAKER_TRANSITIONS, "to" => to).increment(u64::from(count));
+        }
+    }
 }
 
 pub(crate) fn handed_off(count: usize) {

@@ -220,13 +220,13 @@ impl Store {
                 .execute(&mut tx)
                 .await?;
         }
-        let due_now = self
+        let (due_now, breaker_changes) = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;
         // The room is read inside the transaction (on SQLite no publish can hand work
         // off while this writer runs), and what the claim leased is counted before
         // the commit, so hand-offs pause only while the claim's statements run.
-        let claim = if limit > 0 {
+        let mut claim = if limit > 0 {
             let view = policy.room.begin(records);
             // Ends the claim in the dispatcher's room however this future ends (an
             // error, or the caller dropping it mid-claim), so hand-offs never stay paused.
@@ -242,6 +242,7 @@ impl Store {
         } else {
             Claim::default()
         };
+        claim.breaker_changes = breaker_changes;
         if let Err(error) = tx.commit().await {
             policy.room.unleased(&claim.deliveries);
             return Err(error);
@@ -364,6 +365,8 @@ impl Store {
         Ok(Claim {
             deliveries: ready,
             rows: rows.len(),
+            // Filled by the turn (`complete_and_claim`), which records before it claims.
+            breaker_changes: Default::default(),
         })
     }
 

@@ -16,7 +16,7 @@ use crate::endpoints::{
     breaker_from_row, disable_endpoint, due_for_new_work, move_queue, on_dead_from_row,
     save_breaker, BREAKER_COLUMNS,
 };
-use crate::records::{AttemptRecord, Next};
+use crate::records::{AttemptRecord, BreakerChanges, Next};
 use crate::{parse_column, Engine, Result, Store};
 
 /// The longest `last_error` kept on an endpoint.
@@ -225,23 +225,23 @@ impl Store {
         records: &[AttemptRecord],
         breaker_policy: &BreakerPolicy,
         now: Timestamp,
-    ) -> Result<()> {
+    ) -> Result<BreakerChanges> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(BreakerChanges::default());
         }
         let mut tx = self.writer.begin().await?;
-        let due_now = self
+        let (due_now, changes) = self
             .complete_in(&mut tx, records, breaker_policy, now)
             .await?;
         tx.commit().await?;
         if due_now {
             self.notify_due();
         }
-        Ok(())
+        Ok(changes)
     }
 
     /// [`Self::complete_attempts`] inside a caller's transaction; whether it made work
-    /// due now — a released partition head, or a closed breaker's deferred queue (the caller
+    /// due now (and what it did to breakers) — a released partition head, or a closed breaker's deferred queue (the caller
     /// wakes dispatchers after the commit, never before).
     pub(crate) async fn complete_in(
         &self,
@@ -249,9 +249,10 @@ impl Store {
         records: &[AttemptRecord],
         breaker_policy: &BreakerPolicy,
         now: Timestamp,
-    ) -> Result<bool> {
+    ) -> Result<(bool, BreakerChanges)> {
+        let mut changes = BreakerChanges::default();
         if records.is_empty() {
-            return Ok(false);
+            return Ok((false, changes));
         }
         // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
         let mut finished_keyed = Vec::new();
@@ -292,9 +293,12 @@ impl Store {
         for (endpoint, group) in by_endpoint {
             // A deleted endpoint has no row, no breaker and no partitions left.
             if let Some(row) = rows.remove(endpoint) {
-                let (new_work_due, pulled_forward) = self
+                let (new_work_due, pulled_forward, made) = self
                     .update_breaker(tx, endpoint, &row, &group, breaker_policy, now)
                     .await?;
+                changes.opened += made.opened;
+                changes.closed += made.closed;
+                changes.disabled += made.disabled;
                 due_now |= pulled_forward;
                 after.insert(endpoint.clone(), (on_dead_from_row(&row)?, new_work_due));
             }
@@ -323,7 +327,7 @@ impl Store {
             due_now |=
                 release_partition_successor(tx, endpoint, key, *due, now).await? && *due == now;
         }
-        Ok(due_now)
+        Ok((due_now, changes))
     }
 
     /// Reads (on PostgreSQL: locks, in id order) the breaker state of the batch's endpoints.
@@ -349,7 +353,8 @@ impl Store {
     /// Applies one endpoint's attempts to its breaker (`row`: its [`Self::lock_endpoints`]
     /// row, locked). Returns when work the endpoint gets now is due, given the state this
     /// leaves it in ([`due_for_new_work`]), and whether closing the breaker brought
-    /// deferred work forward to now (the caller wakes dispatchers after the commit).
+    /// deferred work forward to now (the caller wakes dispatchers after the commit),
+    /// and the transitions it made.
     async fn update_breaker(
         &self,
         tx: &mut Tx,
@@ -358,7 +363,8 @@ impl Store {
         records: &[&AttemptRecord],
         policy: &BreakerPolicy,
         now: Timestamp,
-    ) -> Result<(Timestamp, bool)> {
+    ) -> Result<(Timestamp, bool, BreakerChanges)> {
+        let mut changes = BreakerChanges::default();
         let enabled = row.try_get::<bool, _>("enabled")?;
         let before = breaker_from_row(row)?;
         // Deliveries deferred by the breaker are due no later than this.
@@ -376,8 +382,14 @@ impl Store {
                 last_error = Some(describe_failure(record));
             }
             match breaker.record(record.signal, now, policy) {
-                Transition::Opened { next_probe_at } => opened = Some(next_probe_at),
-                Transition::Closed => closed = true,
+                Transition::Opened { next_probe_at } => {
+                    opened = Some(next_probe_at);
+                    changes.opened += 1;
+                }
+                Transition::Closed => {
+                    closed = true;
+                    changes.closed += 1;
+                }
                 Transition::Disable => disable = disable.or(Some("failing")),
                 Transition::Unchanged => {}
             }
@@ -413,9 +425,14 @@ impl Store {
         if let (Some(reason), true) = (disable, enabled) {
             tracing::warn!(endpoint = %endpoint, reason, "disabling endpoint");
             disable_endpoint(tx, endpoint, reason, now).await?;
+            changes.disabled += 1;
         }
         let enabled = enabled && disable.is_none();
-        Ok((due_for_new_work(enabled, &breaker, now), pulled_forward))
+        Ok((
+            due_for_new_work(enabled, &breaker, now),
+            pulled_forward,
+            changes,
+        ))
     }
 }
 

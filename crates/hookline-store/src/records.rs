@@ -333,6 +333,15 @@ impl Default for ClaimPolicy {
     }
 }
 
+/// The circuit-breaker transitions a completion made (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BreakerChanges {
+    pub opened: u32,
+    pub closed: u32,
+    /// Endpoints disabled (410 Gone, or failing past `disable_after`).
+    pub disabled: u32,
+}
+
 /// What one claim produced.
 #[derive(Debug, Clone, Default)]
 pub struct Claim {
@@ -341,6 +350,8 @@ pub struct Claim {
     /// How many due rows the claim took before admission held some back; equal to the
     /// limit when more work may be due right away.
     pub rows: usize,
+    /// What recording the turn's finished attempts did to breakers.
+    pub breaker_changes: BreakerChanges,
 }
 
 /// `due_at` of a pending delivery whose endpoint is disabled: never due until re-enabled.
