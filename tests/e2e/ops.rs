@@ -540,3 +540,64 @@ fn config_check_names_the_bad_key_and_where_it_came_from() {
         let _ = std::fs::remove_file(path);
     }
 }
+
+/// With `otlp_endpoint` set, spans reach an OpenTelemetry collector over
+/// OTLP/HTTP: a stand-in collector on 127.0.0.1 receives protobuf batches
+/// from the `hookline` service, and the last batch is flushed at SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_are_exported_over_otlp_when_configured() {
+    use std::sync::{Arc, Mutex};
+    /// Each request the collector got: its content type and body.
+    type Batches = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let received: Batches = Arc::default();
+    let collector = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post({
+            let received = received.clone();
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| async move {
+                let kind = headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                received.lock().unwrap().push((kind, body.to_vec()));
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, collector).await.unwrap() });
+
+    let db = TestDb::new(Engine::Sqlite).await;
+    let process = Process::start(
+        &db,
+        "serve",
+        None,
+        &[("HOOKLINE_OTLP_ENDPOINT", &endpoint), ("RUST_LOG", "info")],
+    )
+    .await;
+    let app = TestApp {
+        base: process.base.clone(),
+        http: reqwest::Client::new(),
+        server: None,
+        db,
+    };
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    app.publish(&app_id, "order.paid", json!({"n": 1})).await;
+    receiver.wait_for_requests(1).await;
+    assert!(process.terminate().success());
+
+    let batches = received.lock().unwrap().clone();
+    assert!(!batches.is_empty(), "no span batch reached the collector");
+    for (kind, body) in &batches {
+        assert_eq!(kind, "application/x-protobuf");
+        // Protobuf keeps strings as they are: the resource's service name.
+        assert!(
+            body.windows(8).any(|w| w == b"hookline"),
+            "a batch without the service name"
+        );
+    }
+}

@@ -87,6 +87,9 @@ pub struct Config {
     pub history_retention_secs: u64,
     /// `text` or `json`.
     pub log_format: String,
+    /// Export every span to an OpenTelemetry collector over OTLP/HTTP (protobuf),
+    /// e.g. `http://otel-collector:4318/v1/traces`; unset: no export.
+    pub otlp_endpoint: Option<String>,
     /// What a publish of a type the event type catalog lacks, or with a payload
     /// its schema refuses, gets: `accept` (with a warning in the answer) or `refuse` (422).
     pub event_type_check: String,
@@ -135,6 +138,7 @@ impl Default for Config {
             idempotency_retention_secs: 24 * 3600,
             history_retention_secs: 30 * 86_400,
             log_format: "text".into(),
+            otlp_endpoint: None,
             event_type_check: "accept".into(),
             metrics_app_label: false,
             metrics_endpoint_cap: 0,
@@ -296,6 +300,14 @@ impl Config {
             &["FULL", "NORMAL"],
         )?;
         one_of("log_format", &self.log_format, &["text", "json"])?;
+        if let Some(endpoint) = &self.otlp_endpoint {
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err((
+                    "otlp_endpoint",
+                    format!("must be an http:// or https:// URL, not {endpoint:?}"),
+                ));
+            }
+        }
         one_of(
             "event_type_check",
             &self.event_type_check,

@@ -125,7 +125,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
         command => command,
     };
     let config = Config::load(cli.config.as_deref())?;
-    init_tracing(&config);
+    let spans = init_tracing(&config)?;
     let role = match command {
         Command::Admin(_) => unreachable!("handled above"),
         Command::Config {
@@ -255,7 +255,14 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
     tracing::info!(addr = %server.addr, "listening");
     shutdown_signal().await;
     tracing::info!("shutting down");
-    server.stop().await
+    let stopped = server.stop().await;
+    if let Some(provider) = spans {
+        // Sends the spans still batched; a collector that is down costs a warning.
+        if let Err(error) = provider.shutdown() {
+            tracing::warn!(%error, "flushing spans to the OTLP collector");
+        }
+    }
+    stopped
 }
 
 /// A running Hookline process (or the in-process equivalent, in tests).
@@ -645,21 +652,55 @@ fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
-fn init_tracing(config: &Config) {
-    use tracing_subscriber::EnvFilter;
+/// Logs to stderr (text, or JSON lines), and with `otlp_endpoint` set also
+/// every span to an OpenTelemetry collector over OTLP/HTTP. Returns the
+/// exporter's provider, to flush at exit.
+fn init_tracing(
+    config: &Config,
+) -> anyhow::Result<Option<opentelemetry_sdk::trace::SdkTracerProvider>> {
+    use std::io::IsTerminal as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    use std::io::IsTerminal as _;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         // Colour codes only for a person at a terminal, never into a file or a collector.
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = if config.log_format.eq_ignore_ascii_case("json") {
-        builder.json().try_init()
+    let fmt = if config.log_format.eq_ignore_ascii_case("json") {
+        fmt.json().boxed()
     } else {
-        builder.try_init()
+        fmt.boxed()
     };
+    let (otel, provider) = match &config.otlp_endpoint {
+        None => (None, None),
+        Some(endpoint) => {
+            use opentelemetry::trace::TracerProvider as _;
+            use opentelemetry_otlp::WithExportConfig as _;
+            let exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_endpoint(endpoint.as_str())
+                .build()
+                .with_context(|| format!("the OTLP exporter for {endpoint}"))?;
+            let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .with_resource(
+                    opentelemetry_sdk::Resource::builder()
+                        .with_service_name("hookline")
+                        .build(),
+                )
+                .build();
+            let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("hookline"));
+            (Some(layer), Some(provider))
+        }
+    };
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(otel)
+        .try_init();
+    Ok(provider)
 }
 
 /// SIGTERM or Ctrl-C.
