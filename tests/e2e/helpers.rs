@@ -168,6 +168,17 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// A client of Hookline running as a child `process` on `db` (which this
+    /// keeps, so the database outlives the process's use of it).
+    pub fn of_process(process: &Process, db: TestDb) -> Self {
+        Self {
+            base: process.base.clone(),
+            http: reqwest::Client::new(),
+            server: None,
+            db,
+        }
+    }
+
     pub async fn spawn(engine: Engine) -> Self {
         Self::spawn_with(engine, |_| {}).await
     }

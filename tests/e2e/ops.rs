@@ -371,12 +371,7 @@ async fn a_full_run_logs_no_payload_secret_token_or_signature(engine: Engine) {
         &log,
     )
     .await;
-    let app = TestApp {
-        base: process.base.clone(),
-        http: reqwest::Client::new(),
-        server: None,
-        db,
-    };
+    let app = TestApp::of_process(&process, db);
     let receiver = Receiver::start().await;
     // Fail twice (one retry, then the DLQ), then accept.
     receiver.script([Reply::status(500), Reply::status(500)]);
@@ -577,12 +572,7 @@ async fn spans_are_exported_over_otlp_when_configured() {
         &[("HOOKLINE_OTLP_ENDPOINT", &endpoint), ("RUST_LOG", "info")],
     )
     .await;
-    let app = TestApp {
-        base: process.base.clone(),
-        http: reqwest::Client::new(),
-        server: None,
-        db,
-    };
+    let app = TestApp::of_process(&process, db);
     let receiver = Receiver::start().await;
     let app_id = app.create_app().await;
     app.create_endpoint(&app_id, &receiver.url).await;
