@@ -13,6 +13,7 @@ mod dashboard;
 mod delivery;
 mod endpoints;
 mod ops;
+mod plans;
 mod policy;
 mod policy_contract;
 mod sealing;

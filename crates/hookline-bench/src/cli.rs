@@ -106,6 +106,12 @@ pub struct Args {
     #[arg(long, help_heading = "Hookline under test")]
     pub history_retention_secs: Option<u64>,
 
+    /// PostgreSQL: turn autovacuum (and so auto-analyze) off for Hookline's tables in the
+    /// fresh database, right after Hookline created them — as on a server where autovacuum
+    /// is off or lagging behind. The report shows the server's own setting either way.
+    #[arg(long, help_heading = "Hookline under test")]
+    pub no_autovacuum: bool,
+
     /// Keep the database (SQLite file or PostgreSQL database) after the run, for inspection.
     #[arg(long, help_heading = "Hookline under test")]
     pub keep_store: bool,
@@ -201,6 +207,12 @@ pub struct Args {
     #[arg(long, default_value_t = 600, help_heading = "Measurement and output")]
     pub timeout_secs: u64,
 
+    /// Also report latency, deliveries and (PostgreSQL) the server's CPU per window of
+    /// this many seconds of the events' due times — e.g. 30, to see the first minutes
+    /// on a fresh database window by window. 0: off.
+    #[arg(long, default_value_t = 0, help_heading = "Measurement and output")]
+    pub window_secs: u64,
+
     /// Skip the HTTP ceiling phase.
     #[arg(long, help_heading = "Measurement and output")]
     pub no_ceiling: bool,
@@ -238,6 +250,10 @@ impl Args {
         anyhow::ensure!(
             !self.backlog_app || (self.backlog > 0 && self.fail_share == 0.0),
             "--backlog-app needs --backlog, and no --fail-share (the ledger reads the live app's DLQ)"
+        );
+        anyhow::ensure!(
+            !self.no_autovacuum || (self.store == StoreKind::Postgres && self.managed()),
+            "--no-autovacuum needs --store postgres and a Hookline this tool starts"
         );
         if self.url.is_some() {
             anyhow::ensure!(

@@ -239,6 +239,23 @@ async fn bench(
         (None, _) => start(Role::Api).await?,
     };
     let mut api = Api::new(http.clone(), &hookline.base_url, &token);
+    let autovacuum = match store {
+        Some(store) if args.store == StoreKind::Postgres => {
+            if args.no_autovacuum {
+                store.disable_autovacuum().await?;
+            }
+            let server = store.server_autovacuum().await?.unwrap_or_default();
+            Some(format!(
+                "server: {server}; Hookline's tables: {}",
+                if args.no_autovacuum {
+                    "off (--no-autovacuum)"
+                } else {
+                    "as the server"
+                }
+            ))
+        }
+        _ => None,
+    };
 
     // 2. One app, M endpoints on the sink.
     let app = api.create_app("bench").await?;
@@ -369,7 +386,13 @@ async fn bench(
     let mut published: Option<Published> = None;
     let mut last_dlq_poll: Option<Instant> = None;
     let mut timed_out = false;
+    // The local PostgreSQL server's CPU, sampled through the live phase (for windows).
+    let sample_postgres = args.window_secs > 0 && args.store == StoreKind::Postgres;
+    let mut postgres_cpu: Vec<(u64, f64)> = Vec::new();
     loop {
+        if sample_postgres {
+            postgres_cpu.push((timebase.now_ns(), target::postgres_cpu_seconds()));
+        }
         if published.is_none() && publishing.is_finished() {
             published = Some(
                 (&mut publishing)
@@ -438,8 +461,20 @@ async fn bench(
             )
         })
         .collect();
+    let window_ns = args.window_secs * 1_000_000_000;
+    let window_of = |due: u64| (due.saturating_sub(phase_start_ns) / window_ns.max(1)) as usize;
+    let windows_count = match window_ns {
+        0 => 0,
+        _ => live_due
+            .values()
+            .map(|&due| window_of(due) + 1)
+            .max()
+            .unwrap_or(0),
+    };
     let folded = sink
         .with_collected(|collected| {
+            let mut windows: Vec<hdrhistogram::Histogram<u64>> =
+                (0..windows_count).map(|_| histogram()).collect();
             let mut first = histogram();
             let mut delivered_hist = histogram();
             let mut delivered = 0u64;
@@ -462,6 +497,9 @@ async fn bench(
                     first.saturating_record(us(record.first_ns));
                     if ok {
                         delivered_hist.saturating_record(us(record.ok_ns));
+                    }
+                    if let Some(window) = windows.get_mut(window_of(due)) {
+                        window.saturating_record(us(record.first_ns));
                     }
                 }
             }
@@ -486,6 +524,7 @@ async fn bench(
                 dead_also_delivered,
                 duplicate_oks: collected.duplicate_oks,
                 ok_times,
+                windows,
             }
         })
         .await;
@@ -549,6 +588,45 @@ async fn bench(
             },
         }
     });
+
+    // Per window: what was offered (events due in it x endpoints), and what arrived in it.
+    let mut offered = vec![0u64; folded.windows.len()];
+    for &due in live_due.values() {
+        offered[window_of(due)] += u64::from(endpoints);
+    }
+    let mut arrived = vec![0u64; folded.windows.len()];
+    for &ok_ns in &folded.ok_times {
+        if let Some(count) = arrived.get_mut(window_of(ok_ns)) {
+            *count += 1;
+        }
+    }
+    let cpu_at = |at_ns: u64| {
+        postgres_cpu
+            .iter()
+            .min_by_key(|(sampled, _)| sampled.abs_diff(at_ns))
+            .map(|(_, cpu)| *cpu)
+    };
+    let windows: Vec<report::Window> = folded
+        .windows
+        .iter()
+        .enumerate()
+        .map(|(i, latency)| {
+            let (from_ns, to_ns) = (
+                phase_start_ns + i as u64 * window_ns,
+                phase_start_ns + (i as u64 + 1) * window_ns,
+            );
+            report::Window {
+                from_secs: i as u64 * args.window_secs,
+                to_secs: (i as u64 + 1) * args.window_secs,
+                offered: offered[i],
+                delivered: arrived[i],
+                latency_first_attempt: Percentiles::of(latency),
+                postgres_cpu_seconds: cpu_at(from_ns)
+                    .zip(cpu_at(to_ns))
+                    .map(|(from, to)| to - from),
+            }
+        })
+        .collect();
 
     let mut notes = Vec::new();
     // 6. The ceiling, on the same sink, after Hookline has stopped.
@@ -676,6 +754,7 @@ async fn bench(
             store_location: store.map(FreshStore::describe),
             hookline_settings: managed.then(|| target::effective_settings(args)),
             cpus: cpus(),
+            postgres_autovacuum: autovacuum,
             bench_version: env!("CARGO_PKG_VERSION"),
         },
         publish: PublishStats {
@@ -719,6 +798,7 @@ async fn bench(
         },
         latency_first_attempt: Percentiles::of(&folded.first),
         latency_delivered: Percentiles::of(&folded.delivered_hist),
+        windows,
         resources,
         database: args
             .history_retention_secs
@@ -737,6 +817,8 @@ struct Folded {
     dead_also_delivered: u64,
     duplicate_oks: u64,
     ok_times: Vec<u64>,
+    /// Per window of due times: first-attempt latency.
+    windows: Vec<hdrhistogram::Histogram<u64>>,
 }
 
 /// Microseconds from 1 µs to 1 hour, 3 significant digits.

@@ -20,6 +20,8 @@ pub struct Report {
     pub latency_first_attempt: Option<Percentiles>,
     /// From each live event's due time to the first request answered 200.
     pub latency_delivered: Option<Percentiles>,
+    /// Per --window-secs window of the live events' due times (empty without it).
+    pub windows: Vec<Window>,
     pub resources: Option<Resources>,
     /// The database's size through the live phase (with --history-retention-secs).
     pub database: Option<DatabaseSize>,
@@ -38,6 +40,9 @@ pub struct Inputs {
     /// Effective settings of a managed Hookline (defaults unless overridden).
     pub hookline_settings: Option<Effective>,
     pub cpus: usize,
+    /// PostgreSQL: the server's autovacuum setting, and whether --no-autovacuum
+    /// turned it off for Hookline's tables.
+    pub postgres_autovacuum: Option<String>,
     pub bench_version: &'static str,
 }
 
@@ -120,6 +125,22 @@ impl Percentiles {
             mean_ms: histogram.mean() / 1000.0,
         })
     }
+}
+
+/// One window of the live events' due times.
+#[derive(Debug, Serialize)]
+pub struct Window {
+    pub from_secs: u64,
+    pub to_secs: u64,
+    /// Events due in the window x endpoints.
+    pub offered: u64,
+    /// Deliveries the sink answered 200 for the first time within the window.
+    pub delivered: u64,
+    /// From each event's due time to the first request for its delivery.
+    pub latency_first_attempt: Option<Percentiles>,
+    /// The local PostgreSQL server's CPU seconds over the window (its processes'
+    /// user + system time, sampled every 100 ms).
+    pub postgres_cpu_seconds: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -325,6 +346,9 @@ impl Report {
             format!("{} / {} / {}", a.fail_share, a.fail_status, a.seed),
         );
         t.row("cpus", self.inputs.cpus);
+        if let Some(autovacuum) = &self.inputs.postgres_autovacuum {
+            t.row("PostgreSQL autovacuum", autovacuum);
+        }
 
         let p = &self.publish;
         t.section("Publish (live phase)");
@@ -407,6 +431,32 @@ impl Report {
                         format!("{:.2} / {:.2}", l.max_ms, l.mean_ms),
                     );
                 }
+            }
+        }
+
+        if !self.windows.is_empty() {
+            t.section(
+                "Per window: first-attempt latency p50 / p99 / max (events due in it), delivered in it of offered",
+            );
+            for w in &self.windows {
+                let seconds = (w.to_secs - w.from_secs) as f64;
+                let latency = match &w.latency_first_attempt {
+                    Some(p) => format!("{:.1} / {:.1} / {:.1} ms", p.p50_ms, p.p99_ms, p.max_ms),
+                    None => "-".into(),
+                };
+                let cpu = match w.postgres_cpu_seconds {
+                    Some(cpu) => format!(", PostgreSQL CPU {cpu:.1} s"),
+                    None => String::new(),
+                };
+                t.row(
+                    &format!("{}-{} s", w.from_secs, w.to_secs),
+                    format!(
+                        "{latency}, {} of {} ({}){cpu}",
+                        int(w.delivered),
+                        int(w.offered),
+                        rate(w.delivered as f64 / seconds)
+                    ),
+                );
             }
         }
 

@@ -89,6 +89,47 @@ impl FreshStore {
         }
     }
 
+    /// PostgreSQL: turns autovacuum (and with it auto-analyze) off for every table
+    /// of the fresh database, as on a server where it is off or lagging; returns how
+    /// many tables. Call it once Hookline has migrated.
+    pub async fn disable_autovacuum(&self) -> anyhow::Result<usize> {
+        use sqlx::Connection;
+        anyhow::ensure!(
+            matches!(self.cleanup, Cleanup::Database { .. }),
+            "autovacuum is PostgreSQL's"
+        );
+        let mut conn = sqlx::PgConnection::connect(&self.url).await?;
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT relname::text FROM pg_class \
+             WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace",
+        )
+        .fetch_all(&mut conn)
+        .await?;
+        for table in &tables {
+            sqlx::query(&format!(
+                "ALTER TABLE \"{table}\" SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)"
+            ))
+            .execute(&mut conn)
+            .await?;
+        }
+        let _ = conn.close().await;
+        Ok(tables.len())
+    }
+
+    /// PostgreSQL: the server's `autovacuum` setting.
+    pub async fn server_autovacuum(&self) -> anyhow::Result<Option<String>> {
+        use sqlx::Connection;
+        let Cleanup::Database { admin_url, .. } = &self.cleanup else {
+            return Ok(None);
+        };
+        let mut conn = sqlx::PgConnection::connect(admin_url).await?;
+        let setting: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+            .fetch_one(&mut conn)
+            .await?;
+        let _ = conn.close().await;
+        Ok(Some(setting))
+    }
+
     /// Removes the file (with its WAL) or drops the database.
     pub async fn remove(self) -> anyhow::Result<()> {
         match self.cleanup {
@@ -388,6 +429,23 @@ pub fn redact(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
+}
+
+/// User + system CPU seconds so far of every process named `postgres` on this
+/// machine (the local PostgreSQL server: its postmaster, backends and workers).
+/// Processes that ended meanwhile drop out, so take differences over short spans.
+pub fn postgres_cpu_seconds() -> f64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|name| name.trim_end() == "postgres")
+        })
+        .filter_map(|pid| Pid::Child(pid).cpu_seconds().ok())
+        .sum()
 }
 
 /// Which process `/proc` is read for.

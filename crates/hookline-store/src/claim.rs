@@ -713,10 +713,11 @@ impl LaneClaim<'_> {
 /// The claim statements, one per source. Parameters: $1 now, $2 lease end,
 /// $3 token, $4 limit, $5 window (or the endpoint), $6 the default room, then
 /// the (endpoint, room) batch of endpoints whose room differs.
-static TAKE_ENDPOINT: Sql = Sql::new(|engine| take_sql(engine, None, false));
-static TAKE_FRESH: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), false));
-static TAKE_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), false));
-static TAKE_NEWEST_FRESH: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), true));
+pub(crate) static TAKE_ENDPOINT: Sql = Sql::new(|engine| take_sql(engine, None, false));
+pub(crate) static TAKE_FRESH: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), false));
+pub(crate) static TAKE_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), false));
+pub(crate) static TAKE_NEWEST_FRESH: Sql =
+    Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), true));
 static TAKE_NEWEST_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), true));
 
 /// A claim statement: from one endpoint's pending deliveries (`lane` is `None`),
@@ -772,7 +773,7 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
 }
 
 /// The endpoints of a claim's rows, read once each.
-static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
+pub(crate) static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
     format!(
         "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id IN (SELECT id FROM {})",
         engine.rows(1, &[("id", Kind::Text)])
@@ -780,7 +781,7 @@ static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
 });
 
 /// Enabled endpoints after `$1`, up to `$2`, except the batch (saturated ones).
-static FAIR_PASS: Sql = Sql::new(|engine| {
+pub(crate) static FAIR_PASS: Sql = Sql::new(|engine| {
     format!(
         "SELECT id FROM endpoints WHERE enabled AND id > $1 \
          AND id NOT IN (SELECT id FROM {}) ORDER BY id LIMIT $2",
@@ -789,7 +790,7 @@ static FAIR_PASS: Sql = Sql::new(|engine| {
 });
 
 /// An endpoint's GCRA state (locked on PostgreSQL).
-static RATE_STATE: Sql = Sql::new(|engine| {
+pub(crate) static RATE_STATE: Sql = Sql::new(|engine| {
     format!(
         "SELECT rate_tat_us FROM endpoints WHERE id = $1{}",
         engine.lock(" FOR UPDATE")
@@ -797,7 +798,7 @@ static RATE_STATE: Sql = Sql::new(|engine| {
 });
 
 /// Claimed rows of lease `$2` put back, pending, due at `$1`.
-static DEFER: Sql = Sql::new(|engine| {
+pub(crate) static DEFER: Sql = Sql::new(|engine| {
     format!(
         "UPDATE deliveries SET state = 'pending', due_at = $1, lease_token = NULL \
          WHERE lease_token = $2 AND id IN (SELECT id FROM {})",

@@ -145,7 +145,7 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
 }
 
 /// `$1`: now. Only rows whose lease the record still holds are moved on.
-static UPDATE_DELIVERIES: Sql = Sql::new(|engine| {
+pub(crate) static UPDATE_DELIVERIES: Sql = Sql::new(|engine| {
     format!(
         "UPDATE deliveries SET state = v.state, due_at = v.due_at, attempts = v.attempts, \
          last_attempt_at = v.last_attempt_at, dead_reason = v.dead_reason, dead_at = v.dead_at, \
@@ -318,7 +318,8 @@ impl Store {
             if self.engine == Engine::Postgres {
                 // Serialises with publishes of this key (they upsert the same row), so a
                 // delivery published as `blocked` meanwhile is seen and released here.
-                self.engine.query("SELECT last_sequence FROM ordering_keys WHERE app_id = $1 AND ordering_key = $2 FOR UPDATE")
+                self.engine
+                    .query(LOCK_ORDERING_KEY.text(self.engine))
                     .bind(app.as_str())
                     .bind(key)
                     .fetch_optional(&mut *tx)
@@ -437,7 +438,7 @@ impl Store {
 }
 
 /// The batch's endpoints with their breakers, locked in id order on PostgreSQL.
-static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
+pub(crate) static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
     format!(
         "SELECT id, enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints \
          WHERE id IN (SELECT id FROM {}) ORDER BY id{}",
@@ -447,7 +448,7 @@ static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
 });
 
 /// One endpoint's `enabled` and breaker.
-static ENDPOINT_BREAKER: Sql =
+pub(crate) static ENDPOINT_BREAKER: Sql =
     Sql::new(|_| format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1"));
 
 /// When work an endpoint gets now is due ([`due_for_new_work`] of its current row;
@@ -490,24 +491,38 @@ pub(crate) async fn release_partition_successor(
     due: Timestamp,
     now: Timestamp,
 ) -> Result<bool> {
-    // `state <> 'succeeded'` is implied by `state = 'blocked'`, but spelled out: it is the
-    // partition index's predicate, and without it SQLite walked all the endpoint's deliveries.
-    let released = tx.engine().query(
-        "UPDATE deliveries SET state = 'pending', \
-           due_at = CASE WHEN $3 <= $4 THEN created_at ELSE $3 END, updated_at = $4 WHERE id = ( \
-           SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
-             AND state <> 'succeeded' \
-           ORDER BY sequence LIMIT 1)",
-    )
-    .bind(endpoint.as_str())
-    .bind(key)
-    .bind(due.as_millis())
-    .bind(now.as_millis())
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
+    let engine = tx.engine();
+    let released = engine
+        .query(RELEASE_SUCCESSOR.text(engine))
+        .bind(endpoint.as_str())
+        .bind(key)
+        .bind(due.as_millis())
+        .bind(now.as_millis())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     Ok(released == 1)
 }
+
+/// One ordering key's row, locked (PostgreSQL only).
+pub(crate) static LOCK_ORDERING_KEY: Sql = Sql::new(|_| {
+    "SELECT last_sequence FROM ordering_keys WHERE app_id = $1 AND ordering_key = $2 FOR UPDATE"
+        .into()
+});
+
+/// `$1` endpoint, `$2` key: the partition's next `blocked` delivery made pending, due
+/// at `$3` (or since its creation when `$3` is not after now, `$4`).
+///
+/// `state <> 'succeeded'` is implied by `state = 'blocked'`, but spelled out: it is the
+/// partition index's predicate, and without it SQLite walked all the endpoint's deliveries.
+pub(crate) static RELEASE_SUCCESSOR: Sql = Sql::new(|_| {
+    "UPDATE deliveries SET state = 'pending', \
+       due_at = CASE WHEN $3 <= $4 THEN created_at ELSE $3 END, updated_at = $4 WHERE id = ( \
+       SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
+         AND state <> 'succeeded' \
+       ORDER BY sequence LIMIT 1)"
+        .into()
+});
 
 /// A short description of a failed attempt for the endpoint's `last_error`.
 fn describe_failure(record: &AttemptRecord) -> String {

@@ -153,6 +153,25 @@ static DELIVERY_SIDES: Sql = Sql::new(|engine| {
     )
 });
 
+/// The due time of a lane's head (its index's first entry), or NULL. Spelled as an
+/// ordered `LIMIT 1` rather than `MIN`: PostgreSQL may plan a `MIN` it expects
+/// to see few rows as an aggregate over the whole index.
+fn lane_head(lane: Lane) -> String {
+    format!(
+        "SELECT (SELECT due_at FROM deliveries WHERE {} ORDER BY due_at LIMIT 1)",
+        lane.predicate()
+    )
+}
+pub(crate) static NEXT_DUE_FRESH: Sql = Sql::new(|_| lane_head(Lane::Fresh));
+pub(crate) static NEXT_DUE_RETRY: Sql = Sql::new(|_| lane_head(Lane::Retry));
+
+/// A claimed delivery (`$1`, lease `$2`) given back, pending and due at `$3`.
+pub(crate) static RELEASE_DELIVERY: Sql = Sql::new(|_| {
+    "UPDATE deliveries SET state = 'pending', due_at = $3, lease_token = NULL, updated_at = $3 \
+     WHERE id = $1 AND lease_token = $2"
+        .into()
+});
+
 impl Store {
     /// Gives claimed deliveries back unattempted (a draining dispatcher): pending
     /// and due now, their attempt budget untouched.
@@ -167,15 +186,13 @@ impl Store {
         }
         let mut tx = self.writer.begin().await?;
         for (id, token) in claims {
-            self.engine.query(
-                "UPDATE deliveries SET state = 'pending', due_at = $3, lease_token = NULL, updated_at = $3 \
-                 WHERE id = $1 AND lease_token = $2",
-            )
-            .bind(id.as_str())
-            .bind(token)
-            .bind(now.as_millis())
-            .execute(&mut tx)
-            .await?;
+            self.engine
+                .query(RELEASE_DELIVERY.text(self.engine))
+                .bind(id.as_str())
+                .bind(token)
+                .bind(now.as_millis())
+                .execute(&mut tx)
+                .await?;
         }
         tx.commit().await?;
         self.notify_due();
@@ -187,12 +204,12 @@ impl Store {
     #[tracing::instrument(skip_all)]
     pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
         let mut earliest: Option<i64> = None;
-        for lane in [Lane::Fresh, Lane::Retry] {
-            let sql = format!(
-                "SELECT MIN(due_at) FROM deliveries WHERE {}",
-                lane.predicate()
-            );
-            let due: Option<i64> = self.engine.query(&sql).fetch_scalar(&self.reader).await?;
+        for lane in [&NEXT_DUE_FRESH, &NEXT_DUE_RETRY] {
+            let due: Option<i64> = self
+                .engine
+                .query(lane.text(self.engine))
+                .fetch_scalar(&self.reader)
+                .await?;
             earliest = match (earliest, due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::db::{Row, Tx};
+use crate::db::{Row, Sql, Tx};
 use hookline_core::admission::{self, Admission, Gate};
 use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
@@ -210,6 +210,14 @@ pub(crate) async fn disable_endpoint(
     move_queue(tx, endpoint, i64::MIN..=PARKED.as_millis() - 1, PARKED).await
 }
 
+/// `$1` endpoint: up to `$5` of its pending deliveries due in `$2..=$3` made due at `$4`.
+pub(crate) static MOVE_QUEUE: Sql = Sql::new(|_| {
+    "UPDATE deliveries SET due_at = $4 WHERE id IN ( \
+       SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' \
+         AND due_at >= $2 AND due_at <= $3 AND due_at <> $4 LIMIT $5)"
+        .into()
+});
+
 /// Deliveries per statement when an endpoint's queue is moved.
 const QUEUE_MOVE_CHUNK: i64 = 1000;
 
@@ -225,13 +233,9 @@ pub(crate) async fn move_queue(
 ) -> Result<()> {
     loop {
         // `due_at <> $4`: a moved row never matches again, so the loop ends.
-        let moved = tx
-            .engine()
-            .query(
-                "UPDATE deliveries SET due_at = $4 WHERE id IN ( \
-               SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' \
-                 AND due_at >= $2 AND due_at <= $3 AND due_at <> $4 LIMIT $5)",
-            )
+        let engine = tx.engine();
+        let moved = engine
+            .query(MOVE_QUEUE.text(engine))
             .bind(endpoint.as_str())
             .bind(*due.start())
             .bind(*due.end())

@@ -4,6 +4,9 @@
 
 use hookline_core::time::Timestamp;
 
+use crate::claim::Lane;
+use crate::db::Sql;
+use crate::deliveries::{NEXT_DUE_FRESH, NEXT_DUE_RETRY};
 use crate::{Result, Store};
 
 /// The most rows any gauge counts: a larger figure reads as this. Small on
@@ -43,59 +46,87 @@ pub struct QueueGauges {
     pub paused_endpoints: i64,
 }
 
+/// A count of deliveries matching `filter`, stopping at [`GAUGE_CAP`].
+fn capped(filter: &str) -> String {
+    format!("SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE {filter} LIMIT {GAUGE_CAP}) AS c")
+}
+
+/// Per lane (each count walks that lane's partial index): pending or in flight;
+/// of those, due by `$1`; of those, in flight (a lease expired by `$1`).
+pub(crate) static FRESH_DEPTH: Sql = Sql::new(|_| capped(Lane::Fresh.predicate()));
+pub(crate) static RETRY_DEPTH: Sql = Sql::new(|_| capped(Lane::Retry.predicate()));
+pub(crate) static FRESH_DUE: Sql =
+    Sql::new(|_| capped(&format!("{} AND due_at <= $1", Lane::Fresh.predicate())));
+pub(crate) static RETRY_DUE: Sql =
+    Sql::new(|_| capped(&format!("{} AND due_at <= $1", Lane::Retry.predicate())));
+pub(crate) static FRESH_EXPIRED: Sql = Sql::new(|_| {
+    capped(&format!(
+        "{} AND state = 'in_flight' AND due_at <= $1",
+        Lane::Fresh.predicate()
+    ))
+});
+pub(crate) static RETRY_EXPIRED: Sql = Sql::new(|_| {
+    capped(&format!(
+        "{} AND state = 'in_flight' AND due_at <= $1",
+        Lane::Retry.predicate()
+    ))
+});
+/// The DLQ's size (its partial index).
+pub(crate) static DEAD: Sql = Sql::new(|_| capped("state = 'dead'"));
+
 impl Store {
     /// Samples the gauges (a handful of bounded index reads).
     pub async fn queue_gauges(&self, now: Timestamp) -> Result<QueueGauges> {
-        let capped = |filter: &str| {
-            format!("SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE {filter} LIMIT {GAUGE_CAP}) AS c")
+        let count = |sql: &'static Sql| async move {
+            self.engine
+                .query(sql.text(self.engine))
+                .bind(now.as_millis())
+                .fetch_scalar::<i64>(&self.reader)
+                .await
         };
         let mut gauges = QueueGauges::default();
-        for (lane, attempts) in [("fresh", "attempts = 0"), ("retry", "attempts > 0")] {
-            let live = format!("state IN ('pending', 'in_flight') AND {attempts}");
+        for (lane, depth, due, oldest, expired) in [
+            (
+                Lane::Fresh,
+                &FRESH_DEPTH,
+                &FRESH_DUE,
+                &NEXT_DUE_FRESH,
+                &FRESH_EXPIRED,
+            ),
+            (
+                Lane::Retry,
+                &RETRY_DEPTH,
+                &RETRY_DUE,
+                &NEXT_DUE_RETRY,
+                &RETRY_EXPIRED,
+            ),
+        ] {
             let depth: i64 = self
                 .engine
-                .query(&capped(&live))
-                .fetch_scalar(&self.reader)
-                .await?;
-            let due: i64 = self
-                .engine
-                .query(&capped(&format!("{live} AND due_at <= $1")))
-                .bind(now.as_millis())
+                .query(depth.text(self.engine))
                 .fetch_scalar(&self.reader)
                 .await?;
             let oldest: Option<i64> = self
                 .engine
-                .query(&format!("SELECT min(due_at) FROM deliveries WHERE {live}"))
+                .query(oldest.text(self.engine))
                 .fetch_scalar(&self.reader)
                 .await?;
             let lane_gauges = LaneGauges {
                 depth,
-                due,
+                due: count(due).await?,
                 oldest_due_at: oldest
                     .filter(|at| *at <= now.as_millis())
                     .map(Timestamp::from_millis),
             };
+            gauges.expired_leases += count(expired).await?;
             match lane {
-                "fresh" => gauges.fresh = lane_gauges,
-                _ => gauges.retry = lane_gauges,
+                Lane::Fresh => gauges.fresh = lane_gauges,
+                Lane::Retry => gauges.retry = lane_gauges,
             }
-        }
-        // Per lane, so each count walks that lane's partial index.
-        for attempts in ["attempts = 0", "attempts > 0"] {
-            let expired: i64 = self
-                .engine
-                .query(&capped(&format!(
-                    "state IN ('pending', 'in_flight') AND {attempts} \
-                     AND state = 'in_flight' AND due_at <= $1"
-                )))
-                .bind(now.as_millis())
-                .fetch_scalar(&self.reader)
-                .await?;
-            gauges.expired_leases += expired;
         }
         gauges.dead = self
             .engine
-            .query(&capped("state = 'dead'"))
+            .query(DEAD.text(self.engine))
             .fetch_scalar(&self.reader)
             .await?;
         let rows = self

@@ -42,6 +42,7 @@ mod events;
 mod gauges;
 mod keys;
 mod listing;
+pub mod plans;
 mod postgres;
 mod publish;
 pub mod records;

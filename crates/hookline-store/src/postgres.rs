@@ -11,8 +11,21 @@ use sqlx::PgPool;
 use crate::db::Kind;
 use crate::{Result, StoreConfig, StoreError};
 
+/// Settings of every Hookline session, sent when it connects: see
+/// docs/architecture.md, "Plans that do not depend on statistics", and `crate::plans`.
+pub(crate) const SESSION_SETTINGS: &[(&str, &str)] = &[
+    // Every execution is planned for the tables as they are now: a plan made while
+    // a table was empty is never reused once it has grown.
+    ("plan_cache_mode", "force_custom_plan"),
+    // Every statement is written for an index: whatever the statistics say, never
+    // walk a whole table, or every match of a range, when an index path exists.
+    ("enable_seqscan", "off"),
+    ("enable_bitmapscan", "off"),
+];
+
 pub(crate) async fn connect(config: &StoreConfig) -> Result<PgPool> {
     let options: PgConnectOptions = config.database_url.parse()?;
+    let options = options.options(SESSION_SETTINGS.iter().copied());
     let database = options.get_database().map(str::to_owned);
     PgPoolOptions::new()
         .max_connections(config.max_connections.max(2))

@@ -441,7 +441,7 @@ fn from_receipt(app: &AppId, bytes: &[u8]) -> Result<Published> {
 }
 
 /// The stored answers of the batch's (app, key) pairs that were used before.
-static STORED_ANSWERS: Sql = Sql::new(|engine| {
+pub(crate) static STORED_ANSWERS: Sql = Sql::new(|engine| {
     format!(
         "SELECT k.app_id, k.key, k.fingerprint, k.status, k.response FROM {} \
          JOIN idempotency_keys k ON k.app_id = v.app_id AND k.key = v.key",
@@ -504,7 +504,7 @@ impl Target {
 }
 
 /// An app's enabled endpoints, with what sending and admission need.
-static LOAD_TARGETS: Sql = Sql::new(|_| {
+pub(crate) static LOAD_TARGETS: Sql = Sql::new(|_| {
     format!("SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
 });
 
@@ -577,7 +577,7 @@ async fn allocate_sequences(
 }
 
 /// The endpoints of a batch with an unfinished delivery of ordering key `$1`, with its state.
-static HELD_PARTITIONS: Sql = Sql::new(|engine| {
+pub(crate) static HELD_PARTITIONS: Sql = Sql::new(|engine| {
     format!(
         "SELECT DISTINCT endpoint_id, state FROM deliveries \
          WHERE endpoint_id IN (SELECT endpoint_id FROM {}) AND ordering_key = $1 AND state <> 'succeeded'",

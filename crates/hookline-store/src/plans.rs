@@ -1,0 +1,348 @@
+//! The hot statements and the plans PostgreSQL runs them with.
+//!
+//! A claim, a completion or a publish runs many times a second, so each of its
+//! statements must be planned as an index access that costs the same with a
+//! thousand rows or ten million — never a sequential scan, a hash join over the
+//! whole queue or a sort of it. PostgreSQL chooses plans from statistics, and a
+//! plan chosen while a table was empty (a fresh database, a test, a restore) and
+//! cached in a connection's prepared statement stays in use long after the table
+//! has grown: that was 13 s tails on every fresh database. How Hookline's sessions
+//! rule this out is `postgres::SESSION_SETTINGS` (docs/architecture.md, "Plans
+//! that do not depend on statistics").
+//!
+//! [`HOT_STATEMENTS`] names every hot statement (the same [`Sql`] the store
+//! runs, not a copy), with sample arguments and the indexes it must read;
+//! [`PlanSession`] prepares them on one of the store's own connections (so with
+//! its session settings), runs them, and explains them. The plan test
+//! (`tests/e2e/plans.rs`) reads those plans on a never-analyzed database, on
+//! one analyzed while empty, and on one analyzed while tiny that has since grown.
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Postgres, Row as _};
+
+use crate::db::{Pool, Sql};
+use crate::{claim, complete, deliveries, endpoints, gauges, publish};
+use crate::{Result, Store};
+
+/// A statement on a hot path.
+pub struct HotStatement {
+    pub name: &'static str,
+    sql: &'static Sql,
+    /// Sample arguments, as SQL literals each cast to the type its parameter is bound
+    /// as (`now` is 1 800 000 000 000 ms).
+    args: &'static [&'static str],
+    /// The indexes its plan reads: every scan in it goes through one of these.
+    pub indexes: &'static [&'static str],
+}
+
+impl HotStatement {
+    /// The statement's PostgreSQL text.
+    pub fn text(&self) -> &str {
+        self.sql.text(crate::Engine::Postgres)
+    }
+}
+
+const NOW: &str = "1800000000000::bigint";
+const LANE_ARGS: &[&str] = &[
+    NOW,
+    "1800000030000::bigint",
+    "'token'::text",
+    "128::bigint",
+    "128::bigint",
+    "1000000::bigint",
+    "ARRAY['ep_capped']::text[]",
+    "ARRAY[4]::bigint[]",
+];
+
+/// Every hot statement, in the order a turn meets them.
+pub static HOT_STATEMENTS: &[HotStatement] = &[
+    // The claim.
+    HotStatement {
+        name: "claim: fresh lane",
+        sql: &claim::TAKE_FRESH,
+        args: LANE_ARGS,
+        indexes: &["deliveries_due_fresh", "deliveries_pkey", "events_pkey"],
+    },
+    HotStatement {
+        name: "claim: retry lane",
+        sql: &claim::TAKE_RETRY,
+        args: LANE_ARGS,
+        indexes: &["deliveries_due_retry", "deliveries_pkey", "events_pkey"],
+    },
+    HotStatement {
+        name: "claim: newest of the fresh lane",
+        sql: &claim::TAKE_NEWEST_FRESH,
+        args: LANE_ARGS,
+        indexes: &["deliveries_due_fresh", "deliveries_pkey", "events_pkey"],
+    },
+    HotStatement {
+        name: "claim: one endpoint (fair pass)",
+        sql: &claim::TAKE_ENDPOINT,
+        args: &[
+            NOW,
+            "1800000030000::bigint",
+            "'token'::text",
+            "16::bigint",
+            "'ep_00001'::text",
+        ],
+        indexes: &[
+            "deliveries_endpoint_pending",
+            "deliveries_pkey",
+            "events_pkey",
+        ],
+    },
+    HotStatement {
+        name: "claim: the endpoints of the claimed rows",
+        sql: &claim::CLAIMED_TARGETS,
+        args: &["ARRAY['ep_00001', 'ep_00002']::text[]"],
+        indexes: &["endpoints_pkey"],
+    },
+    HotStatement {
+        name: "claim: endpoints of the fair pass",
+        sql: &claim::FAIR_PASS,
+        args: &[
+            "'ep_00001'::text",
+            "32::bigint",
+            "ARRAY['ep_00002']::text[]",
+        ],
+        indexes: &["endpoints_pkey"],
+    },
+    HotStatement {
+        name: "claim: rate-limit state",
+        sql: &claim::RATE_STATE,
+        args: &["'ep_00001'::text"],
+        indexes: &["endpoints_pkey"],
+    },
+    HotStatement {
+        name: "claim: deferrals",
+        sql: &claim::DEFER,
+        args: &[
+            "1800000060000::bigint",
+            "'token'::text",
+            "ARRAY['dlv_a', 'dlv_b']::text[]",
+        ],
+        indexes: &["deliveries_pkey"],
+    },
+    // The completion.
+    HotStatement {
+        name: "completion: deliveries moved on",
+        sql: &complete::UPDATE_DELIVERIES,
+        args: &[
+            NOW,
+            "ARRAY['dlv_a', 'dlv_b']::text[]",
+            "ARRAY['token', 'token']::text[]",
+            "ARRAY['succeeded', 'pending']::text[]",
+            "ARRAY[1800000000000, 1800000060000]::bigint[]",
+            "ARRAY[1, 1]::bigint[]",
+            "ARRAY[1800000000000, 1800000000000]::bigint[]",
+            "ARRAY[NULL, NULL]::text[]",
+            "ARRAY[NULL, NULL]::bigint[]",
+        ],
+        indexes: &["deliveries_pkey"],
+    },
+    HotStatement {
+        name: "completion: endpoints locked",
+        sql: &complete::LOCK_ENDPOINTS,
+        args: &["ARRAY['ep_00001', 'ep_00002']::text[]"],
+        indexes: &["endpoints_pkey"],
+    },
+    HotStatement {
+        name: "completion: one endpoint's breaker",
+        sql: &complete::ENDPOINT_BREAKER,
+        args: &["'ep_00001'::text"],
+        indexes: &["endpoints_pkey"],
+    },
+    HotStatement {
+        name: "completion: ordering key locked",
+        sql: &complete::LOCK_ORDERING_KEY,
+        args: &["'app_1'::text", "'key_00001'::text"],
+        indexes: &["ordering_keys_pkey"],
+    },
+    HotStatement {
+        name: "completion: partition successor released",
+        sql: &complete::RELEASE_SUCCESSOR,
+        args: &["'ep_00001'::text", "'key_00001'::text", NOW, NOW],
+        indexes: &["deliveries_partition", "deliveries_pkey"],
+    },
+    HotStatement {
+        name: "completion: an endpoint's queue moved (breaker, pause)",
+        sql: &endpoints::MOVE_QUEUE,
+        args: &[
+            "'ep_00001'::text",
+            "(-9223372036854775808)::bigint",
+            NOW,
+            "1800000060000::bigint",
+            "1000::bigint",
+        ],
+        indexes: &["deliveries_endpoint_pending", "deliveries_pkey"],
+    },
+    HotStatement {
+        name: "drain: a claimed delivery given back",
+        sql: &deliveries::RELEASE_DELIVERY,
+        args: &["'dlv_a'::text", "'token'::text", NOW],
+        indexes: &["deliveries_pkey"],
+    },
+    // The publish (its inserts read no index but their own unique ones).
+    HotStatement {
+        name: "publish: an app's endpoints",
+        sql: &publish::LOAD_TARGETS,
+        args: &["'app_1'::text"],
+        indexes: &["endpoints_by_app"],
+    },
+    HotStatement {
+        name: "publish: held partitions",
+        sql: &publish::HELD_PARTITIONS,
+        args: &["'key_00001'::text", "ARRAY['ep_00001', 'ep_00002']::text[]"],
+        indexes: &["deliveries_partition"],
+    },
+    HotStatement {
+        name: "publish: stored idempotency answers",
+        sql: &publish::STORED_ANSWERS,
+        args: &["ARRAY['app_1']::text[]", "ARRAY['key-1']::text[]"],
+        indexes: &["idempotency_keys_pkey"],
+    },
+    // The dispatcher's next wake-up, and the gauges.
+    HotStatement {
+        name: "next due: fresh lane",
+        sql: &deliveries::NEXT_DUE_FRESH,
+        args: &[],
+        indexes: &["deliveries_due_fresh"],
+    },
+    HotStatement {
+        name: "next due: retry lane",
+        sql: &deliveries::NEXT_DUE_RETRY,
+        args: &[],
+        indexes: &["deliveries_due_retry"],
+    },
+    HotStatement {
+        name: "gauge: fresh lane depth",
+        sql: &gauges::FRESH_DEPTH,
+        args: &[],
+        indexes: &["deliveries_due_fresh"],
+    },
+    HotStatement {
+        name: "gauge: retry lane depth",
+        sql: &gauges::RETRY_DEPTH,
+        args: &[],
+        indexes: &["deliveries_due_retry"],
+    },
+    HotStatement {
+        name: "gauge: fresh lane due",
+        sql: &gauges::FRESH_DUE,
+        args: &[NOW],
+        indexes: &["deliveries_due_fresh"],
+    },
+    HotStatement {
+        name: "gauge: retry lane due",
+        sql: &gauges::RETRY_DUE,
+        args: &[NOW],
+        indexes: &["deliveries_due_retry"],
+    },
+    HotStatement {
+        name: "gauge: fresh lane expired leases",
+        sql: &gauges::FRESH_EXPIRED,
+        args: &[NOW],
+        indexes: &["deliveries_due_fresh"],
+    },
+    HotStatement {
+        name: "gauge: retry lane expired leases",
+        sql: &gauges::RETRY_EXPIRED,
+        args: &[NOW],
+        indexes: &["deliveries_due_retry"],
+    },
+    HotStatement {
+        name: "gauge: dead-letter queue",
+        sql: &gauges::DEAD,
+        args: &[],
+        indexes: &["deliveries_dlq"],
+    },
+];
+
+/// One of the store's own PostgreSQL connections (with its session settings), with
+/// every hot statement prepared on it as `hot_<i>`.
+pub struct PlanSession {
+    /// Taken only by `drop`.
+    connection: Option<PoolConnection<Postgres>>,
+}
+
+impl Store {
+    /// A [`PlanSession`]; `None` on SQLite, whose planner needs no statistics to
+    /// use these indexes.
+    pub async fn plan_session(&self) -> Result<Option<PlanSession>> {
+        let Pool::Postgres(pool) = &self.writer else {
+            return Ok(None);
+        };
+        let mut connection = pool.acquire().await?;
+        for (i, statement) in HOT_STATEMENTS.iter().enumerate() {
+            let types: Vec<&str> = statement
+                .args
+                .iter()
+                .map(|arg| arg.rsplit_once("::").map_or("text", |(_, kind)| kind))
+                .collect();
+            let types = match types.is_empty() {
+                true => String::new(),
+                false => format!("({})", types.join(", ")),
+            };
+            sqlx::raw_sql(&format!("PREPARE hot_{i}{types} AS {}", statement.text()))
+                .execute(&mut *connection)
+                .await?;
+        }
+        Ok(Some(PlanSession {
+            connection: Some(connection),
+        }))
+    }
+}
+
+impl PlanSession {
+    fn connection(&mut self) -> &mut sqlx::PgConnection {
+        self.connection.as_mut().expect("taken only by drop")
+    }
+
+    fn execute(i: usize, statement: &HotStatement) -> String {
+        match statement.args {
+            [] => format!("EXECUTE hot_{i}"),
+            args => format!("EXECUTE hot_{i}({})", args.join(", ")),
+        }
+    }
+
+    /// Runs every hot statement `times` times, in a transaction that is rolled back:
+    /// what a busy process does with its prepared statements (and what makes
+    /// PostgreSQL consider caching a generic plan for each).
+    pub async fn execute_all(&mut self, times: usize) -> Result<()> {
+        sqlx::raw_sql("BEGIN").execute(self.connection()).await?;
+        for _ in 0..times {
+            for (i, statement) in HOT_STATEMENTS.iter().enumerate() {
+                sqlx::raw_sql(&Self::execute(i, statement))
+                    .execute(self.connection())
+                    .await?;
+            }
+        }
+        sqlx::raw_sql("ROLLBACK").execute(self.connection()).await?;
+        Ok(())
+    }
+
+    /// The plan each hot statement runs with now, as `EXPLAIN (FORMAT JSON)` gives it.
+    pub async fn explain_all(&mut self) -> Result<Vec<(&'static HotStatement, String)>> {
+        let mut plans = Vec::with_capacity(HOT_STATEMENTS.len());
+        for (i, statement) in HOT_STATEMENTS.iter().enumerate() {
+            let row = sqlx::raw_sql(&format!(
+                "EXPLAIN (FORMAT JSON) {}",
+                Self::execute(i, statement)
+            ))
+            .fetch_one(self.connection())
+            .await?;
+            plans.push((statement, row.try_get_unchecked::<String, _>(0)?));
+        }
+        Ok(plans)
+    }
+}
+
+impl Drop for PlanSession {
+    fn drop(&mut self) {
+        // Its prepared statements and any cached plans go with the connection, which
+        // never returns to the pool with them.
+        if let Some(connection) = self.connection.take() {
+            drop(connection.detach());
+        }
+    }
+}
