@@ -24,7 +24,7 @@ both_engines!(
 #[rustfmt::skip]
 fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Option<Value>)> {
     use Capability::{Endpoints, Publish, Read, Replay, Secrets};
-    use Access::{Admin, App, Public};
+    use Access::{Admin, App, Portal, Public};
     let entry = match (method.as_str(), path) {
         ("POST", "/v1/apps") => (Admin, Some(json!({"name": "x"}))),
         ("GET", "/v1/apps") => (Admin, None),
@@ -32,6 +32,9 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("PATCH", "/v1/apps/{app}") => (Admin, Some(json!({"name": "renamed"}))),
         ("DELETE", "/v1/apps/{app}") => (Admin, None),
         ("DELETE", "/v1/apps/{app}/keys") => (Admin, None),
+        ("POST", "/v1/apps/{app}/portal-access") => (Admin, Some(json!({}))),
+        ("POST", "/portal/session") => (Portal, Some(json!({"code": "hkp_x"}))),
+        ("GET", "/portal/apps/{app}/" | "/portal/static/{hash}/{*file}") => (Portal, None),
         ("POST", "/v1/apps/{app}/endpoints") => (App(Endpoints), Some(json!({"url": receiver}))),
         ("GET", "/v1/apps/{app}/endpoints") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}") => (App(Read), None),
@@ -136,6 +139,8 @@ impl Tenant {
             .replace("{key}", "key_01J00000000000000000000000")
             .replace("{code}", "not_found")
             .replace("{name}", "t.x")
+            .replace("{hash}", "0")
+            .replace("{*file}", "js/main.js")
     }
 }
 
@@ -243,6 +248,15 @@ async fn every_route_enforces_its_access_for_app_scoped_keys(engine: Engine) {
             Access::Public => {
                 let (status, ..) = send(&app, &route.method, &on_a, &body, None).await;
                 assert!(![401, 403].contains(&status), "{label} is public: {status}");
+                continue;
+            }
+            Access::Portal => {
+                // No key is asked for (a code the handler checks may still be refused).
+                let (status, code, ..) = send(&app, &route.method, &on_a, &body, None).await;
+                assert!(
+                    status != 403 && code != "unauthorized",
+                    "{label} needs no key: {status} {code}"
+                );
                 continue;
             }
             Access::Admin => {

@@ -3,6 +3,7 @@
 //!
 //! Every test that touches storage runs on both engines (`both_engines!`).
 
+mod browser;
 mod helpers;
 
 mod access;
@@ -16,6 +17,8 @@ mod ops;
 mod plans;
 mod policy;
 mod policy_contract;
+mod portal;
+mod portal_access;
 mod sealing;
 mod store_contract;
 mod upgrade;

@@ -171,7 +171,8 @@ enum Mix {
 }
 
 /// Adds `count` events (numbered from `first`) of one app, each with a delivery to
-/// ten of its endpoints, half of them ordered; and endpoints of other apps.
+/// ten of its endpoints, half of them ordered; endpoints of other apps; and as
+/// many other apps as events, each with a key.
 async fn fill(sql: &mut sqlx::PgConnection, first: i64, count: i64, mix: Mix) {
     let last = first + count - 1;
     // Fifty endpoints an app, as many apps as events per hundred.
@@ -187,6 +188,12 @@ async fn fill(sql: &mut sqlx::PgConnection, first: i64, count: i64, mix: Mix) {
         sql,
         &format!(
             "INSERT INTO apps (id, name, created_at, updated_at) VALUES ('app_1', 'acme', 0, 0) \
+               ON CONFLICT DO NOTHING;
+             INSERT INTO apps (id, uid, name, created_at, updated_at)
+               SELECT 'app_' || a, 'tenant-' || a, 'tenant', 0, 0 FROM generate_series(2, {count} + 1) a
+               ON CONFLICT DO NOTHING;
+             INSERT INTO api_keys (id, key_hash, app_id, name, created_at)
+               SELECT 'key_' || a, md5('key' || a), 'app_' || a, 'k', 0 FROM generate_series(2, {count} + 1) a
                ON CONFLICT DO NOTHING;
              INSERT INTO endpoints (id, app_id, url, description, enabled, secret, created_at, updated_at)
                SELECT 'ep_' || lpad(e::text, 5, '0'), 'app_' || (1 + (e - 1) / 50),

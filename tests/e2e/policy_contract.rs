@@ -97,6 +97,7 @@ async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fi
             NewApp {
                 uid: None,
                 name: "acme".into(),
+                portal: Default::default(),
             },
             t(0),
         )
@@ -677,6 +678,7 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
             NewApp {
                 uid: None,
                 name: "other".into(),
+                portal: Default::default(),
             },
             t(0),
         )

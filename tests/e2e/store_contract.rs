@@ -46,6 +46,7 @@ async fn app(store: &Store) -> AppId {
             NewApp {
                 uid: None,
                 name: "acme".into(),
+                portal: Default::default(),
             },
             t(0),
         )
@@ -120,6 +121,8 @@ both_engines!(
     listings_filter_and_page_newest_first,
     bulk_replay_works_in_batches_resumes_and_stops_when_cancelled,
     api_keys_by_hash_and_scope,
+    portal_settings_round_trip,
+    portal_codes_open_one_session_until_they_expire,
     event_type_catalog_round_trips,
     idempotency_retention_purges_old_keys,
     retention_removes_old_delivered_history_and_keeps_the_dlq,
@@ -132,6 +135,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
             NewApp {
                 uid: Some("acme".into()),
                 name: "Acme".into(),
+                portal: Default::default(),
             },
             t(0),
         )
@@ -149,6 +153,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
             NewApp {
                 uid: Some("acme".into()),
                 name: "Other".into(),
+                portal: Default::default(),
             },
             t(1),
         )
@@ -160,6 +165,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
             NewApp {
                 uid: None,
                 name: "Beta".into(),
+                portal: Default::default(),
             },
             t(2),
         )
@@ -188,6 +194,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
             AppPatch {
                 name: Some("Acme Inc".into()),
                 uid: Some(None),
+                portal: None,
             },
             t(3),
         )
@@ -1147,6 +1154,7 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
             hookline_store::NewApp {
                 uid: None,
                 name: "other".into(),
+                portal: Default::default(),
             },
             t(0),
         )
@@ -1171,6 +1179,173 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
     assert!(store.find_api_key("hash-other").await.unwrap().is_some());
     assert!(store.find_api_key("hash-admin").await.unwrap().is_some());
     assert!(store.revoke_app_keys(&app).await.unwrap().is_empty());
+}
+
+async fn portal_settings_round_trip(engine: Engine) {
+    use hookline_core::portal::{PortalSettings, Theme};
+    let (store, _db) = open(engine).await;
+    let settings = PortalSettings {
+        display_name: Some("Acme Webhooks".into()),
+        brand_color: Some("#0a7cff".into()),
+        logo_url: Some("https://cdn.example.com/acme.svg".into()),
+        theme: Theme::Dark,
+        frame_origins: vec!["https://app.acme.example".into()],
+    };
+    let created = store
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "Acme".into(),
+                portal: settings.clone(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap();
+    let found = store.find_app(created.id.as_str()).await.unwrap().unwrap();
+    assert_eq!(found.portal, settings);
+
+    // A patch without settings keeps them; with settings replaces them whole.
+    let renamed = store
+        .update_app(
+            &created.id,
+            AppPatch {
+                name: Some("Acme Inc".into()),
+                ..Default::default()
+            },
+            t(1),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(renamed.portal, settings);
+    let reset = store
+        .update_app(
+            &created.id,
+            AppPatch {
+                portal: Some(PortalSettings::default()),
+                ..Default::default()
+            },
+            t(2),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reset.portal, PortalSettings::default());
+    assert_eq!(
+        store.find_app(created.id.as_str()).await.unwrap().unwrap(),
+        reset
+    );
+}
+
+async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let capabilities: Capabilities = [Capability::Read, Capability::Replay].into_iter().collect();
+    store
+        .create_portal_code("code-1", &app, capabilities, t(3_600), t(0))
+        .await
+        .unwrap();
+    store
+        .create_portal_code("code-2", &app, capabilities, t(60), t(0))
+        .await
+        .unwrap();
+
+    // The first exchange makes the session: an app key with the code's
+    // capabilities, ending when the code would have.
+    let PortalExchange::Session(session) = store
+        .exchange_portal_code("code-1", "session-1", t(10))
+        .await
+        .unwrap()
+    else {
+        panic!("the first exchange opens a session");
+    };
+    assert_eq!(
+        session.scope,
+        KeyScope::App {
+            app: app.clone(),
+            capabilities
+        }
+    );
+    assert_eq!(session.expires_at, Some(t(3_600)));
+    assert_eq!(session.name, SESSION_KEY_NAME);
+    assert_eq!(
+        store.find_api_key("session-1").await.unwrap(),
+        Some(session.clone())
+    );
+    // The code never becomes a key itself.
+    assert_eq!(store.find_api_key("code-1").await.unwrap(), None);
+
+    // A second use, an expired code, an unknown one: no session, and why.
+    assert_eq!(
+        store
+            .exchange_portal_code("code-1", "session-again", t(11))
+            .await
+            .unwrap(),
+        PortalExchange::Used
+    );
+    assert_eq!(
+        store
+            .exchange_portal_code("code-2", "session-2", t(60))
+            .await
+            .unwrap(),
+        PortalExchange::Expired
+    );
+    assert_eq!(
+        store
+            .exchange_portal_code("nope", "session-3", t(11))
+            .await
+            .unwrap(),
+        PortalExchange::Unknown
+    );
+    for hash in ["session-again", "session-2", "session-3"] {
+        assert_eq!(store.find_api_key(hash).await.unwrap(), None, "{hash}");
+    }
+
+    // Racing exchanges of one code open one session.
+    store
+        .create_portal_code("code-3", &app, capabilities, t(3_600), t(0))
+        .await
+        .unwrap();
+    let races: Vec<_> = (0..8)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .exchange_portal_code("code-3", &format!("race-{i}"), t(20))
+                    .await
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for race in races {
+        outcomes.push(race.await.unwrap());
+    }
+    let sessions = outcomes
+        .iter()
+        .filter(|o| matches!(o, PortalExchange::Session(_)))
+        .count();
+    assert_eq!(sessions, 1, "{outcomes:?}");
+    assert!(outcomes
+        .iter()
+        .all(|o| matches!(o, PortalExchange::Session(_) | PortalExchange::Used)));
+
+    // Revoking the app's keys ends its sessions and the links not yet opened.
+    store
+        .create_portal_code("code-4", &app, capabilities, t(3_600), t(0))
+        .await
+        .unwrap();
+    let revoked = store.revoke_app_keys(&app).await.unwrap();
+    assert_eq!(revoked.len(), 2, "{revoked:?}");
+    assert_eq!(store.find_api_key("session-1").await.unwrap(), None);
+    assert_eq!(
+        store
+            .exchange_portal_code("code-4", "session-4", t(30))
+            .await
+            .unwrap(),
+        PortalExchange::Unknown
+    );
 }
 
 async fn event_type_catalog_round_trips(engine: Engine) {

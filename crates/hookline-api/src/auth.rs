@@ -18,13 +18,24 @@ use crate::AppState;
 /// What a route requires of its caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
-    /// Anyone, without a key (health, metrics, the problem pages).
+    /// Anyone, without a key (health, metrics, the problem pages), on every role.
     Public,
+    /// Anyone, without a key, where the API is served: the customer portal's
+    /// page and files, and the exchange of a portal link's one-time code (which
+    /// its handler checks).
+    Portal,
     /// An admin key. App-scoped keys get 403 `admin_only`.
     Admin,
     /// An admin key, or a key scoped to the route's `{app}` that holds this
     /// capability (403 `missing_capability_…` otherwise).
     App(Capability),
+}
+
+impl Access {
+    /// Whether a caller must present a key.
+    pub fn needs_key(self) -> bool {
+        !matches!(self, Self::Public | Self::Portal)
+    }
 }
 
 /// An authenticated caller that the route's [`Access`] let through.
@@ -37,7 +48,7 @@ pub(crate) async fn authorize(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if access == Access::Public {
+    if !access.needs_key() {
         return next.run(request).await;
     }
     let caller = match authenticate(&state, request.headers()).await {
@@ -140,7 +151,7 @@ impl Caller {
     /// is checked by [`Caller::app`]).
     fn permits(&self, access: Access) -> ApiResult<()> {
         match (&self.0, access) {
-            (_, Access::Public) | (KeyScope::Admin, _) => Ok(()),
+            (_, Access::Public | Access::Portal) | (KeyScope::Admin, _) => Ok(()),
             (KeyScope::App { .. }, Access::Admin) => Err(ApiError::AdminOnly),
             (KeyScope::App { capabilities, .. }, Access::App(needed)) => {
                 if capabilities.contains(needed) {

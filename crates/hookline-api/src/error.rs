@@ -47,6 +47,9 @@ pub enum ApiError {
     /// A payload the type's schema refuses, where the deployment refuses those.
     #[error("{0}")]
     SchemaViolation(String),
+    /// A portal link's code that cannot open a session (docs/portal.md).
+    #[error("{}", .0.detail())]
+    PortalCode(PortalCode),
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -86,7 +89,30 @@ impl ApiError {
             }
             Self::UnknownEventType(_) => (StatusCode::UNPROCESSABLE_ENTITY, "unknown_event_type"),
             Self::SchemaViolation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "schema_violation"),
+            Self::PortalCode(PortalCode::Invalid) => {
+                (StatusCode::UNAUTHORIZED, "portal_code_invalid")
+            }
+            Self::PortalCode(PortalCode::Used) => (StatusCode::GONE, "portal_code_used"),
+            Self::PortalCode(PortalCode::Expired) => (StatusCode::GONE, "portal_code_expired"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+/// Why a portal code opened no session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortalCode {
+    Invalid,
+    Used,
+    Expired,
+}
+
+impl PortalCode {
+    fn detail(self) -> &'static str {
+        match self {
+            Self::Invalid => "this portal link is not valid: it was never issued, or it was revoked; ask for a new link",
+            Self::Used => "this portal link was already opened: a link opens one session; ask for a new link",
+            Self::Expired => "this portal link has expired; ask for a new link",
         }
     }
 }
@@ -107,7 +133,7 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %cause, cause = ?cause, "internal error");
         }
         let mut response = problem(status, code, &self.to_string());
-        if status == StatusCode::UNAUTHORIZED {
+        if matches!(self, Self::Unauthorized(_)) {
             // RFC 6750: say which scheme the server expects.
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -193,6 +219,9 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("unknown_event_type", 422, "a publish of a type the event type catalog lacks, where `event_type_check` is `refuse` (else a warning in the answer)"),
     kind("schema_violation", 422, "a payload its catalog type's JSON Schema refuses, where `event_type_check` is `refuse` (else a warning in the answer)"),
     kind("conflict", 409, "an app `uid` or an event type name already taken; revoking the last admin key; a test send to a disabled endpoint"),
+    kind("portal_code_invalid", 401, "`POST /portal/session` with a code that was never issued, or whose app's keys were revoked"),
+    kind("portal_code_used", 410, "`POST /portal/session` with a code that already opened a session (a portal link works once)"),
+    kind("portal_code_expired", 410, "`POST /portal/session` with a code past its `expires_at`"),
     kind("endpoint_deleted", 409, "replay or resend of a delivery whose endpoint was deleted"),
     kind(
         "not_ready",
@@ -222,6 +251,9 @@ mod tests {
             ApiError::DestinationForbidden,
             ApiError::UnknownEventType("x".into()),
             ApiError::SchemaViolation("x".into()),
+            ApiError::PortalCode(PortalCode::Invalid),
+            ApiError::PortalCode(PortalCode::Used),
+            ApiError::PortalCode(PortalCode::Expired),
             ApiError::Internal("x".into()),
         ];
         all.extend(Capability::ALL.map(ApiError::MissingCapability));
@@ -241,6 +273,7 @@ mod tests {
                 | ApiError::DestinationForbidden
                 | ApiError::UnknownEventType(_)
                 | ApiError::SchemaViolation(_)
+                | ApiError::PortalCode(_)
                 | ApiError::Internal(_) => {}
             }
         }

@@ -9,6 +9,7 @@
 //! - `catalog`: the event type catalog as publishing checks it.
 //! - [`openapi`]: the OpenAPI 3.1 document, generated from the route table.
 //! - `routes`: one module per resource.
+//! - `portal`: the customer portal's files, links and sessions (docs/portal.md).
 
 mod auth;
 mod catalog;
@@ -16,6 +17,7 @@ pub mod error;
 mod extract;
 pub mod metrics;
 pub mod openapi;
+mod portal;
 mod routes;
 mod unread;
 mod views;
@@ -53,6 +55,8 @@ pub struct ApiConfig {
     pub metrics_app_label: bool,
     /// What else `/readyz` requires (the dispatcher of this process turning).
     pub readiness: Option<Readiness>,
+    /// The absolute URL clients reach this deployment at: portal links start with it.
+    pub public_url: String,
 }
 
 impl Default for ApiConfig {
@@ -64,6 +68,7 @@ impl Default for ApiConfig {
             refuse_unchecked_events: false,
             metrics_app_label: false,
             readiness: None,
+            public_url: "http://127.0.0.1:8080".into(),
         }
     }
 }

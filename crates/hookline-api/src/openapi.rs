@@ -110,7 +110,7 @@ fn method(method: &axum::http::Method) -> HttpMethod {
 fn codes(route: &crate::routes::Route, doc: &Doc) -> Vec<&'static str> {
     let mut codes = Vec::new();
     match route.access {
-        Access::Public => {}
+        Access::Public | Access::Portal => {}
         Access::Admin => codes.extend(["unauthorized", "admin_only"]),
         Access::App(capability) => codes.extend([
             "unauthorized",
@@ -167,18 +167,23 @@ fn list_of(item: RefOr<Schema>) -> RefOr<Schema> {
 }
 
 /// The whole document.
+/// A route's path as OpenAPI spells it: a catch-all `{*file}` is `{file}`.
+fn openapi_path(path: &str) -> String {
+    path.replace("{*", "{")
+}
+
 pub fn document() -> OpenApi {
     let mut schemas: Schemas = Vec::new();
     let mut paths = Paths::new();
     for (route, doc) in crate::routes::documented() {
+        // A catch-all segment (`{*file}`) is one path parameter to OpenAPI.
+        let path = openapi_path(route.path);
         let mut operation = OperationBuilder::new()
             .summary(Some(doc.summary))
             .operation_id(Some(format!(
                 "{}_{}",
                 route.method.as_str().to_lowercase(),
-                route
-                    .path
-                    .trim_start_matches('/')
+                path.trim_start_matches('/')
                     .replace(['/', '-'], "_")
                     .replace(['{', '}'], "")
             )))
@@ -193,8 +198,7 @@ pub fn document() -> OpenApi {
                     })
                     .unwrap_or("system"),
             );
-        let mut parameters: Vec<_> = route
-            .path
+        let mut parameters: Vec<_> = path
             .split('/')
             .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
             .map(|name| {
@@ -295,11 +299,11 @@ pub fn document() -> OpenApi {
                     .build(),
             );
         }
-        if route.access != Access::Public {
+        if route.access.needs_key() {
             operation =
                 operation.security(SecurityRequirement::new("bearer", Vec::<String>::new()));
         }
-        paths.add_path_operation(route.path, vec![method(&route.method)], operation.build());
+        paths.add_path_operation(&path, vec![method(&route.method)], operation.build());
     }
     schemas.sort_by(|a, b| a.0.cmp(&b.0));
     schemas.dedup_by(|a, b| a.0 == b.0);
@@ -357,7 +361,8 @@ mod tests {
     fn every_route_is_in_the_document_with_its_problems() {
         let document: serde_json::Value = serde_json::from_str(&super::document_json()).unwrap();
         for route in crate::routes::list() {
-            let operation = &document["paths"][route.path][route.method.as_str().to_lowercase()];
+            let operation = &document["paths"][super::openapi_path(route.path).as_str()]
+                [route.method.as_str().to_lowercase()];
             assert!(
                 operation.is_object(),
                 "{} {} is missing",
@@ -370,7 +375,7 @@ mod tests {
                 route.method,
                 route.path
             );
-            if route.access != crate::auth::Access::Public {
+            if route.access.needs_key() {
                 assert!(
                     operation["responses"]["401"].is_object(),
                     "{} {}",

@@ -21,6 +21,8 @@ pub(crate) struct AppView {
     name: String,
     created_at: Timestamp,
     updated_at: Timestamp,
+    /// The customer portal's branding and framing (docs/portal.md).
+    portal: hookline_core::portal::PortalSettings,
 }
 
 impl From<&App> for AppView {
@@ -31,6 +33,7 @@ impl From<&App> for AppView {
             name: app.name.clone(),
             created_at: app.created_at,
             updated_at: app.updated_at,
+            portal: app.portal.clone(),
         }
     }
 }

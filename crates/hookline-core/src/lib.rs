@@ -25,6 +25,7 @@
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`custom_headers`]: the headers an endpoint adds to its requests, and which it may not.
 //! - [`destination`]: which IP addresses outbound requests may reach.
+//! - [`portal`]: the customer portal's per-app settings (branding, framing) and session limits.
 
 pub mod access;
 pub mod admission;
@@ -38,6 +39,7 @@ pub mod fingerprint;
 pub mod ids;
 pub mod model;
 pub mod ordering;
+pub mod portal;
 pub mod rate;
 pub mod retry;
 pub mod sealing;

@@ -238,6 +238,15 @@ pub mod api_key {
         format!("hk_{}", crate::fingerprint::hex(&bytes))
     }
 
+    /// A fresh one-time portal code (the fragment of a portal link): like a key,
+    /// random and stored only as its [`hash`], but good for one exchange.
+    pub fn generate_portal_code() -> String {
+        use rand::RngCore;
+        let mut bytes = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut bytes);
+        format!("hkp_{}", crate::fingerprint::hex(&bytes))
+    }
+
     /// The stored form of a key: hex SHA-256. Lookups go by this hash, so a
     /// presented key is never compared byte by byte with a stored secret.
     pub fn hash(key: &str) -> String {

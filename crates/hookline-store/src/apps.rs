@@ -1,13 +1,19 @@
 //! Apps: a producer's tenants.
 
-use crate::db::Row;
+use crate::db::{Row, Sql};
 use hookline_core::ids::AppId;
+use hookline_core::portal::PortalSettings;
 use hookline_core::time::Timestamp;
 
 use crate::records::{App, AppPatch, NewApp, Page};
 use crate::{parse_column, Result, Store, StoreError};
 
-const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at";
+const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at, portal";
+
+pub(crate) static FIND_APP_BY_ID: Sql =
+    Sql::new(|_| format!("SELECT {APP_COLUMNS} FROM apps WHERE id = $1"));
+pub(crate) static FIND_APP_BY_UID: Sql =
+    Sql::new(|_| format!("SELECT {APP_COLUMNS} FROM apps WHERE uid = $1"));
 
 fn app_from_row(row: &Row) -> Result<App> {
     Ok(App {
@@ -16,7 +22,17 @@ fn app_from_row(row: &Row) -> Result<App> {
         name: row.try_get("name")?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
+        portal: match row.try_get::<Option<String>, _>("portal")? {
+            None => PortalSettings::default(),
+            Some(json) => serde_json::from_str(&json)
+                .map_err(|e| StoreError::Corrupt(format!("apps.portal: {e}")))?,
+        },
     })
+}
+
+fn portal_json(settings: &PortalSettings) -> Option<String> {
+    (*settings != PortalSettings::default())
+        .then(|| serde_json::to_string(settings).expect("portal settings serialise"))
 }
 
 /// A unique-constraint violation on `apps.uid`.
@@ -39,26 +55,34 @@ impl Store {
             name: new.name,
             created_at: now,
             updated_at: now,
+            portal: new.portal,
         };
         self.engine.query(
-            "INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)",
+            "INSERT INTO apps (id, uid, name, created_at, updated_at, portal) VALUES ($1, $2, $3, $4, $4, $5)",
         )
         .bind(app.id.as_str())
         .bind(app.uid.as_deref())
         .bind(&app.name)
         .bind(now.as_millis())
+        .bind(portal_json(&app.portal))
         .execute(&self.writer)
         .await
         .map_err(uid_taken)?;
         Ok(app)
     }
 
-    /// Finds an app by its id or by its `uid`.
+    /// Finds an app by its id or by its `uid`: every API request does, so it is one
+    /// equality on one unique index — the key's shape says which (a uid never
+    /// starts like an app id), where `id = $1 OR uid = $1` would need two.
     #[tracing::instrument(skip_all, fields(app = key))]
     pub async fn find_app(&self, key: &str) -> Result<Option<App>> {
-        let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = $1 OR uid = $1");
+        let sql = if key.starts_with(AppId::PREFIX) {
+            &FIND_APP_BY_ID
+        } else {
+            &FIND_APP_BY_UID
+        };
         self.engine
-            .query(&sql)
+            .query(sql.text(self.engine))
             .bind(key)
             .fetch_optional(&self.reader)
             .await?
@@ -92,7 +116,8 @@ impl Store {
     ) -> Result<Option<App>> {
         let sql = format!(
             "UPDATE apps SET name = COALESCE($2, name), \
-             uid = CASE WHEN $3 THEN $4 ELSE uid END, updated_at = $5 \
+             uid = CASE WHEN $3 THEN $4 ELSE uid END, updated_at = $5, \
+             portal = CASE WHEN $6 THEN $7 ELSE portal END \
              WHERE id = $1 RETURNING {APP_COLUMNS}"
         );
         let (set_uid, uid) = match patch.uid {
@@ -106,6 +131,8 @@ impl Store {
             .bind(set_uid)
             .bind(uid)
             .bind(now.as_millis())
+            .bind(patch.portal.is_some())
+            .bind(patch.portal.as_ref().and_then(portal_json))
             .fetch_optional(&self.writer)
             .await
             .map_err(uid_taken)?
@@ -125,6 +152,7 @@ impl Store {
             "idempotency_keys",
             "api_keys",
             "replay_jobs",
+            "portal_codes",
         ] {
             self.engine
                 .query(&format!("DELETE FROM {table} WHERE app_id = $1"))

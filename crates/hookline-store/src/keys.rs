@@ -8,11 +8,15 @@ use hookline_core::access::Capabilities;
 use hookline_core::ids::{ApiKeyId, AppId};
 use hookline_core::time::Timestamp;
 
+use crate::db::Sql;
 use crate::records::{ApiKey, KeyScope, Page};
 use crate::{parse_column, parse_optional_column, Result, Row, Store, StoreError};
 
 /// The columns [`key_from_row`] reads.
 const KEY_COLUMNS: &str = "id, app_id, name, created_at, capabilities, expires_at";
+
+pub(crate) static FIND_KEY: Sql =
+    Sql::new(|_| format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1"));
 
 impl Store {
     /// Stores a bootstrap key's hash (an admin key from the configuration or
@@ -36,9 +40,8 @@ impl Store {
     /// The key with this hash, if any (expired ones too: the caller says why it fails).
     #[tracing::instrument(skip_all)]
     pub async fn find_api_key(&self, key_hash: &str) -> Result<Option<ApiKey>> {
-        let sql = format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
         self.engine
-            .query(&sql)
+            .query(FIND_KEY.text(self.engine))
             .bind(key_hash)
             .fetch_optional(&self.reader)
             .await?
@@ -144,15 +147,23 @@ impl Store {
         Ok(Some(hash))
     }
 
-    /// Revokes every key scoped to `app`; their hashes, so callers can forget them.
+    /// Revokes every key scoped to `app`, portal sessions included, and every
+    /// portal link not yet opened; the keys' hashes, so callers can forget them.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn revoke_app_keys(&self, app: &AppId) -> Result<Vec<String>> {
+        let mut tx = self.writer.begin().await?;
+        self.engine
+            .query("DELETE FROM portal_codes WHERE app_id = $1")
+            .bind(app.as_str())
+            .execute(&mut tx)
+            .await?;
         let rows = self
             .engine
             .query("DELETE FROM api_keys WHERE app_id = $1 RETURNING key_hash")
             .bind(app.as_str())
-            .fetch_all(&self.writer)
+            .fetch_all(&mut tx)
             .await?;
+        tx.commit().await?;
         rows.iter()
             .map(|row| Ok(row.try_get("key_hash")?))
             .collect()

@@ -21,7 +21,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Postgres, Row as _};
 
 use crate::db::{Pool, Sql};
-use crate::{claim, complete, deliveries, endpoints, gauges, publish};
+use crate::{apps, claim, complete, deliveries, endpoints, gauges, keys, publish};
 use crate::{Result, Store};
 
 /// A statement on a hot path.
@@ -181,6 +181,25 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         sql: &deliveries::RELEASE_DELIVERY,
         args: &["'dlv_a'::text", "'token'::text", NOW],
         indexes: &["deliveries_pkey"],
+    },
+    // Every API request: its key (until cached) and its `{app}`.
+    HotStatement {
+        name: "api: a key by its hash",
+        sql: &keys::FIND_KEY,
+        args: &["'0123abcd'::text"],
+        indexes: &["api_keys_key_hash_key"],
+    },
+    HotStatement {
+        name: "api: an app by id",
+        sql: &apps::FIND_APP_BY_ID,
+        args: &["'app_1'::text"],
+        indexes: &["apps_pkey"],
+    },
+    HotStatement {
+        name: "api: an app by uid",
+        sql: &apps::FIND_APP_BY_UID,
+        args: &["'acme'::text"],
+        indexes: &["apps_uid_key"],
     },
     // The publish (its inserts read no index but their own unique ones).
     HotStatement {

@@ -10,6 +10,7 @@ use hookline_core::model::{
     AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
 };
 use hookline_core::ordering::OnDead;
+use hookline_core::portal::PortalSettings;
 pub use hookline_core::retry::Next;
 use hookline_core::retry::RetryPolicy;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
@@ -25,6 +26,8 @@ pub struct App {
     pub name: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Its customer portal's branding and framing.
+    pub portal: PortalSettings,
 }
 
 /// Fields of a new app.
@@ -32,6 +35,7 @@ pub struct App {
 pub struct NewApp {
     pub uid: Option<String>,
     pub name: String,
+    pub portal: PortalSettings,
 }
 
 /// A change to an app; `None` leaves a field as it is.
@@ -40,6 +44,8 @@ pub struct AppPatch {
     pub name: Option<String>,
     /// `Some(None)` clears the uid.
     pub uid: Option<Option<String>>,
+    /// Replaces the portal settings as a whole.
+    pub portal: Option<PortalSettings>,
 }
 
 /// Per-endpoint overrides of the deployment's retry policy.

@@ -82,6 +82,18 @@ pub enum AdminCommand {
         app: String,
         endpoint: String,
     },
+    /// Print a link that opens an app's customer portal once (needs an admin key).
+    PortalLink {
+        /// The app, by id or uid.
+        app: String,
+        /// What the portal may do besides reading: endpoints, secrets, replay, publish
+        /// (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        capabilities: Vec<String>,
+        /// How long the link and its session last: `30m`, `8h`, `7d` (at most 7 days).
+        #[arg(long, default_value = "1h")]
+        ttl: humantime::Duration,
+    },
 }
 
 /// The DLQ filters, as the API takes them.
@@ -236,6 +248,20 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
                 )
                 .await?;
             let table = Table::pairs(&answer, &["id", "url", "enabled", "paused"]);
+            (answer, table)
+        }
+        AdminCommand::PortalLink {
+            app,
+            capabilities,
+            ttl,
+        } => {
+            let answer = api
+                .post(
+                    &path(app, "/portal-access"),
+                    json!({ "capabilities": capabilities, "ttl_secs": ttl.as_secs() }),
+                )
+                .await?;
+            let table = Table::pairs(&answer, &["url", "expires_at", "capabilities"]);
             (answer, table)
         }
     };

@@ -22,6 +22,9 @@ pub struct Config {
     pub database_url: String,
     /// Address the HTTP API listens on.
     pub listen: String,
+    /// The absolute URL users reach this deployment at (portal links start with
+    /// it), e.g. `https://hooks.example.com`; unset: `http://` + the address it listens on.
+    pub public_url: Option<String>,
     /// Bootstrap admin key. Unset on a first start: one is generated and printed once.
     pub admin_token: Option<String>,
     /// The master key endpoint secrets are sealed with at rest (base64 of 32 bytes).
@@ -108,6 +111,7 @@ impl Default for Config {
         Self {
             database_url: "sqlite://hookline.db".into(),
             listen: "127.0.0.1:8080".into(),
+            public_url: None,
             admin_token: None,
             master_key: None,
             master_key_file: None,
@@ -237,6 +241,16 @@ impl Config {
                 "database_url",
                 "must start with sqlite:, postgres:// or postgresql://".into(),
             ));
+        }
+        if let Some(public) = &self.public_url {
+            let ok = (public.starts_with("http://") || public.starts_with("https://"))
+                && !public.contains(['#', '?', ' ']);
+            if !ok {
+                return Err((
+                    "public_url",
+                    "must be an http:// or https:// URL without a query or fragment".into(),
+                ));
+            }
         }
         at_least("retry_base_ms", self.retry_base_ms, 1)?;
         at_least("retry_cap_ms", self.retry_cap_ms, self.retry_base_ms).map_err(|(key, _)| {

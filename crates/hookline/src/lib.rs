@@ -309,6 +309,10 @@ impl Server {
         }
         // Every role listens: the API's roles serve the whole API, a dispatcher
         // only what needs no key (health, readiness, metrics) for its probes and scrapes.
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let addr = listener.local_addr()?;
         let handle = metrics_handle();
         let api_config = hookline_api::ApiConfig {
             max_payload_bytes: config.max_payload_bytes,
@@ -319,16 +323,16 @@ impl Server {
                 dispatcher_readiness(heartbeat, clock.clone(), config.dispatcher())
             }),
             refuse_unchecked_events: config.event_type_check.eq_ignore_ascii_case("refuse"),
+            public_url: config
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}")),
         };
         let api = if role.runs_api() {
             hookline_api::router(store.clone(), clock.clone(), api_config)
         } else {
             hookline_api::ops_router(store.clone(), clock.clone(), api_config)
         };
-        let listener = tokio::net::TcpListener::bind(&config.listen)
-            .await
-            .with_context(|| format!("binding {}", config.listen))?;
-        let addr = listener.local_addr()?;
         let token = shutdown.clone();
         tasks.push(tokio::spawn(async move {
             axum::serve(listener, api)

@@ -3,6 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use hookline_core::portal::PortalSettings;
 use hookline_store::{AppPatch, NewApp};
 use serde::Deserialize;
 
@@ -19,6 +20,8 @@ use crate::AppState;
 pub(crate) struct CreateApp {
     name: String,
     uid: Option<String>,
+    /// The customer portal's branding and framing (docs/portal.md).
+    portal: Option<PortalSettings>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -27,6 +30,8 @@ pub(crate) struct UpdateApp {
     name: Option<String>,
     #[serde(default, deserialize_with = "double_option")]
     uid: Option<Option<String>>,
+    /// Replaces the portal settings as a whole.
+    portal: Option<PortalSettings>,
 }
 
 fn validate_name(name: &str) -> ApiResult<()> {
@@ -57,14 +62,15 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     body: JsonBody<CreateApp>,
 ) -> ApiResult<(StatusCode, Json<AppView>)> {
-    let CreateApp { name, uid } = body.value;
+    let CreateApp { name, uid, portal } = body.value;
     validate_name(&name)?;
     if let Some(uid) = &uid {
         validate_uid(uid)?;
     }
+    let portal = crate::portal::validated(portal.unwrap_or_default())?;
     let app = state
         .store
-        .create_app(NewApp { uid, name }, state.clock.now())
+        .create_app(NewApp { uid, name, portal }, state.clock.now())
         .await?;
     Ok((StatusCode::CREATED, Json(AppView::from(&app))))
 }
@@ -103,16 +109,17 @@ pub(crate) async fn update(
     body: JsonBody<UpdateApp>,
 ) -> ApiResult<Json<AppView>> {
     let app = caller.app(&state, &app).await?;
-    let UpdateApp { name, uid } = body.value;
+    let UpdateApp { name, uid, portal } = body.value;
     if let Some(name) = &name {
         validate_name(name)?;
     }
     if let Some(Some(uid)) = &uid {
         validate_uid(uid)?;
     }
+    let portal = portal.map(crate::portal::validated).transpose()?;
     let updated = state
         .store
-        .update_app(&app.id, AppPatch { name, uid }, state.clock.now())
+        .update_app(&app.id, AppPatch { name, uid, portal }, state.clock.now())
         .await?
         .ok_or(ApiError::NotFound("app"))?;
     Ok(Json(AppView::from(&updated)))

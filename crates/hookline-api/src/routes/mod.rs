@@ -15,7 +15,7 @@ use axum::Router;
 use hookline_core::access::Capability::{Endpoints, Publish, Read, Replay, Secrets};
 use serde::Deserialize;
 
-use crate::auth::Access::{self, Admin, App, Public};
+use crate::auth::Access::{self, Admin, App, Portal, Public};
 use crate::error::{ApiError, ApiResult};
 use crate::openapi::{params, schema, Answer, Doc};
 use crate::AppState;
@@ -37,6 +37,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
     use Method as M;
     use crate::views::*;
     let batch_limit = axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT);
+    let portal_headers = || axum::middleware::map_response(crate::portal::headers);
     let pages = params::<PageQuery>;
     vec![
         (M::POST, "/v1/apps", Admin, post(apps::create),
@@ -50,7 +51,9 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::DELETE, "/v1/apps/{app}", Admin, delete(apps::delete),
             Doc::new("Delete an app and everything it owns").answers(204, Empty)),
         (M::DELETE, "/v1/apps/{app}/keys", Admin, delete(keys::revoke_app),
-            Doc::new("Revoke every key of an app: {\"revoked\": n}").answers(200, Object)),
+            Doc::new("Revoke every key of an app, portal sessions and unopened portal links included: {\"revoked\": n}").answers(200, Object)),
+        (M::POST, "/v1/apps/{app}/portal-access", Admin, post(crate::portal::access),
+            Doc::new("A link that opens the app's customer portal once (docs/portal.md)").body(schema::<crate::portal::PortalAccess>).answers(201, Json(schema::<crate::portal::PortalLink>))),
         (M::POST, "/v1/apps/{app}/endpoints", App(Endpoints), post(endpoints::create),
             Doc::new("Create an endpoint").body(schema::<endpoints::CreateEndpoint>).answers(201, Json(schema::<EndpointView>)).errors(&["destination_forbidden"])),
         (M::GET, "/v1/apps/{app}/endpoints", App(Read), get(endpoints::list),
@@ -117,6 +120,12 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("List API keys").query(params::<keys::KeyQuery>).answers(200, List(schema::<keys::KeyView>))),
         (M::DELETE, "/v1/keys/{key}", Admin, delete(keys::revoke),
             Doc::new("Revoke an API key").answers(204, Empty).errors(&["conflict"])),
+        (M::POST, "/portal/session", Portal, post(crate::portal::session).layer(portal_headers()),
+            Doc::new("Exchange a portal link's one-time code for a session (docs/portal.md)").body(schema::<crate::portal::SessionRequest>).answers(200, Json(schema::<crate::portal::PortalSession>)).errors(&["portal_code_invalid", "portal_code_used", "portal_code_expired"])),
+        (M::GET, "/portal/apps/{app}/", Portal, get(crate::portal::page).layer(portal_headers()),
+            Doc::new("The customer portal's page for an app (HTML)").answers(200, Text)),
+        (M::GET, "/portal/static/{hash}/{*file}", Portal, get(crate::portal::asset).layer(portal_headers()),
+            Doc::new("One of the portal's files, cached by content hash").answers(200, Text)),
         (M::GET, "/healthz", Public, get(system::healthz),
             Doc::new("Liveness").answers(200, Object)),
         (M::GET, "/readyz", Public, get(system::readyz),

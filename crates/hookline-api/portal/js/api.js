@@ -1,0 +1,188 @@
+// api.js — the one client of the Hookline API that every screen calls through.
+//
+// The portal is a client of the public /v1 API with the session's app-scoped
+// key, never a second path to the data. Every failure becomes a `Problem`
+// (the API's RFC 9457 problem+json, or one made up for a network failure),
+// so screens show `problem.message` and nothing else. A 401 means the session
+// is over (expired or revoked): it is reported once, to `onSessionEnded`, and
+// every later call fails at once without reaching the network.
+
+/** An API failure, as the server described it. */
+export class Problem extends Error {
+  constructor({ status = 0, title = 'Error', detail = '', code = '', type = '' } = {}) {
+    // What a person reads: the detail, else the title.
+    super(detail || title);
+    this.name = 'Problem';
+    this.status = status;
+    this.title = title;
+    this.detail = detail;
+    this.code = code;
+    this.type = type;
+    // Set on the 401 that ended the session: the session-ended page shows it,
+    // so the screen that made the call must not show it again.
+    this.sessionEnded = false;
+  }
+}
+
+const NETWORK_PROBLEM = {
+  title: 'Network error',
+  detail: 'Could not reach the server. Check your connection and try again.',
+  code: 'network',
+};
+
+const client = {
+  token: null,
+  app: null,
+  onSessionEnded: () => {},
+  ended: false,
+};
+
+/** Signs the client in: every later call carries `token` and names `app`. */
+export function configure({ token, app, onSessionEnded }) {
+  client.token = token;
+  client.app = app;
+  client.onSessionEnded = onSessionEnded ?? (() => {});
+  client.ended = false;
+}
+
+/**
+ * One request. `query` values that are empty are left out; `auth: false` is
+ * for the sign-in exchange, which has no key yet (its 401 is a bad link, not
+ * an ended session). Resolves to the JSON answer (`null` for 204).
+ */
+export async function request(method, path, { query, body, signal, auth = true } = {}) {
+  if (auth && client.ended) throw endedProblem();
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
+  if (auth) headers.Authorization = `Bearer ${client.token}`;
+  let response;
+  try {
+    response = await fetch(path + queryString(query), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+      cache: 'no-store',
+    });
+  } catch (error) {
+    if (error.name === 'AbortError') throw error;
+    throw new Problem({ status: 0, ...NETWORK_PROBLEM });
+  }
+  if (response.status === 204) return null;
+  const data = await readJson(response);
+  if (response.ok) return data;
+  const problem = problemFrom(response, data);
+  if (auth && response.status === 401) endSession(problem);
+  throw problem;
+}
+
+function endSession(problem) {
+  problem.sessionEnded = true;
+  if (client.ended) return;
+  client.ended = true;
+  client.onSessionEnded(problem);
+}
+
+function endedProblem() {
+  const problem = new Problem({ status: 401, title: 'Unauthorized', detail: 'the session has ended' });
+  problem.sessionEnded = true;
+  return problem;
+}
+
+async function readJson(response) {
+  const text = await response.text();
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+/** The answer's problem+json, or one built from the status when there is none (a proxy's page). */
+function problemFrom(response, data) {
+  if (data && typeof data === 'object' && (data.title || data.detail)) {
+    return new Problem({ ...data, status: data.status ?? response.status });
+  }
+  return new Problem({
+    status: response.status,
+    title: response.statusText || `HTTP ${response.status}`,
+    detail: `The server answered ${response.status}${response.statusText ? ` ${response.statusText}` : ''}.`,
+  });
+}
+
+function queryString(query) {
+  if (!query) return '';
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(query)) {
+    if (value !== undefined && value !== null && value !== '') params.set(name, String(value));
+  }
+  const text = params.toString();
+  return text ? `?${text}` : '';
+}
+
+/** `/v1/apps/{app}/part/part…`, each part escaped (ids come from the URL hash). */
+function appPath(...parts) {
+  return ['/v1/apps', client.app, ...parts].map((p, i) => (i === 0 ? p : encodeURIComponent(p))).join('/');
+}
+
+// ---------------------------------------------------------------------------
+// The routes the portal uses, one function each (docs/api.md has them all).
+// `options` is `{ signal }` for reads a screen may abandon.
+
+/** `POST /portal/session {code}`: a one-time link code for a session key. */
+export const exchangeCode = (code) => request('POST', '/portal/session', { body: { code }, auth: false });
+
+export const getApp = (options) => request('GET', appPath(), options);
+
+export const listEndpoints = (query, options) => request('GET', appPath('endpoints'), { ...options, query });
+export const getEndpoint = (id, options) => request('GET', appPath('endpoints', id), options);
+export const createEndpoint = (body) => request('POST', appPath('endpoints'), { body });
+export const updateEndpoint = (id, body) => request('PATCH', appPath('endpoints', id), { body });
+export const deleteEndpoint = (id) => request('DELETE', appPath('endpoints', id));
+export const endpointHealth = (id, options) => request('GET', appPath('endpoints', id, 'health'), options);
+export const endpointStats = (id, options) => request('GET', appPath('endpoints', id, 'stats'), options);
+export const endpointSecret = (id) => request('GET', appPath('endpoints', id, 'secret'));
+export const rotateSecret = (id, body) => request('POST', appPath('endpoints', id, 'secret', 'rotate'), { body });
+export const testSend = (id, body) => request('POST', appPath('endpoints', id, 'test'), { body });
+
+export const listDeliveries = (query, options) => request('GET', appPath('deliveries'), { ...options, query });
+export const getDelivery = (id, options) => request('GET', appPath('deliveries', id), options);
+export const deliveryAttempts = (id, query, options) =>
+  request('GET', appPath('deliveries', id, 'attempts'), { ...options, query });
+export const replayDelivery = (id) => request('POST', appPath('deliveries', id, 'replay'));
+export const resendDelivery = (id) => request('POST', appPath('deliveries', id, 'resend'));
+
+export const getEvent = (id, options) => request('GET', appPath('events', id), options);
+
+export const startBulkReplay = (body) => request('POST', appPath('replays'), { body });
+export const getBulkReplay = (id, options) => request('GET', appPath('replays', id), options);
+export const cancelBulkReplay = (id) => request('POST', appPath('replays', id, 'cancel'));
+
+// The catalog changes rarely (admins edit it) and several screens need it:
+// one request serves them for a minute.
+const CATALOG_TTL_MS = 60_000;
+let catalog = null;
+
+/** `GET /v1/event-types`: the whole catalog, by name (`fresh` skips the minute's cache). */
+export function listEventTypes({ fresh = false } = {}) {
+  if (fresh || !catalog || Date.now() - catalog.at > CATALOG_TTL_MS) {
+    const promise = request('GET', '/v1/event-types').then((page) => page.data);
+    promise.catch(() => {
+      if (catalog?.promise === promise) catalog = null;
+    });
+    catalog = { at: Date.now(), promise };
+  }
+  return catalog.promise;
+}
+
+/** Every endpoint of the app (for selectors and labels), following cursors. */
+export async function allEndpoints(options) {
+  const endpoints = [];
+  let before;
+  do {
+    const page = await listEndpoints({ limit: 250, before }, options);
+    endpoints.push(...page.data);
+    before = page.next_cursor;
+  } while (before);
+  return endpoints;
+}

@@ -1,0 +1,64 @@
+// branding.js — the provider's look: name, logo, brand colour and theme.
+//
+// Everything is set through the DOM and CSSOM (never a style attribute in
+// markup, which the CSP forbids). The brand colour only tints accents; text
+// on it gets black or white, whichever contrasts more, so any colour a
+// provider picks stays readable (the worse of the two is still above 4.5:1).
+
+const HEX_COLOUR = /^#[0-9a-fA-F]{6}$/;
+const THEMES = new Set(['light', 'dark']);
+
+/** The name the portal goes by: the portal's display name, else the app's name. */
+export function portalName(app) {
+  return app?.portal?.display_name || app?.name || 'Webhooks portal';
+}
+
+/** Applies `app.portal` (all of it optional) to the page. */
+export function applyBranding(app) {
+  const portal = app.portal ?? {};
+  document.getElementById('brand-name').textContent = portalName(app);
+  showLogo(portal.logo_url);
+  applyColour(portal.brand_color);
+  applyTheme(portal.theme);
+}
+
+function showLogo(url) {
+  const logo = document.getElementById('brand-logo');
+  // Only https: the CSP allows those images, and a page served over https should not mix.
+  if (typeof url !== 'string' || !url.startsWith('https://')) return;
+  // The name is written beside it, so the logo is decorative (alt="").
+  logo.addEventListener('error', () => {
+    logo.hidden = true;
+  });
+  logo.src = url;
+  logo.hidden = false;
+}
+
+function applyColour(colour) {
+  if (typeof colour !== 'string' || !HEX_COLOUR.test(colour)) return;
+  const root = document.documentElement.style;
+  root.setProperty('--brand', colour);
+  root.setProperty('--on-brand', readableOn(colour));
+}
+
+/** "light" or "dark" pin the theme; "system" (or nothing) follows prefers-color-scheme in CSS. */
+function applyTheme(theme) {
+  if (THEMES.has(theme)) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+
+/** Black or white, whichever contrasts more with `hex` (WCAG relative luminance). */
+export function readableOn(hex) {
+  const luminance = relativeLuminance(hex);
+  const withWhite = 1.05 / (luminance + 0.05);
+  const withBlack = (luminance + 0.05) / 0.05;
+  return withBlack >= withWhite ? '#000000' : '#ffffff';
+}
+
+function relativeLuminance(hex) {
+  const [r, g, b] = [1, 3, 5].map((i) => {
+    const c = parseInt(hex.slice(i, i + 2), 16) / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}

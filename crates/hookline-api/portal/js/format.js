@@ -1,0 +1,119 @@
+// format.js — times, durations and numbers in the reader's locale.
+//
+// The API answers RFC 3339 UTC times with milliseconds
+// ("2026-12-01T09:30:00.120Z"); people read them in their own time zone, with
+// a relative hint ("3 min ago") where that is what they want to know. Pure
+// functions (no DOM), so explain.js can use them too.
+
+const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+const clockFormat = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit' });
+const clockSecondsFormat = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
+const dayClockFormat = new Intl.DateTimeFormat(undefined, {
+  month: 'short',
+  day: 'numeric',
+  hour: 'numeric',
+  minute: '2-digit',
+});
+const relativeFormat = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+const percentFormat = new Intl.NumberFormat(undefined, { style: 'percent', maximumFractionDigits: 1 });
+const integerFormat = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
+
+export function toDate(value) {
+  return value instanceof Date ? value : new Date(value);
+}
+
+/** "1 Dec 2026, 09:30:00" (the reader's locale and zone). */
+export function dateTime(value) {
+  return value ? dateTimeFormat.format(toDate(value)) : '—';
+}
+
+/** "14:05" today, "3 Dec, 14:05" on another day: for sentences ("next probe at 14:05"). */
+export function clockTime(value, now = new Date()) {
+  const date = toDate(value);
+  return date.toDateString() === toDate(now).toDateString()
+    ? clockFormat.format(date)
+    : dayClockFormat.format(date);
+}
+
+/** "14:05:09": a countdown's target. */
+export function clockSeconds(value) {
+  return clockSecondsFormat.format(toDate(value));
+}
+
+const UNITS = [
+  ['day', 86_400_000],
+  ['hour', 3_600_000],
+  ['minute', 60_000],
+  ['second', 1000],
+];
+
+/** "3 minutes ago", "in 2 hours", "now". */
+export function relativeTime(value, now = new Date()) {
+  const diff = toDate(value) - toDate(now);
+  const size = Math.abs(diff);
+  if (size < 5000) return relativeFormat.format(0, 'second');
+  const [unit, ms] = UNITS.find(([, unitMs]) => size >= unitMs) ?? UNITS[UNITS.length - 1];
+  return relativeFormat.format(Math.round(diff / ms), unit);
+}
+
+/** "42 ms", "1.5 s", "15 s", "2 min 5 s", "3 h 20 min", "2 d 4 h". */
+export function duration(ms) {
+  if (ms === null || ms === undefined) return '—';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return join(minutes, 'min', seconds % 60, 's');
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return join(hours, 'h', minutes % 60, 'min');
+  return join(Math.floor(hours / 24), 'd', hours % 24, 'h');
+}
+
+function join(big, bigUnit, small, smallUnit) {
+  return small ? `${big} ${bigUnit} ${small} ${smallUnit}` : `${big} ${bigUnit}`;
+}
+
+/** "in 1 min 5 s", or "due now" once the time has come. */
+export function countdown(value, now = new Date()) {
+  const left = toDate(value) - toDate(now);
+  return left <= 0 ? 'due now' : `in ${duration(Math.ceil(left / 1000) * 1000)}`;
+}
+
+/** 0.985 → "98.5%"; null (no attempts) → "—". */
+export function percent(rate) {
+  return rate === null || rate === undefined ? '—' : percentFormat.format(rate);
+}
+
+export function integer(n) {
+  return n === null || n === undefined ? '—' : integerFormat.format(n);
+}
+
+export function prettyJson(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+/** JSON with object keys sorted: two values are the same JSON when these are equal. */
+export function canonicalJson(value) {
+  return JSON.stringify(value, (_, v) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]]))
+      : v,
+  );
+}
+
+/** A `<input type="datetime-local">` value (local time) as RFC 3339 UTC; '' → null. */
+export function localInputToRfc3339(value) {
+  if (!value) return null;
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? null : date.toISOString();
+}
+
+/** An RFC 3339 time as a `<input type="datetime-local">` value, in local time. */
+export function rfc3339ToLocalInput(value) {
+  if (!value) return '';
+  const date = toDate(value);
+  if (Number.isNaN(date.getTime())) return '';
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}T${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}

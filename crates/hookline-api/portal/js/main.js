@@ -1,0 +1,168 @@
+// main.js — the portal's start: sign in, brand the page, route to screens.
+//
+// # Layout
+//
+// - session.js   where the session comes from (the link's one-time code) and is kept
+// - api.js       the one client of the /v1 API; problems and the session's end
+// - router.js    hash routes to screens, with a per-visit scope for requests and timers
+// - branding.js  the provider's name, logo, colour and theme
+// - ui.js, dom.js, format.js, words.js   building blocks and vocabulary
+// - explain.js   why a delivery is where it is, in one sentence (pure)
+// - chart.js     small inline SVG bar charts
+// - screens/     one module per screen; deliveries.js also exports the delivery log
+
+import * as api from './api.js';
+import * as session from './session.js';
+import { applyBranding, portalName } from './branding.js';
+import { createRouter } from './router.js';
+import { h } from './dom.js';
+import { errorPage } from './ui.js';
+import { endpointsScreen } from './screens/endpoints.js';
+import { endpointScreen } from './screens/endpoint.js';
+import { deliveriesScreen } from './screens/deliveries.js';
+import { deliveryScreen } from './screens/delivery.js';
+import { catalogScreen } from './screens/catalog.js';
+import { recoverScreen } from './screens/recover.js';
+
+const ASK_FOR_A_LINK = 'Ask your provider for a new link to the portal.';
+
+/** What a failed sign-in's problem `code` means, in plain words. */
+const LINK_PROBLEMS = {
+  portal_code_used: 'This link has already been used',
+  portal_code_expired: 'This link has expired',
+  portal_code_invalid: 'This link is not valid',
+  app_not_found: 'This link is not valid',
+};
+
+const view = document.getElementById('view');
+let app = null;
+let router = null;
+let stopExpiryTimer = () => {};
+
+document.getElementById('skip-link').addEventListener('click', (event) => {
+  // The fragment is the router's: move focus without changing it.
+  event.preventDefault();
+  document.getElementById('main').focus();
+});
+
+boot().catch((error) => {
+  console.error(error);
+  showPage({ heading: 'The portal could not start', detail: error?.message, advice: 'Reload the page to try again.' });
+});
+
+async function boot() {
+  const appKey = session.appFromPath(location.pathname);
+  if (!appKey) {
+    showPage({ heading: 'This page address is not valid', advice: 'Open the portal through the link your provider gave you.' });
+    return;
+  }
+  const code = session.takeCodeFromHash();
+  const current = code ? await signIn(appKey, code) : session.load(appKey);
+  if (!current) {
+    if (!code) {
+      showPage({ heading: 'No session', detail: 'Open the portal through the link your provider gave you.', advice: ASK_FOR_A_LINK });
+    }
+    return;
+  }
+  const ended = (problem) => endSession(appKey, problem);
+  if (session.isExpired(current)) {
+    ended(null);
+    return;
+  }
+  api.configure({ token: current.token, app: current.app_id, onSessionEnded: ended });
+  stopExpiryTimer = session.whenExpired(current, () => ended(null));
+
+  try {
+    app = await api.getApp();
+  } catch (problem) {
+    if (problem.sessionEnded) return;
+    showPage({
+      heading: problem.status === 404 ? 'This portal does not exist' : 'The portal could not be opened',
+      detail: problem.message,
+      advice: ASK_FOR_A_LINK,
+    });
+    return;
+  }
+  applyBranding(app);
+  const can = (capability) => session.can(current, capability);
+  buildNav(can);
+  router = createRouter({
+    view,
+    routes: routes(can),
+    defaultHash: '#/endpoints',
+    context: { can, portalName: () => portalName(app) },
+    onRoute: markNav,
+  });
+  router.start();
+}
+
+/** Exchanges the link's one-time code for a session; null (after showing why) when refused. */
+async function signIn(appKey, code) {
+  try {
+    return session.save(appKey, await api.exchangeCode(code));
+  } catch (problem) {
+    const heading =
+      LINK_PROBLEMS[problem.code] ??
+      (problem.status === 404 || problem.status === 401 ? 'This link is not valid' : 'Signing in did not work');
+    showPage({ heading, detail: problem.detail || problem.title, advice: ASK_FOR_A_LINK });
+    return null;
+  }
+}
+
+/** The session is over (expired, or a 401: revoked): forget it and say so. */
+function endSession(appKey, problem) {
+  session.clear(appKey);
+  stopExpiryTimer();
+  router?.stop();
+  showPage({
+    heading: 'Your session has expired',
+    detail: problem?.detail || 'Sessions last a limited time, and this one has ended.',
+    advice: ASK_FOR_A_LINK,
+  });
+}
+
+/** Replaces the portal with a full-page message (no navigation: there is nowhere to go). */
+function showPage(message) {
+  document.getElementById('nav').hidden = true;
+  document.title = `${message.heading} · ${portalName(app)}`;
+  view.replaceChildren(errorPage(message));
+  view.querySelector('h1')?.focus();
+}
+
+/** The routes this session may see (recovering needs `replay`). */
+function routes(can) {
+  const all = [
+    { name: 'endpoints', pattern: ['endpoints'], screen: endpointsScreen },
+    { name: 'endpoints', pattern: ['endpoints', ':id'], screen: endpointScreen },
+    { name: 'deliveries', pattern: ['deliveries'], screen: deliveriesScreen },
+    { name: 'deliveries', pattern: ['deliveries', ':id'], screen: deliveryScreen },
+    { name: 'catalog', pattern: ['catalog'], screen: catalogScreen },
+    { name: 'recover', pattern: ['recover'], screen: recoverScreen, needs: 'replay' },
+  ];
+  return all.filter((route) => !route.needs || can(route.needs));
+}
+
+const NAV = [
+  { name: 'endpoints', label: 'Endpoints' },
+  { name: 'deliveries', label: 'Deliveries' },
+  { name: 'catalog', label: 'Event catalog' },
+  { name: 'recover', label: 'Recover', needs: 'replay' },
+];
+
+function buildNav(can) {
+  const list = document.getElementById('nav-list');
+  list.replaceChildren(
+    ...NAV.filter((item) => !item.needs || can(item.needs)).map((item) =>
+      h('li', {}, h('a', { href: `#/${item.name}`, 'data-test': `nav-${item.name}`, 'data-nav': item.name }, item.label)),
+    ),
+  );
+  document.getElementById('nav').hidden = false;
+}
+
+/** Marks the current section's link (`aria-current`, which the CSS also shows). */
+function markNav(name) {
+  for (const link of document.querySelectorAll('#nav-list a')) {
+    if (link.dataset.nav === name) link.setAttribute('aria-current', 'page');
+    else link.removeAttribute('aria-current');
+  }
+}

@@ -1,0 +1,355 @@
+// screens/deliveries.js — `#/deliveries`: the delivery log, and the log
+// component the endpoint page embeds (filtered to its endpoint).
+//
+// Filters live in the hash query (`#/deliveries?state=dead&endpoint_id=…`),
+// so a filtered view can be bookmarked and shared. Paging is by the API's
+// cursor: "Older" follows `next_cursor`, "Newest" returns to the first page.
+// On the first page, while the tab is visible, the log polls every 3 s and
+// merges new and changed rows in place: rows that did not change keep their
+// DOM nodes, so focus and scroll stay where the reader left them.
+
+import * as api from '../api.js';
+import { h, keepingFocus, replace } from '../dom.js';
+import { localInputToRfc3339, relativeTime, rfc3339ToLocalInput } from '../format.js';
+import { hashFor } from '../router.js';
+import { announce, clearProblem, empty, field, loading, problemSlot, select, showProblem, stateBadge, timeEl } from '../ui.js';
+import { DEAD_REASONS } from '../words.js';
+
+const PAGE_SIZE = 50;
+const POLL_MS = 3000;
+
+/** `state=` values the API takes (StateParam in routes/deliveries.rs), in the reader's words. */
+const STATE_OPTIONS = [
+  ['', 'All states'],
+  ['succeeded', 'Succeeded'],
+  ['dead', 'Failed (dead)'],
+  ['pending', 'Pending (waiting or retrying)'],
+  ['in_flight', 'Sending now'],
+  ['blocked', 'Blocked (behind an earlier event)'],
+  ['parked', 'Parked (endpoint paused or disabled)'],
+];
+
+/** Time presets: how far back `since` goes, computed when the list is read. */
+const RANGES = {
+  '1h': 3_600_000,
+  '24h': 86_400_000,
+  '7d': 7 * 86_400_000,
+};
+const RANGE_OPTIONS = [
+  ['', 'Any time'],
+  ['1h', 'Last hour'],
+  ['24h', 'Last 24 hours'],
+  ['7d', 'Last 7 days'],
+  ['custom', 'Custom range'],
+];
+
+/** The filters a log understands, as they appear in the hash query. */
+const FILTERS = ['state', 'event_type', 'endpoint_id', 'status', 'range', 'since', 'until', 'event_id'];
+
+export async function deliveriesScreen(ctx) {
+  ctx.title('Deliveries');
+  ctx.root.append(
+    h('div', { class: 'page-head' }, h('h1', { tabindex: '-1' }, 'Deliveries')),
+    h('p', { class: 'lead' }, 'Every event sent to your endpoints, newest first. New deliveries appear as they happen.'),
+    deliveryLog(ctx, { filters: filtersFrom(ctx.query), syncUrl: true }),
+  );
+}
+
+/** The filters in a hash query. */
+export function filtersFrom(query) {
+  return Object.fromEntries(FILTERS.map((name) => [name, query.get(name) ?? '']));
+}
+
+/** The API query for `filters` at `now` (a preset range becomes `since`). */
+function apiQuery(filters, now) {
+  const query = {
+    state: filters.state,
+    event_type: filters.event_type,
+    endpoint_id: filters.endpoint_id,
+    status: filters.status,
+    event_id: filters.event_id,
+  };
+  if (RANGES[filters.range]) query.since = new Date(now - RANGES[filters.range]).toISOString();
+  if (filters.range === 'custom') {
+    query.since = filters.since;
+    query.until = filters.until;
+  }
+  return query;
+}
+
+/**
+ * The delivery log. `filters`: the initial filters; `endpointId`: a fixed
+ * endpoint (the endpoint page), whose selector is then left out; `syncUrl`:
+ * write applied filters into the address (the deliveries screen only).
+ */
+export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }) {
+  let current = { ...filters, endpoint_id: endpointId ?? filters.endpoint_id };
+  let cursor = null; // null: the first page (the only one that polls)
+  let busy = false;
+  // Bumped by every new filter or page: an answer to an older request is dropped.
+  let generation = 0;
+  let rows = new Map(); // delivery id → { signature, el }
+  let endpointUrls = new Map();
+
+  const problem = problemSlot();
+  const results = h('div', { class: 'log-results' }, loading('Loading deliveries…'));
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Delivery pages' });
+  const form = filterForm();
+  const root = h('div', { class: 'delivery-log' }, form.el, problem, results, pager);
+
+  start();
+  return root;
+
+  async function start() {
+    // Endpoint URLs label the rows and fill the selector; the log still works without them.
+    const [urls] = await Promise.allSettled([
+      api.allEndpoints({ signal: ctx.signal }).then((list) => {
+        endpointUrls = new Map(list.map((e) => [e.id, e.url]));
+        form.setEndpoints(list);
+      }),
+      api.listEventTypes().then((types) => form.setEventTypes(types)),
+    ]);
+    if (urls.status === 'rejected' && urls.reason?.sessionEnded) return;
+    await load();
+    ctx.every(POLL_MS, poll);
+  }
+
+  /** Reads the current page and draws it. */
+  async function load() {
+    const mine = ++generation;
+    busy = true;
+    try {
+      const page = await api.listDeliveries(
+        { ...apiQuery(current, Date.now()), limit: PAGE_SIZE, before: cursor ?? undefined },
+        { signal: ctx.signal },
+      );
+      if (mine !== generation) return;
+      clearProblem(problem);
+      draw(page);
+    } catch (error) {
+      if (mine !== generation) return;
+      results.replaceChildren();
+      pager.replaceChildren();
+      showProblem(problem, error);
+    } finally {
+      if (mine === generation) busy = false;
+    }
+  }
+
+  /** The first page again, if it is showing and someone can see it. */
+  async function poll() {
+    if (cursor !== null || busy || document.visibilityState !== 'visible') return;
+    const mine = generation;
+    busy = true;
+    try {
+      const page = await api.listDeliveries({ ...apiQuery(current, Date.now()), limit: PAGE_SIZE }, { signal: ctx.signal });
+      if (mine !== generation) return; // new filters or another page meanwhile
+      const before = rows.size;
+      const fresh = page.data.filter((d) => !rows.has(d.id)).length;
+      clearProblem(problem);
+      draw(page);
+      if (before > 0 && fresh > 0) announce(fresh === 1 ? '1 new delivery' : `${fresh} new deliveries`);
+    } catch (error) {
+      if (mine === generation) showProblem(problem, error);
+    } finally {
+      if (mine === generation) busy = false;
+    }
+  }
+
+  function draw(page) {
+    drawPager(page.next_cursor);
+    if (page.data.length === 0) {
+      rows = new Map();
+      const filtered = FILTERS.some((name) => name !== 'endpoint_id' && current[name]);
+      replace(results, empty(filtered ? 'No deliveries match these filters.' : 'No deliveries yet.'));
+      return;
+    }
+    let tbody = results.querySelector('tbody');
+    if (!tbody) {
+      tbody = h('tbody');
+      replace(results, table(tbody));
+      rows = new Map();
+    }
+    merge(tbody, page.data);
+  }
+
+  /**
+   * Puts `deliveries` into `tbody` in order, reusing the node of every row
+   * whose data did not change; a focused row that changed hands focus to
+   * its replacement.
+   */
+  function merge(tbody, deliveries) {
+    const focusedRow = document.activeElement?.closest?.('tr[data-id]');
+    const focusedId = tbody.contains(focusedRow) ? focusedRow.dataset.id : null;
+    // The minute is part of a row's signature, so its relative times ("3 minutes ago") stay true.
+    const minute = Math.floor(Date.now() / 60_000);
+    const wanted = deliveries.map((d) => {
+      const signature = `${minute} ${JSON.stringify(d)}`;
+      const old = rows.get(d.id);
+      return old && old.signature === signature ? old : { signature, el: deliveryRow(d) };
+    });
+    keepingFocus(
+      () => focusedId && tbody.querySelector(`tr[data-id="${CSS.escape(focusedId)}"] a`),
+      () => {
+        const keep = new Set(wanted.map((w) => w.el));
+        for (const el of [...tbody.children]) if (!keep.has(el)) el.remove();
+        let next = tbody.firstElementChild;
+        for (const w of wanted) {
+          if (w.el === next) next = next.nextElementSibling;
+          else tbody.insertBefore(w.el, next);
+        }
+      },
+    );
+    rows = new Map(deliveries.map((d, i) => [d.id, wanted[i]]));
+  }
+
+  function table(tbody) {
+    const columns = ['Time', 'Event', !endpointId && 'Endpoint', 'State', 'Attempts', 'Last attempt', 'Next attempt'].filter(Boolean);
+    return h(
+      'table',
+      { class: 'data responsive deliveries' },
+      h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
+      h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
+      tbody,
+    );
+  }
+
+  function deliveryRow(d) {
+    const now = new Date();
+    return h(
+      'tr',
+      { 'data-test': 'delivery-row', 'data-id': d.id, 'data-state': d.state },
+      h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, timeEl(d.created_at, now))),
+      h('td', { 'data-label': 'Event' }, h('code', { class: 'id' }, d.event_id)),
+      !endpointId &&
+        h(
+          'td',
+          { 'data-label': 'Endpoint' },
+          h('a', { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}`, class: 'url' }, endpointUrls.get(d.endpoint_id) ?? d.endpoint_id),
+        ),
+      h(
+        'td',
+        { 'data-label': 'State' },
+        stateBadge(d),
+        d.dead_reason && h('span', { class: 'sub muted' }, DEAD_REASONS[d.dead_reason] ?? d.dead_reason),
+      ),
+      h('td', { 'data-label': 'Attempts' }, String(d.attempts)),
+      h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? timeEl(d.last_attempt_at, now) : h('span', { class: 'muted' }, '—')),
+      h('td', { 'data-label': 'Next attempt' }, nextAttempt(d, now)),
+    );
+  }
+
+  function nextAttempt(d, now) {
+    if (d.parked) return h('span', { class: 'muted' }, 'when the endpoint takes deliveries again');
+    if (d.state === 'pending' && d.next_attempt_at) {
+      return h('time', { datetime: d.next_attempt_at, title: d.next_attempt_at }, relativeTime(d.next_attempt_at, now));
+    }
+    return h('span', { class: 'muted' }, '—');
+  }
+
+  function drawPager(nextCursor) {
+    replace(
+      pager,
+      h('button', { type: 'button', disabled: cursor === null, onclick: () => go(null) }, 'Newest'),
+      h('button', { type: 'button', disabled: !nextCursor, onclick: () => go(nextCursor) }, 'Older'),
+    );
+  }
+
+  function go(to) {
+    cursor = to;
+    // A new page is drawn from scratch (no merging across pages).
+    replace(results, loading('Loading deliveries…'));
+    load();
+  }
+
+  /** Applies the form's filters: from the first page, in the address if asked. */
+  function apply(filtersNow) {
+    current = { ...filtersNow, endpoint_id: endpointId ?? filtersNow.endpoint_id };
+    if (syncUrl) history.pushState(null, '', hashFor(['deliveries'], current));
+    replace(results, loading('Loading deliveries…'));
+    cursor = null;
+    load();
+  }
+
+  // --- the filter form ---------------------------------------------------------------------
+
+  function filterForm() {
+    const state = select({ id: 'filter-state', name: 'state' }, STATE_OPTIONS, current.state);
+    const eventType = h('input', { id: 'filter-event-type', name: 'event_type', type: 'text', list: 'filter-event-types', value: current.event_type, spellcheck: 'false' });
+    const typeList = h('datalist', { id: 'filter-event-types' });
+    const endpoint = select({ id: 'filter-endpoint', name: 'endpoint_id' }, [['', 'All endpoints']], current.endpoint_id);
+    const status = h('input', { id: 'filter-status', name: 'status', type: 'text', inputmode: 'text', size: 6, value: current.status, spellcheck: 'false' });
+    const range = select({ id: 'filter-range', name: 'range' }, RANGE_OPTIONS, current.range);
+    const since = h('input', { id: 'filter-since', name: 'since', type: 'datetime-local', value: rfc3339ToLocalInput(current.since) });
+    const until = h('input', { id: 'filter-until', name: 'until', type: 'datetime-local', value: rfc3339ToLocalInput(current.until) });
+    const eventId = h('input', { id: 'filter-event-id', name: 'event_id', type: 'search', placeholder: 'msg_…', value: current.event_id, spellcheck: 'false' });
+    const custom = h('div', { class: 'custom-range', hidden: current.range !== 'custom' }, field('From', since), field('Until', until));
+    range.addEventListener('change', () => {
+      custom.hidden = range.value !== 'custom';
+    });
+
+    const read = () => ({
+      state: state.value,
+      event_type: eventType.value.trim(),
+      endpoint_id: endpoint.value,
+      status: status.value.trim(),
+      range: range.value,
+      since: range.value === 'custom' ? localInputToRfc3339(since.value) ?? '' : '',
+      until: range.value === 'custom' ? localInputToRfc3339(until.value) ?? '' : '',
+      event_id: eventId.value.trim(),
+    });
+
+    const el = h(
+      'form',
+      { class: 'filters', role: 'search', 'aria-label': 'Filter deliveries' },
+      h(
+        'div',
+        { class: 'filter-grid' },
+        field('State', state),
+        field('Event type', eventType),
+        typeList,
+        !endpointId && field('Endpoint', endpoint),
+        field('Last HTTP status', status, 'A status such as 503, or a class such as 5xx.'),
+        field('Time', range),
+        field('Event id', eventId),
+      ),
+      custom,
+      h(
+        'div',
+        { class: 'actions' },
+        h('button', { type: 'submit', class: 'primary' }, 'Apply filters'),
+        h('button', { type: 'button', onclick: clear }, 'Clear filters'),
+      ),
+    );
+    el.addEventListener('submit', (event) => {
+      event.preventDefault();
+      apply(read());
+    });
+
+    function clear() {
+      el.reset();
+      for (const control of [state, eventType, endpoint, status, range, since, until, eventId]) control.value = '';
+      custom.hidden = true;
+      apply(read());
+    }
+
+    return {
+      el,
+      setEndpoints(list) {
+        const chosen = endpoint.value || current.endpoint_id;
+        // An id from the address that is not in the list (deleted, or mistyped) stays visible as chosen.
+        const unknown = chosen && !list.some((e) => e.id === chosen);
+        replace(
+          endpoint,
+          h('option', { value: '' }, 'All endpoints'),
+          list.map((e) => h('option', { value: e.id }, e.description ? `${e.url} — ${e.description}` : e.url)),
+          unknown && h('option', { value: chosen }, chosen),
+        );
+        endpoint.value = chosen;
+      },
+      setEventTypes(types) {
+        replace(typeList, types.map((t) => h('option', { value: t.name }, t.description)));
+      },
+    };
+  }
+}

@@ -1,0 +1,264 @@
+// screens/delivery.js — `#/deliveries/{id}`: one delivery. What happened in
+// one sentence (explain.js), its event's payload, every attempt (what was
+// sent and what came back), a live countdown to the next attempt, and
+// replay (dead) / resend (succeeded) with the `replay` capability.
+//
+// After a replay or resend — or when the countdown runs out — the screen
+// watches the delivery (every 2 s, for up to a minute) and redraws whenever
+// it changes, until it is no longer waiting.
+
+import * as api from '../api.js';
+import { h, keepingFocus, replace } from '../dom.js';
+import { clockSeconds, countdown, dateTime, duration, prettyJson } from '../format.js';
+import { explain } from '../explain.js';
+import { announce, clearProblem, confirmAction, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
+import { DEAD_REASONS, TRIGGERS, VERDICTS, httpStatus } from '../words.js';
+
+const WATCH_EVERY_MS = 2000;
+const WATCH_FOR_MS = 60_000;
+const ATTEMPTS_PAGE = 100;
+/** States in which a delivery is still on its way (watched until it leaves them). */
+const WAITING = new Set(['pending', 'in_flight', 'blocked']);
+
+export async function deliveryScreen(ctx) {
+  const id = ctx.params.id;
+  ctx.title('Delivery');
+  const heading = h('h1', { tabindex: '-1' }, 'Delivery ', h('code', { class: 'id' }, id));
+  const status = h('p', { class: 'status-line', role: 'status' });
+  const body = h('div', {}, loading('Loading the delivery…'));
+  ctx.root.append(
+    h('p', { class: 'breadcrumb' }, h('a', { href: '#/deliveries' }, 'Deliveries')),
+    heading,
+    status,
+    body,
+  );
+
+  let shown = null; // the delivery as last drawn
+  let watching = false;
+  let stopCountdown = () => {};
+
+  await draw(await gather(id, ctx.signal));
+
+  /** Everything the page shows, in parallel; only the delivery itself must load. */
+  async function gather(deliveryId, signal) {
+    const delivery = await api.getDelivery(deliveryId, { signal });
+    const [event, attempts, endpoint, health] = await Promise.allSettled([
+      api.getEvent(delivery.event_id, { signal }),
+      api.deliveryAttempts(deliveryId, { limit: ATTEMPTS_PAGE }, { signal }),
+      api.getEndpoint(delivery.endpoint_id, { signal }),
+      api.endpointHealth(delivery.endpoint_id, { signal }),
+    ]);
+    const value = (settled) => (settled.status === 'fulfilled' ? settled.value : null);
+    for (const settled of [event, attempts, endpoint, health]) {
+      // The session ended: the page that says so has replaced this one.
+      if (settled.status === 'rejected' && settled.reason?.sessionEnded) throw settled.reason;
+    }
+    return {
+      delivery,
+      event: value(event),
+      eventError: event.status === 'rejected' ? event.reason : null,
+      attempts: value(attempts)?.data ?? [],
+      moreAttempts: value(attempts)?.next_cursor ?? null,
+      attemptsError: attempts.status === 'rejected' ? attempts.reason : null,
+      endpoint: value(endpoint),
+      health: value(health),
+    };
+  }
+
+  async function draw(data) {
+    shown = data.delivery;
+    ctx.title(`Delivery ${data.delivery.id}`);
+    stopCountdown();
+    await keepingFocus(heading, () =>
+      replace(
+        body,
+        summary(data),
+        h('p', { class: 'explanation', 'data-test': 'delivery-explanation' }, explain(data.delivery, data.attempts, data.health, new Date(), data.endpoint)),
+        actions(data.delivery),
+        payloadSection(data),
+        attemptsSection(data),
+      ),
+    );
+  }
+
+  function summary({ delivery, event, endpoint }) {
+    const next = delivery.state === 'pending' && delivery.next_attempt_at ? nextAttempt(delivery.next_attempt_at) : null;
+    return facts([
+      ['State', stateBadge(delivery)],
+      ['Event type', event ? h('code', {}, event.event_type) : null],
+      ['Event', h('code', { class: 'id' }, delivery.event_id)],
+      [
+        'Endpoint',
+        h('a', { href: `#/endpoints/${encodeURIComponent(delivery.endpoint_id)}`, class: 'url' }, endpoint?.url ?? delivery.endpoint_id),
+      ],
+      ['Created', timeEl(delivery.created_at)],
+      ['Attempts (this round)', String(delivery.attempts)],
+      ['Last attempt', delivery.last_attempt_at ? timeEl(delivery.last_attempt_at) : null],
+      ['Next attempt', next],
+      ['Waiting for', delivery.parked ? 'the endpoint to be resumed or enabled' : null],
+      ['Failed because', delivery.dead_reason ? DEAD_REASONS[delivery.dead_reason] ?? delivery.dead_reason : null],
+      ['Failed at', delivery.dead_at ? timeEl(delivery.dead_at) : null],
+      ['Ordering key', delivery.ordering_key ? `${delivery.ordering_key} (#${delivery.sequence ?? '?'})` : null],
+    ]);
+  }
+
+  /** A countdown to the next attempt; when it runs out, the screen watches for the result. */
+  function nextAttempt(at) {
+    const text = h('span');
+    const el = h('span', { 'data-test': 'next-attempt', role: 'timer', 'aria-live': 'off' }, text, ` (${clockSeconds(at)})`);
+    const tick = () => {
+      text.textContent = countdown(at);
+      if (new Date(at) <= new Date()) {
+        stopCountdown();
+        watch();
+      }
+    };
+    tick();
+    stopCountdown = ctx.every(1000, tick);
+    return el;
+  }
+
+  function actions(delivery) {
+    if (!ctx.can('replay')) return null;
+    const problem = problemSlot();
+    let button = null;
+    if (delivery.state === 'dead') {
+      button = actionButton('delivery-replay', 'Replay', {
+        title: 'Replay this delivery?',
+        message: 'Hookline sends the event to the endpoint again, now, with the same webhook-id, in a new round of attempts.',
+        yes: 'Replay',
+        call: () => api.replayDelivery(delivery.id),
+        done: (answer) => (answer.replayed ? 'Replayed: the delivery is pending again.' : answer.detail),
+        problem,
+      });
+    } else if (delivery.state === 'succeeded') {
+      button = actionButton('delivery-resend', 'Resend', {
+        title: 'Send this delivery again?',
+        message: 'Your endpoint gets the same event a second time, with the same webhook-id. Use it when your side lost what it received.',
+        yes: 'Resend',
+        call: () => api.resendDelivery(delivery.id),
+        done: (answer) => (answer.resent ? 'Resent: the delivery is pending again.' : answer.detail),
+        problem,
+      });
+    }
+    return button && h('div', { class: 'actions' }, button, problem);
+  }
+
+  function actionButton(test, label, { title, message, yes, call, done, problem }) {
+    const button = h('button', { type: 'button', class: 'primary', 'data-test': test, 'data-mutating': true }, label);
+    button.addEventListener('click', async () => {
+      clearProblem(problem);
+      if (!(await confirmAction({ title, message, yes }))) return;
+      try {
+        const answer = await whileBusy(button, call);
+        status.textContent = done(answer);
+        await refresh();
+        watch();
+      } catch (error) {
+        showProblem(problem, error);
+      }
+    });
+    return button;
+  }
+
+  async function refresh() {
+    await draw(await gather(id, ctx.signal));
+  }
+
+  /** Redraws on every change, every 2 s for up to a minute, until the delivery stops waiting. */
+  function watch() {
+    if (watching) return;
+    watching = true;
+    const until = Date.now() + WATCH_FOR_MS;
+    const stop = ctx.every(WATCH_EVERY_MS, async () => {
+      try {
+        const now = await api.getDelivery(id, { signal: ctx.signal });
+        const changed = now.state !== shown.state || now.attempts !== shown.attempts || now.next_attempt_at !== shown.next_attempt_at;
+        if (changed) await refresh();
+        if (!WAITING.has(now.state) || Date.now() > until) {
+          stop();
+          watching = false;
+          if (changed && !WAITING.has(now.state)) announce(`The delivery is now ${now.state}.`);
+        }
+      } catch (error) {
+        stop();
+        watching = false;
+        if (!error.sessionEnded && error.name !== 'AbortError') status.textContent = error.message;
+      }
+    });
+  }
+}
+
+function payloadSection({ event, eventError }) {
+  const content = event
+    ? h('pre', { class: 'code', tabindex: '0' }, prettyJson(event.payload))
+    : h('p', { class: 'muted' }, `The event could not be loaded${eventError ? `: ${eventError.message}` : ''}.`);
+  return h(
+    'section',
+    { class: 'section', 'aria-labelledby': 'payload-heading' },
+    h('h2', { id: 'payload-heading' }, 'Event'),
+    h('details', { open: true }, h('summary', {}, event ? `Payload of ${event.event_type}` : 'Payload'), content),
+  );
+}
+
+function attemptsSection({ attempts, moreAttempts, attemptsError }) {
+  const list = attempts.length
+    ? h('ul', { class: 'attempts' }, attempts.map((a) => h('li', {}, attemptCard(a))))
+    : empty(attemptsError ? `The attempts could not be loaded: ${attemptsError.message}` : 'No attempts yet.');
+  return h(
+    'section',
+    { class: 'section', 'aria-labelledby': 'attempts-heading' },
+    h('h2', { id: 'attempts-heading' }, `Attempts (${attempts.length}${moreAttempts ? '+' : ''})`),
+    h('p', { class: 'hint' }, 'Newest first, across replays.'),
+    list,
+    moreAttempts && h('p', { class: 'hint' }, `Showing the latest ${attempts.length} attempts.`),
+  );
+}
+
+function attemptCard(a) {
+  const outcome = a.status_code ? httpStatus(a.status_code) : a.error_kind ? `No response: ${a.error_kind.replace('_', ' ')}` : 'No response';
+  return h(
+    'article',
+    { class: `attempt verdict-${a.verdict}`, 'data-test': 'attempt', 'data-id': a.id },
+    h('h3', {}, `Attempt ${a.attempt_number}`, a.trigger && h('span', { class: 'muted' }, ` · ${TRIGGERS[a.trigger] ?? a.trigger}`), ' · ', outcome),
+    facts([
+      ['Started', timeEl(a.started_at)],
+      ['Latency', duration(a.duration_ms)],
+      ['Result', VERDICTS[a.verdict] ?? a.verdict],
+      ['Response status', a.status_code ? httpStatus(a.status_code) : null],
+      ['Error', a.error_kind || a.error_message ? [a.error_kind ?? '', a.error_message ? `: ${a.error_message}` : ''].join('') : null],
+      ['Next attempt', a.next_attempt_at ? dateTime(a.next_attempt_at) : null],
+      ['Gave up because', a.dead_reason ? DEAD_REASONS[a.dead_reason] ?? a.dead_reason : null],
+      ['URL', a.url ? h('span', { class: 'url' }, a.url) : null],
+    ]),
+    headersBlock('Request headers sent', a.request_headers),
+    headersBlock('Response headers', a.response_headers),
+    a.response_body !== null && a.response_body !== undefined
+      ? h(
+          'details',
+          { open: true },
+          h('summary', {}, a.response_body_truncated ? 'Response body (truncated at 64 KiB)' : 'Response body'),
+          a.response_body ? h('pre', { class: 'code', tabindex: '0' }, a.response_body) : h('p', { class: 'muted' }, 'Empty body.'),
+          a.response_body_truncated && h('p', { class: 'hint' }, 'Truncated: the response was longer; only its first 64 KiB are kept.'),
+        )
+      : null,
+  );
+}
+
+function headersBlock(title, headers) {
+  const entries = Object.entries(headers ?? {});
+  return h(
+    'details',
+    {},
+    h('summary', {}, `${title} (${entries.length})`),
+    entries.length
+      ? h(
+          'table',
+          { class: 'headers' },
+          h('caption', { class: 'visually-hidden' }, title),
+          h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Value'))),
+          h('tbody', {}, entries.map(([name, value]) => h('tr', {}, h('th', { scope: 'row' }, h('code', {}, name)), h('td', {}, h('code', {}, value))))),
+        )
+      : h('p', { class: 'muted' }, 'None recorded.'),
+  );
+}

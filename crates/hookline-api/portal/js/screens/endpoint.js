@@ -1,0 +1,122 @@
+// screens/endpoint.js — `#/endpoints/{id}`: one endpoint. Its status and
+// breaker, stats over the last hour / day / week, its signing secret (with
+// `secrets`), a test send (with `endpoints`) and its delivery log.
+
+import * as api from '../api.js';
+import { h, keepingFocus, replace } from '../dom.js';
+import { dateTime } from '../format.js';
+import { hashFor } from '../router.js';
+import { facts, loading, problemSlot, showProblem, statusBadge, timeEl } from '../ui.js';
+import { breakerWords, endpointStatus } from '../words.js';
+import { deliveryLog } from './deliveries.js';
+import { endpointActions } from './endpoint-actions.js';
+import { endpointForm } from './endpoint-form.js';
+import { secretSection } from './endpoint-secret.js';
+import { statsSection } from './endpoint-stats.js';
+import { testSendSection } from './endpoint-test.js';
+
+export async function endpointScreen(ctx) {
+  const id = ctx.params.id;
+  ctx.title('Endpoint');
+  const heading = h('h1', { tabindex: '-1', class: 'url' }, 'Endpoint');
+  const overview = h('div', {}, loading('Loading the endpoint…'));
+  ctx.root.append(
+    h('p', { class: 'breadcrumb' }, h('a', { href: '#/endpoints' }, 'Endpoints')),
+    heading,
+    overview,
+  );
+
+  const [endpoint, health, stats] = await Promise.all([
+    api.getEndpoint(id, { signal: ctx.signal }),
+    api.endpointHealth(id, { signal: ctx.signal }).catch(keepError),
+    api.endpointStats(id, { signal: ctx.signal }).catch(keepError),
+  ]);
+  ctx.title(`Endpoint ${endpoint.url}`);
+  heading.textContent = endpoint.url;
+  drawOverview(endpoint, health);
+
+  ctx.root.append(statsSection(stats));
+  if (ctx.can('secrets')) ctx.root.append(secretSection(endpoint));
+  if (ctx.can('endpoints')) ctx.root.append(testSendSection(ctx, endpoint));
+  ctx.root.append(
+    h(
+      'section',
+      { class: 'section', 'aria-labelledby': 'endpoint-deliveries' },
+      h('h2', { id: 'endpoint-deliveries' }, 'Deliveries'),
+      deliveryLog(ctx, { filters: {}, endpointId: endpoint.id }),
+    ),
+  );
+
+  /** Status, breaker and the buttons that change the endpoint (redrawn after a change). */
+  function drawOverview(current, currentHealth) {
+    const problem = problemSlot();
+    const editHost = h('div');
+    const status = endpointStatus(current);
+    const actions = ctx.can('endpoints')
+      ? endpointActions(current, {
+          problem,
+          onEdit: () => openEdit(current, editHost, problem),
+          onChanged: (updated) => redraw(updated),
+          onDeleted: () => {
+            location.hash = '#/endpoints';
+          },
+        })
+      : [];
+    const recover =
+      ctx.can('replay') &&
+      h('a', { class: 'button', href: hashFor(['recover'], { endpoint_id: current.id }) }, 'Recover failed deliveries');
+    replace(
+      overview,
+      current.description && h('p', { class: 'lead' }, current.description),
+      facts([
+        ['Status', statusBadge(status.key, status.text)],
+        ['Circuit breaker', currentHealth instanceof Error ? unavailable(currentHealth) : h('span', { 'data-test': 'endpoint-breaker' }, breakerWords(currentHealth))],
+        ['Failing since', currentHealth?.failing_since ? timeEl(currentHealth.failing_since) : null],
+        ['Last error', currentHealth?.last_error ? h('span', { class: 'error-text' }, currentHealth.last_error) : null],
+        ['Event types', current.event_types ? current.event_types.join(', ') : 'All event types'],
+        ['Rate limit', current.rate_limit_per_sec ? `${current.rate_limit_per_sec} per second` : 'None'],
+        ['Created', dateTime(current.created_at)],
+      ]),
+      (actions.length > 0 || recover) && h('div', { class: 'actions' }, actions, recover),
+      problem,
+      editHost,
+    );
+  }
+
+  async function redraw(updated) {
+    const fresh = await api.endpointHealth(updated.id, { signal: ctx.signal }).catch(keepError);
+    keepingFocus(heading, () => drawOverview(updated, fresh));
+    heading.textContent = updated.url;
+  }
+
+  async function openEdit(current, host, problem) {
+    let catalog;
+    try {
+      catalog = await api.listEventTypes();
+    } catch (error) {
+      showProblem(problem, error);
+      return;
+    }
+    const form = endpointForm({
+      endpoint: current,
+      catalog,
+      onCancel: () => {
+        host.replaceChildren();
+        heading.focus();
+      },
+      onSaved: (saved) => redraw(saved),
+    });
+    replace(host, form);
+    form.querySelector('#endpoint-url').focus();
+  }
+}
+
+/** A part that failed to load shows so, without stopping the rest of the page. */
+function keepError(error) {
+  if (error.name === 'AbortError' || error.sessionEnded || error.status === 404) throw error;
+  return error;
+}
+
+function unavailable(error) {
+  return h('span', { class: 'muted' }, `unavailable (${error.message})`);
+}

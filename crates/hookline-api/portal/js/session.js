@@ -1,0 +1,82 @@
+// session.js — where the portal's session comes from and where it is kept.
+//
+// A customer opens `/portal/apps/{app}/#code=<one-time code>`. The code is
+// taken out of the address at once (so it is not left in history, bookmarks
+// or a shared screenshot) and exchanged for a session key, which is kept in
+// sessionStorage: it lives as long as the tab, and is per app so two portals
+// in one browser don't mix.
+
+const KEY_PREFIX = 'hookline.portal.session.';
+
+/** The `{app}` of `/portal/apps/{app}/…`, or null when the address is not a portal page. */
+export function appFromPath(pathname) {
+  const match = /^\/portal\/apps\/([^/]+)\/?/.exec(pathname);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+/**
+ * The one-time code in `#code=…`, removed from the address (which then shows
+ * the endpoints screen); null when there is none.
+ */
+export function takeCodeFromHash() {
+  if (!location.hash.startsWith('#code=')) return null;
+  const code = decodeURIComponent(location.hash.slice('#code='.length).split('&')[0]);
+  history.replaceState(null, '', `${location.pathname}${location.search}#/endpoints`);
+  return code;
+}
+
+/** Keeps `{token, app_id, capabilities, expires_at}` for this tab. */
+export function save(app, session) {
+  const kept = {
+    token: session.token,
+    app_id: session.app_id ?? app,
+    capabilities: session.capabilities ?? [],
+    expires_at: session.expires_at ?? null,
+  };
+  sessionStorage.setItem(KEY_PREFIX + app, JSON.stringify(kept));
+  return kept;
+}
+
+/** The kept session, or null (none, or unreadable). */
+export function load(app) {
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(KEY_PREFIX + app));
+    return kept && typeof kept.token === 'string' ? kept : null;
+  } catch {
+    return null;
+  }
+}
+
+export function clear(app) {
+  sessionStorage.removeItem(KEY_PREFIX + app);
+}
+
+/** Whether the session's expiry has passed (a session without one lasts until a 401). */
+export function isExpired(session, now = Date.now()) {
+  return session.expires_at ? Date.parse(session.expires_at) <= now : false;
+}
+
+/** Whether the session may do what `capability` allows (`read`, `endpoints`, `secrets`, `replay`, `publish`). */
+export function can(session, capability) {
+  return Array.isArray(session?.capabilities) && session.capabilities.includes(capability);
+}
+
+// setTimeout's longest delay (about 24.8 days); longer waits are re-armed.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Calls `onExpired` when `expires_at` passes; returns a function that cancels the timer. */
+export function whenExpired(session, onExpired) {
+  if (!session.expires_at) return () => {};
+  const at = Date.parse(session.expires_at);
+  let timer;
+  const arm = () => {
+    const wait = at - Date.now();
+    if (wait <= 0) {
+      onExpired();
+      return;
+    }
+    timer = setTimeout(arm, Math.min(wait, MAX_TIMER_MS));
+  };
+  arm();
+  return () => clearTimeout(timer);
+}

@@ -1,0 +1,384 @@
+//! The customer portal (docs/portal.md): its files, compiled into the binary and
+//! served under `/portal/`, the links that open it, and the exchange of a link's
+//! one-time code for a session.
+//!
+//! The portal is a client of the public API: its page calls the same `/v1/…`
+//! routes with its session, an app-scoped key, so the route table's access
+//! layer guards it like any other caller. What is here only serves files, mints
+//! links and turns a code into that key; the one app field it reads is the
+//! app's portal settings, for the page's `frame-ancestors`.
+
+use std::sync::LazyLock;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use hookline_core::access::{Capabilities, Capability};
+use hookline_core::portal::{self, PortalSettings};
+use hookline_core::signing::api_key;
+use hookline_core::time::Timestamp;
+use hookline_store::{KeyScope, PortalExchange};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, PortalCode};
+use crate::extract::JsonBody;
+use crate::AppState;
+
+/// The portal's files (`crates/hookline-api/portal/`), by their path there.
+macro_rules! files {
+    ($($path:literal),* $(,)?) => {
+        &[$(($path, include_bytes!(concat!("../portal/", $path)))),*]
+    };
+}
+const FILES: &[(&str, &[u8])] = files![
+    "index.html",
+    "js/api.js",
+    "js/branding.js",
+    "js/chart.js",
+    "js/dom.js",
+    "js/explain.js",
+    "js/format.js",
+    "js/main.js",
+    "js/router.js",
+    "js/screens/catalog.js",
+    "js/screens/deliveries.js",
+    "js/screens/delivery.js",
+    "js/screens/endpoint-actions.js",
+    "js/screens/endpoint-form.js",
+    "js/screens/endpoint-secret.js",
+    "js/screens/endpoint-stats.js",
+    "js/screens/endpoint-test.js",
+    "js/screens/endpoint.js",
+    "js/screens/endpoints.js",
+    "js/screens/recover.js",
+    "js/session.js",
+    "js/ui.js",
+    "js/words.js",
+    "portal.css",
+];
+
+/// The page's template: every `{{STATIC}}` in it becomes the files' hashed path.
+const INDEX: &str = "index.html";
+
+/// The files' content hash and the page that names it, computed once.
+struct Assets {
+    /// `/portal/static/<hash>`: a path that changes whenever any file does, so
+    /// the files under it can be cached for good.
+    base: String,
+    page: String,
+}
+
+static ASSETS: LazyLock<Assets> = LazyLock::new(|| {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for (path, bytes) in FILES {
+        hash.update((path.len() as u64).to_le_bytes());
+        hash.update(path.as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    }
+    let digest = hookline_core::fingerprint::hex(&hash.finalize());
+    let base = format!("/portal/static/{}", &digest[..16]);
+    let template = std::str::from_utf8(file(INDEX).expect("the portal has its page"))
+        .expect("the portal's page is UTF-8");
+    let page = template.replace("{{STATIC}}", &base);
+    Assets { base, page }
+});
+
+fn file(path: &str) -> Option<&'static [u8]> {
+    FILES.iter().find(|(p, _)| *p == path).map(|(_, b)| *b)
+}
+
+fn content_type(path: &str) -> &'static str {
+    match path.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("json") => "application/json",
+        _ => "application/octet-stream",
+    }
+}
+
+/// The Content-Security-Policy of a portal response framed by `frame_ancestors`:
+/// nothing inline, nothing evaluated, data only from this origin.
+fn content_security_policy(frame_ancestors: &str) -> String {
+    format!(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https: data:; \
+         connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors {frame_ancestors}"
+    )
+}
+
+/// The headers of every portal response. A page sets its own CSP (its app's
+/// `frame-ancestors`); everything else may not be framed at all.
+pub(crate) async fn headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        let csp = content_security_policy("'none'");
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_str(&csp).expect("a constant policy"),
+        );
+    }
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers
+        .entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /portal/apps/{app}/`: the portal's page, framed only by the app's origins.
+pub(crate) async fn page(State(state): State<AppState>, Path(app): Path<String>) -> Response {
+    let app = match state.store.find_app(&app).await {
+        Ok(Some(app)) => app,
+        Ok(None) => return not_found_page(),
+        Err(error) => return ApiError::from(error).into_response(),
+    };
+    let csp = content_security_policy(&app.portal.frame_ancestors());
+    let Ok(csp) = HeaderValue::from_str(&csp) else {
+        // Settings are validated when written; one that is not a header is corrupt.
+        return ApiError::Internal("an app's frame origins are not a header".into())
+            .into_response();
+    };
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CONTENT_SECURITY_POLICY, csp),
+        ],
+        ASSETS.page.clone(),
+    )
+        .into_response()
+}
+
+/// A page for a portal address of no app: plain, with nothing to run.
+fn not_found_page() -> Response {
+    const PAGE: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+        <title>Portal not found</title></head><body><main><h1>This portal does not exist</h1>\
+        <p>Open the portal through the link your provider gave you.</p></main></body></html>";
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        PAGE,
+    )
+        .into_response()
+}
+
+/// `GET /portal/static/{hash}/{*file}`: one of the portal's files, cached for a
+/// year (its path changes with its content).
+pub(crate) async fn asset(Path((hash, path)): Path<(String, String)>) -> ApiResult<Response> {
+    let current = ASSETS.base.rsplit('/').next().unwrap_or_default();
+    let bytes = (hash == current && path != INDEX)
+        .then(|| file(&path))
+        .flatten()
+        .ok_or(ApiError::NotFound("portal file"))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type(&path)),
+            (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PortalAccess {
+    /// What the portal may do besides reading (`read` is always granted):
+    /// `endpoints`, `secrets`, `replay`, `publish` (a test send of an edited payload).
+    #[serde(default)]
+    capabilities: Vec<Capability>,
+    /// How long the link, and the session it opens, last: 60 s to 7 days, default 1 h.
+    ttl_secs: Option<u64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct PortalLink {
+    /// The link to hand the customer: it opens the portal once.
+    url: String,
+    /// When the link, and the session it opens, stop working.
+    expires_at: Timestamp,
+    capabilities: Vec<Capability>,
+}
+
+const MIN_SESSION_SECS: u64 = 60;
+
+/// `POST /v1/apps/{app}/portal-access` (admin): a link that opens the app's portal once.
+pub(crate) async fn access(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    body: JsonBody<PortalAccess>,
+) -> ApiResult<(StatusCode, Json<PortalLink>)> {
+    let app = caller.app(&state, &app).await?;
+    let PortalAccess {
+        capabilities,
+        ttl_secs,
+    } = body.value;
+    let ttl = ttl_secs.unwrap_or(portal::DEFAULT_SESSION_SECS);
+    if !(MIN_SESSION_SECS..=portal::MAX_SESSION_SECS).contains(&ttl) {
+        return Err(ApiError::Validation(format!(
+            "ttl_secs must be between {MIN_SESSION_SECS} and {} (7 days)",
+            portal::MAX_SESSION_SECS
+        )));
+    }
+    let capabilities: Capabilities = portal::default_capabilities()
+        .iter()
+        .chain(capabilities)
+        .collect();
+    let now = state.clock.now();
+    let expires_at = now + std::time::Duration::from_secs(ttl);
+    let code = api_key::generate_portal_code();
+    state
+        .store
+        .create_portal_code(
+            &api_key::hash(&code),
+            &app.id,
+            capabilities,
+            expires_at,
+            now,
+        )
+        .await?;
+    let url = format!(
+        "{}/portal/apps/{}/#code={code}",
+        state.config.public_url.trim_end_matches('/'),
+        app.id
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(PortalLink {
+            url,
+            expires_at,
+            capabilities: capabilities.iter().collect(),
+        }),
+    ))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionRequest {
+    /// The code from the portal link's fragment (`#code=…`).
+    code: String,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct PortalSession {
+    /// An app-scoped key: `Authorization: Bearer <token>` on `/v1/…`.
+    token: String,
+    /// The session's key id (`DELETE /v1/keys/{id}` ends it).
+    session_id: String,
+    app_id: String,
+    capabilities: Vec<Capability>,
+    expires_at: Timestamp,
+}
+
+/// `POST /portal/session`: a portal link's code, exchanged once for a session.
+pub(crate) async fn session(
+    State(state): State<AppState>,
+    body: JsonBody<SessionRequest>,
+) -> ApiResult<Json<PortalSession>> {
+    let code = body.value.code;
+    let token = api_key::generate();
+    let exchange = state
+        .store
+        .exchange_portal_code(
+            &api_key::hash(code.trim()),
+            &api_key::hash(&token),
+            state.clock.now(),
+        )
+        .await?;
+    let key = match exchange {
+        PortalExchange::Session(key) => key,
+        PortalExchange::Unknown => return Err(ApiError::PortalCode(PortalCode::Invalid)),
+        PortalExchange::Used => return Err(ApiError::PortalCode(PortalCode::Used)),
+        PortalExchange::Expired => return Err(ApiError::PortalCode(PortalCode::Expired)),
+    };
+    let KeyScope::App { app, capabilities } = &key.scope else {
+        return Err(ApiError::Internal(
+            "a portal session is not app-scoped".into(),
+        ));
+    };
+    Ok(Json(PortalSession {
+        token,
+        session_id: key.id.to_string(),
+        app_id: app.to_string(),
+        capabilities: capabilities.iter().collect(),
+        expires_at: key.expires_at.unwrap_or(Timestamp::from_millis(i64::MAX)),
+    }))
+}
+
+/// Checks an app's portal settings as the API receives them.
+pub(crate) fn validated(settings: PortalSettings) -> ApiResult<PortalSettings> {
+    settings.validated().map_err(|e| ApiError::Validation(e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file in `portal/` is compiled in (a new file that is not listed
+    /// would be missing from the binary), and none is listed twice.
+    #[test]
+    fn every_portal_file_is_served() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("portal");
+        let mut on_disk = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    let relative = path.strip_prefix(&root).unwrap();
+                    let relative = relative.to_str().unwrap().replace('\\', "/");
+                    if relative != "README.md" {
+                        on_disk.push(relative);
+                    }
+                }
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = FILES.iter().map(|(p, _)| p.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, on_disk);
+    }
+
+    #[test]
+    fn the_page_names_the_hashed_files_and_nothing_inline() {
+        let page = &ASSETS.page;
+        assert!(!page.contains("{{STATIC}}"));
+        assert!(page.contains(&format!("{}/", ASSETS.base)));
+        assert!(
+            !page.contains("<style"),
+            "inline styles are refused by the CSP"
+        );
+        assert!(
+            !page.contains(" style="),
+            "inline styles are refused by the CSP"
+        );
+        assert!(
+            !page.contains("<script>") && !page.contains(" onclick="),
+            "inline scripts are refused by the CSP"
+        );
+    }
+
+    #[test]
+    fn the_policy_allows_nothing_inline() {
+        let csp = content_security_policy("'none'");
+        assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
+        assert!(csp.ends_with("frame-ancestors 'none'"));
+    }
+}

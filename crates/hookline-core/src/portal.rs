@@ -1,0 +1,302 @@
+//! The customer portal's per-app settings and the rules for them.
+//!
+//! An app's settings brand its portal (name, colour, logo, theme) and say which
+//! origins may frame it. The origins end up in a `Content-Security-Policy`
+//! header, so they are checked to be bare origins — nothing a header could be
+//! broken out of.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::access::{Capabilities, Capability};
+
+/// How long a portal link and the session it opens last unless asked otherwise.
+pub const DEFAULT_SESSION_SECS: u64 = 60 * 60;
+/// The longest a portal link and its session may last.
+pub const MAX_SESSION_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// What a portal session may do unless the SaaS grants more.
+pub fn default_capabilities() -> Capabilities {
+    Capabilities::from_iter([Capability::Read])
+}
+
+/// Light, dark, or whatever the customer's system prefers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Theme {
+    #[default]
+    System,
+    Light,
+    Dark,
+}
+
+/// An app's portal settings (`portal` in the app's API view).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PortalSettings {
+    /// The name the portal shows in its header (default: the app's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// The accent colour, `#rrggbb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_color: Option<String>,
+    /// An `https://` URL of a logo image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo_url: Option<String>,
+    #[serde(default)]
+    pub theme: Theme,
+    /// Origins (`https://app.example.com`, `http://localhost:3000`) allowed to
+    /// embed the portal in a frame; none: it cannot be framed.
+    #[serde(default)]
+    pub frame_origins: Vec<String>,
+}
+
+/// A setting that is not acceptable, with a message that says which and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidSettings(pub String);
+
+const MAX_DISPLAY_NAME: usize = 100;
+const MAX_URL: usize = 2048;
+const MAX_FRAME_ORIGINS: usize = 20;
+
+impl PortalSettings {
+    /// The settings with each frame origin in its canonical spelling, or why
+    /// they are refused.
+    pub fn validated(mut self) -> Result<Self, InvalidSettings> {
+        if let Some(name) = &self.display_name {
+            if name.trim().is_empty()
+                || name.chars().count() > MAX_DISPLAY_NAME
+                || name.chars().any(char::is_control)
+            {
+                return Err(InvalidSettings(format!(
+                    "portal.display_name must be 1 to {MAX_DISPLAY_NAME} characters, without control characters"
+                )));
+            }
+        }
+        if let Some(color) = &self.brand_color {
+            let hex = color.strip_prefix('#').unwrap_or("");
+            if hex.len() != 6 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(InvalidSettings(format!(
+                    "portal.brand_color {color:?} must be a colour as #rrggbb"
+                )));
+            }
+        }
+        if let Some(logo) = &self.logo_url {
+            let ok = logo.len() <= MAX_URL
+                && logo.strip_prefix("https://").is_some_and(|rest| {
+                    !rest.is_empty() && !rest.chars().any(|c| c.is_whitespace() || c.is_control())
+                });
+            if !ok {
+                return Err(InvalidSettings(
+                    "portal.logo_url must be an https:// URL of at most 2048 characters".into(),
+                ));
+            }
+        }
+        if self.frame_origins.len() > MAX_FRAME_ORIGINS {
+            return Err(InvalidSettings(format!(
+                "portal.frame_origins holds at most {MAX_FRAME_ORIGINS} origins"
+            )));
+        }
+        self.frame_origins = self
+            .frame_origins
+            .iter()
+            .map(|o| Origin::parse(o).map(|o| o.to_string()))
+            .collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    /// The `frame-ancestors` source list of a portal page: the allowed
+    /// origins, or `'none'`.
+    pub fn frame_ancestors(&self) -> String {
+        if self.frame_origins.is_empty() {
+            "'none'".into()
+        } else {
+            self.frame_origins.join(" ")
+        }
+    }
+}
+
+/// A web origin: `http` or `https`, a host, and a port unless it is the default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    scheme: &'static str,
+    host: String,
+    port: Option<u16>,
+}
+
+impl Origin {
+    fn parse(text: &str) -> Result<Self, InvalidSettings> {
+        let refuse = || {
+            InvalidSettings(format!(
+                "portal.frame_origins: {text:?} is not an origin (scheme://host[:port], http or https, nothing after)"
+            ))
+        };
+        let (scheme, rest) = if let Some(rest) = text.strip_prefix("https://") {
+            ("https", rest)
+        } else if let Some(rest) = text.strip_prefix("http://") {
+            ("http", rest)
+        } else {
+            return Err(refuse());
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (inside, after) = v6.split_once(']').ok_or_else(refuse)?;
+            if inside.is_empty() || !inside.chars().all(|c| c.is_ascii_hexdigit() || c == ':') {
+                return Err(refuse());
+            }
+            (format!("[{}]", inside.to_ascii_lowercase()), after)
+        } else {
+            let end = rest.find(':').unwrap_or(rest.len());
+            let host = &rest[..end];
+            let label_ok = |l: &str| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            };
+            if host.len() > 253 || !host.split('.').all(label_ok) {
+                return Err(refuse());
+            }
+            (host.to_ascii_lowercase(), &rest[end..])
+        };
+        let port = match port {
+            "" => None,
+            p => {
+                let digits = p.strip_prefix(':').ok_or_else(refuse)?;
+                if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+                    return Err(refuse());
+                }
+                let port: u16 = digits.parse().map_err(|_| refuse())?;
+                let default = if scheme == "https" { 443 } else { 80 };
+                (port != default).then_some(port)
+            }
+        };
+        Ok(Self { scheme, host, port })
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme, self.host)?;
+        match self.port {
+            Some(port) => write!(f, ":{port}"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_origins(origins: &[&str]) -> Result<PortalSettings, InvalidSettings> {
+        PortalSettings {
+            frame_origins: origins.iter().map(|o| o.to_string()).collect(),
+            ..Default::default()
+        }
+        .validated()
+    }
+
+    #[test]
+    fn origins_are_canonical() {
+        let settings = with_origins(&[
+            "https://App.Example.com/",
+            "http://127.0.0.1:3000",
+            "https://example.com:443",
+            "http://[::1]:8080",
+        ])
+        .unwrap();
+        assert_eq!(
+            settings.frame_origins,
+            [
+                "https://app.example.com",
+                "http://127.0.0.1:3000",
+                "https://example.com",
+                "http://[::1]:8080"
+            ]
+        );
+        assert_eq!(
+            settings.frame_ancestors(),
+            "https://app.example.com http://127.0.0.1:3000 https://example.com http://[::1]:8080"
+        );
+        assert_eq!(PortalSettings::default().frame_ancestors(), "'none'");
+    }
+
+    #[test]
+    fn nothing_that_could_break_out_of_a_header_is_an_origin() {
+        for bad in [
+            "example.com",
+            "https://",
+            "https://example.com/path",
+            "https://example.com; script-src *",
+            "https://exa mple.com",
+            "https://*.example.com",
+            "https://user@example.com",
+            "https://example.com:99999",
+            "https://example.com:",
+            "https://example.com?x=1",
+            "ftp://example.com",
+            "'self'",
+            "https://-bad.example.com",
+            "https://example.com\r\nX-Evil: 1",
+        ] {
+            let error = with_origins(&[bad]).unwrap_err();
+            assert!(error.0.contains("frame_origins"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn branding_is_checked() {
+        let ok = PortalSettings {
+            display_name: Some("Acme".into()),
+            brand_color: Some("#1A2b3C".into()),
+            logo_url: Some("https://cdn.example.com/logo.svg".into()),
+            theme: Theme::Dark,
+            frame_origins: vec![],
+        };
+        assert_eq!(ok.clone().validated(), Ok(ok));
+        for bad in [
+            PortalSettings {
+                brand_color: Some("red".into()),
+                ..Default::default()
+            },
+            PortalSettings {
+                brand_color: Some("#12345".into()),
+                ..Default::default()
+            },
+            PortalSettings {
+                logo_url: Some("http://example.com/logo.png".into()),
+                ..Default::default()
+            },
+            PortalSettings {
+                logo_url: Some("javascript:alert(1)".into()),
+                ..Default::default()
+            },
+            PortalSettings {
+                display_name: Some("  ".into()),
+                ..Default::default()
+            },
+            PortalSettings {
+                display_name: Some("a\u{7}b".into()),
+                ..Default::default()
+            },
+        ] {
+            assert!(bad.clone().validated().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn settings_read_back_as_written() {
+        let json =
+            r#"{"display_name":"Acme","theme":"light","frame_origins":["https://a.example"]}"#;
+        let settings: PortalSettings = serde_json::from_str(json).unwrap();
+        assert_eq!(settings.theme, Theme::Light);
+        assert_eq!(serde_json::to_string(&settings).unwrap(), json);
+        assert!(serde_json::from_str::<PortalSettings>(r##"{"colour":"#fff"}"##).is_err());
+    }
+}

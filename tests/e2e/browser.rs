@@ -1,0 +1,282 @@
+//! A real browser for the portal's tests: Debian's Chromium, headless, driven
+//! through its ChromeDriver over WebDriver (fantoccini).
+//!
+//! Without Chromium or ChromeDriver a test that needs them fails, saying what
+//! to install — it never passes without having looked at a page.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+
+use crate::helpers::free_port;
+
+/// How long a page may take to show what a step waits for.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+const INSTALL: &str = "the portal's browser tests need Chromium and ChromeDriver: \
+                       apt-get install -y chromium chromium-driver";
+
+/// The accessibility checker, injected into pages by the tests only.
+const AXE: &str = include_str!("../fixtures/axe/axe.min.js");
+
+fn find_program(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+/// The ChromeDriver process, killed when dropped.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub struct Browser {
+    pub client: Client,
+    _profile: tempdir::Dir,
+    _driver: Driver,
+}
+
+/// A profile directory of its own for each browser, removed afterwards.
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new() -> Self {
+            let path =
+                std::env::temp_dir().join(format!("hookline-chromium-{}", ulid::Ulid::new()));
+            std::fs::create_dir_all(&path).unwrap();
+            Self(path)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Browser {
+    /// A fresh headless Chromium with a window of `width` × `height`.
+    pub async fn start(width: u32, height: u32) -> Self {
+        let chromium = find_program(&["chromium", "chromium-browser", "google-chrome"])
+            .unwrap_or_else(|| panic!("no chromium on PATH: {INSTALL}"));
+        let chromedriver = find_program(&["chromedriver"])
+            .unwrap_or_else(|| panic!("no chromedriver on PATH: {INSTALL}"));
+        let port = free_port();
+        let driver = Driver(
+            Command::new(chromedriver)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("starting chromedriver: {e}; {INSTALL}")),
+        );
+        let profile = tempdir::Dir::new();
+        let capabilities = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless=new",
+                    "--no-sandbox",
+                    "--disable-dev-shm-usage",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-extensions",
+                    "--lang=en-US",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.0.display()),
+                ],
+            },
+        });
+        let Value::Object(capabilities) = capabilities else {
+            unreachable!()
+        };
+        let webdriver = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + PATIENCE;
+        let client = loop {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(capabilities.clone())
+                .connect(&webdriver)
+                .await
+            {
+                Ok(client) => break client,
+                Err(error) if Instant::now() < deadline => {
+                    let _ = error;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("no browser session through chromedriver: {error}; {INSTALL}"),
+            }
+        };
+        Self {
+            client,
+            _profile: profile,
+            _driver: driver,
+        }
+    }
+
+    pub async fn open(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    /// The first element matching `css`, once there is one.
+    pub async fn wait_for(&self, css: &str) -> Element {
+        let found = self
+            .client
+            .wait()
+            .at_most(PATIENCE)
+            .every(Duration::from_millis(50))
+            .for_element(Locator::Css(css))
+            .await;
+        match found {
+            Ok(element) => element,
+            Err(error) => panic!("waiting for {css}: {error}\n{}", self.visible_text().await),
+        }
+    }
+
+    /// Every element matching `css` now (none is an empty list).
+    pub async fn all(&self, css: &str) -> Vec<Element> {
+        self.client.find_all(Locator::Css(css)).await.unwrap()
+    }
+
+    pub async fn click(&self, css: &str) {
+        self.wait_for(css).await.click().await.unwrap();
+    }
+
+    /// Types `text` into the field matching `css`, replacing what it held.
+    pub async fn fill(&self, css: &str, text: &str) {
+        let field = self.wait_for(css).await;
+        field.clear().await.unwrap();
+        field.send_keys(text).await.unwrap();
+    }
+
+    /// Chooses the option with `value` in the select matching `css`.
+    pub async fn select(&self, css: &str, value: &str) {
+        self.wait_for(css)
+            .await
+            .select_by_value(value)
+            .await
+            .unwrap_or_else(|e| panic!("choosing {value} in {css}: {e}"));
+    }
+
+    /// Waits until the text of the element matching `css` satisfies `check`; that text.
+    pub async fn wait_text(&self, css: &str, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        let mut last = String::new();
+        loop {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                if let Ok(text) = element.text().await {
+                    if check(&text) {
+                        return text;
+                    }
+                    last = text;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {css} to show {what}; it shows {last:?}\npage: {}",
+                self.visible_text().await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until `count(css)` satisfies `check`; the elements.
+    pub async fn wait_count(
+        &self,
+        css: &str,
+        what: &str,
+        check: impl Fn(usize) -> bool,
+    ) -> Vec<Element> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let found = self.all(css).await;
+            if check(found.len()) {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what} ({css}: {} now)\npage: {}",
+                found.len(),
+                self.visible_text().await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The page's visible text, for failure messages.
+    pub async fn visible_text(&self) -> String {
+        match self.client.find(Locator::Css("body")).await {
+            Ok(body) => body.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Runs axe-core on the page as it is: no serious or critical violation.
+    pub async fn check_accessibility(&self, screen: &str) {
+        let installed = self
+            .client
+            .execute("return typeof window.axe === 'object';", vec![])
+            .await
+            .unwrap();
+        if installed != Value::Bool(true) {
+            self.client.execute(AXE, vec![]).await.unwrap();
+        }
+        let result = self
+            .client
+            .execute_async(
+                "const done = arguments[arguments.length - 1];
+                 axe.run(document, {resultTypes: ['violations']})
+                    .then(r => done(r.violations.map(v => ({
+                        id: v.id, impact: v.impact, help: v.help,
+                        nodes: v.nodes.map(n => n.html).slice(0, 3)}))))
+                    .catch(e => done([{id: 'axe-error', impact: 'critical', help: String(e), nodes: []}]));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let serious: Vec<&Value> = result
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+            .collect();
+        assert!(
+            serious.is_empty(),
+            "{screen}: accessibility violations: {}",
+            serde_json::to_string_pretty(&serious).unwrap()
+        );
+    }
+
+    /// With `HOOKLINE_PORTAL_SCREENSHOTS=1`, writes the page to `docs/portal/{name}.png`.
+    pub async fn screenshot(&self, name: &str) {
+        if std::env::var_os("HOOKLINE_PORTAL_SCREENSHOTS").is_none() {
+            return;
+        }
+        let png = self.client.screenshot().await.unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/portal");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// Evaluates `script` (which may `return` a value) in the page.
+    pub async fn run(&self, script: &str) -> Value {
+        self.client.execute(script, vec![]).await.unwrap()
+    }
+
+    pub async fn close(self) {
+        let _ = self.client.close().await;
+    }
+}

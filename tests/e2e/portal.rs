@@ -1,0 +1,521 @@
+//! The customer portal in a real browser (Chromium through ChromeDriver)
+//! against a real Hookline and a real receiver: what a customer does, screen
+//! by screen, with axe-core on every screen. The server side alone is
+//! `portal_access.rs`.
+
+use reqwest::Method;
+use serde_json::json;
+
+use crate::browser::Browser;
+use crate::helpers::{wait_until, Engine, Receiver, Reply, TestApp};
+
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A portal link for `app` with these capabilities besides `read`.
+async fn portal_link(app: &TestApp, app_id: &str, capabilities: &[&str]) -> String {
+    let link = app
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/portal-access"),
+            Some(&json!({ "capabilities": capabilities })),
+            201,
+        )
+        .await;
+    link["url"].as_str().unwrap().to_owned()
+}
+
+/// The portal's address of a screen (`#/…`) for `app`, once a session exists.
+fn screen(app: &TestApp, app_id: &str, route: &str) -> String {
+    format!("{}/portal/apps/{app_id}/#{route}", app.base)
+}
+
+async fn catalog(app: &TestApp) {
+    for (name, description, example) in [
+        (
+            "order.paid",
+            "An order was paid in full.",
+            json!({"order_id": 42, "amount": 1999}),
+        ),
+        (
+            "order.refunded",
+            "An order was refunded.",
+            json!({"order_id": 42}),
+        ),
+    ] {
+        app.call(
+            Method::POST,
+            "/v1/event-types",
+            Some(&json!({
+                "name": name,
+                "description": description,
+                "schema": {"type": "object", "required": ["order_id"]},
+                "example": example,
+            })),
+            201,
+        )
+        .await;
+    }
+}
+
+/// Publishes `order.paid`; the delivery to the app's only endpoint.
+async fn publish(app: &TestApp, app_id: &str, order: u64) -> String {
+    let published = app
+        .publish(app_id, "order.paid", json!({ "order_id": order }))
+        .await;
+    published["deliveries"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a delivery in {published}"))
+        .to_owned()
+}
+
+/// Every journey a customer with full rights makes: endpoints, the endpoint
+/// page with its secret and a test send, the delivery log filling itself, a
+/// failed delivery explained and replayed, the catalog, a recover job; each
+/// screen checked by axe-core, in light and in dark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    let browser = Browser::start(1280, 900).await;
+
+    // The link opens the Endpoints screen, and the code leaves the address bar.
+    let link = portal_link(&app, &app_id, &["endpoints", "secrets", "replay"]).await;
+    browser.open(&link).await;
+    browser.wait_for("[data-test=nav-endpoints]").await;
+    let url = browser.client.current_url().await.unwrap();
+    assert!(!url.as_str().contains("code="), "{url}");
+    browser
+        .wait_text("main", "the empty list", |t| {
+            t.to_lowercase().contains("no endpoints")
+        })
+        .await;
+    browser.check_accessibility("endpoints (empty)").await;
+
+    // Create an endpoint for order.paid, picked from the catalog.
+    browser.click("[data-test=endpoint-new]").await;
+    browser.wait_for("[data-test=endpoint-form]").await;
+    browser.fill("#endpoint-url", &receiver.url).await;
+    browser
+        .fill("#endpoint-description", "Orders into our ERP")
+        .await;
+    browser
+        .click("input[name=event_types][value='order.paid']")
+        .await;
+    browser.check_accessibility("endpoint form").await;
+    browser.click("[data-test=endpoint-save]").await;
+    let endpoints = wait_until(PATIENCE, "the endpoint over the API", || async {
+        let list = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
+        let data = list["data"].as_array().unwrap().clone();
+        (!data.is_empty()).then_some(data)
+    })
+    .await;
+    assert_eq!(endpoints.len(), 1);
+    let endpoint = endpoints[0].clone();
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    assert_eq!(endpoint["url"], receiver.url.as_str());
+    assert_eq!(endpoint["description"], "Orders into our ERP");
+    assert_eq!(endpoint["event_types"], json!(["order.paid"]));
+
+    browser.open(&screen(&app, &app_id, "/endpoints")).await;
+    let row = browser
+        .wait_for(&format!(
+            "[data-test=endpoint-row][data-id='{endpoint_id}']"
+        ))
+        .await;
+    assert!(row.text().await.unwrap().contains(&receiver.url));
+    browser.check_accessibility("endpoints").await;
+    browser.screenshot("endpoints-light").await;
+
+    // The endpoint page: reveal and copy the secret, send a test event.
+    browser
+        .open(&screen(&app, &app_id, &format!("/endpoints/{endpoint_id}")))
+        .await;
+    browser.click("[data-test=secret-reveal]").await;
+    let secret = app
+        .get(&format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/secret"))
+        .await;
+    let shown = browser
+        .wait_text("[data-test=secret-value]", "the secret", |t| {
+            t.starts_with("whsec_")
+        })
+        .await;
+    assert_eq!(shown, secret["key"].as_str().unwrap());
+    browser.click("[data-test=secret-copy]").await;
+    browser
+        .wait_text("[data-test=secret-copied]", "copied", |t| !t.is_empty())
+        .await;
+    let clipboard = browser
+        .client
+        .execute_async(
+            "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        clipboard.as_str(),
+        secret["key"].as_str(),
+        "the clipboard holds the secret"
+    );
+
+    browser.click("[data-test=test-send]").await;
+    browser.wait_for("#test-payload").await;
+    browser.click("[data-test=test-send-submit]").await;
+    let received = receiver.wait_for_requests(1).await;
+    let test_event = received[0].json();
+    assert_eq!(test_event["type"], "order.paid");
+    assert_eq!(
+        test_event["data"],
+        json!({"order_id": 42, "amount": 1999}),
+        "the catalog's example"
+    );
+    browser.check_accessibility("endpoint").await;
+    browser.screenshot("endpoint-light").await;
+
+    // The delivery log fills itself as events are published.
+    browser.open(&screen(&app, &app_id, "/deliveries")).await;
+    browser
+        .wait_count(
+            "[data-test=delivery-row]",
+            "the test send in the log",
+            |n| n == 1,
+        )
+        .await;
+    for order in 1..=3 {
+        publish(&app, &app_id, order).await;
+    }
+    browser
+        .wait_count(
+            "[data-test=delivery-row]",
+            "three more deliveries without a reload",
+            |n| n == 4,
+        )
+        .await;
+    receiver.wait_for_requests(4).await;
+    browser.check_accessibility("delivery log").await;
+    browser.screenshot("deliveries-light").await;
+
+    // The receiver refuses one: the customer finds it, reads why, replays it.
+    receiver.script([Reply::status(400).body(b"missing field customer")]);
+    let refused = publish(&app, &app_id, 4).await;
+    app.wait_for_delivery_state(&app_id, &refused, "dead").await;
+    browser
+        .open(&screen(&app, &app_id, "/deliveries?state=dead"))
+        .await;
+    let rows = browser
+        .wait_count("[data-test=delivery-row]", "the dead delivery alone", |n| {
+            n == 1
+        })
+        .await;
+    assert_eq!(
+        rows[0].attr("data-id").await.unwrap().as_deref(),
+        Some(refused.as_str())
+    );
+    rows[0]
+        .find(fantoccini::Locator::Css("a"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let explanation = browser
+        .wait_text("[data-test=delivery-explanation]", "why it failed", |t| {
+            t.contains("400")
+        })
+        .await;
+    assert!(
+        explanation.contains("does not retry") && explanation.to_lowercase().contains("replay"),
+        "{explanation}"
+    );
+    let attempt = browser.wait_for("[data-test=attempt]").await;
+    let attempt_text = attempt.text().await.unwrap();
+    assert!(
+        attempt_text.contains("missing field customer"),
+        "{attempt_text}"
+    );
+    browser.check_accessibility("delivery (dead)").await;
+    browser.screenshot("delivery-light").await;
+    browser.click("[data-test=delivery-replay]").await;
+    browser.click("[data-test=confirm-yes]").await;
+    app.wait_for_delivery_state(&app_id, &refused, "succeeded")
+        .await;
+    browser
+        .wait_text("[data-test=delivery-explanation]", "delivered", |t| {
+            t.to_lowercase().contains("delivered")
+        })
+        .await;
+
+    // The catalog.
+    browser.open(&screen(&app, &app_id, "/catalog")).await;
+    browser
+        .wait_count("[data-test=event-type]", "both types", |n| n == 2)
+        .await;
+    let catalog_text = browser
+        .wait_text("main", "the descriptions", |t| {
+            t.contains("An order was paid in full.")
+        })
+        .await;
+    assert!(catalog_text.contains("order.refunded"), "{catalog_text}");
+    browser.check_accessibility("catalog").await;
+    browser.screenshot("catalog-light").await;
+
+    // Recover: three deliveries die; the dry run counts them; the job replays them.
+    receiver.answer_always(Reply::status(422));
+    let mut dead = Vec::new();
+    for order in 10..13 {
+        dead.push(publish(&app, &app_id, order).await);
+    }
+    for delivery in &dead {
+        app.wait_for_delivery_state(&app_id, delivery, "dead").await;
+    }
+    receiver.answer_always(Reply::status(200));
+    let before = receiver.requests().len();
+    browser.open(&screen(&app, &app_id, "/recover")).await;
+    browser.select("#recover-endpoint", &endpoint_id).await;
+    browser.click("[data-test=recover-dry-run]").await;
+    browser
+        .wait_text("[data-test=recover-count]", "three to replay", |t| {
+            t.contains('3')
+        })
+        .await;
+    browser.check_accessibility("recover").await;
+    browser.screenshot("recover-light").await;
+    browser.click("[data-test=recover-confirm]").await;
+    browser
+        .wait_text("[data-test=recover-status]", "the job done", |t| {
+            let t = t.to_lowercase();
+            t.contains("done") || t.contains("finished") || t.contains("completed")
+        })
+        .await;
+    for delivery in &dead {
+        app.wait_for_delivery_state(&app_id, delivery, "succeeded")
+            .await;
+    }
+    assert_eq!(receiver.requests().len(), before + 3);
+
+    // Dark, forced by the app: every screen again, checked and pictured.
+    app.call(
+        Method::PATCH,
+        &format!("/v1/apps/{app_id}"),
+        Some(&json!({"portal": {"theme": "dark", "display_name": "Acme Webhooks"}})),
+        200,
+    )
+    .await;
+    for (route, name) in [
+        ("/endpoints".to_owned(), "endpoints"),
+        (format!("/endpoints/{endpoint_id}"), "endpoint"),
+        ("/deliveries".to_owned(), "deliveries"),
+        (format!("/deliveries/{refused}"), "delivery"),
+        ("/catalog".to_owned(), "catalog"),
+        ("/recover".to_owned(), "recover"),
+    ] {
+        browser.open(&screen(&app, &app_id, &route)).await;
+        browser.client.refresh().await.unwrap();
+        browser
+            .wait_text("header", "the display name", |t| {
+                t.contains("Acme Webhooks")
+            })
+            .await;
+        let theme = browser
+            .run("return document.documentElement.dataset.theme;")
+            .await;
+        assert_eq!(theme, "dark", "{name}");
+        browser.wait_for("main h1").await;
+        browser.check_accessibility(&format!("{name} (dark)")).await;
+        browser.screenshot(&format!("{name}-dark")).await;
+    }
+    browser.close().await;
+}
+
+/// A read-only session shows no control that changes anything, and another
+/// app's ids are not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_session_sees_everything_and_can_change_nothing() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    receiver.answer_always(Reply::status(400));
+    let dead = publish(&app, &app_id, 1).await;
+    app.wait_for_delivery_state(&app_id, &dead, "dead").await;
+
+    let other = app.create_app().await;
+    let other_endpoint = app.create_endpoint(&other, &receiver.url).await;
+    let other_endpoint = other_endpoint["id"].as_str().unwrap().to_owned();
+    let other_delivery = publish(&app, &other, 2).await;
+
+    let browser = Browser::start(390, 844).await; // a phone
+    browser.open(&portal_link(&app, &app_id, &[]).await).await;
+    browser.wait_for("[data-test=nav-endpoints]").await;
+    for (route, ready) in [
+        ("/endpoints".to_owned(), "[data-test=endpoint-row]"),
+        (format!("/endpoints/{endpoint_id}"), "main h1"),
+        ("/deliveries".to_owned(), "[data-test=delivery-row]"),
+        (
+            format!("/deliveries/{dead}"),
+            "[data-test=delivery-explanation]",
+        ),
+        ("/catalog".to_owned(), "[data-test=event-type]"),
+    ] {
+        browser.open(&screen(&app, &app_id, &route)).await;
+        browser.client.refresh().await.unwrap();
+        browser.wait_for(ready).await;
+        let mutating = browser.all("[data-mutating]").await;
+        assert!(
+            mutating.is_empty(),
+            "{route}: {} mutating controls",
+            mutating.len()
+        );
+        assert!(
+            browser.all("[data-test=nav-recover]").await.is_empty(),
+            "{route}"
+        );
+        browser
+            .check_accessibility(&format!("{route} (read-only, phone)"))
+            .await;
+    }
+    browser.screenshot("deliveries-phone").await;
+
+    // Another app's endpoint and delivery: not found, as the API says.
+    for route in [
+        format!("/endpoints/{other_endpoint}"),
+        format!("/deliveries/{other_delivery}"),
+    ] {
+        browser.open(&screen(&app, &app_id, &route)).await;
+        browser.client.refresh().await.unwrap();
+        browser.wait_for("[data-test=not-found]").await;
+    }
+    browser.close().await;
+}
+
+/// A link works once; an expired session says so; the portal is framed only
+/// by the origins its app allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    let app_id = app.create_app().await;
+    let browser = Browser::start(1024, 768).await;
+
+    let link = portal_link(&app, &app_id, &[]).await;
+    browser.open(&link).await;
+    browser.wait_for("[data-test=nav-endpoints]").await;
+    // The same link again, in a fresh tab state: it has been used.
+    browser.run("sessionStorage.clear(); return null;").await;
+    browser.open(&format!("{}/healthz", app.base)).await;
+    browser.open(&link).await;
+    let page = browser
+        .wait_text("[data-test=error-page]", "the used link", |t| !t.is_empty())
+        .await;
+    assert!(page.to_lowercase().contains("already"), "{page}");
+    browser.check_accessibility("used link").await;
+
+    // A revoked session: the next call sends the customer to a page that says so.
+    let fresh = portal_link(&app, &app_id, &[]).await;
+    browser.run("sessionStorage.clear(); return null;").await;
+    browser.open(&format!("{}/healthz", app.base)).await;
+    browser.open(&fresh).await;
+    browser.wait_for("[data-test=nav-endpoints]").await;
+    app.call(
+        Method::DELETE,
+        &format!("/v1/apps/{app_id}/keys"),
+        None,
+        200,
+    )
+    .await;
+    browser.open(&screen(&app, &app_id, "/catalog")).await;
+    browser.client.refresh().await.unwrap();
+    let page = browser
+        .wait_text("[data-test=error-page]", "the ended session", |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert!(page.to_lowercase().contains("session"), "{page}");
+
+    // Framing: a page on another 127.0.0.1 port embeds the portal.
+    let framer = Framer::start().await;
+    let framed = |link: String| framer.page_for(&link);
+    browser
+        .open(&framed(portal_link(&app, &app_id, &[]).await))
+        .await;
+    assert!(
+        !framed_portal_loads(&browser).await,
+        "a portal whose app allows no origin is not framed"
+    );
+    app.call(
+        Method::PATCH,
+        &format!("/v1/apps/{app_id}"),
+        Some(&json!({"portal": {"frame_origins": [framer.origin.clone()]}})),
+        200,
+    )
+    .await;
+    browser
+        .open(&framed(portal_link(&app, &app_id, &[]).await))
+        .await;
+    assert!(
+        framed_portal_loads(&browser).await,
+        "the app's own origin frames its portal"
+    );
+    browser.close().await;
+}
+
+/// Whether the portal in the page's first frame shows its navigation.
+async fn framed_portal_loads(browser: &Browser) -> bool {
+    browser.wait_for("iframe").await;
+    // Wait for the frame's document to settle (loaded, or refused).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut loaded = false;
+    while std::time::Instant::now() < deadline {
+        browser.client.enter_frame(0).await.unwrap();
+        loaded = !browser.all("[data-test=nav-endpoints]").await.is_empty();
+        browser.client.enter_parent_frame().await.unwrap();
+        if loaded {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    loaded
+}
+
+/// A third-party page on its own 127.0.0.1 port that frames a given URL.
+struct Framer {
+    origin: String,
+}
+
+impl Framer {
+    async fn start() -> Self {
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::get(|query: axum::extract::Query<std::collections::HashMap<String, String>>| async move {
+                let src = query.get("src").cloned().unwrap_or_default();
+                let src = src.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;");
+                axum::response::Html(format!(
+                    "<!doctype html><html lang=\"en\"><title>Framer</title><body>\
+                     <iframe title=\"portal\" src=\"{src}\" width=\"800\" height=\"600\"></iframe></body></html>"
+                ))
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self {
+            origin: format!("http://{addr}"),
+        }
+    }
+
+    fn page_for(&self, link: &str) -> String {
+        let encoded: String = link
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        format!("{}/?src={encoded}", self.origin)
+    }
+}

@@ -1,0 +1,443 @@
+//! The customer portal's server side, over HTTP on both engines: links, the
+//! one-time exchange of their code for a session, the session as an app key,
+//! the app's portal settings, and the headers and caching of the portal's files.
+//! (What a customer does in the portal is `portal.rs`, in a real browser.)
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{both_engines, Engine, TestApp};
+
+both_engines!(
+    a_link_opens_one_session_with_its_capabilities,
+    codes_that_cannot_open_a_session_say_why,
+    portal_settings_are_checked_and_frame_the_page,
+    portal_files_are_served_with_strict_headers,
+);
+
+/// `POST /v1/apps/{app}/portal-access`; the link.
+async fn link(app: &TestApp, app_id: &str, body: Value) -> Value {
+    app.call(
+        Method::POST,
+        &format!("/v1/apps/{app_id}/portal-access"),
+        Some(&body),
+        201,
+    )
+    .await
+}
+
+/// The code in a link's fragment.
+fn code_of(link: &Value) -> String {
+    let url = link["url"].as_str().unwrap();
+    url.split_once("#code=").unwrap().1.to_owned()
+}
+
+/// `POST /portal/session` without a key: status and body.
+async fn exchange(app: &TestApp, code: &str) -> (u16, Value, reqwest::header::HeaderMap) {
+    let response = app
+        .http
+        .post(format!("{}/portal/session", app.base))
+        .json(&json!({ "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, response.json().await.unwrap(), headers)
+}
+
+/// A request with `token` as the bearer key: its status.
+async fn as_session(app: &TestApp, token: &str, method: Method, path: &str, body: Value) -> u16 {
+    app.http
+        .request(method, format!("{}{path}", app.base))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+async fn a_link_opens_one_session_with_its_capabilities(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let a = app.create_app().await;
+    let b = app.create_app().await;
+    let endpoint = app.create_endpoint(&a, "https://a.example/hook").await;
+    let endpoint = endpoint["id"].as_str().unwrap();
+
+    let read_only = link(&app, &a, json!({})).await;
+    let url = read_only["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&format!("{}/portal/apps/{a}/#code=hkp_", app.base)),
+        "{url}"
+    );
+    assert_eq!(read_only["capabilities"], json!(["read"]));
+    let (status, session, headers) = exchange(&app, &code_of(&read_only)).await;
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["app_id"], a);
+    assert_eq!(session["capabilities"], json!(["read"]));
+    assert_eq!(session["expires_at"], read_only["expires_at"]);
+    assert_eq!(headers["cache-control"], "no-store");
+    let token = session["token"].as_str().unwrap();
+
+    // The session is an app key: it reads its app, changes nothing, and sees
+    // no other app.
+    let get = |path: String| {
+        let app = &app;
+        async move { as_session(app, token, Method::GET, &path, Value::Null).await }
+    };
+    assert_eq!(get(format!("/v1/apps/{a}/endpoints")).await, 200);
+    assert_eq!(get(format!("/v1/apps/{b}/endpoints")).await, 404);
+    assert_eq!(
+        get(format!("/v1/apps/{a}/endpoints/{endpoint}/secret")).await,
+        403
+    );
+    assert_eq!(
+        as_session(
+            &app,
+            token,
+            Method::PATCH,
+            &format!("/v1/apps/{a}/endpoints/{endpoint}"),
+            json!({"paused": true})
+        )
+        .await,
+        403
+    );
+    assert_eq!(get("/v1/apps".into()).await, 403);
+
+    // More capabilities, when the SaaS grants them; `read` always.
+    let managing = link(
+        &app,
+        &a,
+        json!({"capabilities": ["endpoints", "secrets"], "ttl_secs": 600}),
+    )
+    .await;
+    assert_eq!(
+        managing["capabilities"],
+        json!(["read", "endpoints", "secrets"])
+    );
+    let (_, session, _) = exchange(&app, &code_of(&managing)).await;
+    let token = session["token"].as_str().unwrap();
+    let secret_path = format!("/v1/apps/{a}/endpoints/{endpoint}/secret");
+    assert_eq!(
+        as_session(&app, token, Method::GET, &secret_path, Value::Null).await,
+        200
+    );
+
+    // Sessions are keys: listed under their name, revoked one by one.
+    let keys = app.get(&format!("/v1/keys?app={a}")).await;
+    let sessions: Vec<&Value> = keys["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["name"] == "portal session")
+        .collect();
+    assert_eq!(sessions.len(), 2, "{keys}");
+    app.call(
+        Method::DELETE,
+        &format!("/v1/keys/{}", session["session_id"].as_str().unwrap()),
+        None,
+        204,
+    )
+    .await;
+    assert_eq!(
+        as_session(&app, token, Method::GET, &secret_path, Value::Null).await,
+        401
+    );
+
+    // Only admins mint links; lifetimes are bounded.
+    let path = format!("/v1/apps/{a}/portal-access");
+    let (status, ..) = {
+        let response = app
+            .http
+            .post(format!("{}{path}", app.base))
+            .bearer_auth(session["token"].as_str().unwrap())
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        (response.status().as_u16(), ())
+    };
+    assert_eq!(status, 401, "a revoked session mints nothing");
+    for ttl in [0, 59, 7 * 24 * 3600 + 1] {
+        let answer = app
+            .call(Method::POST, &path, Some(&json!({"ttl_secs": ttl})), 422)
+            .await;
+        assert_eq!(answer["code"], "validation_failed", "{ttl}");
+    }
+    let answer = app
+        .call(
+            Method::POST,
+            &path,
+            Some(&json!({"capabilities": ["admin"]})),
+            422,
+        )
+        .await;
+    assert_eq!(answer["code"], "validation_failed");
+    app.call(
+        Method::POST,
+        "/v1/apps/app_01J00000000000000000000000/portal-access",
+        Some(&json!({})),
+        404,
+    )
+    .await;
+}
+
+async fn codes_that_cannot_open_a_session_say_why(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let a = app.create_app().await;
+
+    // Used twice.
+    let first = link(&app, &a, json!({})).await;
+    assert_eq!(exchange(&app, &code_of(&first)).await.0, 200);
+    let (status, problem, _) = exchange(&app, &code_of(&first)).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (410, Some("portal_code_used"))
+    );
+    assert!(problem["detail"]
+        .as_str()
+        .unwrap()
+        .contains("already opened"));
+
+    // Expired: a code whose time is over (written through the store, as the
+    // server's clock is the system's).
+    let past = hookline_core::time::Timestamp::from_millis(1_000);
+    let app_id: hookline_core::ids::AppId = a.parse().unwrap();
+    let code = "hkp_expired";
+    app.store()
+        .create_portal_code(
+            &hookline_core::signing::api_key::hash(code),
+            &app_id,
+            hookline_core::portal::default_capabilities(),
+            past,
+            past,
+        )
+        .await
+        .unwrap();
+    let (status, problem, _) = exchange(&app, code).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (410, Some("portal_code_expired"))
+    );
+
+    // Unknown, and revoked with the app's keys.
+    let (status, problem, _) = exchange(&app, "hkp_never_issued").await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (401, Some("portal_code_invalid"))
+    );
+    let unopened = link(&app, &a, json!({})).await;
+    let revoked = app
+        .call(Method::DELETE, &format!("/v1/apps/{a}/keys"), None, 200)
+        .await;
+    assert_eq!(revoked["revoked"], 1, "the first link's session");
+    let (status, problem, _) = exchange(&app, &code_of(&unopened)).await;
+    assert_eq!(
+        (status, problem["code"].as_str()),
+        (401, Some("portal_code_invalid"))
+    );
+
+    // A code is never a key.
+    let another = link(&app, &a, json!({})).await;
+    assert_eq!(
+        as_session(
+            &app,
+            &code_of(&another),
+            Method::GET,
+            &format!("/v1/apps/{a}"),
+            Value::Null
+        )
+        .await,
+        401
+    );
+    // Malformed bodies are the usual problems.
+    let response = app
+        .http
+        .post(format!("{}/portal/session", app.base))
+        .header("content-type", "application/json")
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+}
+
+async fn portal_settings_are_checked_and_frame_the_page(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let created = app
+        .call(
+            Method::POST,
+            "/v1/apps",
+            Some(&json!({"name": "Acme", "portal": {
+                "display_name": "Acme Hooks",
+                "brand_color": "#0a7cff",
+                "theme": "dark",
+                "frame_origins": ["https://App.Acme.example/", "http://127.0.0.1:3000"]
+            }})),
+            201,
+        )
+        .await;
+    let a = created["id"].as_str().unwrap();
+    assert_eq!(
+        created["portal"],
+        json!({
+            "display_name": "Acme Hooks",
+            "brand_color": "#0a7cff",
+            "theme": "dark",
+            "frame_origins": ["https://app.acme.example", "http://127.0.0.1:3000"]
+        })
+    );
+    let page = app
+        .http
+        .get(format!("{}/portal/apps/{a}/", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.ends_with("frame-ancestors https://app.acme.example http://127.0.0.1:3000"),
+        "{csp}"
+    );
+
+    for bad in [
+        json!({"frame_origins": ["https://a.example; script-src *"]}),
+        json!({"frame_origins": ["*"]}),
+        json!({"brand_color": "blue"}),
+        json!({"logo_url": "javascript:alert(1)"}),
+        json!({"theme": "sepia"}),
+        json!({"unknown": true}),
+    ] {
+        let answer = app
+            .call(
+                Method::PATCH,
+                &format!("/v1/apps/{a}"),
+                Some(&json!({ "portal": bad })),
+                422,
+            )
+            .await;
+        assert_eq!(answer["code"], "validation_failed", "{bad}");
+    }
+    // Nothing half-written: the settings are as they were.
+    assert_eq!(
+        app.get(&format!("/v1/apps/{a}")).await["portal"],
+        created["portal"]
+    );
+
+    // Replaced whole; the default frames nowhere.
+    let reset = app
+        .call(
+            Method::PATCH,
+            &format!("/v1/apps/{a}"),
+            Some(&json!({"portal": {}})),
+            200,
+        )
+        .await;
+    assert_eq!(
+        reset["portal"],
+        json!({"theme": "system", "frame_origins": []})
+    );
+    let page = app
+        .http
+        .get(format!("{}/portal/apps/{a}/", app.base))
+        .send()
+        .await
+        .unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.ends_with("frame-ancestors 'none'"), "{csp}");
+}
+
+async fn portal_files_are_served_with_strict_headers(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let a = app.create_app().await;
+    let page = app
+        .http
+        .get(format!("{}/portal/apps/{a}/", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let headers = page.headers().clone();
+    let csp = headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{directive} in {csp}");
+    }
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["cache-control"], "no-store");
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+
+    // The page names its files by content hash; they are cached for good.
+    let html = page.text().await.unwrap();
+    let start = html
+        .find("/portal/static/")
+        .expect("the page names its files");
+    let script = &html[start..];
+    let script = &script[..script.find('"').unwrap()];
+    assert!(!html.contains("{{STATIC}}"));
+    let asset = app
+        .http
+        .get(format!("{}{script}", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asset.status(), 200, "{script}");
+    assert_eq!(
+        asset.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(asset.headers()["x-content-type-options"], "nosniff");
+    assert!(asset.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .ends_with("frame-ancestors 'none'"));
+
+    // Another hash, or a file that is not the portal's: 404.
+    let hash = script.split('/').nth(3).unwrap();
+    let file = &script[format!("/portal/static/{hash}/").len()..];
+    for missing in [
+        format!("/portal/static/0000000000000000/{file}"),
+        format!("/portal/static/{hash}/nope.js"),
+        format!("/portal/static/{hash}/index.html"),
+        format!("/portal/static/{hash}/../../v1/apps"),
+    ] {
+        let response = app
+            .http
+            .get(format!("{}{missing}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{missing}");
+    }
+    // The portal of no app is a plain page that says so.
+    let none = app
+        .http
+        .get(format!(
+            "{}/portal/apps/app_01J00000000000000000000000/",
+            app.base
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status(), 404);
+    assert!(none
+        .text()
+        .await
+        .unwrap()
+        .contains("This portal does not exist"));
+}
