@@ -44,6 +44,7 @@ impl Drop for Driver {
 
 pub struct Browser {
     pub client: Client,
+    webdriver: String,
     _profile: tempdir::Dir,
     _driver: Driver,
 }
@@ -122,8 +123,29 @@ impl Browser {
         };
         Self {
             client,
+            webdriver,
             _profile: profile,
             _driver: driver,
+        }
+    }
+
+    /// Lets the page's origin read and write the clipboard (the tests read back
+    /// what it copied): WebDriver's permissions extension, for the origin of
+    /// the page open now, which fantoccini does not wrap.
+    pub async fn allow_clipboard(&self) {
+        let session = self.client.session_id().await.unwrap().expect("a session");
+        for name in ["clipboard-read", "clipboard-write"] {
+            let granted = reqwest::Client::new()
+                .post(format!("{}/session/{session}/permissions", self.webdriver))
+                .json(&json!({"descriptor": {"name": name}, "state": "granted"}))
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                granted.status().is_success(),
+                "granting {name}: {}",
+                granted.status()
+            );
         }
     }
 

@@ -132,6 +132,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     browser
         .open(&screen(&app, &app_id, &format!("/endpoints/{endpoint_id}")))
         .await;
+    browser.allow_clipboard().await;
     browser.click("[data-test=secret-reveal]").await;
     let secret = app
         .get(&format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/secret"))
