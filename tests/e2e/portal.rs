@@ -393,7 +393,7 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
     browser.close().await;
 }
 
-/// A link works once; an expired session says so; the portal is framed only
+/// A link works once; a revoked or expired session says so; the portal is framed only
 /// by the origins its app allows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
@@ -435,6 +435,34 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
         })
         .await;
     assert!(page.to_lowercase().contains("session"), "{page}");
+
+    // A session whose time runs out while the page is open: the page says so
+    // by itself (a link made through the store, as the server's clock is the
+    // system's and links last at least a minute).
+    let code = "hkp_short_lived";
+    let now = hookline_core::time::Timestamp::from_system_time(std::time::SystemTime::now());
+    app.store()
+        .create_portal_code(
+            &hookline_core::signing::api_key::hash(code),
+            &app_id.parse().unwrap(),
+            hookline_core::portal::default_capabilities(),
+            now + std::time::Duration::from_secs(3),
+            now,
+        )
+        .await
+        .unwrap();
+    browser.run("sessionStorage.clear(); return null;").await;
+    browser.open(&format!("{}/healthz", app.base)).await;
+    browser
+        .open(&format!("{}/portal/apps/{app_id}/#code={code}", app.base))
+        .await;
+    browser.wait_for("[data-test=nav-endpoints]").await;
+    let page = browser
+        .wait_text("[data-test=error-page]", "the session's end", |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert!(page.to_lowercase().contains("expired"), "{page}");
 
     // Framing: a page on another 127.0.0.1 port embeds the portal.
     let framer = Framer::start().await;
