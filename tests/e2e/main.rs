@@ -14,6 +14,7 @@ mod dashboard;
 mod delivery;
 mod endpoints;
 mod ops;
+mod outage;
 mod plans;
 mod policy;
 mod policy_contract;

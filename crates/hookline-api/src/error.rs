@@ -50,6 +50,9 @@ pub enum ApiError {
     /// A portal link's code that cannot open a session (docs/portal.md).
     #[error("{}", .0.detail())]
     PortalCode(PortalCode),
+    /// The database is away for now (unreachable, restarting, busy, full).
+    #[error("the database is unavailable for now; try again shortly (Retry-After). A publish repeated with the same Idempotency-Key is never stored twice")]
+    Unavailable,
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
@@ -94,6 +97,7 @@ impl ApiError {
             }
             Self::PortalCode(PortalCode::Used) => (StatusCode::GONE, "portal_code_used"),
             Self::PortalCode(PortalCode::Expired) => (StatusCode::GONE, "portal_code_expired"),
+            Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -121,6 +125,10 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Conflict(what) => Self::Conflict(what),
+            other if other.is_unavailable() => {
+                tracing::warn!(error = %other, "database unavailable");
+                Self::Unavailable
+            }
             other => Self::Internal(Box::new(other)),
         }
     }
@@ -133,6 +141,12 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %cause, cause = ?cause, "internal error");
         }
         let mut response = problem(status, code, &self.to_string());
+        if matches!(self, Self::Unavailable) {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_UNAVAILABLE_SECS),
+            );
+        }
         if matches!(self, Self::Unauthorized(_)) {
             // RFC 6750: say which scheme the server expects.
             response.headers_mut().insert(
@@ -143,6 +157,9 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// When a client should try again after `database_unavailable`, in seconds.
+const RETRY_UNAVAILABLE_SECS: &str = "5";
 
 /// A problem+json response.
 pub(crate) fn problem(status: StatusCode, code: &str, detail: &str) -> Response {
@@ -223,6 +240,7 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("portal_code_used", 410, "`POST /portal/session` with a code that already opened a session (a portal link works once)"),
     kind("portal_code_expired", 410, "`POST /portal/session` with a code past its `expires_at`"),
     kind("endpoint_deleted", 409, "replay or resend of a delivery whose endpoint was deleted"),
+    kind("database_unavailable", 503, "the database is away for now (unreachable, restarting, out of connections, busy or full); `Retry-After` says when to try again. If the connection broke during the commit the request may have been carried out: repeat a publish with its `Idempotency-Key`"),
     kind(
         "not_ready",
         503,
@@ -254,6 +272,7 @@ mod tests {
             ApiError::PortalCode(PortalCode::Invalid),
             ApiError::PortalCode(PortalCode::Used),
             ApiError::PortalCode(PortalCode::Expired),
+            ApiError::Unavailable,
             ApiError::Internal("x".into()),
         ];
         all.extend(Capability::ALL.map(ApiError::MissingCapability));
@@ -274,6 +293,7 @@ mod tests {
                 | ApiError::UnknownEventType(_)
                 | ApiError::SchemaViolation(_)
                 | ApiError::PortalCode(_)
+                | ApiError::Unavailable
                 | ApiError::Internal(_) => {}
             }
         }

@@ -127,6 +127,10 @@ fn codes(route: &crate::routes::Route, doc: &Doc) -> Vec<&'static str> {
         codes.push("invalid_query");
     }
     codes.extend(doc.errors);
+    if route.access != Access::Public {
+        // Every route of the API proper reads or writes the database.
+        codes.push("database_unavailable");
+    }
     codes.extend(["method_not_allowed", "internal"]);
     codes
 }

@@ -96,6 +96,36 @@ pub enum StoreError {
     Closed,
 }
 
+impl StoreError {
+    /// Whether the database is away for now — unreachable, restarting, out of
+    /// connections, busy, or out of space — rather than refusing this request:
+    /// the same request may succeed once it is back.
+    pub fn is_unavailable(&self) -> bool {
+        let Self::Database(error) = self else {
+            return false;
+        };
+        match error {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| match code.parse::<u32>() {
+                // SQLite's (extended) result codes: busy, locked, I/O error, full.
+                Ok(sqlite) => [5, 6, 10, 13].contains(&(sqlite & 0xff)),
+                // PostgreSQL's SQLSTATE: connection exceptions (08…), the server
+                // shutting down or starting (57P01–57P03), out of disk or of
+                // connections (53100, 53300).
+                Err(_) => {
+                    code.starts_with("08")
+                        || ["57P01", "57P02", "57P03", "53100", "53300"].contains(&code.as_ref())
+                }
+            }),
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Which database engine a store talks to.
@@ -118,6 +148,9 @@ pub struct StoreConfig {
     pub sqlite_cache_mib: u32,
     /// The master keys endpoint secrets are sealed with at rest.
     pub keyring: hookline_core::sealing::Keyring,
+    /// How long a statement waits for a PostgreSQL connection (a new one when
+    /// the server is away) before it fails as [`StoreError::is_unavailable`].
+    pub acquire_timeout: std::time::Duration,
 }
 
 impl StoreConfig {
@@ -127,6 +160,7 @@ impl StoreConfig {
             max_connections: 16,
             sqlite_synchronous: "FULL".into(),
             sqlite_cache_mib: 32,
+            acquire_timeout: std::time::Duration::from_secs(5),
             // A fresh key: secrets written with it open only in this process.
             // The binary always passes the deployment's keyring.
             keyring: hookline_core::sealing::Keyring::new(
@@ -317,4 +351,23 @@ where
             .map_err(|e: T::Err| StoreError::Corrupt(format!("{column}: {e}")))
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::StoreError;
+
+    #[test]
+    fn a_database_that_is_away_is_unavailable_and_a_refusal_is_not() {
+        for away in [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset)),
+        ] {
+            assert!(StoreError::Database(away).is_unavailable());
+        }
+        assert!(!StoreError::Database(sqlx::Error::RowNotFound).is_unavailable());
+        assert!(!StoreError::Conflict("taken").is_unavailable());
+        assert!(!StoreError::Corrupt("x".into()).is_unavailable());
+    }
 }

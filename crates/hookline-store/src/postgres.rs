@@ -3,8 +3,6 @@
 //!
 //! One pool serves reads and writes; row locks and `SKIP LOCKED` keep nodes apart.
 
-use std::time::Duration;
-
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
 
@@ -29,7 +27,7 @@ pub(crate) async fn connect(config: &StoreConfig) -> Result<PgPool> {
     let database = options.get_database().map(str::to_owned);
     PgPoolOptions::new()
         .max_connections(config.max_connections.max(2))
-        .acquire_timeout(Duration::from_secs(30))
+        .acquire_timeout(config.acquire_timeout)
         .connect_with(options)
         .await
         .map_err(|error| match &error {

@@ -79,6 +79,9 @@ pub struct Config {
     pub idle_poll_ms: u64,
     /// Database connections per process (SQLite reads are capped at 8).
     pub db_max_connections: u32,
+    /// How long a request waits for a PostgreSQL connection before it is answered
+    /// 503 `database_unavailable` (the server is away, or every connection is busy).
+    pub db_acquire_timeout_ms: u64,
     /// SQLite `synchronous`: `FULL` (each commit durable) or `NORMAL`.
     pub sqlite_synchronous: String,
     /// SQLite page cache of the writer connection, in MiB (each reader gets an eighth).
@@ -137,6 +140,7 @@ impl Default for Config {
             drain_timeout_ms: dispatch.drain_timeout.as_millis() as u64,
             idle_poll_ms: dispatch.idle_poll.as_millis() as u64,
             db_max_connections: 16,
+            db_acquire_timeout_ms: 5_000,
             sqlite_synchronous: "FULL".into(),
             sqlite_cache_mib: 32,
             idempotency_retention_secs: 24 * 3600,
@@ -253,6 +257,7 @@ impl Config {
             }
         }
         at_least("retry_base_ms", self.retry_base_ms, 1)?;
+        at_least("db_acquire_timeout_ms", self.db_acquire_timeout_ms, 1)?;
         at_least("retry_cap_ms", self.retry_cap_ms, self.retry_base_ms).map_err(|(key, _)| {
             (
                 key,

@@ -386,6 +386,7 @@ async fn connect(config: &Config) -> anyhow::Result<Store> {
         sqlite_synchronous: config.sqlite_synchronous.clone(),
         sqlite_cache_mib: config.sqlite_cache_mib,
         keyring: keyring(config)?,
+        acquire_timeout: Duration::from_millis(config.db_acquire_timeout_ms),
     };
     Store::connect(&store_config)
         .await

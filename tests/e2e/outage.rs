@@ -1,0 +1,173 @@
+//! PostgreSQL away: Hookline reaches its database through a TCP proxy that the
+//! test cuts (every connection dropped, new ones refused) and restores, as an
+//! outage would, without stopping the server the other tests share.
+//!
+//! While it is away a request is answered `503 database_unavailable` with
+//! `Retry-After` once the bounded wait for a connection ends — never held
+//! until the database returns, never a 2xx for what was not committed — and
+//! `/readyz` says not ready; once it is back, publishing and delivery resume
+//! on their own.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+
+use crate::helpers::{postgres_admin_url, wait_until, Engine, Receiver, TestApp, ADMIN_TOKEN};
+
+/// A TCP proxy to `target` that can be cut and restored.
+struct Proxy {
+    addr: SocketAddr,
+    down: Arc<AtomicBool>,
+    links: Arc<Mutex<Vec<AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let down = Arc::new(AtomicBool::new(false));
+        let links: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+        let (accept_down, accept_links) = (down.clone(), links.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if accept_down.load(Ordering::SeqCst) {
+                    drop(client); // refused: the server is away
+                    continue;
+                }
+                let target = target.clone();
+                let link = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                accept_links.lock().unwrap().push(link.abort_handle());
+            }
+        });
+        Self { addr, down, links }
+    }
+
+    /// The outage: every open connection is dropped, new ones are closed at once.
+    fn cut(&self) {
+        self.down.store(true, Ordering::SeqCst);
+        for link in self.links.lock().unwrap().drain(..) {
+            link.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.down.store(false, Ordering::SeqCst);
+    }
+}
+
+/// `postgres://user@host:port/db` with `host:port` replaced by `addr`.
+fn through(url: &str, addr: SocketAddr) -> String {
+    let at = url.find('@').expect("a user in the URL") + 1;
+    let slash = at + url[at..].find('/').expect("a database in the URL");
+    format!("{}{addr}{}", &url[..at], &url[slash..])
+}
+
+/// `host:port` of a PostgreSQL URL.
+fn server_of(url: &str) -> String {
+    let at = url.find('@').expect("a user in the URL") + 1;
+    let slash = at + url[at..].find('/').expect("a database in the URL");
+    url[at..slash].to_owned()
+}
+
+async fn publish(app: &TestApp, app_id: &str, key: &str) -> reqwest::Response {
+    app.http
+        .post(format!("{}/v1/apps/{app_id}/events", app.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("Idempotency-Key", key)
+        .json(&json!({"event_type": "order.paid", "payload": {"key": key}}))
+        // Far longer than the bounded wait: a request held until the database
+        // returns would fail here rather than be answered.
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .expect("an answer while the database is away, not a hang")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_postgres_is_away_requests_get_503_and_everything_resumes_after() {
+    let proxy = Proxy::start(server_of(&postgres_admin_url())).await;
+    let app = TestApp::spawn_with(Engine::Postgres, |config| {
+        config.database_url = through(&config.database_url, proxy.addr);
+        config.db_acquire_timeout_ms = 500;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    assert_eq!(publish(&app, &app_id, "before").await.status(), 202);
+    receiver.wait_for_requests(1).await;
+
+    proxy.cut();
+    for key in ["during-1", "during-2", "during-3"] {
+        let answer = publish(&app, &app_id, key).await;
+        assert_eq!(answer.status(), 503, "{key}");
+        assert_eq!(answer.headers()["retry-after"], "5");
+        let problem: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(problem["code"], "database_unavailable", "{problem}");
+    }
+    let listing = app
+        .request(
+            Method::GET,
+            &format!("/v1/apps/{app_id}/deliveries"),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(listing.status(), 503, "reads too");
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 503, "not ready while the database is away");
+
+    proxy.restore();
+    // The same request again, as a client told to retry would send it.
+    let again = wait_until(
+        Duration::from_secs(30),
+        "a publish to succeed again",
+        || async {
+            let answer = publish(&app, &app_id, "during-1").await;
+            (answer.status() == 202).then_some(())
+        },
+    )
+    .await;
+    let () = again;
+    let arrived = receiver.wait_for_requests(2).await;
+    assert_eq!(arrived[1].json()["data"], json!({"key": "during-1"}));
+    wait_until(Duration::from_secs(30), "/readyz to say ready", || async {
+        let ready = app
+            .http
+            .get(format!("{}/readyz", app.base))
+            .send()
+            .await
+            .unwrap();
+        (ready.status() == 200).then_some(())
+    })
+    .await;
+
+    // Nothing of what was refused was written: two events, each delivered once.
+    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
+    let keys: Vec<&str> = events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["during-1", "before"]);
+    assert_eq!(receiver.requests().len(), 2);
+}
