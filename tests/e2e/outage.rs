@@ -171,3 +171,55 @@ async fn while_postgres_is_away_requests_get_503_and_everything_resumes_after() 
     assert_eq!(keys, ["during-1", "before"]);
     assert_eq!(receiver.requests().len(), 2);
 }
+
+/// SQLite's file locked by another process: writes wait `db_acquire_timeout_ms`,
+/// then are answered 503; reads go on (WAL); when the lock goes, so does the problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_another_process_locks_the_sqlite_file_writes_get_503() {
+    use sqlx::Connection;
+    let app = TestApp::spawn_with(Engine::Sqlite, |config| {
+        config.db_acquire_timeout_ms = 300;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    assert_eq!(publish(&app, &app_id, "before").await.status(), 202);
+    receiver.wait_for_requests(1).await;
+
+    // Another process's connection takes the write lock and keeps it.
+    let mut other = sqlx::SqliteConnection::connect(&app.db.url).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    for key in ["locked-1", "locked-2"] {
+        let answer = publish(&app, &app_id, key).await;
+        assert_eq!(answer.status(), 503, "{key}");
+        assert_eq!(answer.headers()["retry-after"], "5");
+        let problem: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(problem["code"], "database_unavailable", "{problem}");
+    }
+    // Reading needs no write lock.
+    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
+    assert_eq!(events["data"].as_array().unwrap().len(), 1);
+
+    sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+    drop(other);
+    wait_until(
+        Duration::from_secs(30),
+        "a publish to succeed again",
+        || async { (publish(&app, &app_id, "locked-1").await.status() == 202).then_some(()) },
+    )
+    .await;
+    let arrived = receiver.wait_for_requests(2).await;
+    assert_eq!(arrived[1].json()["data"], json!({"key": "locked-1"}));
+    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
+    let keys: Vec<&str> = events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["locked-1", "before"], "nothing refused was written");
+}

@@ -148,8 +148,9 @@ pub struct StoreConfig {
     pub sqlite_cache_mib: u32,
     /// The master keys endpoint secrets are sealed with at rest.
     pub keyring: hookline_core::sealing::Keyring,
-    /// How long a statement waits for a PostgreSQL connection (a new one when
-    /// the server is away) before it fails as [`StoreError::is_unavailable`].
+    /// How long a statement waits for the database — a PostgreSQL connection (a
+    /// new one when the server is away), or SQLite's lock held by another
+    /// process — before it fails as [`StoreError::is_unavailable`].
     pub acquire_timeout: std::time::Duration,
 }
 

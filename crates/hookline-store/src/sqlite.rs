@@ -22,10 +22,13 @@ pub(crate) async fn connect(config: &StoreConfig) -> Result<(SqlitePool, SqliteP
     };
     // The writer touches every hot index on every state change: give it a page
     // cache that holds them (SQLite's default is 2 MiB); readers need less.
+    // Another process holding the file's lock is waited for as long as a
+    // PostgreSQL connection would be; then the request fails as unavailable.
+    let busy_ms = config.acquire_timeout.as_millis();
     let pragmas = |cache_kib: u32| -> Arc<str> {
         format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
-             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = OFF; \
+             PRAGMA busy_timeout = {busy_ms}; PRAGMA foreign_keys = OFF; \
              PRAGMA cache_size = -{cache_kib}; PRAGMA temp_store = MEMORY;"
         )
         .into()
@@ -33,6 +36,7 @@ pub(crate) async fn connect(config: &StoreConfig) -> Result<(SqlitePool, SqliteP
     let options = |max: u32, pragmas: Arc<str>| {
         SqlitePoolOptions::new()
             .max_connections(max)
+            .acquire_timeout(config.acquire_timeout)
             // An in-process file has nothing to ping: the default check costs a
             // round trip to the connection's thread on every transaction.
             .test_before_acquire(false)

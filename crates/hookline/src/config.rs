@@ -79,8 +79,9 @@ pub struct Config {
     pub idle_poll_ms: u64,
     /// Database connections per process (SQLite reads are capped at 8).
     pub db_max_connections: u32,
-    /// How long a request waits for a PostgreSQL connection before it is answered
-    /// 503 `database_unavailable` (the server is away, or every connection is busy).
+    /// How long a request waits for the database before it is answered 503
+    /// `database_unavailable`: for a PostgreSQL connection (the server is away, or
+    /// every connection is busy), or for SQLite's lock held by another process.
     pub db_acquire_timeout_ms: u64,
     /// SQLite `synchronous`: `FULL` (each commit durable) or `NORMAL`.
     pub sqlite_synchronous: String,
