@@ -6,7 +6,7 @@
 //! `Retry-After` once the bounded wait for a connection ends — never held
 //! until the database returns, never a 2xx for what was not committed — and
 //! `/readyz` says not ready; once it is back, publishing and delivery resume
-//! on their own.
+//! on their own. The same holds for SQLite's file locked by another process.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -137,7 +137,7 @@ async fn while_postgres_is_away_requests_get_503_and_everything_resumes_after() 
 
     proxy.restore();
     // The same request again, as a client told to retry would send it.
-    let again = wait_until(
+    wait_until(
         Duration::from_secs(30),
         "a publish to succeed again",
         || async {
@@ -146,7 +146,6 @@ async fn while_postgres_is_away_requests_get_503_and_everything_resumes_after() 
         },
     )
     .await;
-    let () = again;
     let arrived = receiver.wait_for_requests(2).await;
     assert_eq!(arrived[1].json()["data"], json!({"key": "during-1"}));
     wait_until(Duration::from_secs(30), "/readyz to say ready", || async {
