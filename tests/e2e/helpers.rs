@@ -640,6 +640,10 @@ impl Process {
         process
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().unwrap();

@@ -13,6 +13,7 @@ mod crash;
 mod dashboard;
 mod delivery;
 mod endpoints;
+mod freeze;
 mod hostile;
 mod ops;
 mod outage;

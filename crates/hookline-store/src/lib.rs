@@ -115,10 +115,12 @@ impl StoreError {
                 Ok(sqlite) => [5, 6, 10, 13].contains(&(sqlite & 0xff)),
                 // PostgreSQL's SQLSTATE: connection exceptions (08…), the server
                 // shutting down or starting (57P01–57P03), out of disk or of
-                // connections (53100, 53300).
+                // connections (53100, 53300), this session ended for sitting idle
+                // in its transaction (25P03: the process was frozen).
                 Err(_) => {
                     code.starts_with("08")
-                        || ["57P01", "57P02", "57P03", "53100", "53300"].contains(&code.as_ref())
+                        || ["57P01", "57P02", "57P03", "53100", "53300", "25P03"]
+                            .contains(&code.as_ref())
                 }
             }),
             _ => false,

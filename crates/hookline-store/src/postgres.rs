@@ -10,8 +10,14 @@ use crate::db::Kind;
 use crate::{Result, StoreConfig, StoreError};
 
 /// Settings of every Hookline session, sent when it connects: see
-/// docs/architecture.md, "Plans that do not depend on statistics", and `crate::plans`.
+/// docs/architecture.md, "Plans that do not depend on statistics" and "A peer
+/// frozen inside a transaction", and `crate::plans`.
 pub(crate) const SESSION_SETTINGS: &[(&str, &str)] = &[
+    // No Hookline transaction waits on anything but the database, so one that
+    // sits idle this long belongs to a process that stopped (a freeze, a VM
+    // pause, a stuck socket): the server ends it and its row locks go with it,
+    // instead of every other process's turn waiting on them.
+    ("idle_in_transaction_session_timeout", "5s"),
     // Every execution is planned for the tables as they are now: a plan made while
     // a table was empty is never reused once it has grown.
     ("plan_cache_mode", "force_custom_plan"),
