@@ -101,6 +101,12 @@ impl Browser {
                 ],
             },
         });
+        // Chromium's windows are at least 500 px wide: a phone is emulated.
+        let mut capabilities = capabilities;
+        if width < 500 {
+            capabilities["goog:chromeOptions"]["mobileEmulation"] =
+                json!({"deviceMetrics": {"width": width, "height": height, "pixelRatio": 1}});
+        }
         let Value::Object(capabilities) = capabilities else {
             unreachable!()
         };

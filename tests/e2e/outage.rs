@@ -70,16 +70,39 @@ impl Proxy {
 
 /// `postgres://user@host:port/db` with `host:port` replaced by `addr`.
 fn through(url: &str, addr: SocketAddr) -> String {
-    let at = url.find('@').expect("a user in the URL") + 1;
-    let slash = at + url[at..].find('/').expect("a database in the URL");
-    format!("{}{addr}{}", &url[..at], &url[slash..])
+    let (user, _, database) = split(url);
+    format!("{user}{addr}{database}")
 }
 
 /// `host:port` of a PostgreSQL URL.
 fn server_of(url: &str) -> String {
+    split(url).1.to_owned()
+}
+
+/// `postgres://user@`, `host:port` and `/db…` of a PostgreSQL URL.
+fn split(url: &str) -> (&str, &str, &str) {
     let at = url.find('@').expect("a user in the URL") + 1;
     let slash = at + url[at..].find('/').expect("a database in the URL");
-    url[at..slash].to_owned()
+    (&url[..at], &url[at..slash], &url[slash..])
+}
+
+/// A publish refused because the database is away: 503, the problem, `Retry-After`.
+async fn assert_unavailable(answer: reqwest::Response, what: &str) {
+    assert_eq!(answer.status(), 503, "{what}");
+    assert_eq!(answer.headers()["retry-after"], "5", "{what}");
+    let problem: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(problem["code"], "database_unavailable", "{what}: {problem}");
+}
+
+/// The `key` of every event the app holds, newest first.
+async fn event_keys(app: &TestApp, app_id: &str) -> Vec<String> {
+    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
+    events["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["key"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 async fn publish(app: &TestApp, app_id: &str, key: &str) -> reqwest::Response {
@@ -112,11 +135,7 @@ async fn while_postgres_is_away_requests_get_503_and_everything_resumes_after() 
 
     proxy.cut();
     for key in ["during-1", "during-2", "during-3"] {
-        let answer = publish(&app, &app_id, key).await;
-        assert_eq!(answer.status(), 503, "{key}");
-        assert_eq!(answer.headers()["retry-after"], "5");
-        let problem: serde_json::Value = answer.json().await.unwrap();
-        assert_eq!(problem["code"], "database_unavailable", "{problem}");
+        assert_unavailable(publish(&app, &app_id, key).await, key).await;
     }
     let listing = app
         .request(
@@ -160,14 +179,7 @@ async fn while_postgres_is_away_requests_get_503_and_everything_resumes_after() 
     .await;
 
     // Nothing of what was refused was written: two events, each delivered once.
-    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
-    let keys: Vec<&str> = events["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["payload"]["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["during-1", "before"]);
+    assert_eq!(event_keys(&app, &app_id).await, ["during-1", "before"]);
     assert_eq!(receiver.requests().len(), 2);
 }
 
@@ -193,15 +205,10 @@ async fn while_another_process_locks_the_sqlite_file_writes_get_503() {
         .await
         .unwrap();
     for key in ["locked-1", "locked-2"] {
-        let answer = publish(&app, &app_id, key).await;
-        assert_eq!(answer.status(), 503, "{key}");
-        assert_eq!(answer.headers()["retry-after"], "5");
-        let problem: serde_json::Value = answer.json().await.unwrap();
-        assert_eq!(problem["code"], "database_unavailable", "{problem}");
+        assert_unavailable(publish(&app, &app_id, key).await, key).await;
     }
     // Reading needs no write lock.
-    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
-    assert_eq!(events["data"].as_array().unwrap().len(), 1);
+    assert_eq!(event_keys(&app, &app_id).await, ["before"]);
 
     sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
     drop(other);
@@ -213,12 +220,9 @@ async fn while_another_process_locks_the_sqlite_file_writes_get_503() {
     .await;
     let arrived = receiver.wait_for_requests(2).await;
     assert_eq!(arrived[1].json()["data"], json!({"key": "locked-1"}));
-    let events = app.get(&format!("/v1/apps/{app_id}/events")).await;
-    let keys: Vec<&str> = events["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["payload"]["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["locked-1", "before"], "nothing refused was written");
+    assert_eq!(
+        event_keys(&app, &app_id).await,
+        ["locked-1", "before"],
+        "nothing refused was written"
+    );
 }

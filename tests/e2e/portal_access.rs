@@ -46,6 +46,15 @@ async fn exchange(app: &TestApp, code: &str) -> (u16, Value, reqwest::header::He
     (status, response.json().await.unwrap(), headers)
 }
 
+/// `GET path` without a key (the portal's page and files need none).
+async fn get_keyless(app: &TestApp, path: &str) -> reqwest::Response {
+    app.http
+        .get(format!("{}{path}", app.base))
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A request with `token` as the bearer key: its status.
 async fn as_session(app: &TestApp, token: &str, method: Method, path: &str, body: Value) -> u16 {
     app.http
@@ -289,12 +298,7 @@ async fn portal_settings_are_checked_and_frame_the_page(engine: Engine) {
             "frame_origins": ["https://app.acme.example", "http://127.0.0.1:3000"]
         })
     );
-    let page = app
-        .http
-        .get(format!("{}/portal/apps/{a}/", app.base))
-        .send()
-        .await
-        .unwrap();
+    let page = get_keyless(&app, &format!("/portal/apps/{a}/")).await;
     assert_eq!(page.status(), 200);
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(
@@ -339,12 +343,7 @@ async fn portal_settings_are_checked_and_frame_the_page(engine: Engine) {
         reset["portal"],
         json!({"theme": "system", "frame_origins": []})
     );
-    let page = app
-        .http
-        .get(format!("{}/portal/apps/{a}/", app.base))
-        .send()
-        .await
-        .unwrap();
+    let page = get_keyless(&app, &format!("/portal/apps/{a}/")).await;
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(csp.ends_with("frame-ancestors 'none'"), "{csp}");
 }
@@ -352,12 +351,7 @@ async fn portal_settings_are_checked_and_frame_the_page(engine: Engine) {
 async fn portal_files_are_served_with_strict_headers(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let a = app.create_app().await;
-    let page = app
-        .http
-        .get(format!("{}/portal/apps/{a}/", app.base))
-        .send()
-        .await
-        .unwrap();
+    let page = get_keyless(&app, &format!("/portal/apps/{a}/")).await;
     assert_eq!(page.status(), 200);
     let headers = page.headers().clone();
     let csp = headers["content-security-policy"]
@@ -390,12 +384,7 @@ async fn portal_files_are_served_with_strict_headers(engine: Engine) {
     let script = &html[start..];
     let script = &script[..script.find('"').unwrap()];
     assert!(!html.contains("{{STATIC}}"));
-    let asset = app
-        .http
-        .get(format!("{}{script}", app.base))
-        .send()
-        .await
-        .unwrap();
+    let asset = get_keyless(&app, script).await;
     assert_eq!(asset.status(), 200, "{script}");
     assert_eq!(
         asset.headers()["cache-control"],
@@ -416,24 +405,11 @@ async fn portal_files_are_served_with_strict_headers(engine: Engine) {
         format!("/portal/static/{hash}/index.html"),
         format!("/portal/static/{hash}/../../v1/apps"),
     ] {
-        let response = app
-            .http
-            .get(format!("{}{missing}", app.base))
-            .send()
-            .await
-            .unwrap();
+        let response = get_keyless(&app, &missing).await;
         assert_eq!(response.status(), 404, "{missing}");
     }
     // The portal of no app is a plain page that says so.
-    let none = app
-        .http
-        .get(format!(
-            "{}/portal/apps/app_01J00000000000000000000000/",
-            app.base
-        ))
-        .send()
-        .await
-        .unwrap();
+    let none = get_keyless(&app, "/portal/apps/app_01J00000000000000000000000/").await;
     assert_eq!(none.status(), 404);
     assert!(none
         .text()

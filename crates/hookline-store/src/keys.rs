@@ -8,7 +8,7 @@ use hookline_core::access::Capabilities;
 use hookline_core::ids::{ApiKeyId, AppId};
 use hookline_core::time::Timestamp;
 
-use crate::db::Sql;
+use crate::db::{On, Sql};
 use crate::records::{ApiKey, KeyScope, Page};
 use crate::{parse_column, parse_optional_column, Result, Row, Store, StoreError};
 
@@ -59,8 +59,26 @@ impl Store {
         expires_at: Option<Timestamp>,
         now: Timestamp,
     ) -> Result<ApiKey> {
-        let id = ApiKeyId::generate();
-        let (app, capabilities) = match scope {
+        let key = ApiKey {
+            id: ApiKeyId::generate(),
+            scope: scope.clone(),
+            name: name.to_owned(),
+            created_at: now,
+            expires_at,
+        };
+        self.insert_api_key(&self.writer, key_hash, &key).await?;
+        Ok(key)
+    }
+
+    /// Stores `key` under `key_hash`, on a pool or in a transaction: every key
+    /// made, an admin's or a portal session's, is written by this statement.
+    pub(crate) async fn insert_api_key(
+        &self,
+        on: impl Into<On<'_>>,
+        key_hash: &str,
+        key: &ApiKey,
+    ) -> Result<()> {
+        let (app, capabilities) = match &key.scope {
             KeyScope::Admin => (None, None),
             KeyScope::App { app, capabilities } => {
                 (Some(app.as_str()), Some(capabilities.to_text()))
@@ -71,22 +89,16 @@ impl Store {
                 "INSERT INTO api_keys (id, key_hash, app_id, name, created_at, capabilities, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
-            .bind(id.as_str())
+            .bind(key.id.as_str())
             .bind(key_hash)
             .bind(app)
-            .bind(name)
-            .bind(now.as_millis())
+            .bind(key.name.as_str())
+            .bind(key.created_at.as_millis())
             .bind(capabilities)
-            .bind(expires_at.map(Timestamp::as_millis))
-            .execute(&self.writer)
+            .bind(key.expires_at.map(Timestamp::as_millis))
+            .execute(on)
             .await?;
-        Ok(ApiKey {
-            id,
-            scope: scope.clone(),
-            name: name.to_owned(),
-            created_at: now,
-            expires_at,
-        })
+        Ok(())
     }
 
     /// Keys newest first, `page.limit` at a time after the id `page.before`:

@@ -95,28 +95,15 @@ impl Store {
         let capabilities = Capabilities::parse_text(&row.try_get::<String, _>("capabilities")?)
             .map_err(|e| StoreError::Corrupt(format!("portal_codes.capabilities: {e}")))?;
         let expires_at = Timestamp::from_millis(row.try_get("expires_at")?);
-        let id = ApiKeyId::generate();
-        self.engine
-            .query(
-                "INSERT INTO api_keys (id, key_hash, app_id, name, created_at, capabilities, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(id.as_str())
-            .bind(session_hash)
-            .bind(app.as_str())
-            .bind(SESSION_KEY_NAME)
-            .bind(now.as_millis())
-            .bind(capabilities.to_text())
-            .bind(expires_at.as_millis())
-            .execute(&mut tx)
-            .await?;
-        tx.commit().await?;
-        Ok(PortalExchange::Session(ApiKey {
-            id,
+        let session = ApiKey {
+            id: ApiKeyId::generate(),
             scope: KeyScope::App { app, capabilities },
             name: SESSION_KEY_NAME.into(),
             created_at: now,
             expires_at: Some(expires_at),
-        }))
+        };
+        self.insert_api_key(&mut tx, session_hash, &session).await?;
+        tx.commit().await?;
+        Ok(PortalExchange::Session(session))
     }
 }

@@ -5,8 +5,25 @@
 // the server refuses is shown in the form, from the problem's detail.
 
 import * as api from '../api.js';
-import { h } from '../dom.js';
+import { h, replace } from '../dom.js';
 import { clearProblem, field, problemSlot, showProblem, whileBusy } from '../ui.js';
+
+/**
+ * Loads the event catalog and opens the form in `host`, focused on its URL;
+ * a catalog that cannot be loaded is shown in `problem` instead.
+ */
+export async function openEndpointForm(host, problem, { endpoint = null, onSaved, onCancel }) {
+  let catalog;
+  try {
+    catalog = await api.listEventTypes();
+  } catch (error) {
+    showProblem(problem, error);
+    return;
+  }
+  const form = endpointForm({ endpoint, catalog, onSaved, onCancel });
+  replace(host, form);
+  form.querySelector('#endpoint-url').focus();
+}
 
 /**
  * `endpoint`: the EndpointView to change, or null to create one. `catalog`:

@@ -10,7 +10,7 @@ import { facts, loading, problemSlot, showProblem, statusBadge, timeEl } from '.
 import { breakerWords, endpointStatus } from '../words.js';
 import { deliveryLog } from './deliveries.js';
 import { endpointActions } from './endpoint-actions.js';
-import { endpointForm } from './endpoint-form.js';
+import { openEndpointForm } from './endpoint-form.js';
 import { secretSection } from './endpoint-secret.js';
 import { statsSection } from './endpoint-stats.js';
 import { testSendSection } from './endpoint-test.js';
@@ -89,25 +89,15 @@ export async function endpointScreen(ctx) {
     heading.textContent = updated.url;
   }
 
-  async function openEdit(current, host, problem) {
-    let catalog;
-    try {
-      catalog = await api.listEventTypes();
-    } catch (error) {
-      showProblem(problem, error);
-      return;
-    }
-    const form = endpointForm({
+  function openEdit(current, host, problem) {
+    return openEndpointForm(host, problem, {
       endpoint: current,
-      catalog,
       onCancel: () => {
         host.replaceChildren();
         heading.focus();
       },
       onSaved: (saved) => redraw(saved),
     });
-    replace(host, form);
-    form.querySelector('#endpoint-url').focus();
   }
 }
 

@@ -11,7 +11,7 @@ import { percent } from '../format.js';
 import { announce, clearProblem, empty, loading, problemSlot, showProblem, statusBadge } from '../ui.js';
 import { breakerWords, endpointStatus } from '../words.js';
 import { endpointActions } from './endpoint-actions.js';
-import { endpointForm } from './endpoint-form.js';
+import { openEndpointForm } from './endpoint-form.js';
 
 const PAGE_SIZE = 50;
 // Health requests in flight at once: enough to fill a page quickly, few enough not to queue the server.
@@ -145,22 +145,14 @@ export async function endpointsScreen(ctx) {
   }
 
   /** Opens the form to create (`endpoint` null) or change an endpoint. */
-  async function openForm(endpoint) {
+  function openForm(endpoint) {
     clearProblem(problem);
-    let catalog;
-    try {
-      catalog = await api.listEventTypes();
-    } catch (error) {
-      showProblem(problem, error);
-      return;
-    }
     const close = () => {
       formHost.replaceChildren();
       newButton?.focus();
     };
-    const form = endpointForm({
+    return openEndpointForm(formHost, problem, {
       endpoint,
-      catalog,
       onCancel: close,
       onSaved: (saved) => {
         close();
@@ -168,8 +160,6 @@ export async function endpointsScreen(ctx) {
         reload();
       },
     });
-    replace(formHost, form);
-    form.querySelector('#endpoint-url').focus();
   }
 
   /**
