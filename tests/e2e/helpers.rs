@@ -583,6 +583,22 @@ impl Process {
         Self::start_with_stderr(db, role, None, extra_env, file.into()).await
     }
 
+    /// `hookline serve` on `port` with its log (stderr) appended to `log`, so
+    /// the processes of one run, restarted on one port, share one log.
+    pub async fn serve_appending(
+        db: &TestDb,
+        port: u16,
+        extra_env: &[(&str, &str)],
+        log: &std::path::Path,
+    ) -> Self {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("opening the log file");
+        Self::start_with_stderr(db, "serve", Some(port), extra_env, file.into()).await
+    }
+
     /// `hookline <role>`, waiting until it answers `/healthz` (every role does).
     pub async fn start(
         db: &TestDb,
@@ -663,6 +679,14 @@ impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A log holds none of `secrets` (what, value): no payload, token, secret
+/// or signature is ever logged.
+pub fn assert_scrubbed(log: &str, secrets: &[(&str, String)]) {
+    for (what, value) in secrets {
+        assert!(!log.contains(value.as_str()), "the log holds {what}");
     }
 }
 

@@ -1,0 +1,468 @@
+//! The fault suite's history checker (issue #21): what every publisher was
+//! told and what every receiver got, judged against Hookline's promises.
+//!
+//! A fault scenario records each publish (its tag, app, type, ordering key and
+//! sequence, and the answer: accepted with an event id, refused with a clear
+//! 4xx, or indeterminate) while real receivers log every request. At the end,
+//! [`check`] turns the history into a [`Report`]: lost, misdirected, forged,
+//! out of order and phantom receipts must all be zero; duplicates are counted
+//! and held to the bound the scenario's faults allow.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{Receiver, ADMIN_TOKEN};
+
+/// What a publisher was finally told about one publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx: the event is committed; its id.
+    Accepted(String),
+    /// A clear 4xx: nothing was stored.
+    Refused(u16),
+    /// No answer, a reset, a timeout or a 5xx: it may or may not be stored.
+    Indeterminate,
+}
+
+/// One publish as its publisher saw it.
+#[derive(Debug, Clone)]
+pub struct Publish {
+    /// Unique in the run; carried in the payload (`data.tag`).
+    pub tag: String,
+    pub app: String,
+    pub event_type: String,
+    /// The ordering key and the publisher's sequence within it (1, 2, …;
+    /// a key's events are published one after another, each after the last
+    /// was accepted).
+    pub ordered: Option<(String, u64)>,
+    pub outcome: Outcome,
+    /// Indeterminate answers before the final one (each retried).
+    pub retried: u32,
+}
+
+/// One endpoint of the run and the receiver behind it.
+pub struct Subscriber {
+    pub name: &'static str,
+    pub app: String,
+    pub id: String,
+    pub secret: String,
+    /// `None`: every type.
+    pub event_types: Option<Vec<String>>,
+    pub receiver: Receiver,
+}
+
+impl Subscriber {
+    fn wants(&self, publish: &Publish) -> bool {
+        publish.app == self.app
+            && self
+                .event_types
+                .as_ref()
+                .is_none_or(|types| types.contains(&publish.event_type))
+    }
+}
+
+/// The checker's verdict on one history.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub accepted: usize,
+    pub refused: usize,
+    pub indeterminate: usize,
+    pub receipts: usize,
+    /// (endpoint, event id) pairs the DLQ holds at the end.
+    pub dead: usize,
+    /// An accepted event an endpoint subscribed to it never got with a 2xx
+    /// answer, and that is not in the DLQ for that endpoint.
+    pub lost: Vec<String>,
+    /// A receipt at an endpoint not subscribed to the event, of another
+    /// app, or of no publish at all.
+    pub misdirected: Vec<String>,
+    /// A receipt whose signature the official `standardwebhooks` crate
+    /// rejects, or whose `webhook-id` is not the id its publish was given.
+    pub forged: Vec<String>,
+    /// For one endpoint and ordering key, a first receipt of sequence n+1
+    /// before the first success of n.
+    pub out_of_order: Vec<String>,
+    /// A receipt of an event whose publish was refused.
+    pub phantom: Vec<String>,
+    /// Successful receipts beyond the first, per (endpoint, event).
+    pub duplicates: usize,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "accepted {}, refused {}, indeterminate {}, receipts {}, dead {}; \
+             lost {}, misdirected {}, forged {}, out of order {}, phantom {}, duplicates {}",
+            self.accepted,
+            self.refused,
+            self.indeterminate,
+            self.receipts,
+            self.dead,
+            self.lost.len(),
+            self.misdirected.len(),
+            self.forged.len(),
+            self.out_of_order.len(),
+            self.phantom.len(),
+            self.duplicates,
+        )
+    }
+}
+
+impl Report {
+    /// What broke, if anything: a promise, or more duplicates than
+    /// `duplicate_bound`.
+    pub fn violations(&self, duplicate_bound: usize) -> Option<String> {
+        let first = |list: &[String]| list.iter().take(5).cloned().collect::<Vec<_>>();
+        if !(self.lost.is_empty()
+            && self.misdirected.is_empty()
+            && self.forged.is_empty()
+            && self.out_of_order.is_empty()
+            && self.phantom.is_empty())
+        {
+            return Some(format!(
+                "{self}\nlost: {:?}\nmisdirected: {:?}\nforged: {:?}\nout of order: {:?}\nphantom: {:?}",
+                first(&self.lost),
+                first(&self.misdirected),
+                first(&self.forged),
+                first(&self.out_of_order),
+                first(&self.phantom),
+            ));
+        }
+        (self.duplicates > duplicate_bound)
+            .then(|| format!("{self}: more duplicates than the faults allow ({duplicate_bound})"))
+    }
+
+    /// Every promise held, and duplicates stayed within `duplicate_bound`.
+    pub fn assert_holds(&self, duplicate_bound: usize) {
+        if let Some(broken) = self.violations(duplicate_bound) {
+            panic!("{broken}");
+        }
+    }
+}
+
+/// Judges a history. `dead` holds the (endpoint id, event id) pairs in the
+/// DLQ at the end of the run.
+pub fn check(
+    publishes: &[Publish],
+    subscribers: &[Subscriber],
+    dead: &HashSet<(String, String)>,
+) -> Report {
+    let mut report = Report {
+        dead: dead.len(),
+        ..Report::default()
+    };
+    let by_tag: HashMap<&str, &Publish> = publishes.iter().map(|p| (p.tag.as_str(), p)).collect();
+    for publish in publishes {
+        match publish.outcome {
+            Outcome::Accepted(_) => report.accepted += 1,
+            Outcome::Refused(_) => report.refused += 1,
+            Outcome::Indeterminate => report.indeterminate += 1,
+        }
+    }
+
+    for subscriber in subscribers {
+        // (event id) → successful receipts at this endpoint.
+        let mut successes: HashMap<String, usize> = HashMap::new();
+        // ordering key → sequences that have succeeded here so far.
+        let mut done: HashMap<&str, HashSet<u64>> = HashMap::new();
+        // ordering key → sequences received here so far.
+        let mut seen: HashMap<&str, HashSet<u64>> = HashMap::new();
+        let receipts = subscriber.receiver.requests();
+        report.receipts += receipts.len();
+        let verifier = standardwebhooks::Webhook::new(&subscriber.secret).expect("a whsec_ secret");
+        for (n, receipt) in receipts.iter().enumerate() {
+            let id = receipt.header("webhook-id").to_owned();
+            let at = format!("{} receipt #{n} ({id})", subscriber.name);
+            if !signed(&verifier, receipt) {
+                report.forged.push(format!("{at}: signature rejected"));
+            }
+            let tag = serde_json::from_slice::<Value>(&receipt.body)
+                .ok()
+                .and_then(|body| body["data"]["tag"].as_str().map(str::to_owned));
+            let Some(publish) = tag.as_deref().and_then(|tag| by_tag.get(tag)) else {
+                report
+                    .misdirected
+                    .push(format!("{at}: no publish has its tag"));
+                continue;
+            };
+            if !subscriber.wants(publish) {
+                report
+                    .misdirected
+                    .push(format!("{at}: {} of app {}", publish.tag, publish.app));
+            }
+            match &publish.outcome {
+                Outcome::Refused(status) => {
+                    report
+                        .phantom
+                        .push(format!("{at}: {} was refused ({status})", publish.tag));
+                }
+                Outcome::Accepted(event) if *event != id => {
+                    report
+                        .forged
+                        .push(format!("{at}: {} was accepted as {event}", publish.tag));
+                }
+                _ => {}
+            }
+            let success = (200..300).contains(&receipt.status);
+            if let Some((key, sequence)) = &publish.ordered {
+                let first_time = seen.entry(key).or_default().insert(*sequence);
+                let previous_done = *sequence == 1
+                    || done
+                        .get(key.as_str())
+                        .is_some_and(|d| d.contains(&(sequence - 1)));
+                if first_time && !previous_done {
+                    report.out_of_order.push(format!(
+                        "{at}: {key}#{sequence} before the first success of #{}",
+                        sequence - 1
+                    ));
+                }
+                if success {
+                    done.entry(key).or_default().insert(*sequence);
+                }
+            }
+            if success {
+                *successes.entry(id).or_default() += 1;
+            }
+        }
+        report.duplicates += successes.values().map(|n| n - 1).sum::<usize>();
+        for publish in publishes.iter().filter(|p| subscriber.wants(p)) {
+            if let Outcome::Accepted(event) = &publish.outcome {
+                if !successes.contains_key(event)
+                    && !dead.contains(&(subscriber.id.clone(), event.clone()))
+                {
+                    report.lost.push(format!(
+                        "{}: {} ({event}) never delivered, not dead",
+                        subscriber.name, publish.tag
+                    ));
+                }
+            }
+        }
+    }
+    report
+}
+
+/// Whether one of the receipt's `v1` signatures is the official crate's
+/// signature of its id, timestamp and body. (`Webhook::verify` would also
+/// refuse timestamps older than five minutes, which a long run's early
+/// receipts are by the time they are checked.)
+fn signed(verifier: &standardwebhooks::Webhook, receipt: &crate::helpers::Received) -> bool {
+    let Ok(timestamp) = receipt.header("webhook-timestamp").parse::<i64>() else {
+        return false;
+    };
+    let Ok(expected) = verifier.sign(receipt.header("webhook-id"), timestamp, &receipt.body) else {
+        return false;
+    };
+    receipt
+        .header("webhook-signature")
+        .split(' ')
+        .any(|signature| signature == expected)
+}
+
+/// Publishes like a careful client: the same body and `Idempotency-Key`
+/// again while the answer is indeterminate (the server down, a reset, a
+/// timeout, a 5xx), until a clear answer or `give_up` after the first try.
+pub async fn publish(
+    http: &reqwest::Client,
+    base: &str,
+    publish: &mut Publish,
+    idempotency_key: &str,
+    give_up: Duration,
+) {
+    let mut body = json!({
+        "event_type": publish.event_type,
+        "payload": {"tag": publish.tag},
+    });
+    if let Some((key, sequence)) = &publish.ordered {
+        body["ordering_key"] = json!(key);
+        body["payload"]["sequence"] = json!(sequence);
+    }
+    let deadline = std::time::Instant::now() + give_up;
+    publish.outcome = loop {
+        let answer = http
+            .post(format!("{base}/v1/apps/{}/events", publish.app))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("idempotency-key", idempotency_key)
+            .json(&body)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        let outcome = match answer {
+            Ok(response) if response.status().is_success() => {
+                match response.json::<Value>().await {
+                    Ok(body) => Outcome::Accepted(body["id"].as_str().unwrap().to_owned()),
+                    // Cut while reading the answer.
+                    Err(_) => Outcome::Indeterminate,
+                }
+            }
+            Ok(response) if response.status().is_client_error() => {
+                Outcome::Refused(response.status().as_u16())
+            }
+            _ => Outcome::Indeterminate,
+        };
+        if outcome != Outcome::Indeterminate || std::time::Instant::now() > deadline {
+            break outcome;
+        }
+        publish.retried += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+}
+
+/// The (endpoint id, event id) pairs in an app's DLQ, read through the API.
+pub async fn dead_letters(base: &str, app: &str) -> HashSet<(String, String)> {
+    let http = reqwest::Client::new();
+    let mut dead = HashSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/v1/apps/{app}/dlq?limit=250");
+        if let Some(cursor) = &cursor {
+            url.push_str(&format!("&before={cursor}"));
+        }
+        let page: Value = http
+            .get(&url)
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for row in page["data"].as_array().unwrap() {
+            dead.insert((
+                row["endpoint_id"].as_str().unwrap().to_owned(),
+                row["event_id"].as_str().unwrap().to_owned(),
+            ));
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return dead,
+        }
+    }
+}
+
+/// How many of each outcome, and how many publishes were retried after an
+/// indeterminate answer, for a scenario's log line.
+pub fn tally(publishes: &[Publish]) -> BTreeMap<String, usize> {
+    let mut tally = BTreeMap::new();
+    for publish in publishes {
+        if publish.retried > 0 {
+            *tally.entry("retried".to_owned()).or_default() += 1;
+        }
+        let name = match publish.outcome {
+            Outcome::Accepted(_) => "accepted".to_owned(),
+            Outcome::Refused(status) => format!("refused {status}"),
+            Outcome::Indeterminate => "indeterminate".to_owned(),
+        };
+        *tally.entry(name).or_default() += 1;
+    }
+    tally
+}
+
+/// The checker must catch what it claims to: each kind of broken history,
+/// built by hand against real receivers, is reported.
+mod self_test {
+    use super::*;
+    use crate::helpers::Reply;
+
+    fn accepted(tag: &str, app: &str, ordered: Option<(&str, u64)>) -> Publish {
+        Publish {
+            tag: tag.into(),
+            app: app.into(),
+            event_type: "order.paid".into(),
+            ordered: ordered.map(|(k, s)| (k.into(), s)),
+            outcome: Outcome::Accepted(format!("evt_{tag}")),
+            retried: 0,
+        }
+    }
+
+    async fn send(receiver: &Receiver, secret: &str, id: &str, tag: &str) {
+        let body = json!({"type": "order.paid", "timestamp": "x", "data": {"tag": tag}});
+        let body = serde_json::to_vec(&body).unwrap();
+        let webhook = standardwebhooks::Webhook::new(secret).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let signature = webhook.sign(id, now, &body).unwrap();
+        reqwest::Client::new()
+            .post(&receiver.url)
+            .header("webhook-id", id)
+            .header("webhook-timestamp", now.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_checker_reports_every_kind_of_broken_history() {
+        const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let receiver = Receiver::start().await;
+        let mut publishes = vec![
+            accepted("a", "app_1", Some(("k", 1))),
+            accepted("b", "app_1", Some(("k", 2))),
+            accepted("lost", "app_1", None),
+            accepted("dead", "app_1", None),
+            accepted("other", "app_2", None),
+            accepted("dup", "app_1", None),
+        ];
+        publishes.push(Publish {
+            outcome: Outcome::Refused(409),
+            ..accepted("refused", "app_1", None)
+        });
+        // b (sequence 2) before a (sequence 1); a refused publish; another
+        // app's event; a bad signature; a duplicate; an unknown tag.
+        send(&receiver, SECRET, "evt_b", "b").await;
+        send(&receiver, SECRET, "evt_a", "a").await;
+        send(&receiver, SECRET, "evt_refused", "refused").await;
+        send(&receiver, SECRET, "evt_other", "other").await;
+        send(
+            &receiver,
+            "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            "evt_dup",
+            "dup",
+        )
+        .await;
+        send(&receiver, SECRET, "evt_dup", "dup").await;
+        receiver.answer_always(Reply::status(500));
+        send(&receiver, SECRET, "evt_x", "nobody").await;
+        let subscribers = [Subscriber {
+            name: "one",
+            app: "app_1".into(),
+            id: "ep_1".into(),
+            secret: SECRET.into(),
+            event_types: None,
+            receiver,
+        }];
+        let dead = HashSet::from([("ep_1".to_owned(), "evt_dead".to_owned())]);
+        let report = check(&publishes, &subscribers, &dead);
+        assert_eq!(report.lost.len(), 1, "{:?}", report.lost);
+        assert!(report.lost[0].contains("lost"));
+        assert_eq!(report.out_of_order.len(), 1, "{:?}", report.out_of_order);
+        assert_eq!(report.phantom.len(), 1, "{:?}", report.phantom);
+        // Another app's event, and a tag no publish has.
+        assert_eq!(report.misdirected.len(), 2, "{:?}", report.misdirected);
+        assert_eq!(report.forged.len(), 1, "{:?}", report.forged);
+        // The forged one answered 200 too: two successes of evt_dup.
+        assert_eq!(report.duplicates, 1);
+        assert_eq!(
+            (report.accepted, report.refused, report.receipts),
+            (6, 1, 7)
+        );
+        assert!(
+            report.violations(10).is_some(),
+            "a broken history must fail the check"
+        );
+        // Duplicates alone break the check only beyond their bound.
+        let duplicates_only = Report {
+            duplicates: 3,
+            ..Report::default()
+        };
+        assert!(duplicates_only.violations(3).is_none());
+        assert!(duplicates_only.violations(2).is_some());
+    }
+}
