@@ -17,6 +17,7 @@ mod faults;
 mod freeze;
 mod history;
 mod hostile;
+mod limits;
 mod ops;
 mod outage;
 mod plans;

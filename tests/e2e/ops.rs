@@ -19,7 +19,44 @@ both_engines!(
     readiness_needs_current_migrations,
     a_dispatcher_process_answers_probes_and_nothing_else,
     a_full_run_logs_no_payload_secret_token_or_signature,
+    a_fresh_process_exports_every_counter_at_zero,
 );
+
+/// Before anything happened, every counter the binary declares is exported
+/// at 0 with each label value it can take: a dashboard shows 0, not "no
+/// data", and an absent-series alert can tell "none yet" from "broken".
+async fn a_fresh_process_exports_every_counter_at_zero(engine: Engine) {
+    let db = TestDb::new(engine).await;
+    let process = Process::start(&db, "serve", None, &[]).await;
+    let text = reqwest::get(format!("{}/metrics", process.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counters: Vec<&str> = hookline::metrics::all_names()
+        .into_iter()
+        .filter(|name| name.ends_with("_total"))
+        .collect();
+    assert!(counters.len() >= 7, "{counters:?}");
+    for name in counters {
+        let lines = series(&text, name, &[]);
+        assert!(!lines.is_empty(), "{name} is missing from a fresh /metrics");
+        for line in lines {
+            assert!(line.ends_with(" 0"), "{line}");
+        }
+    }
+    for (name, label) in [
+        ("hookline_breaker_transitions_total", "to=\"open\""),
+        ("hookline_breaker_transitions_total", "to=\"disabled\""),
+        ("hookline_dlq_entries_total", "reason=\"retries_exhausted\""),
+        ("hookline_attempts_total", "outcome=\"timeout\""),
+        ("hookline_attempts_total", "outcome=\"5xx\""),
+        ("hookline_deliveries_completed_total", "result=\"dead\""),
+    ] {
+        assert_eq!(series(&text, name, &[label]).len(), 1, "{name}{{{label}}}");
+    }
+}
 
 /// `hookline admin <args>` against `app`, as an on-call engineer runs it.
 async fn admin(app: &TestApp, args: &[&str]) -> anyhow::Result<String> {

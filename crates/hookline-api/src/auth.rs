@@ -38,9 +38,10 @@ impl Access {
     }
 }
 
-/// An authenticated caller that the route's [`Access`] let through.
+/// An authenticated caller that the route's [`Access`] let through: its
+/// scope, and its key's hash (what rate limits count by).
 #[derive(Debug, Clone)]
-pub(crate) struct Caller(pub KeyScope);
+pub(crate) struct Caller(pub KeyScope, String);
 
 /// The route layer: authenticates the bearer key and checks it against `access`.
 pub(crate) async fn authorize(
@@ -57,6 +58,11 @@ pub(crate) async fn authorize(
     };
     if let Err(error) = caller.permits(access) {
         return error.into_response();
+    }
+    if let Some(limits) = &state.limits {
+        if let Err(error) = limits.check(&caller.1, &caller.0) {
+            return error.into_response();
+        }
     }
     request.extensions_mut().insert(caller);
     next.run(request).await
@@ -83,14 +89,14 @@ async fn authenticate(state: &AppState, headers: &axum::http::HeaderMap) -> ApiR
                 .ok_or(ApiError::Unauthorized(
                     "this API key is not valid (unknown or revoked)",
                 ))?;
-            state.keys.insert(hash, found.clone());
+            state.keys.insert(hash.clone(), found.clone());
             found
         }
     };
     if found.expired(state.clock.now()) {
         return Err(ApiError::Unauthorized("this API key has expired"));
     }
-    Ok(Caller(found.scope))
+    Ok(Caller(found.scope, hash))
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {

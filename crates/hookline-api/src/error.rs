@@ -50,6 +50,9 @@ pub enum ApiError {
     /// A portal link's code that cannot open a session (docs/portal.md).
     #[error("{}", .0.detail())]
     PortalCode(PortalCode),
+    /// This API key made more requests than its rate allows (`Retry-After`).
+    #[error("this API key is over its request rate; try again in {retry_after_secs} s (Retry-After)")]
+    RateLimited { retry_after_secs: u64 },
     /// The database is away for now (unreachable, restarting, busy, full).
     #[error("the database is unavailable for now; try again shortly (Retry-After). A publish repeated with the same Idempotency-Key is never stored twice")]
     Unavailable,
@@ -97,6 +100,7 @@ impl ApiError {
             }
             Self::PortalCode(PortalCode::Used) => (StatusCode::GONE, "portal_code_used"),
             Self::PortalCode(PortalCode::Expired) => (StatusCode::GONE, "portal_code_expired"),
+            Self::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -146,6 +150,11 @@ impl IntoResponse for ApiError {
                 header::RETRY_AFTER,
                 HeaderValue::from_static(RETRY_UNAVAILABLE_SECS),
             );
+        }
+        if let Self::RateLimited { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
         }
         if matches!(self, Self::Unauthorized(_)) {
             // RFC 6750: say which scheme the server expects.
@@ -240,6 +249,7 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("portal_code_used", 410, "`POST /portal/session` with a code that already opened a session (a portal link works once)"),
     kind("portal_code_expired", 410, "`POST /portal/session` with a code past its `expires_at`"),
     kind("endpoint_deleted", 409, "replay or resend of a delivery whose endpoint was deleted"),
+    kind("rate_limited", 429, "this API key made more requests than `api_rate_limit_per_sec` (with `api_rate_limit_burst`) allows; `Retry-After` says in how many seconds the next is allowed. Admin keys are exempt unless `api_rate_limit_admin` is set"),
     kind("database_unavailable", 503, "the database is away for now (unreachable, restarting, out of connections, busy or full); `Retry-After` says when to try again. If the connection broke during the commit the request may have been carried out: repeat a publish with its `Idempotency-Key`"),
     kind(
         "not_ready",
@@ -272,6 +282,9 @@ mod tests {
             ApiError::PortalCode(PortalCode::Invalid),
             ApiError::PortalCode(PortalCode::Used),
             ApiError::PortalCode(PortalCode::Expired),
+            ApiError::RateLimited {
+                retry_after_secs: 1,
+            },
             ApiError::Unavailable,
             ApiError::Internal("x".into()),
         ];
@@ -293,6 +306,7 @@ mod tests {
                 | ApiError::UnknownEventType(_)
                 | ApiError::SchemaViolation(_)
                 | ApiError::PortalCode(_)
+                | ApiError::RateLimited { .. }
                 | ApiError::Unavailable
                 | ApiError::Internal(_) => {}
             }

@@ -15,6 +15,7 @@ mod auth;
 mod catalog;
 pub mod error;
 mod extract;
+mod limits;
 pub mod metrics;
 pub mod openapi;
 mod portal;
@@ -23,6 +24,7 @@ mod unread;
 mod views;
 
 pub use auth::Access;
+pub use limits::RateLimit;
 pub use routes::{list as route_list, Route};
 
 use std::sync::Arc;
@@ -57,6 +59,8 @@ pub struct ApiConfig {
     pub readiness: Option<Readiness>,
     /// The absolute URL clients reach this deployment at: portal links start with it.
     pub public_url: String,
+    /// Per-key request rate limits; `None`: unlimited.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for ApiConfig {
@@ -69,6 +73,7 @@ impl Default for ApiConfig {
             metrics_app_label: false,
             readiness: None,
             public_url: "http://127.0.0.1:8080".into(),
+            rate_limit: None,
         }
     }
 }
@@ -81,6 +86,7 @@ pub(crate) struct AppState {
     pub config: Arc<ApiConfig>,
     pub keys: Arc<auth::KeyCache>,
     pub catalog: Arc<catalog::Catalog>,
+    pub limits: Option<Arc<limits::KeyLimits>>,
 }
 
 /// The whole API as one router.
@@ -96,12 +102,16 @@ pub fn ops_router(store: Store, clock: Arc<dyn Clock>, config: ApiConfig) -> Rou
 
 fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bool) -> Router {
     let body_limit = config.max_payload_bytes + extract::ENVELOPE_ALLOWANCE;
+    let limits = config
+        .rate_limit
+        .map(|limit| Arc::new(limits::KeyLimits::new(limit, clock.clone())));
     let state = AppState {
         store,
         clock,
         config: Arc::new(config),
         keys: Arc::default(),
         catalog: Arc::default(),
+        limits,
     };
     routes::routes(&state, public_only)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))

@@ -18,6 +18,14 @@ pub const REQUEST_DURATION: &str = "hookline_api_request_duration_seconds";
 /// Every metric this crate emits.
 pub const NAMES: &[&str] = &[EVENTS_ACCEPTED, REQUEST_DURATION];
 
+/// Registers the counters this crate emits at zero, so a fresh process
+/// exports them from its first scrape (per app only once an app publishes).
+pub fn zero(app_label: bool) {
+    if !app_label {
+        ::metrics::counter!(EVENTS_ACCEPTED).increment(0);
+    }
+}
+
 pub(crate) fn events_accepted(state: &AppState, app: &hookline_core::ids::AppId, count: u64) {
     if state.config.metrics_app_label {
         ::metrics::counter!(EVENTS_ACCEPTED, "app" => app.to_string()).increment(count);

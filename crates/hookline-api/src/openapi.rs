@@ -111,10 +111,11 @@ fn codes(route: &crate::routes::Route, doc: &Doc) -> Vec<&'static str> {
     let mut codes = Vec::new();
     match route.access {
         Access::Public | Access::Portal => {}
-        Access::Admin => codes.extend(["unauthorized", "admin_only"]),
+        Access::Admin => codes.extend(["unauthorized", "admin_only", "rate_limited"]),
         Access::App(capability) => codes.extend([
             "unauthorized",
             crate::error::ApiError::MissingCapability(capability).code(),
+            "rate_limited",
         ]),
     }
     if route.path.contains('{') {

@@ -121,6 +121,9 @@ pub enum ReplayJobState {
 macro_rules! sql_text_enum {
     ($ty:ty { $($variant:ident => $text:literal),+ $(,)? }) => {
         impl $ty {
+            /// Every variant, in declaration order.
+            pub const ALL: &[Self] = &[$(Self::$variant),+];
+
             /// The stable spelling used in the database and the API.
             pub const fn as_str(self) -> &'static str {
                 match self { $(Self::$variant => $text),+ }

@@ -55,6 +55,38 @@ pub const NAMES: &[&str] = &[
     LAST_TURN,
 ];
 
+/// Registers every counter this crate emits, with each label value it can
+/// take, at zero (an increment of 0 leaves a running count alone): a fresh
+/// process exports them from its first scrape, so dashboards show 0 rather
+/// than "no data" and an absent-series alert can tell "none yet" from
+/// "broken". With per-endpoint labels, attempts have no series before the
+/// first attempt (there is no endpoint to name yet).
+pub fn zero(endpoint_labels: bool) {
+    if !endpoint_labels {
+        let statuses = [200, 300, 400, 429, 500, 600].map(|s| outcome_class(Some(s), None));
+        let errors = TransportError::ALL
+            .iter()
+            .map(|e| outcome_class(None, Some(*e)));
+        for class in statuses.into_iter().chain(errors) {
+            ::metrics::counter!(ATTEMPTS, "outcome" => class).increment(0);
+        }
+    }
+    for reason in hookline_core::model::DeadReason::ALL {
+        ::metrics::counter!(DLQ_ENTRIES, "reason" => reason.as_str()).increment(0);
+    }
+    for result in ["succeeded", "retry", "dead"] {
+        ::metrics::counter!(DELIVERIES_COMPLETED, "result" => result).increment(0);
+    }
+    for to in BREAKER_STATES {
+        ::metrics::counter!(BREAKER_TRANSITIONS, "to" => to).increment(0);
+    }
+    ::metrics::counter!(CLAIMED).increment(0);
+    ::metrics::counter!(HANDED_OFF).increment(0);
+}
+
+/// The `to` label of [`BREAKER_TRANSITIONS`].
+const BREAKER_STATES: [&str; 3] = ["open", "closed", "disabled"];
+
 /// The `outcome` label of an attempt: the response's status class (`429`
 /// apart), or how the transport failed.
 pub fn outcome_class(status: Option<u16>, error: Option<TransportError>) -> &'static str {
@@ -159,11 +191,11 @@ pub(crate) fn turn(took: Duration, recorded: usize, claimed: usize, now: Timesta
 }
 
 pub(crate) fn breaker_changes(changes: hookline_store::BreakerChanges) {
-    for (to, count) in [
-        ("open", changes.opened),
-        ("closed", changes.closed),
-        ("disabled", changes.disabled),
-    ] {
+    for (to, count) in BREAKER_STATES.into_iter().zip([
+        changes.opened,
+        changes.closed,
+        changes.disabled,
+    ]) {
         if count > 0 {
             ::metrics::counter!(BREAKER_TRANSITIONS, "to" => to).increment(u64::from(count));
         }

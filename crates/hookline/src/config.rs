@@ -106,6 +106,18 @@ pub struct Config {
     /// How many endpoints get their own series of `hookline_attempts_total`
     /// (later ones share `endpoint="other"`); 0 adds no endpoint label.
     pub metrics_endpoint_cap: usize,
+    /// Requests per second one API key may make (sustained); 0: unlimited.
+    pub api_rate_limit_per_sec: u32,
+    /// Requests one API key may make at once above its rate.
+    pub api_rate_limit_burst: u32,
+    /// Whether admin keys are rate limited too.
+    pub api_rate_limit_admin: bool,
+    /// Open HTTP connections one process accepts at most; more wait in the
+    /// listen backlog until one closes.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (and how long an
+    /// idle keep-alive connection stays open); slower ones are disconnected.
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -151,6 +163,11 @@ impl Default for Config {
             event_type_check: "accept".into(),
             metrics_app_label: false,
             metrics_endpoint_cap: 0,
+            api_rate_limit_per_sec: 1_000,
+            api_rate_limit_burst: 2_000,
+            api_rate_limit_admin: false,
+            max_connections: 10_000,
+            header_read_timeout_ms: 30_000,
         }
     }
 }
@@ -164,6 +181,10 @@ const NOT_KEYS: &[&str] = &[
     "bin",
     "test_postgres_url",
     "write_openapi",
+    "fault_events",
+    "fault_kill_ms",
+    "fault_seed",
+    "portal_screenshots",
 ];
 
 /// A configuration that cannot be used, with the key and where its value came from.
@@ -259,6 +280,11 @@ impl Config {
         }
         at_least("retry_base_ms", self.retry_base_ms, 1)?;
         at_least("db_acquire_timeout_ms", self.db_acquire_timeout_ms, 1)?;
+        at_least("max_connections", self.max_connections as u64, 1)?;
+        at_least("header_read_timeout_ms", self.header_read_timeout_ms, 1)?;
+        if self.api_rate_limit_per_sec > 0 {
+            at_least("api_rate_limit_burst", self.api_rate_limit_burst.into(), 1)?;
+        }
         at_least("retry_cap_ms", self.retry_cap_ms, self.retry_base_ms).map_err(|(key, _)| {
             (
                 key,
@@ -384,6 +410,15 @@ impl Config {
             ceiling,
             ..ConcurrencyPolicy::default()
         }
+    }
+
+    /// The per-key request rate limit, unless `api_rate_limit_per_sec` is 0.
+    pub fn rate_limit(&self) -> Option<hookline_api::RateLimit> {
+        Some(hookline_api::RateLimit {
+            per_sec: std::num::NonZeroU32::new(self.api_rate_limit_per_sec)?,
+            burst: std::num::NonZeroU32::new(self.api_rate_limit_burst)?,
+            admin: self.api_rate_limit_admin,
+        })
     }
 
     pub fn dispatcher(&self) -> DispatcherConfig {

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod config;
+mod http;
 pub mod metrics;
 
 use std::net::SocketAddr;
@@ -314,6 +315,12 @@ impl Server {
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
         let handle = metrics_handle();
+        if role.runs_dispatcher() {
+            hookline_dispatch::metrics::zero(config.metrics_endpoint_cap > 0);
+        }
+        if role.runs_api() {
+            hookline_api::metrics::zero(config.metrics_app_label);
+        }
         let api_config = hookline_api::ApiConfig {
             max_payload_bytes: config.max_payload_bytes,
             allow_private_destinations: config.allow_private_destinations,
@@ -327,6 +334,7 @@ impl Server {
                 .public_url
                 .clone()
                 .unwrap_or_else(|| format!("http://{addr}")),
+            rate_limit: config.rate_limit(),
         };
         let api = if role.runs_api() {
             hookline_api::router(store.clone(), clock.clone(), api_config)
@@ -334,11 +342,13 @@ impl Server {
             hookline_api::ops_router(store.clone(), clock.clone(), api_config)
         };
         let token = shutdown.clone();
+        let limits = http::Limits {
+            max_connections: config.max_connections,
+            header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
+        };
         tasks.push(tokio::spawn(async move {
-            axum::serve(listener, api)
-                .with_graceful_shutdown(token.cancelled_owned())
-                .await
-                .context("serving the API")
+            http::serve(listener, api, limits, token).await;
+            Ok(())
         }));
         if role.runs_api() {
             tasks.push(tokio::spawn(retention_loop(
