@@ -654,7 +654,7 @@ async fn keys_are_made_listed_and_revoked_over_the_api_and_the_cli(engine: Engin
         Method::POST,
         "/v1/keys",
         Some(&json!({"name": "x", "app": "nosuch", "capabilities": ["read"]})),
-        422,
+        404,
     )
     .await;
     let ops = app

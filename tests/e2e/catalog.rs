@@ -229,7 +229,7 @@ async fn a_test_send_delivers_the_example_to_one_endpoint(engine: Engine) {
         Method::POST,
         &path,
         Some(&json!({"event_type": "order.shipped"})),
-        422,
+        409,
     )
     .await;
     assert!(

@@ -79,17 +79,18 @@ async fn a_rotated_secret_signs_beside_the_old_one_until_the_grace_ends(engine: 
     assert!(verifies(&new, &after[1]), "the new secret verifies");
     assert!(!verifies(&old, &after[1]), "the old secret no longer does");
 
-    // Bad rotations change nothing.
-    for body in [
-        json!({"key": "not-a-secret"}),
-        json!({"grace_secs": 8 * 86_400}),
-        json!({"key": new}),
+    // Bad rotations change nothing: malformed ones are 422, the current
+    // secret again is a conflict with the endpoint's state (409).
+    for (body, status) in [
+        (json!({"key": "not-a-secret"}), 422),
+        (json!({"grace_secs": 8 * 86_400}), 422),
+        (json!({"key": new}), 409),
     ] {
         app.call(
             Method::POST,
             &format!("{path}/secret/rotate"),
             Some(&body),
-            422,
+            status,
         )
         .await;
     }

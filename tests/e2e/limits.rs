@@ -76,9 +76,11 @@ async fn a_key_over_its_rate_gets_429_with_retry_after(engine: Engine) {
         app.call(Method::GET, &path, None, 200).await;
     }
     // After Retry-After, the key works again.
-    wait_until(Duration::from_secs(10), "the key to be let through", || async {
-        (get().await.status() == 200).then_some(())
-    })
+    wait_until(
+        Duration::from_secs(10),
+        "the key to be let through",
+        || async { (get().await.status() == 200).then_some(()) },
+    )
     .await;
 }
 
@@ -98,7 +100,10 @@ async fn a_client_slow_to_send_its_headers_is_disconnected(engine: Engine) {
         let address = address.clone();
         clients.push(tokio::spawn(async move {
             let mut stream = TcpStream::connect(&address).await.unwrap();
-            stream.write_all(b"GET /healthz HTTP/1.1\r\n").await.unwrap();
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\n")
+                .await
+                .unwrap();
             let (mut reader, mut writer) = stream.into_split();
             let trickle = tokio::spawn(async move {
                 for n in 0.. {
@@ -177,6 +182,9 @@ async fn connections_beyond_the_cap_wait_for_one_to_close(engine: Engine) {
     assert!(!third.is_finished(), "served beyond the cap");
     // …and it is as soon as one closes.
     drop(first);
-    let status = third.await.unwrap().expect("served once a connection closed");
+    let status = third
+        .await
+        .unwrap()
+        .expect("served once a connection closed");
     assert_eq!(status, 200);
 }

@@ -51,7 +51,9 @@ pub enum ApiError {
     #[error("{}", .0.detail())]
     PortalCode(PortalCode),
     /// This API key made more requests than its rate allows (`Retry-After`).
-    #[error("this API key is over its request rate; try again in {retry_after_secs} s (Retry-After)")]
+    #[error(
+        "this API key is over its request rate; try again in {retry_after_secs} s (Retry-After)"
+    )]
     RateLimited { retry_after_secs: u64 },
     /// The database is away for now (unreachable, restarting, busy, full).
     #[error("the database is unavailable for now; try again shortly (Retry-After). A publish repeated with the same Idempotency-Key is never stored twice")]

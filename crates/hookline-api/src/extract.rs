@@ -34,8 +34,14 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
                 ApiError::MalformedJson(rejection.body_text())
             }
         })?;
-        let raw: serde_json::Value =
+        let mut raw: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        if !raw.is_object() {
+            return Err(ApiError::Validation(
+                "the request body must be a JSON object".into(),
+            ));
+        }
+        integral_numbers(&mut raw);
         let value = serde_json::from_value(raw.clone()).map_err(|e: serde_json::Error| match e
             .classify()
         {
@@ -43,6 +49,32 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
             _ => ApiError::MalformedJson(e.to_string()),
         })?;
         Ok(Self { value, raw })
+    }
+}
+
+/// Fields whose values are the caller's own JSON, kept exactly as sent.
+const OPAQUE: &[&str] = &["payload", "schema", "example"];
+
+/// JSON has one number type: `5.0` is the integer 5 to JSON Schema (and so to
+/// the OpenAPI document), so every number of the request's own fields written
+/// with a zero fraction is read as the integer (a count, a limit, a duration).
+/// The caller's own JSON ([`OPAQUE`]) is left as sent.
+fn integral_numbers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(number) => {
+            if let Some(float) = number.as_f64().filter(|_| number.is_f64()) {
+                if float.fract() == 0.0 && float.abs() < 9.0e15 {
+                    *number = serde_json::Number::from(float as i64);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(fields) => fields
+            .iter_mut()
+            .filter(|(name, _)| !OPAQUE.contains(&name.as_str()))
+            .for_each(|(_, value)| integral_numbers(value)),
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
     }
 }
 
@@ -60,6 +92,39 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     }
 }
 
+/// Deserialises a field whose value must be a JSON object (serde would also
+/// read a struct from an array of its fields in order).
+pub(crate) fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::de::Error as _;
+    use serde::Deserialize;
+    let value = serde_json::Value::deserialize(deserializer)?;
+    if !value.is_object() {
+        return Err(D::Error::custom("expected an object"));
+    }
+    serde_json::from_value(value).map_err(D::Error::custom)
+}
+
+/// [`object`] for a field that may be absent or `null`.
+pub(crate) fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::de::Error as _;
+    use serde::Deserialize;
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::Null => Ok(None),
+        value @ serde_json::Value::Object(_) => serde_json::from_value(value)
+            .map(Some)
+            .map_err(D::Error::custom),
+        _ => Err(D::Error::custom("expected an object")),
+    }
+}
+
 /// Deserialises a field that may be absent (`None`), `null` (`Some(None)`) or set.
 pub(crate) fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
 where
@@ -68,4 +133,34 @@ where
 {
     use serde::Deserialize;
     Ok(Some(Option::deserialize(deserializer)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn integral_numbers_are_integers_except_in_the_callers_own_json() {
+        let mut body = json!({
+            "max_in_flight": 8.0,
+            "retry": {"max_attempts": 5.0, "retry_base_ms": 2.5},
+            "events": [{"n": 3.0, "payload": {"price": 10.0}}],
+            "payload": {"total": 1.0},
+            "schema": {"maximum": 2.0},
+            "example": [4.0],
+        });
+        super::integral_numbers(&mut body);
+        assert_eq!(
+            body.to_string(),
+            json!({
+                "max_in_flight": 8,
+                "retry": {"max_attempts": 5, "retry_base_ms": 2.5},
+                "events": [{"n": 3, "payload": {"price": 10.0}}],
+                "payload": {"total": 1.0},
+                "schema": {"maximum": 2.0},
+                "example": [4.0],
+            })
+            .to_string()
+        );
+    }
 }

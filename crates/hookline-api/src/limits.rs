@@ -72,14 +72,16 @@ impl KeyLimits {
         if self.limiter.len() > Self::TIDY_AT {
             self.limiter.retain_recent();
         }
-        self.limiter.check_key(&key.to_owned()).map_err(|not_until| {
-            use governor::clock::Clock as _;
-            let wait = not_until.wait_time_from(self.clock.now());
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            ApiError::RateLimited {
-                retry_after_secs: secs.max(1),
-            }
-        })
+        self.limiter
+            .check_key(&key.to_owned())
+            .map_err(|not_until| {
+                use governor::clock::Clock as _;
+                let wait = not_until.wait_time_from(self.clock.now());
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                ApiError::RateLimited {
+                    retry_after_secs: secs.max(1),
+                }
+            })
     }
 }
 
@@ -174,6 +176,9 @@ mod tests {
             assert_eq!(retry_after(exempt.check("admin", &KeyScope::Admin)), None);
         }
         assert_eq!(retry_after(limited.check("admin", &KeyScope::Admin)), None);
-        assert_eq!(retry_after(limited.check("admin", &KeyScope::Admin)), Some(1));
+        assert_eq!(
+            retry_after(limited.check("admin", &KeyScope::Admin)),
+            Some(1)
+        );
     }
 }

@@ -40,6 +40,10 @@ pub(crate) struct Doc {
     /// Problem codes this route answers beyond the ones its access, path, body
     /// and query imply.
     pub errors: &'static [&'static str],
+    /// A second successful answer (a status other than `status`).
+    pub also: Option<(u16, Answer)>,
+    /// A listing's `before`: the pattern its `next_cursor` follows.
+    pub cursor: Option<&'static str>,
 }
 
 /// A successful answer's body.
@@ -54,6 +58,10 @@ pub(crate) enum Answer {
     Object,
     /// `text/plain`.
     Text,
+    /// `text/html` (a page for a browser; its errors are pages too).
+    Html,
+    /// One of two JSON bodies.
+    Either(SchemaOf, SchemaOf),
 }
 
 impl Doc {
@@ -65,7 +73,17 @@ impl Doc {
             status: 200,
             answer: Answer::Object,
             errors: &[],
+            also: None,
+            cursor: None,
         }
+    }
+    pub(crate) const fn also(mut self, status: u16, answer: Answer) -> Self {
+        self.also = Some((status, answer));
+        self
+    }
+    pub(crate) const fn cursor(mut self, pattern: &'static str) -> Self {
+        self.cursor = Some(pattern);
+        self
     }
     pub(crate) const fn body(mut self, body: SchemaOf) -> Self {
         self.body = Some(body);
@@ -177,6 +195,224 @@ fn openapi_path(path: &str) -> String {
     path.replace("{*", "{")
 }
 
+fn string() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::String)
+}
+
+/// A successful answer's description and body.
+fn answer_of(answer: Answer, schemas: &mut Schemas) -> ResponseBuilder {
+    match answer {
+        Answer::Empty => ResponseBuilder::new().description("done"),
+        Answer::Json(of) => ResponseBuilder::new().description("the answer").content(
+            "application/json",
+            ContentBuilder::new().schema(Some(of(schemas))).build(),
+        ),
+        Answer::Either(one, other) => ResponseBuilder::new().description("the answer").content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(
+                    utoipa::openapi::schema::OneOfBuilder::new()
+                        .item(one(schemas))
+                        .item(other(schemas)),
+                ))
+                .build(),
+        ),
+        Answer::List(of) => ResponseBuilder::new()
+            .description("a page, newest first (docs/api.md#listings)")
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(list_of(of(schemas))))
+                    .build(),
+            ),
+        Answer::Object => ResponseBuilder::new()
+            .description("JSON, as docs/api.md describes for this route")
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(ObjectBuilder::new().schema_type(Type::Object)))
+                    .build(),
+            ),
+        Answer::Text => ResponseBuilder::new().description("text").content(
+            "text/plain",
+            ContentBuilder::new().schema(Some(string())).build(),
+        ),
+        Answer::Html => ResponseBuilder::new().description("a page").content(
+            "text/html",
+            ContentBuilder::new().schema(Some(string())).build(),
+        ),
+    }
+}
+
+/// An id of one kind: its prefix and a ULID (whose first character is 0–7).
+macro_rules! id_pattern {
+    ($prefix:literal) => {
+        concat!("^", $prefix, "[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+    };
+}
+pub(crate) use id_pattern;
+
+/// A free-text name (event type, ordering key): 1 to 256 characters
+/// (`minLength`/`maxLength`) without control characters.
+pub(crate) const NAME_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+/// A time certainly in the future (years 2100 to 2999), for `expires_at`.
+pub(crate) const FUTURE_PATTERN: &str = "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$";
+
+/// An RFC 3339 UTC time as the API reads it (`2026-12-01T09:30:00Z`, with
+/// optional fractions of a second). Days stop at 28 so that every string the
+/// pattern allows is a real date.
+const TIME_PATTERN: &str = "^(19[7-9][0-9]|20[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z$";
+
+/// The schema of a query parameter that the API reads more strictly than its
+/// Rust type says (the same names mean the same on every route).
+fn query_schema(name: &str, doc: &Doc, route: &crate::routes::Route) -> Option<RefOr<Schema>> {
+    let schema = match name {
+        "limit" => ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(1))
+            .maximum(Some(250))
+            .description(Some("rows per page, 1 to 250 (default 50)")),
+        "before" => string()
+            .pattern(Some(doc.cursor.unwrap_or_else(|| {
+                panic!(
+                    "{} {}: a listing must declare its cursor's pattern",
+                    route.method, route.path
+                )
+            })))
+            .description(Some("the `next_cursor` of the previous page")),
+        "endpoint_id" => string().pattern(Some(id_pattern!("ep_"))),
+        "event_id" => string().pattern(Some(id_pattern!("msg_"))),
+        "since" | "until" => string()
+            .pattern(Some(TIME_PATTERN))
+            .description(Some("an RFC 3339 UTC time such as 2026-12-01T09:30:00Z")),
+        "status" => string()
+            .pattern(Some("^([1-5][xX][xX]|[1-5][0-9][0-9])$"))
+            .description(Some("an HTTP status (503) or a class (5xx)")),
+        "event_type" | "ordering_key" => string()
+            .pattern(Some(NAME_PATTERN))
+            .min_length(Some(1))
+            .max_length(Some(256)),
+        _ => return None,
+    };
+    Some(schema.into())
+}
+
+/// Where a path parameter's value comes from: the operation that makes it,
+/// and where in that operation's answer the value is (OpenAPI `links`, so a
+/// stateful client such as schemathesis can reach every operation behind an id).
+const SOURCES: &[(&str, &str, &str, &str)] = &[
+    ("app", "POST", "/v1/apps", "$response.body#/id"),
+    (
+        "endpoint",
+        "POST",
+        "/v1/apps/{app}/endpoints",
+        "$response.body#/id",
+    ),
+    (
+        "event",
+        "POST",
+        "/v1/apps/{app}/events",
+        "$response.body#/id",
+    ),
+    (
+        "delivery",
+        "POST",
+        "/v1/apps/{app}/events",
+        "$response.body#/deliveries/0/id",
+    ),
+    (
+        "attempt",
+        "GET",
+        "/v1/apps/{app}/deliveries/{delivery}/attempts",
+        "$response.body#/data/0/id",
+    ),
+    (
+        "replay",
+        "POST",
+        "/v1/apps/{app}/replays",
+        "$response.body#/id",
+    ),
+    ("key", "POST", "/v1/keys", "$response.body#/id"),
+    ("name", "POST", "/v1/event-types", "$response.body#/name"),
+];
+
+/// Path parameters no operation makes: a problem code, the portal's files.
+#[cfg(test)]
+const UNLINKED: &[&str] = &["code", "hash", "file"];
+
+fn path_params(path: &str) -> Vec<&str> {
+    path.split('/')
+        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| name.trim_start_matches('*'))
+        .collect()
+}
+
+fn operation_id(method: &axum::http::Method, path: &str) -> String {
+    format!(
+        "{}_{}",
+        method.as_str().to_lowercase(),
+        openapi_path(path)
+            .trim_start_matches('/')
+            .replace(['/', '-'], "_")
+            .replace(['{', '}'], "")
+    )
+}
+
+/// The links from `route`'s answer: to every operation that needs the id it
+/// makes (and otherwise only ids `route` itself was called with).
+fn links(route: &crate::routes::Route) -> Vec<(String, utoipa::openapi::link::Link)> {
+    let mut links = Vec::new();
+    for (param, _, _, expression) in SOURCES
+        .iter()
+        .filter(|(_, method, path, _)| *method == route.method.as_str() && *path == route.path)
+    {
+        let own = path_params(route.path);
+        for target in crate::routes::list() {
+            let needs = path_params(target.path);
+            if !needs.contains(param) || !needs.iter().all(|p| p == param || own.contains(p)) {
+                continue;
+            }
+            let mut link = utoipa::openapi::link::LinkBuilder::new()
+                .operation_id(operation_id(&target.method, target.path));
+            for need in needs {
+                link = if need == *param {
+                    link.parameter(need, *expression)
+                } else {
+                    link.parameter(need, format!("$request.path.{need}"))
+                };
+            }
+            links.push((operation_id(&target.method, target.path), link.build()));
+        }
+    }
+    links
+}
+
+/// utoipa 5.5 writes a Link Object's `operationId` as `operation_id`; the
+/// specification (and every client of it) reads `operationId`.
+fn spell_links(document: &mut serde_json::Value) {
+    let Some(paths) = document["paths"].as_object_mut() else {
+        return;
+    };
+    for operation in paths.values_mut().filter_map(|p| p.as_object_mut()) {
+        for operation in operation.values_mut() {
+            let Some(answers) = operation["responses"].as_object_mut() else {
+                continue;
+            };
+            for answer in answers.values_mut() {
+                let Some(links) = answer.get_mut("links").and_then(|l| l.as_object_mut()) else {
+                    continue;
+                };
+                for link in links.values_mut().filter_map(|l| l.as_object_mut()) {
+                    if let Some(id) = link.remove("operation_id") {
+                        link.insert("operationId".into(), id);
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub fn document() -> OpenApi {
     let mut schemas: Schemas = Vec::new();
     let mut paths = Paths::new();
@@ -185,13 +421,7 @@ pub fn document() -> OpenApi {
         let path = openapi_path(route.path);
         let mut operation = OperationBuilder::new()
             .summary(Some(doc.summary))
-            .operation_id(Some(format!(
-                "{}_{}",
-                route.method.as_str().to_lowercase(),
-                path.trim_start_matches('/')
-                    .replace(['/', '-'], "_")
-                    .replace(['{', '}'], "")
-            )))
+            .operation_id(Some(operation_id(&route.method, route.path)))
             .tag(
                 route
                     .path
@@ -222,7 +452,12 @@ pub fn document() -> OpenApi {
             })
             .collect();
         if let Some(query) = doc.query {
-            parameters.extend(query());
+            parameters.extend(query().into_iter().map(|mut parameter| {
+                if let Some(schema) = query_schema(&parameter.name, &doc, &route) {
+                    parameter.schema = Some(schema);
+                }
+                parameter
+            }));
         }
         if !parameters.is_empty() {
             operation = operation.parameters(Some(parameters));
@@ -239,36 +474,16 @@ pub fn document() -> OpenApi {
                     .build(),
             ));
         }
-        let answer = match doc.answer {
-            Answer::Empty => ResponseBuilder::new().description("done"),
-            Answer::Json(of) => ResponseBuilder::new().description("the answer").content(
-                "application/json",
-                ContentBuilder::new().schema(Some(of(&mut schemas))).build(),
-            ),
-            Answer::List(of) => ResponseBuilder::new()
-                .description("a page, newest first (docs/api.md#listings)")
-                .content(
-                    "application/json",
-                    ContentBuilder::new()
-                        .schema(Some(list_of(of(&mut schemas))))
-                        .build(),
-                ),
-            Answer::Object => ResponseBuilder::new()
-                .description("JSON, as docs/api.md describes for this route")
-                .content(
-                    "application/json",
-                    ContentBuilder::new()
-                        .schema(Some(ObjectBuilder::new().schema_type(Type::Object)))
-                        .build(),
-                ),
-            Answer::Text => ResponseBuilder::new().description("text").content(
-                "text/plain",
-                ContentBuilder::new()
-                    .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
-                    .build(),
-            ),
-        };
+        let operation_links = links(&route);
+        let mut answer = answer_of(doc.answer, &mut schemas);
+        for (name, link) in operation_links {
+            answer = answer.link(name, link);
+        }
         operation = operation.response(doc.status.to_string(), answer.build());
+        if let Some((status, also)) = doc.also {
+            operation =
+                operation.response(status.to_string(), answer_of(also, &mut schemas).build());
+        }
         let mut by_status: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();
         for code in codes(&route, &doc) {
             let kind = CATALOG.iter().find(|k| k.code == code).unwrap_or_else(|| {
@@ -291,16 +506,25 @@ pub fn document() -> OpenApi {
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
+            // A page for a browser answers its errors as pages too.
+            let content = if matches!(doc.answer, Answer::Html) {
+                (
+                    "text/html",
+                    ContentBuilder::new().schema(Some(string())).build(),
+                )
+            } else {
+                (
+                    "application/problem+json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("Problem")))
+                        .build(),
+                )
+            };
             operation = operation.response(
                 status.to_string(),
                 ResponseBuilder::new()
                     .description(description)
-                    .content(
-                        "application/problem+json",
-                        ContentBuilder::new()
-                            .schema(Some(Ref::from_schema_name("Problem")))
-                            .build(),
-                    )
+                    .content(content.0, content.1)
                     .build(),
             );
         }
@@ -338,13 +562,59 @@ pub fn document() -> OpenApi {
 
 /// The document as served and committed: pretty JSON with a final newline.
 pub fn document_json() -> String {
-    let mut text = serde_json::to_string_pretty(&document()).expect("the document serializes");
+    let mut document = serde_json::to_value(document()).expect("the document serializes");
+    spell_links(&mut document);
+    let mut text = serde_json::to_string_pretty(&document).expect("the document serializes");
     text.push('\n');
     text
 }
 
 #[cfg(test)]
 mod tests {
+    /// Every operation behind an id is reached by a link from the operation
+    /// that makes the id, so a stateful client (schemathesis) calls it with a
+    /// real one: a new route with a new kind of id must say where it comes from.
+    #[test]
+    fn every_operation_behind_an_id_is_linked_to() {
+        let document: serde_json::Value = serde_json::from_str(&super::document_json()).unwrap();
+        let mut linked = std::collections::BTreeSet::new();
+        for operations in document["paths"].as_object().unwrap().values() {
+            for operation in operations.as_object().unwrap().values() {
+                for answer in operation["responses"].as_object().unwrap().values() {
+                    if let Some(links) = answer["links"].as_object() {
+                        for link in links.values() {
+                            linked.insert(link["operationId"].as_str().unwrap().to_owned());
+                        }
+                    }
+                }
+            }
+        }
+        for route in crate::routes::list() {
+            let params = super::path_params(route.path);
+            if params.is_empty() || params.iter().any(|p| super::UNLINKED.contains(p)) {
+                continue;
+            }
+            let id = super::operation_id(&route.method, route.path);
+            assert!(linked.contains(&id), "no link leads to {id}");
+        }
+        assert!(linked.len() > 30, "{linked:?}");
+    }
+
+    /// Every `$ref` names a schema the document holds.
+    #[test]
+    fn every_reference_resolves() {
+        let text = super::document_json();
+        let document: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let schemas = document["components"]["schemas"].as_object().unwrap();
+        for part in text.split("\"$ref\": \"#/components/schemas/").skip(1) {
+            let name = part.split('"').next().unwrap();
+            assert!(
+                schemas.contains_key(name),
+                "{name} is referenced but not defined"
+            );
+        }
+    }
+
     /// `docs/openapi.json` is the generated document; regenerate it with
     /// `HOOKLINE_WRITE_OPENAPI=1 cargo test -p hookline-api openapi`.
     #[test]

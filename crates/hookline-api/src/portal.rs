@@ -202,6 +202,7 @@ pub(crate) struct PortalAccess {
     #[serde(default)]
     capabilities: Vec<Capability>,
     /// How long the link, and the session it opens, last: 60 s to 7 days, default 1 h.
+    #[schema(minimum = 60, maximum = 604_800)]
     ttl_secs: Option<u64>,
 }
 

@@ -164,7 +164,8 @@ pub(crate) struct EventView {
     event_type: String,
     ordering_key: Option<String>,
     sequence: Option<u64>,
-    #[schema(value_type = Object)]
+    /// As published: any JSON value.
+    #[schema(value_type = serde_json::Value)]
     payload: serde_json::Value,
     created_at: Timestamp,
     /// In the event's own view; a listing leaves them out.

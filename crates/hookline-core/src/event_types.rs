@@ -34,7 +34,7 @@ impl fmt::Display for NameError {
 /// Checks a free-text name (event type, ordering key, app name): 1 to
 /// [`MAX_NAME`] characters, none of them a control character.
 pub fn check_name(name: &str) -> Result<(), NameError> {
-    if name.is_empty() || name.len() > MAX_NAME {
+    if name.is_empty() || name.chars().count() > MAX_NAME {
         return Err(NameError::Length);
     }
     if name.chars().any(char::is_control) {

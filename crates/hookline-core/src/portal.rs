@@ -39,18 +39,38 @@ pub enum Theme {
 pub struct PortalSettings {
     /// The name the portal shows in its header (default: the app's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 100,
+            pattern = r"^[A-Za-z0-9][A-Za-z0-9 ._-]*$"
+        )
+    )]
     pub display_name: Option<String>,
     /// The accent colour, `#rrggbb`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^#[0-9a-fA-F]{6}$"))]
     pub brand_color: Option<String>,
     /// An `https://` URL of a logo image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^https://[a-z0-9]+(\.[a-z0-9]+){0,3}(/[A-Za-z0-9._-]{1,20}){0,4}$")
+    )]
     pub logo_url: Option<String>,
     #[serde(default)]
     pub theme: Theme,
     /// Origins (`https://app.example.com`, `http://localhost:3000`) allowed to
     /// embed the portal in a frame; none: it cannot be framed.
     #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            max_items = 20,
+            pattern = r"^https?://[a-z0-9]+(\.[a-z0-9]+){0,3}(:[1-9][0-9]{0,3})?$"
+        )
+    )]
     pub frame_origins: Vec<String>,
 }
 

@@ -191,11 +191,11 @@ pub(crate) fn turn(took: Duration, recorded: usize, claimed: usize, now: Timesta
 }
 
 pub(crate) fn breaker_changes(changes: hookline_store::BreakerChanges) {
-    for (to, count) in BREAKER_STATES.into_iter().zip([
-        changes.opened,
-        changes.closed,
-        changes.disabled,
-    ]) {
+    for (to, count) in
+        BREAKER_STATES
+            .into_iter()
+            .zip([changes.opened, changes.closed, changes.disabled])
+    {
         if count > 0 {
             ::metrics::counter!(BREAKER_TRANSITIONS, "to" => to).increment(u64::from(count));
         }

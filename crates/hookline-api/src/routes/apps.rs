@@ -18,19 +18,34 @@ use crate::AppState;
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateApp {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     name: String,
+    /// Your own id for the app (not starting with `app_`).
+    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
     uid: Option<String>,
     /// The customer portal's branding and framing (docs/portal.md).
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     portal: Option<PortalSettings>,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateApp {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     name: Option<String>,
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
     uid: Option<Option<String>>,
     /// Replaces the portal settings as a whole.
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     portal: Option<PortalSettings>,
 }
 

@@ -8,7 +8,7 @@ use hookline_core::model::DeadReason;
 use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter, Store};
 use serde::{Deserialize, Serialize};
 
-use super::{page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
+use super::{name_filter, page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
@@ -100,6 +100,7 @@ pub(crate) struct DeliveriesQuery {
     limit: Option<u32>,
     before: Option<String>,
     endpoint_id: Option<String>,
+    #[param(inline)]
     state: Option<StateParam>,
     event_type: Option<String>,
     event_id: Option<String>,
@@ -119,7 +120,7 @@ pub(crate) async fn list(
     let filter = DeliveryFilter {
         endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
         state: query.state.map(StateFilter::from),
-        event_type: query.event_type,
+        event_type: name_filter("event_type", query.event_type)?,
         event: query_id::<EventId>("event_id", query.event_id)?,
         last_status: status_filter(query.status)?,
         created: time_range(query.since, query.until)?,
@@ -159,7 +160,7 @@ pub(crate) async fn dlq(
     let filter = DlqFilter {
         endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
         reason: query.reason,
-        event_type: query.event_type,
+        event_type: name_filter("event_type", query.event_type)?,
         died: time_range(query.since, query.until)?,
     };
     let page = page(query.limit, query.before, Store::is_dlq_cursor)?;

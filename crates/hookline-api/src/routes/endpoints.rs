@@ -28,23 +28,58 @@ use crate::AppState;
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateEndpoint {
+    #[schema(
+        pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
+    )]
     url: String,
     #[serde(default)]
     description: String,
+    /// Event type names, or `group.*`; absent: every type.
+    #[schema(
+        min_items = 1,
+        max_items = 100,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
+    )]
     event_types: Option<Vec<String>>,
     #[serde(default = "enabled_by_default")]
     enabled: bool,
     #[serde(default)]
     paused: bool,
+    #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
     secret: Option<String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
+    #[schema(schema_with = custom_headers_schema)]
+    headers: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "crate::extract::object")]
     retry: RetryOverrides,
+    #[schema(minimum = 1, maximum = 100_000)]
     rate_limit_per_sec: Option<u32>,
+    #[schema(minimum = 1, maximum = 1024)]
     max_in_flight: Option<u32>,
     #[serde(default)]
     ordering_on_dead: OnDead,
+}
+
+/// Custom headers as the document states them (a safe subset of what
+/// `hookline_core::custom_headers` accepts: `x-` names, visible values).
+fn custom_headers_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
+    let string = |pattern: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(pattern))
+    };
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "headers added to every request: at most 20, 4 KiB together; not webhook-*, \
+             hookline-*, hop-by-hop or framing headers",
+        ))
+        .max_properties(Some(20))
+        .property_names(Some(string("^x-[a-z0-9-]{1,30}$")))
+        .additional_properties(Some(AdditionalProperties::RefOr(
+            string("^[!-~]([ !-~]{0,60}[!-~])?$").build().into(),
+        )))
+        .build()
 }
 
 fn enabled_by_default() -> bool {
@@ -54,17 +89,29 @@ fn enabled_by_default() -> bool {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateEndpoint {
+    #[schema(
+        pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
+    )]
     url: Option<String>,
     description: Option<String>,
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(
+        min_items = 1,
+        max_items = 100,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
+    )]
     event_types: Option<Option<Vec<String>>>,
     enabled: Option<bool>,
     paused: Option<bool>,
+    #[schema(schema_with = custom_headers_schema)]
     headers: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "crate::extract::optional_object")]
     retry: Option<RetryOverrides>,
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(minimum = 1, maximum = 100_000)]
     rate_limit_per_sec: Option<Option<u32>>,
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(minimum = 1, maximum = 1024)]
     max_in_flight: Option<Option<u32>>,
     ordering_on_dead: Option<OnDead>,
 }
@@ -90,6 +137,19 @@ fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
         return Err(ApiError::Validation(
             "url must be at most 2048 characters".into(),
         ));
+    }
+    if let url::Host::Domain(name) = &host {
+        // What DNS can resolve (international names arrive as punycode).
+        let label = |l: &str| {
+            (1..=63).contains(&l.len())
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if name.len() > 253 || !name.strip_suffix('.').unwrap_or(name).split('.').all(label) {
+            return Err(ApiError::Validation(format!(
+                "url's host {name:?} is not a DNS name"
+            )));
+        }
     }
     if !state.config.allow_private_destinations {
         let forbidden = match host {
@@ -220,7 +280,7 @@ pub(crate) async fn create(
     validate_retry(&new.retry)?;
     validate_rate_limit(new.rate_limit_per_sec)?;
     validate_max_in_flight(new.max_in_flight)?;
-    let headers = validate_headers(new.headers)?;
+    let headers = validate_headers(new.headers.unwrap_or_default())?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -302,8 +362,10 @@ pub(crate) async fn secret(
 #[serde(deny_unknown_fields)]
 pub(crate) struct RotateSecret {
     /// The new secret (`whsec_…`); absent: generated.
+    #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
     key: Option<String>,
     /// How long the old secret keeps signing beside the new one (default a day).
+    #[schema(minimum = 0, maximum = 604_800)]
     grace_secs: Option<u64>,
 }
 
@@ -328,9 +390,7 @@ pub(crate) async fn rotate_secret(
         None => EndpointSecret::generate(),
     };
     if new == endpoint.secret {
-        return Err(ApiError::Validation(
-            "key is the endpoint's current secret".into(),
-        ));
+        return Err(ApiError::Conflict("key is the endpoint's current secret"));
     }
     let grace = grace_secs.unwrap_or(DEFAULT_GRACE_SECS);
     if grace > MAX_GRACE_SECS {
@@ -578,9 +638,14 @@ pub(crate) async fn stats(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TestSend {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     event_type: String,
-    /// Absent: the catalog's example of `event_type`.
-    #[schema(value_type = Option<Object>)]
+    /// Absent: the catalog's example of `event_type`; any JSON value.
+    #[schema(value_type = Option<serde_json::Value>)]
     payload: Option<serde_json::Value>,
 }
 
@@ -611,11 +676,9 @@ pub(crate) async fn test_send(
             .get_event_type(&event_type)
             .await?
             .and_then(|t| t.example)
-            .ok_or_else(|| {
-                ApiError::Validation(format!(
-                    "no payload given, and the event type catalog has no example for {event_type:?}"
-                ))
-            })?,
+            .ok_or(ApiError::Conflict(
+                "no payload given, and the event type catalog has no example of this type",
+            ))?,
     };
     if !endpoint.enabled {
         return Err(ApiError::Conflict(

@@ -14,15 +14,35 @@ use crate::extract::{double_option, JsonBody};
 use crate::views::ListView;
 use crate::AppState;
 
+/// A JSON Schema (2020-12) document: an object, or `true`/`false`.
+fn json_schema_document() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{SchemaType, Type};
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([
+            Type::Object,
+            Type::Boolean,
+            Type::Null,
+        ]))
+        .description(Some("a JSON Schema (2020-12): an object, or true/false"))
+        .build()
+}
+
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateEventType {
+    /// A type's name (no `*`: that is for subscriptions' `group.*`).
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]*$"
+    )]
     name: String,
     #[serde(default)]
     description: String,
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = json_schema_document)]
     schema: Option<serde_json::Value>,
-    #[schema(value_type = Option<Object>)]
+    /// Any JSON value.
+    #[schema(value_type = Option<serde_json::Value>)]
     example: Option<serde_json::Value>,
     #[serde(default)]
     deprecated: bool,
@@ -33,10 +53,11 @@ pub(crate) struct CreateEventType {
 pub(crate) struct UpdateEventType {
     description: Option<String>,
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = json_schema_document)]
     schema: Option<Option<serde_json::Value>>,
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<Object>)]
+    /// Any JSON value.
+    #[schema(value_type = Option<serde_json::Value>)]
     example: Option<Option<serde_json::Value>>,
     deprecated: Option<bool>,
 }
@@ -45,9 +66,10 @@ pub(crate) struct UpdateEventType {
 pub(crate) struct EventTypeView {
     name: String,
     description: String,
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = json_schema_document)]
     schema: Option<serde_json::Value>,
-    #[schema(value_type = Option<Object>)]
+    /// Any JSON value.
+    #[schema(value_type = Option<serde_json::Value>)]
     example: Option<serde_json::Value>,
     deprecated: bool,
     created_at: hookline_core::time::Timestamp,

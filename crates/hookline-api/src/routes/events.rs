@@ -13,7 +13,7 @@ use hookline_store::{
 };
 use serde::Deserialize;
 
-use super::{checked_name, is_id, page, page_of, path_id, time_range};
+use super::{checked_name, is_id, name_filter, page, page_of, path_id, time_range};
 use crate::auth::Caller;
 use crate::catalog::{Snapshot, Warning};
 use crate::error::{ApiError, ApiResult};
@@ -24,9 +24,20 @@ use crate::AppState;
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PublishRequest {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) event_type: String,
-    #[schema(value_type = Object)]
+    /// Any JSON value.
+    #[schema(value_type = serde_json::Value)]
     pub(crate) payload: serde_json::Value,
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub(crate) ordering_key: Option<String>,
 }
 
@@ -54,10 +65,14 @@ pub(crate) fn prepare(
     }
     let key = match key {
         None => None,
-        Some(key) if !key.is_empty() && key.len() <= 255 => Some(IdempotencyKey {
-            key: key.to_owned(),
-            fingerprint: request_fingerprint("POST", &format!("/v1/apps/{app}/events"), raw),
-        }),
+        Some(key)
+            if (1..=255).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            Some(IdempotencyKey {
+                key: key.to_owned(),
+                fingerprint: request_fingerprint("POST", &format!("/v1/apps/{app}/events"), raw),
+            })
+        }
         Some(_) => {
             return Err(ApiError::Validation(
                 "an idempotency key must be 1 to 255 visible ASCII characters".into(),
@@ -135,8 +150,33 @@ pub(crate) async fn publish(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchRequest {
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<BatchItem>, min_items = 1, max_items = 1000)]
     events: Vec<serde_json::Value>,
+}
+
+/// One event of a batch: a publish's fields, and its own `Idempotency-Key`.
+/// (Only documentation: each item is read as JSON and validated as a publish.)
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub(crate) struct BatchItem {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
+    event_type: String,
+    /// Any JSON value.
+    #[schema(value_type = serde_json::Value)]
+    payload: serde_json::Value,
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
+    ordering_key: Option<String>,
+    #[schema(pattern = r"^[!-~]{1,255}$")]
+    idempotency_key: Option<String>,
 }
 
 /// `POST /v1/apps/{app}/events/batch`: up to 1,000 events in one transaction.
@@ -305,8 +345,8 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<ListView<EventView>>> {
     let app = caller.app(&state, &app).await?;
     let filter = EventFilter {
-        event_type: query.event_type,
-        ordering_key: query.ordering_key,
+        event_type: name_filter("event_type", query.event_type)?,
+        ordering_key: name_filter("ordering_key", query.ordering_key)?,
         created: time_range(query.since, query.until)?,
     };
     let page = page(query.limit, query.before, is_id::<EventId>)?;

@@ -18,7 +18,63 @@ use crate::extract::{JsonBody, QueryParams};
 use crate::views::ListView;
 use crate::AppState;
 
-#[derive(Deserialize, utoipa::ToSchema)]
+/// `POST /v1/keys`'s body as the document states it: an admin key (neither
+/// `app` nor `capabilities`) or an app key (both, at least one capability).
+pub(crate) fn create_key_schema(
+    schemas: &mut crate::openapi::Schemas,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let name = || {
+        string()
+            .min_length(Some(1))
+            .max_length(Some(256))
+            .pattern(Some(crate::openapi::NAME_PATTERN))
+    };
+    let expires_at = || {
+        ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+                Type::String,
+                Type::Null,
+            ]))
+            .pattern(Some(crate::openapi::FUTURE_PATTERN))
+            .description(Some(
+                "when the key stops working (RFC 3339 UTC, in the future); absent: never",
+            ))
+    };
+    let admin = ObjectBuilder::new()
+        .title(Some("admin key"))
+        .property("name", name())
+        .property("expires_at", expires_at())
+        .required("name")
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ));
+    let capability = crate::openapi::schema::<Capability>(schemas);
+    let app = ObjectBuilder::new()
+        .title(Some("app key"))
+        .property("name", name())
+        .property(
+            "app",
+            string()
+                .min_length(Some(1))
+                .description(Some("the app's id (app_…) or uid")),
+        )
+        .property(
+            "capabilities",
+            ArrayBuilder::new().items(capability).min_items(Some(1)),
+        )
+        .property("expires_at", expires_at())
+        .required("name")
+        .required("app")
+        .required("capabilities")
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ));
+    OneOfBuilder::new().item(admin).item(app).into()
+}
+
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateKey {
     name: String,
@@ -123,7 +179,7 @@ pub(crate) async fn create(
                         .store
                         .find_app(&app)
                         .await?
-                        .ok_or_else(|| ApiError::Validation(format!("no app {app:?}")))?
+                        .ok_or(ApiError::NotFound("app"))?
                         .id,
                     capabilities,
                 }
@@ -154,7 +210,7 @@ pub(crate) async fn list(
                 .store
                 .find_app(&app)
                 .await?
-                .ok_or_else(|| ApiError::InvalidQuery(format!("app {app:?} does not exist")))?
+                .ok_or(ApiError::NotFound("app"))?
                 .id,
         ),
     };

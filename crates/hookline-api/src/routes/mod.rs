@@ -33,7 +33,8 @@ pub struct Route {
 /// before the handler runs; the OpenAPI document is built from the same rows.
 #[rustfmt::skip]
 fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
-    use Answer::{Empty, Json, List, Object, Text};
+    use Answer::{Either, Empty, Html, Json, List, Object, Text};
+    use crate::openapi::id_pattern;
     use Method as M;
     use crate::views::*;
     let batch_limit = axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT);
@@ -43,7 +44,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::POST, "/v1/apps", Admin, post(apps::create),
             Doc::new("Create an app").body(schema::<apps::CreateApp>).answers(201, Json(schema::<AppView>)).errors(&["conflict"])),
         (M::GET, "/v1/apps", Admin, get(apps::list),
-            Doc::new("List apps").query(pages).answers(200, List(schema::<AppView>))),
+            Doc::new("List apps").query(pages).cursor(id_pattern!("app_")).answers(200, List(schema::<AppView>))),
         (M::GET, "/v1/apps/{app}", App(Read), get(apps::get),
             Doc::new("Get an app").answers(200, Json(schema::<AppView>))),
         (M::PATCH, "/v1/apps/{app}", Admin, patch(apps::update),
@@ -57,7 +58,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::POST, "/v1/apps/{app}/endpoints", App(Endpoints), post(endpoints::create),
             Doc::new("Create an endpoint").body(schema::<endpoints::CreateEndpoint>).answers(201, Json(schema::<EndpointView>)).errors(&["destination_forbidden"])),
         (M::GET, "/v1/apps/{app}/endpoints", App(Read), get(endpoints::list),
-            Doc::new("List an app's endpoints").query(pages).answers(200, List(schema::<EndpointView>))),
+            Doc::new("List an app's endpoints").query(pages).cursor(id_pattern!("ep_")).answers(200, List(schema::<EndpointView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}", App(Read), get(endpoints::get),
             Doc::new("Get an endpoint").answers(200, Json(schema::<EndpointView>))),
         (M::PATCH, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), patch(endpoints::update),
@@ -67,11 +68,11 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/secret", App(Secrets), get(endpoints::secret),
             Doc::new("An endpoint's signing secret: {\"key\": \"whsec_…\"}").answers(200, Object)),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate", App(Secrets), post(endpoints::rotate_secret),
-            Doc::new("Rotate an endpoint's secret with a grace period: {\"key\", \"previous_valid_until\"}").body(schema::<endpoints::RotateSecret>).answers(200, Object)),
+            Doc::new("Rotate an endpoint's secret with a grace period: {\"key\", \"previous_valid_until\"}").body(schema::<endpoints::RotateSecret>).answers(200, Object).errors(&["conflict"])),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health),
             Doc::new("An endpoint's breaker and recent success rate").answers(200, Json(schema::<EndpointHealthView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts),
-            Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).answers(200, List(schema::<AttemptView>))),
+            Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).cursor(id_pattern!("atm_")).answers(200, List(schema::<AttemptView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
             Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Object)),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send),
@@ -79,27 +80,27 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish),
             Doc::new("Publish an event (honours Idempotency-Key)").body(schema::<events::PublishRequest>).answers(202, Json(schema::<PublishedView>)).errors(&["idempotency_key_reused", "unknown_event_type", "schema_violation"])),
         (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list),
-            Doc::new("List an app's events").query(params::<events::EventsQuery>).answers(200, List(schema::<EventView>))),
+            Doc::new("List an app's events").query(params::<events::EventsQuery>).cursor(id_pattern!("msg_")).answers(200, List(schema::<EventView>))),
         (M::POST, "/v1/apps/{app}/events/batch", App(Publish), post(events::publish_batch).layer(batch_limit),
             Doc::new("Publish up to 1,000 events in one transaction (docs/api.md#batch)").body(schema::<events::BatchRequest>).answers(202, Object).errors(&["unknown_event_type", "schema_violation"])),
         (M::GET, "/v1/apps/{app}/events/{event}", App(Read), get(events::get),
             Doc::new("Get an event with its payload and deliveries").answers(200, Json(schema::<EventView>))),
         (M::GET, "/v1/apps/{app}/deliveries", App(Read), get(deliveries::list),
-            Doc::new("List an app's deliveries").query(params::<deliveries::DeliveriesQuery>).answers(200, List(schema::<DeliveryView>))),
+            Doc::new("List an app's deliveries").query(params::<deliveries::DeliveriesQuery>).cursor(DELIVERY_CURSOR).answers(200, List(schema::<DeliveryView>))),
         (M::GET, "/v1/apps/{app}/deliveries/{delivery}", App(Read), get(deliveries::get),
             Doc::new("Get a delivery").answers(200, Json(schema::<DeliveryView>))),
         (M::GET, "/v1/apps/{app}/deliveries/{delivery}/attempts", App(Read), get(deliveries::attempts),
-            Doc::new("Every attempt of a delivery, across replays").query(pages).answers(200, List(schema::<AttemptView>))),
+            Doc::new("Every attempt of a delivery, across replays").query(pages).cursor(id_pattern!("atm_")).answers(200, List(schema::<AttemptView>))),
         (M::GET, "/v1/apps/{app}/attempts/{attempt}", App(Read), get(deliveries::attempt),
             Doc::new("One attempt in full").answers(200, Json(schema::<AttemptView>))),
         (M::POST, "/v1/apps/{app}/deliveries/{delivery}/replay", App(Replay), post(deliveries::replay),
             Doc::new("Replay a dead delivery").answers(202, Json(schema::<deliveries::ReplayView>)).errors(&["endpoint_deleted"])),
         (M::POST, "/v1/apps/{app}/deliveries/{delivery}/resend", App(Replay), post(deliveries::resend),
-            Doc::new("Send a succeeded delivery again").answers(202, Json(schema::<deliveries::ResendView>)).errors(&["endpoint_deleted"])),
+            Doc::new("Send a succeeded delivery again; 200 when it is not succeeded (nothing changes)").answers(202, Json(schema::<deliveries::ResendView>)).also(200, Json(schema::<deliveries::ResendView>)).errors(&["endpoint_deleted"])),
         (M::GET, "/v1/apps/{app}/dlq", App(Read), get(deliveries::dlq),
-            Doc::new("The dead-letter queue").query(params::<deliveries::DlqQuery>).answers(200, List(schema::<DeliveryView>))),
+            Doc::new("The dead-letter queue").query(params::<deliveries::DlqQuery>).cursor(DLQ_CURSOR).answers(200, List(schema::<DeliveryView>))),
         (M::POST, "/v1/apps/{app}/replays", App(Replay), post(replays::start),
-            Doc::new("Bulk replay of the DLQ by filter, or its dry run (docs/api.md#bulk-replay)").body(schema::<replays::BulkReplayRequest>).answers(202, Json(schema::<replays::ReplayJobView>))),
+            Doc::new("Bulk replay of the DLQ by filter, or its dry run (docs/api.md#bulk-replay)").body(schema::<replays::BulkReplayRequest>).answers(202, Json(schema::<replays::ReplayJobView>)).also(200, Either(schema::<replays::ReplayJobView>, schema::<replays::DryRunView>))),
         (M::GET, "/v1/apps/{app}/replays/{replay}", App(Read), get(replays::get),
             Doc::new("A bulk replay's progress and report").answers(200, Json(schema::<replays::ReplayJobView>))),
         (M::POST, "/v1/apps/{app}/replays/{replay}/cancel", App(Replay), post(replays::cancel),
@@ -115,15 +116,15 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::DELETE, "/v1/event-types/{name}", Admin, delete(event_types::delete),
             Doc::new("Remove an event type").answers(204, Empty)),
         (M::POST, "/v1/keys", Admin, post(keys::create),
-            Doc::new("Make an API key (shown once)").body(schema::<keys::CreateKey>).answers(201, Json(schema::<keys::KeyView>))),
+            Doc::new("Make an API key (shown once)").body(keys::create_key_schema).answers(201, Json(schema::<keys::KeyView>)).errors(&["not_found"])),
         (M::GET, "/v1/keys", Admin, get(keys::list),
-            Doc::new("List API keys").query(params::<keys::KeyQuery>).answers(200, List(schema::<keys::KeyView>))),
+            Doc::new("List API keys").query(params::<keys::KeyQuery>).cursor(id_pattern!("key_")).answers(200, List(schema::<keys::KeyView>)).errors(&["not_found"])),
         (M::DELETE, "/v1/keys/{key}", Admin, delete(keys::revoke),
             Doc::new("Revoke an API key").answers(204, Empty).errors(&["conflict"])),
         (M::POST, "/portal/session", Portal, post(crate::portal::session).layer(portal_headers()),
             Doc::new("Exchange a portal link's one-time code for a session (docs/portal.md)").body(schema::<crate::portal::SessionRequest>).answers(200, Json(schema::<crate::portal::PortalSession>)).errors(&["portal_code_invalid", "portal_code_used", "portal_code_expired"])),
         (M::GET, "/portal/apps/{app}/", Portal, get(crate::portal::page).layer(portal_headers()),
-            Doc::new("The customer portal's page for an app (HTML)").answers(200, Text)),
+            Doc::new("The customer portal's page for an app (HTML)").answers(200, Html)),
         (M::GET, "/portal/static/{hash}/{*file}", Portal, get(crate::portal::asset).layer(portal_headers()),
             Doc::new("One of the portal's files, cached by content hash").answers(200, Text)),
         (M::GET, "/healthz", Public, get(system::healthz),
@@ -187,6 +188,11 @@ pub(crate) struct PageQuery {
     limit: Option<u32>,
     before: Option<String>,
 }
+
+/// `{event id}.{delivery id}` ([`hookline_store::Store::delivery_cursor`]).
+const DELIVERY_CURSOR: &str = "^msg_[0-7][0-9A-HJKMNP-TV-Z]{25}\\.dlv_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
+/// `{dead_at ms}_{delivery id}` ([`hookline_store::Store::dlq_cursor`]).
+const DLQ_CURSOR: &str = "^[0-9]{1,15}_dlv_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 
 /// The largest batch request body (1,000 events of a few KiB each fit easily).
 const BATCH_BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -305,6 +311,16 @@ fn page_of<R, V>(
 pub(crate) fn checked_name(field: &str, value: &str) -> ApiResult<()> {
     hookline_core::event_types::check_name(value)
         .map_err(|error| ApiError::Validation(format!("{field} {error}")))
+}
+
+/// A name filter (`?event_type=`, `?ordering_key=`): a name as [`checked_name`]
+/// requires, or a 400 — it could match nothing.
+fn name_filter(field: &str, value: Option<String>) -> ApiResult<Option<String>> {
+    if let Some(value) = &value {
+        hookline_core::event_types::check_name(value)
+            .map_err(|error| ApiError::InvalidQuery(format!("{field} {error}")))?;
+    }
+    Ok(value)
 }
 
 /// Parses a path id of the expected kind; a malformed one cannot exist, so it is 404.

@@ -21,10 +21,22 @@ use crate::AppState;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BulkReplayRequest {
+    #[schema(pattern = r"^ep_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     endpoint_id: Option<String>,
     reason: Option<DeadReason>,
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     event_type: Option<String>,
+    #[schema(
+        pattern = r"^(19[7-9][0-9]|20[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?Z$"
+    )]
     since: Option<String>,
+    #[schema(
+        pattern = r"^(19[7-9][0-9]|20[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?Z$"
+    )]
     until: Option<String>,
     #[serde(default)]
     dry_run: bool,
@@ -83,6 +95,14 @@ impl From<&ReplayJob> for ReplayJobView {
     }
 }
 
+/// A dry run's answer: how many dead deliveries the filter matches now.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct DryRunView {
+    /// Always `true`.
+    dry_run: bool,
+    count: u64,
+}
+
 /// A body field refused as a query parameter would be: 422 here.
 fn in_body(error: ApiError) -> ApiError {
     match error {
@@ -112,10 +132,11 @@ pub(crate) async fn start(
     };
     if request.dry_run {
         let count = state.store.count_dlq(&app.id, &filter).await?;
-        return Ok((
-            StatusCode::OK,
-            Json(serde_json::json!({"dry_run": true, "count": count})),
-        ));
+        let view = DryRunView {
+            dry_run: true,
+            count,
+        };
+        return Ok((StatusCode::OK, Json(serde_json::json!(view))));
     }
     let (status, job) = match state
         .store
