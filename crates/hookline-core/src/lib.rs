@@ -32,6 +32,7 @@ pub mod admission;
 pub mod breaker;
 pub mod classify;
 pub mod concurrency;
+pub mod cursor;
 pub mod custom_headers;
 pub mod destination;
 pub mod event_types;

@@ -64,17 +64,14 @@ static REPLAY_BATCH: Sql = Sql::new(|engine| {
 
 /// `{event}.{delivery}` of [`Store::delivery_cursor`].
 fn parse_delivery_cursor(cursor: &str) -> Option<(String, String)> {
-    let (event, id) = cursor.split_once('.')?;
-    let event = EventId::parse(event).ok()?;
-    let id = DeliveryId::parse(id).ok()?;
+    let (event, id) = hookline_core::cursor::parse_delivery(cursor)?;
     Some((event.to_string(), id.to_string()))
 }
 
 /// `{dead_at}_{id}` of [`Store::dlq_cursor`].
 fn parse_dlq_cursor(cursor: &str) -> Option<(i64, String)> {
-    let (at, id) = cursor.split_once('_')?;
-    let id = DeliveryId::parse(id).ok()?;
-    Some((at.parse().ok()?, id.to_string()))
+    let (at, id) = hookline_core::cursor::parse_dlq(cursor)?;
+    Some((at, id.to_string()))
 }
 
 const ATTEMPT_COLUMNS: &str =
@@ -400,7 +397,7 @@ impl Store {
 
     /// The cursor that continues a delivery listing after `delivery`.
     pub fn delivery_cursor(delivery: &Delivery) -> String {
-        format!("{}.{}", delivery.event_id, delivery.id)
+        hookline_core::cursor::delivery(&delivery.event_id, &delivery.id)
     }
 
     /// Whether `cursor` is one [`Store::delivery_cursor`] made.
@@ -464,10 +461,9 @@ impl Store {
 
     /// The cursor that continues a DLQ listing after `delivery`.
     pub fn dlq_cursor(delivery: &Delivery) -> String {
-        format!(
-            "{}_{}",
+        hookline_core::cursor::dlq(
             delivery.dead_at.unwrap_or_default().as_millis(),
-            delivery.id
+            &delivery.id,
         )
     }
 

@@ -1,7 +1,6 @@
 //! `/v1/apps/{app}/endpoints`: where an app's events go.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -120,50 +119,11 @@ pub(crate) struct UpdateEndpoint {
 /// private destinations are allowed — not a literal private address or `localhost`.
 /// (Names are checked again where the connection is made.)
 fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
-    let url = url::Url::parse(raw)
-        .map_err(|e| ApiError::Validation(format!("url is not a valid URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(ApiError::Validation("url must use http or https".into()));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(ApiError::Validation(
-            "url must not contain credentials".into(),
-        ));
-    }
-    let host = url
-        .host()
-        .ok_or_else(|| ApiError::Validation("url must have a host".into()))?;
-    if raw.len() > 2048 {
-        return Err(ApiError::Validation(
-            "url must be at most 2048 characters".into(),
-        ));
-    }
-    if let url::Host::Domain(name) = &host {
-        // What DNS can resolve (international names arrive as punycode).
-        let label = |l: &str| {
-            (1..=63).contains(&l.len())
-                && l.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        };
-        if name.len() > 253 || !name.strip_suffix('.').unwrap_or(name).split('.').all(label) {
-            return Err(ApiError::Validation(format!(
-                "url's host {name:?} is not a DNS name"
-            )));
-        }
-    }
-    if !state.config.allow_private_destinations {
-        let forbidden = match host {
-            url::Host::Ipv4(ip) => !hookline_core::destination::is_public(IpAddr::V4(ip)),
-            url::Host::Ipv6(ip) => !hookline_core::destination::is_public(IpAddr::V6(ip)),
-            url::Host::Domain(name) => {
-                name.eq_ignore_ascii_case("localhost") || name.ends_with(".localhost")
-            }
-        };
-        if forbidden {
-            return Err(ApiError::DestinationForbidden);
-        }
-    }
-    Ok(url.to_string())
+    use hookline_core::destination::{check_url, InvalidUrl};
+    check_url(raw, state.config.allow_private_destinations).map_err(|error| match error {
+        InvalidUrl::Forbidden => ApiError::DestinationForbidden,
+        other => ApiError::Validation(other.to_string()),
+    })
 }
 
 /// `null` (every type) or 1 to 100 names and `group.*` patterns
