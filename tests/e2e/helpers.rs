@@ -51,9 +51,19 @@ pub struct TestDb {
 enum Cleanup {
     File(std::path::PathBuf),
     Database(String),
+    /// Someone else's: left as it is.
+    Nothing,
 }
 
 impl TestDb {
+    /// A database the caller made and removes (a PostgreSQL cluster of its own).
+    pub fn external(url: String) -> Self {
+        Self {
+            url,
+            cleanup: Cleanup::Nothing,
+        }
+    }
+
     pub async fn new(engine: Engine) -> Self {
         let name = format!(
             "hookline_test_{}",
@@ -93,6 +103,7 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         match &self.cleanup {
+            Cleanup::Nothing => {}
             Cleanup::File(path) => {
                 for suffix in ["", "-wal", "-shm"] {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));

@@ -226,3 +226,119 @@ async fn while_another_process_locks_the_sqlite_file_writes_get_503() {
         "nothing refused was written"
     );
 }
+
+/// A small file system of the test's own (tmpfs), unmounted when dropped.
+struct SmallDisk {
+    dir: std::path::PathBuf,
+}
+
+impl SmallDisk {
+    /// Needs root (as CI and the test machines run); fails saying so otherwise.
+    fn mount(mib: u32) -> Self {
+        let dir = std::env::temp_dir().join(format!("hookline-full-{}", ulid::Ulid::new()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .expect("running mount");
+        assert!(
+            status.success(),
+            "the disk-full test mounts a tmpfs of its own: it needs root (mount -t tmpfs)"
+        );
+        Self { dir }
+    }
+
+    /// Makes the file system `mib` MiB: the disk is no longer full.
+    fn grow(&self, mib: u32) {
+        let status = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={mib}m")])
+            .arg(&self.dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "remounting the tmpfs");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// SQLite on a disk that fills up: a publish that cannot be written is 503
+/// with the problem and `Retry-After`, nothing is half-written, reads go on,
+/// and once there is room again publishing and delivery resume by themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_sqlite_disk_is_full_writes_get_503_and_resume_when_it_is_not() {
+    let disk = SmallDisk::mount(3);
+    let database = format!("sqlite://{}/hookline.db", disk.dir.display());
+    let app = TestApp::spawn_with(Engine::Sqlite, |config| {
+        config.database_url = database;
+        config.db_acquire_timeout_ms = 300;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+
+    // 100 KiB events until the disk is full.
+    let big = "x".repeat(100 * 1024);
+    let publish_big = |key: String| {
+        app.http
+            .post(format!("{}/v1/apps/{app_id}/events", app.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .header("Idempotency-Key", key.clone())
+            .json(&json!({"event_type": "order.paid", "payload": {"key": key, "fill": big}}))
+            .timeout(Duration::from_secs(30))
+            .send()
+    };
+    let mut accepted = Vec::new();
+    let mut refused = None;
+    for n in 0..200 {
+        let key = format!("big-{n}");
+        let answer = publish_big(key.clone()).await.unwrap();
+        if answer.status() == 202 {
+            accepted.push(key);
+        } else {
+            refused = Some((key, answer));
+            break;
+        }
+    }
+    let (refused_key, answer) = refused.expect("a 3 MiB disk fills up");
+    assert!(accepted.len() >= 2, "some events fit: {}", accepted.len());
+    assert_unavailable(answer, "a publish on a full disk").await;
+
+    // Reads go on, and hold exactly what was accepted.
+    let mut stored = event_keys(&app, &app_id).await;
+    stored.sort();
+    let mut expected = accepted.clone();
+    expected.sort();
+    assert_eq!(stored, expected, "nothing refused was written");
+
+    disk.grow(64);
+    wait_until(
+        Duration::from_secs(30),
+        "a publish to succeed again",
+        || async {
+            let answer = publish_big(refused_key.clone()).await.ok()?;
+            (answer.status() == 202).then_some(())
+        },
+    )
+    .await;
+    accepted.push(refused_key);
+    let arrived = receiver.wait_for_requests(accepted.len()).await;
+    let mut delivered: Vec<String> = arrived
+        .iter()
+        .map(|r| r.json()["data"]["key"].as_str().unwrap().to_owned())
+        .collect();
+    delivered.sort();
+    delivered.dedup();
+    accepted.sort();
+    assert_eq!(delivered, accepted, "every accepted event is delivered");
+    drop(app);
+}

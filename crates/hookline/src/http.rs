@@ -52,7 +52,8 @@ pub(crate) async fn serve(
                 }
             },
         };
-        let _ = stream.set_nodelay(true);
+        // No TCP_NODELAY (as axum::serve): measured, it cost PostgreSQL runs a
+        // few percent of end-to-end throughput (docs/BENCHMARKS.md).
         let service = TowerToHyperService::new(app.clone());
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
