@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    assert_scrubbed, both_engines, free_port, wait_until, Engine, Process, Receiver, Reply, TestDb,
-    ADMIN_TOKEN,
+    assert_scrubbed, both_engines, create, free_port, wait_until, Engine, Process, Receiver, Reply,
+    TestDb, ADMIN_TOKEN,
 };
 use crate::history::{self, Outcome, Publish, Subscriber};
 
@@ -90,18 +90,6 @@ impl Random {
         self.0 ^= self.0 << 17;
         low + self.0 % (high - low + 1)
     }
-}
-
-async fn create(http: &reqwest::Client, base: &str, path: &str, body: Value) -> Value {
-    let response = http
-        .post(format!("{base}{path}"))
-        .bearer_auth(ADMIN_TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201, "POST {path}");
-    response.json().await.unwrap()
 }
 
 /// Each endpoint admits at most this many deliveries at once, so one kill
@@ -737,7 +725,10 @@ async fn misbehaving_receivers_get_everything_after_recovery(engine: Engine) {
         summary(&during),
         summary(&after),
     );
-    assert!(rss < 100, "peak RSS {rss} MiB: the 100 MB answer was read, not cut");
+    assert!(
+        rss < 100,
+        "peak RSS {rss} MiB: the 100 MB answer was read, not cut"
+    );
 }
 
 async fn create_event(http: &reqwest::Client, base: &str, app: &str, n: usize) -> String {

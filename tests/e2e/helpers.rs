@@ -710,21 +710,26 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `POST {base}{path}` with the admin token, which must answer 201; the body.
+pub async fn create(http: &reqwest::Client, base: &str, path: &str, body: Value) -> Value {
+    let response = http
+        .post(format!("{base}{path}"))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201, "POST {path}");
+    response.json().await.unwrap()
+}
+
 /// Creates an app and an endpoint over HTTP against a process; returns (app id, endpoint id).
 pub async fn setup_remote(base: &str, url: &str, endpoint: Value) -> (String, String) {
     let http = reqwest::Client::new();
     let create = |path: String, body: Value| {
         let http = http.clone();
         async move {
-            let response = http
-                .post(format!("{base}{path}"))
-                .bearer_auth(ADMIN_TOKEN)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), 201, "POST {path}");
-            response.json::<Value>().await.unwrap()["id"]
+            create(&http, base, &path, body).await["id"]
                 .as_str()
                 .unwrap()
                 .to_owned()
