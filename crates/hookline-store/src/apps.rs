@@ -76,6 +76,11 @@ impl Store {
     /// starts like an app id), where `id = $1 OR uid = $1` would need two.
     #[tracing::instrument(skip_all, fields(app = key))]
     pub async fn find_app(&self, key: &str) -> Result<Option<App>> {
+        if key.contains('\0') {
+            // No row holds a NUL (PostgreSQL's text cannot), and PostgreSQL
+            // refuses to even compare with one.
+            return Ok(None);
+        }
         let sql = if key.starts_with(AppId::PREFIX) {
             &FIND_APP_BY_ID
         } else {

@@ -79,6 +79,10 @@ impl Store {
     /// One type of the catalog.
     #[tracing::instrument(skip_all)]
     pub async fn get_event_type(&self, name: &str) -> Result<Option<EventType>> {
+        if name.contains('\0') {
+            // As `find_app`: no row holds a NUL.
+            return Ok(None);
+        }
         let sql = format!("SELECT {COLUMNS} FROM event_types WHERE name = $1");
         self.engine
             .query(&sql)

@@ -110,19 +110,25 @@ impl StoreError {
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::WorkerCrashed => true,
-            sqlx::Error::Database(db) => db.code().is_some_and(|code| match code.parse::<u32>() {
-                // SQLite's (extended) result codes: busy, locked, I/O error, full.
-                Ok(sqlite) => [5, 6, 10, 13].contains(&(sqlite & 0xff)),
-                // PostgreSQL's SQLSTATE: connection exceptions (08…), the server
-                // shutting down or starting (57P01–57P03), out of disk or of
-                // connections (53100, 53300), this session ended for sitting idle
-                // in its transaction (25P03: the process was frozen).
-                Err(_) => {
+            sqlx::Error::Database(db) => {
+                let Some(code) = db.code() else {
+                    return false;
+                };
+                if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                    // SQLite's (extended) result codes: busy, locked, I/O error, full.
+                    code.parse::<u32>()
+                        .is_ok_and(|code| [5, 6, 10, 13].contains(&(code & 0xff)))
+                } else {
+                    // PostgreSQL's SQLSTATE (often all digits: never read as
+                    // SQLite's numbers): connection exceptions (08…), the server
+                    // shutting down or starting (57P01–57P03), out of disk or of
+                    // connections (53100, 53300), this session ended for sitting
+                    // idle in its transaction (25P03: the process was frozen).
                     code.starts_with("08")
                         || ["57P01", "57P02", "57P03", "53100", "53300", "25P03"]
                             .contains(&code.as_ref())
                 }
-            }),
+            }
             _ => false,
         }
     }
