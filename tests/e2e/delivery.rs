@@ -23,7 +23,64 @@ both_engines!(
     event_type_filter_selects_endpoints,
     deleting_an_endpoint_keeps_its_history,
     a_fresh_event_wakes_the_dispatcher_without_a_polling_tick,
+    a_receiver_whose_certificate_no_one_trusts_gets_nothing,
 );
+
+/// TLS certificates are verified: a receiver whose certificate no trusted
+/// authority signed (self-signed here, made by the test) gets nothing — no
+/// handshake completes, each attempt fails as `tls`, is retried, and the
+/// delivery ends in the DLQ after its attempts.
+async fn a_receiver_whose_certificate_no_one_trusts_gets_nothing(engine: Engine) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let app = TestApp::spawn_with(engine, |c| c.max_attempts = 2).await;
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(made.key_pair.serialize_der());
+    let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![made.cert.der().clone()], key.into())
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (connections, handshakes) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    {
+        let (connections, handshakes) = (connections.clone(), handshakes.clone());
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                connections.fetch_add(1, Ordering::SeqCst);
+                if acceptor.accept(stream).await.is_ok() {
+                    handshakes.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &format!("https://127.0.0.1:{port}/hook"))
+        .await;
+    let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
+    app.wait_for_delivery_state(&app_id, &delivery_id, "dead")
+        .await;
+    let attempts = app.attempts(&app_id, &delivery_id).await;
+    assert_eq!(attempts.len(), 2);
+    for attempt in &attempts {
+        assert_eq!(attempt["error_kind"], "tls", "{attempt}");
+        assert!(attempt["status_code"].is_null());
+    }
+    assert!(
+        connections.load(Ordering::SeqCst) >= 2,
+        "Hookline did connect"
+    );
+    assert_eq!(
+        handshakes.load(Ordering::SeqCst),
+        0,
+        "no handshake completed"
+    );
+}
 
 /// PostgreSQL only: an API node and a separate dispatcher node, joined by LISTEN/NOTIFY.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
