@@ -100,12 +100,7 @@ where
     T: DeserializeOwned,
 {
     use serde::de::Error as _;
-    use serde::Deserialize;
-    let value = serde_json::Value::deserialize(deserializer)?;
-    if !value.is_object() {
-        return Err(D::Error::custom("expected an object"));
-    }
-    serde_json::from_value(value).map_err(D::Error::custom)
+    optional_object(deserializer)?.ok_or_else(|| D::Error::custom("expected an object"))
 }
 
 /// [`object`] for a field that may be absent or `null`.

@@ -155,7 +155,6 @@ fn codes(route: &crate::routes::Route, doc: &Doc) -> Vec<&'static str> {
 }
 
 fn problem_schema() -> RefOr<Schema> {
-    let string = || ObjectBuilder::new().schema_type(Type::String);
     ObjectBuilder::new()
         .description(Some(
             "RFC 9457 problem details; `code` is stable, `type` is `/problems/{code}` on this server",
@@ -195,7 +194,7 @@ fn openapi_path(path: &str) -> String {
     path.replace("{*", "{")
 }
 
-fn string() -> ObjectBuilder {
+pub(crate) fn string() -> ObjectBuilder {
     ObjectBuilder::new().schema_type(Type::String)
 }
 
@@ -255,6 +254,36 @@ pub(crate) use id_pattern;
 /// A free-text name (event type, ordering key): 1 to 256 characters
 /// (`minLength`/`maxLength`) without control characters.
 pub(crate) const NAME_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+/// A name field's schema ([`NAME_PATTERN`], 1 to 256 characters), for
+/// `#[schema(schema_with = …)]`: the rule written once.
+pub(crate) fn name() -> utoipa::openapi::Object {
+    string()
+        .min_length(Some(1))
+        .max_length(Some(256))
+        .pattern(Some(NAME_PATTERN))
+        .build()
+}
+
+/// [`name`] for a field that may be absent or `null`.
+pub(crate) fn optional_name() -> utoipa::openapi::Object {
+    nullable(name())
+}
+
+/// An optional RFC 3339 UTC time ([`TIME_PATTERN`]).
+pub(crate) fn optional_time() -> utoipa::openapi::Object {
+    nullable(
+        string()
+            .pattern(Some(TIME_PATTERN))
+            .description(Some("an RFC 3339 UTC time such as 2026-12-01T09:30:00Z"))
+            .build(),
+    )
+}
+
+fn nullable(mut schema: utoipa::openapi::Object) -> utoipa::openapi::Object {
+    schema.schema_type = utoipa::openapi::schema::SchemaType::from_iter([Type::String, Type::Null]);
+    schema
+}
 
 /// A time certainly in the future (years 2100 to 2999), for `expires_at`.
 pub(crate) const FUTURE_PATTERN: &str = "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$";

@@ -598,11 +598,7 @@ pub(crate) async fn stats(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TestSend {
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
-    )]
+    #[schema(schema_with = crate::openapi::name)]
     event_type: String,
     /// Absent: the catalog's example of `event_type`; any JSON value.
     #[schema(value_type = Option<serde_json::Value>)]

@@ -24,20 +24,12 @@ use crate::AppState;
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PublishRequest {
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
-    )]
+    #[schema(schema_with = crate::openapi::name)]
     pub(crate) event_type: String,
     /// Any JSON value.
     #[schema(value_type = serde_json::Value)]
     pub(crate) payload: serde_json::Value,
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
-    )]
+    #[schema(schema_with = crate::openapi::optional_name)]
     pub(crate) ordering_key: Option<String>,
 }
 
@@ -160,20 +152,12 @@ pub(crate) struct BatchRequest {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub(crate) struct BatchItem {
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
-    )]
+    #[schema(schema_with = crate::openapi::name)]
     event_type: String,
     /// Any JSON value.
     #[schema(value_type = serde_json::Value)]
     payload: serde_json::Value,
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
-    )]
+    #[schema(schema_with = crate::openapi::optional_name)]
     ordering_key: Option<String>,
     #[schema(pattern = r"^[!-~]{1,255}$")]
     idempotency_key: Option<String>,

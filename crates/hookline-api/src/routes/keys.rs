@@ -24,13 +24,8 @@ pub(crate) fn create_key_schema(
     schemas: &mut crate::openapi::Schemas,
 ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
     use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
-    let string = || ObjectBuilder::new().schema_type(Type::String);
-    let name = || {
-        string()
-            .min_length(Some(1))
-            .max_length(Some(256))
-            .pattern(Some(crate::openapi::NAME_PATTERN))
-    };
+    let string = crate::openapi::string;
+    let name = crate::openapi::name;
     let expires_at = || {
         ObjectBuilder::new()
             .schema_type(utoipa::openapi::schema::SchemaType::from_iter([

@@ -24,19 +24,11 @@ pub(crate) struct BulkReplayRequest {
     #[schema(pattern = r"^ep_[0-7][0-9A-HJKMNP-TV-Z]{25}$")]
     endpoint_id: Option<String>,
     reason: Option<DeadReason>,
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
-    )]
+    #[schema(schema_with = crate::openapi::optional_name)]
     event_type: Option<String>,
-    #[schema(
-        pattern = r"^(19[7-9][0-9]|20[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?Z$"
-    )]
+    #[schema(schema_with = crate::openapi::optional_time)]
     since: Option<String>,
-    #[schema(
-        pattern = r"^(19[7-9][0-9]|20[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?Z$"
-    )]
+    #[schema(schema_with = crate::openapi::optional_time)]
     until: Option<String>,
     #[serde(default)]
     dry_run: bool,
