@@ -195,10 +195,19 @@ impl TestApp {
     }
 
     pub async fn spawn_with(engine: Engine, tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::spawn_on_clock(engine, Arc::new(hookline_core::time::SystemClock), tweak).await
+    }
+
+    /// Like [`TestApp::spawn_with`], with every part of the server on `clock`.
+    pub async fn spawn_on_clock(
+        engine: Engine,
+        clock: Arc<dyn hookline_core::time::Clock>,
+        tweak: impl FnOnce(&mut Config),
+    ) -> Self {
         let db = TestDb::new(engine).await;
         let mut config = test_config(&db);
         tweak(&mut config);
-        let server = Server::start(config, Role::Serve)
+        let server = Server::start_with_clock(config, Role::Serve, clock)
             .await
             .expect("starting Hookline");
         let addr: SocketAddr = server.addr;
@@ -833,5 +842,54 @@ pub fn item(
         event,
         key: key.cloned(),
         now,
+    }
+}
+
+/// The dispatcher's turn (`hookline_dispatch::turn`), called on a store as the
+/// contract tests read it: `store.claim_due_deliveries(…)`.
+pub trait Claims {
+    fn claim_due_deliveries(
+        &self,
+        now: hookline_core::time::Timestamp,
+        lease: Duration,
+        limit: u32,
+        policy: &hookline_dispatch::turn::ClaimPolicy,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::Claim>>;
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete_and_claim(
+        &self,
+        records: &[hookline_store::AttemptRecord],
+        breaker: &hookline_core::breaker::BreakerPolicy,
+        now: hookline_core::time::Timestamp,
+        lease: Duration,
+        limit: u32,
+        policy: &hookline_dispatch::turn::ClaimPolicy,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::Claim>>;
+}
+
+impl Claims for hookline_store::Store {
+    fn claim_due_deliveries(
+        &self,
+        now: hookline_core::time::Timestamp,
+        lease: Duration,
+        limit: u32,
+        policy: &hookline_dispatch::turn::ClaimPolicy,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::Claim>> {
+        hookline_dispatch::turn::claim_due_deliveries(self, now, lease, limit, policy)
+    }
+
+    fn complete_and_claim(
+        &self,
+        records: &[hookline_store::AttemptRecord],
+        breaker: &hookline_core::breaker::BreakerPolicy,
+        now: hookline_core::time::Timestamp,
+        lease: Duration,
+        limit: u32,
+        policy: &hookline_dispatch::turn::ClaimPolicy,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::Claim>> {
+        hookline_dispatch::turn::complete_and_claim(
+            self, records, breaker, now, lease, limit, policy,
+        )
     }
 }

@@ -10,9 +10,10 @@ use hookline_core::model::{DeadReason, DeliveryState};
 use hookline_core::ordering::OnDead;
 use hookline_core::time::Timestamp;
 use hookline_dispatch::room::{Handoff, Room};
+use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Claims, Engine, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -552,7 +553,7 @@ async fn an_endpoint_ceiling_bounds_a_claim_before_the_dispatcher_knows_it(engin
     // The dispatcher has never sent to it: its room would be the default of 16.
     let room = fixed_room(16);
     let claiming = ClaimPolicy {
-        room: room.clone(),
+        room: Some(room.clone()),
         ..policy()
     };
     let claim = f.claim_as(t(1), 100, &claiming).await;
@@ -587,7 +588,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
     f.publish(None, t(0)).await;
     // This dispatcher already has one request out to the first endpoint, its cap.
     let busy = ClaimPolicy {
-        room: room_with(&f.endpoint.id, 1, 1),
+        room: Some(room_with(&f.endpoint.id, 1, 1)),
         ..policy()
     };
     let claimed = f.claim_as(t(1), 10, &busy).await.deliveries;
@@ -599,7 +600,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
         f.publish(None, t(2)).await;
     }
     let capped = ClaimPolicy {
-        room: room_with(&f.endpoint.id, 1, 3),
+        room: Some(room_with(&f.endpoint.id, 1, 3)),
         ..policy()
     };
     let claim = f.claim_as(t(3), 10, &capped).await;
@@ -740,7 +741,7 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
         .unwrap();
 
     let busy = ClaimPolicy {
-        room: room_with(&f.endpoint.id, 1, 1),
+        room: Some(room_with(&f.endpoint.id, 1, 1)),
         ..policy()
     };
     let claim = f.claim_as(t(2), 10, &busy).await;
@@ -871,7 +872,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
 
     // A claim counts the hand-offs in the room: none of the full endpoint's work is leased.
     let claiming = ClaimPolicy {
-        room: room.clone(),
+        room: Some(room.clone()),
         ..policy()
     };
     let claim = f.claim_as(t(1), 1, &claiming).await;

@@ -11,9 +11,10 @@ use hookline_core::model::{
 };
 use hookline_core::retry::Next;
 use hookline_core::time::Timestamp;
+use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Claims, Engine, TestDb};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -126,6 +127,7 @@ both_engines!(
     event_type_catalog_round_trips,
     idempotency_retention_purges_old_keys,
     retention_removes_old_delivered_history_and_keeps_the_dlq,
+    a_dropped_store_ends_its_background_tasks,
 );
 
 async fn apps_round_trip_by_id_and_uid(engine: Engine) {
@@ -1898,4 +1900,31 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
         store.get_replay_job(&app, &other.id).await.unwrap(),
         Some(cancelled)
     );
+}
+
+/// The store's background tasks — the publish committers and, on PostgreSQL, the
+/// wake relay with its `LISTEN` connection — end when the last clone is dropped:
+/// a process (or a test) that lets go of its store leaves nothing running.
+async fn a_dropped_store_ends_its_background_tasks(engine: Engine) {
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = alive();
+    let (store, _db) = open(engine).await;
+    store.start_wake_relay().await.unwrap();
+    let app = app(&store).await;
+    let clone = store.clone();
+    publish(&clone, &app, "a.b", t(0)).await;
+    assert!(alive() > before, "committers (and the relay) run");
+    drop(store);
+    assert!(alive() > before, "a clone keeps them");
+    drop(clone);
+    crate::helpers::wait_until(
+        Duration::from_secs(10),
+        "the store's tasks to end",
+        || async { (alive() == before).then_some(()) },
+    )
+    .await;
 }

@@ -10,7 +10,7 @@ use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, Claims, Engine, TestDb};
 
 /// The newest migration of each earlier release: `bd24c4a` (3) and `d979ff1` (4).
 const EARLIER_SCHEMAS: [i64; 2] = [3, 4];
@@ -146,7 +146,12 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
     );
     // The pending delivery is claimed with what sending needs, and completes.
     let claimed = store
-        .claim_due_deliveries(t(2), Duration::from_secs(30), 10, &ClaimPolicy::default())
+        .claim_due_deliveries(
+            t(2),
+            Duration::from_secs(30),
+            10,
+            &hookline_dispatch::turn::ClaimPolicy::default(),
+        )
         .await
         .unwrap()
         .deliveries;

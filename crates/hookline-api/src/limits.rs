@@ -90,19 +90,10 @@ mod tests {
     use super::*;
     use hookline_core::access::Capabilities;
     use hookline_core::ids::AppId;
-    use hookline_core::time::Timestamp;
-    use std::sync::atomic::{AtomicI64, Ordering};
+    use hookline_core::time::{ManualClock, Timestamp};
 
-    struct TestClock(AtomicI64);
-
-    impl Clock for TestClock {
-        fn now(&self) -> Timestamp {
-            Timestamp::from_millis(self.0.load(Ordering::SeqCst))
-        }
-    }
-
-    fn limits(per_sec: u32, burst: u32, admin: bool) -> (KeyLimits, Arc<TestClock>) {
-        let clock = Arc::new(TestClock(AtomicI64::new(1_700_000_000_000)));
+    fn limits(per_sec: u32, burst: u32, admin: bool) -> (KeyLimits, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_700_000_000_000)));
         let limit = RateLimit {
             per_sec: NonZeroU32::new(per_sec).unwrap(),
             burst: NonZeroU32::new(burst).unwrap(),
@@ -137,9 +128,9 @@ mod tests {
         assert_eq!(retry_after(limits.check("a", &key)), Some(1));
         // Another key has its own cell.
         assert_eq!(retry_after(limits.check("b", &key)), None);
-        clock.0.fetch_add(499, Ordering::SeqCst);
+        clock.advance(Duration::from_millis(499));
         assert_eq!(retry_after(limits.check("a", &key)), Some(1));
-        clock.0.fetch_add(1, Ordering::SeqCst);
+        clock.advance(Duration::from_millis(1));
         assert_eq!(retry_after(limits.check("a", &key)), None);
         assert_eq!(retry_after(limits.check("a", &key)), Some(1));
     }
@@ -155,8 +146,8 @@ mod tests {
         assert_eq!(retry_after(limits.check("a", &key)), Some(60));
     }
 
-    fn limits_per_minute() -> (KeyLimits, Arc<TestClock>) {
-        let clock = Arc::new(TestClock(AtomicI64::new(0)));
+    fn limits_per_minute() -> (KeyLimits, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(0)));
         let limits = KeyLimits {
             limiter: RateLimiter::hashmap_with_clock(
                 Quota::per_minute(NonZeroU32::new(1).unwrap()),

@@ -44,6 +44,25 @@ pub fn admit(gate: &Gate, now: Timestamp) -> Admission {
     gate.breaker.admit(now)
 }
 
+/// `due_at` of a pending delivery whose endpoint is disabled: never due until re-enabled.
+pub const PARKED: Timestamp = Timestamp::from_millis(253_402_300_799_000); // 9999-12-31
+
+/// When work newly made pending for an endpoint is due: never while the endpoint is
+/// disabled ([`PARKED`]), at the probe time while its breaker defers, else now —
+/// so claims do not pick a delivery up only to put it back.
+pub fn due_for_new_work(enabled: bool, breaker: &Breaker, now: Timestamp) -> Timestamp {
+    let gate = Gate {
+        enabled,
+        breaker: *breaker,
+        rate_limited: false,
+    };
+    match admit(&gate, now) {
+        Admission::Park => PARKED,
+        Admission::Defer(until) => until,
+        Admission::Send | Admission::Probe => now,
+    }
+}
+
 /// Whether a fresh delivery may be sent at once without asking the database
 /// again — what a publish may hand straight to its dispatcher: admitted to send,
 /// and no rate limit (only a claim can take a send slot).
@@ -66,6 +85,24 @@ mod tests {
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_millis(secs * 1000)
+    }
+
+    #[test]
+    fn new_work_is_due_now_at_the_probe_or_never() {
+        assert_eq!(due_for_new_work(true, &Breaker::default(), at(5)), at(5));
+        assert_eq!(due_for_new_work(false, &Breaker::default(), at(5)), PARKED);
+        let policy = BreakerPolicy {
+            failure_threshold: 1,
+            ..BreakerPolicy::default()
+        };
+        let mut open = Breaker::default();
+        open.record(Signal::Failed, at(0), &policy);
+        assert_eq!(due_for_new_work(true, &open, at(1)), at(10));
+        assert_eq!(
+            due_for_new_work(true, &open, at(10)),
+            at(10),
+            "the probe may go"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! - [`event_types`]: event type names and the patterns endpoints subscribe with.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
+//! - [`claim`]: a claim as pure decisions: lane shares, rooms, and the plan for its rows.
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
 //! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
 //! - [`ordering`]: the rules of per-entity ordered partitions.
@@ -30,6 +31,7 @@
 pub mod access;
 pub mod admission;
 pub mod breaker;
+pub mod claim;
 pub mod classify;
 pub mod concurrency;
 pub mod cursor;

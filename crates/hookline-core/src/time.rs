@@ -123,6 +123,37 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock that stands still until it is moved: what tests give a server (or
+/// any part of it) to make timing exact.
+#[derive(Debug)]
+pub struct ManualClock(std::sync::atomic::AtomicI64);
+
+impl ManualClock {
+    pub fn new(at: Timestamp) -> Self {
+        Self(std::sync::atomic::AtomicI64::new(at.as_millis()))
+    }
+
+    /// Moves the clock to `at` (backwards too: a test may need it).
+    pub fn set(&self, at: Timestamp) {
+        self.0
+            .store(at.as_millis(), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Moves the clock forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.0.fetch_add(
+            i64::try_from(by.as_millis()).unwrap_or(i64::MAX),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +169,16 @@ mod tests {
         for bad in ["yesterday", "2025-12-01", "2025-12-01T01:02:03+02:00", ""] {
             assert_eq!(Timestamp::parse_rfc3339(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_manual_clock_moves_only_when_told() {
+        let clock = ManualClock::new(Timestamp::from_millis(1_000));
+        assert_eq!(clock.now(), Timestamp::from_millis(1_000));
+        clock.advance(Duration::from_millis(250));
+        assert_eq!(clock.now(), Timestamp::from_millis(1_250));
+        clock.set(Timestamp::from_millis(10));
+        assert_eq!(clock.now(), Timestamp::from_millis(10));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::model::AttemptTrigger;
 use hookline_core::retry::ThreadJitter;
 use hookline_core::time::Clock;
-use hookline_store::{AttemptRecord, ClaimPolicy, ClaimedDelivery, Store};
+use hookline_store::{AttemptRecord, ClaimedDelivery, Store};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics::{self, EndpointLabels, Heartbeat};
 use crate::room::{holds_room, HandedOff, Handoff, Room};
 use crate::sender::Sender;
+use crate::turn::{self, ClaimPolicy};
 use crate::{DispatchError, DispatcherConfig};
 
 /// The most finished attempts written in one turn.
@@ -139,7 +140,7 @@ impl Dispatcher {
         // handing deliveries to it, and freed by each answer as it arrives.
         let room = Room::new(this.config.concurrency);
         let (handoff, mut inbox) = Handoff::new(room.clone(), permits.clone(), this.config.lease);
-        this.store.accept_handoffs(handoff.clone());
+        this.store.accept_handoffs(handoff);
         let mut leases = Leases::default();
         let (records_tx, mut records_rx) = mpsc::unbounded_channel();
         // Finished sends as they arrive, and the attempts the next turn's transaction
@@ -153,9 +154,10 @@ impl Dispatcher {
         let mut failures = 0u32;
         let policy = ClaimPolicy {
             retry: this.config.retry,
-            room: room.clone(),
+            room: Some(room.clone()),
             probe_hold: this.config.lease,
             rate_lookahead: this.config.rate_lookahead,
+            fair_cursor: Default::default(),
         };
 
         while !shutdown.is_cancelled() {
@@ -192,17 +194,16 @@ impl Dispatcher {
             }
             take_arrived(&mut arrived, &mut finished, &mut held);
             let turn_started = std::time::Instant::now();
-            let claimed = match this
-                .store
-                .complete_and_claim(
-                    &finished,
-                    &this.config.breaker,
-                    this.clock.now(),
-                    this.config.lease,
-                    limit,
-                    &policy,
-                )
-                .await
+            let claimed = match turn::complete_and_claim(
+                &this.store,
+                &finished,
+                &this.config.breaker,
+                this.clock.now(),
+                this.config.lease,
+                limit,
+                &policy,
+            )
+            .await
             {
                 Ok(claimed) => claimed,
                 Err(error) => {
@@ -249,7 +250,6 @@ impl Dispatcher {
             if !look_again && handed.is_empty() {
                 this.wait_for_work(
                     &shutdown,
-                    &handoff,
                     &mut records_rx,
                     &mut arrived,
                     &mut inbox,
@@ -395,7 +395,6 @@ impl Dispatcher {
     async fn wait_for_work(
         &self,
         shutdown: &CancellationToken,
-        handoff: &Handoff,
         records: &mut mpsc::UnboundedReceiver<Finished>,
         finished: &mut Vec<Finished>,
         inbox: &mut mpsc::UnboundedReceiver<Vec<HandedOff>>,
@@ -415,7 +414,7 @@ impl Dispatcher {
         };
         tokio::select! {
             _ = shutdown.cancelled() => {}
-            _ = handoff.wait_for_due(wait) => {}
+            _ = self.store.wait_for_due(wait) => {}
             _ = records.recv_many(finished, COMPLETION_BATCH) => {}
             Some(batch) = inbox.recv() => handed.extend(batch),
         }

@@ -10,17 +10,19 @@
 //!
 //! - [`sender`]: the HTTP client — signing, SSRF-safe resolution, no redirects,
 //!   timeouts, bounded response capture.
-//! - `engine`: the dispatch loop (record finished attempts, then claim: one
-//!   transaction per turn), the bounded pool of in-flight sends and the
+//! - `engine`: the dispatch loop, the bounded pool of in-flight sends and the
 //!   graceful drain.
-//! - [`room`]: the dispatcher's in-memory state the store reads — requests in
-//!   flight per endpoint under each endpoint's adaptive limit, and the hand-off
-//!   inbox publishes put fresh deliveries on.
+//! - [`turn`]: one turn — record finished attempts, then claim by the pure plan
+//!   of `hookline_core::claim` — in one transaction the dispatcher runs.
+//! - [`room`]: the dispatcher's in-memory state — requests in flight per endpoint
+//!   under each endpoint's adaptive limit, and the hand-off inbox publishes put
+//!   fresh deliveries on.
 
 mod engine;
 pub mod metrics;
 pub mod room;
 pub mod sender;
+pub mod turn;
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! The dispatcher's room per endpoint and its hand-off inbox: in-memory state
-//! that the store reads through `hookline_store::{ClaimRoom, Inbox}`.
+//! that the dispatcher's own turn reads (`crate::turn`) and publishes feed
+//! through `hookline_store::Inbox`.
 //!
 //! [`Room`] counts this process's requests in flight per endpoint against each
 //! endpoint's [`AdaptiveLimit`]. A request counts from its claim or hand-off
@@ -11,8 +12,8 @@
 //! wrote already leased: each reservation takes a send permit and room, and
 //! the committed deliveries arrive on the dispatcher's inbox with their permits.
 //!
-//! **Races.** A claim reads the room, then leases rows, then counts them (before
-//! its commit; a commit that fails gives them back). A hand-off in between could
+//! **Races.** A claim reads the room, then leases rows, then counts them (after
+//! its commit; a claim that fails counts nothing). A hand-off in between could
 //! push an endpoint past its limit, so while a claim is between reading the room
 //! and counting what it took, hand-offs are refused (publishes write pending rows
 //! instead). A hand-off is also refused while the dispatcher is behind — its last
@@ -25,10 +26,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hookline_core::breaker::Signal;
+use hookline_core::claim::RoomView;
 use hookline_core::concurrency::{AdaptiveLimit, ConcurrencyPolicy, Pressure};
 use hookline_core::ids::EndpointId;
-use hookline_store::{AttemptRecord, ClaimRoom, ClaimedDelivery, Inbox, RoomView};
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use hookline_store::{AttemptRecord, ClaimedDelivery, Inbox};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// One dispatcher's requests in flight per endpoint, under each endpoint's adaptive limit.
 #[derive(Debug)]
@@ -212,8 +214,12 @@ const IDLE_FORGET: Duration = Duration::from_secs(60);
 /// The most endpoints whose room a claim is told individually.
 const MAX_LISTED_ROOMS: usize = 512;
 
-impl ClaimRoom for Room {
-    fn begin(&self, recording: &[AttemptRecord]) -> RoomView {
+/// A claim's moments in the room (see `crate::turn`): between [`Room::begin`] and
+/// [`Room::leased`] or [`Room::abandoned`], publishes hand nothing off.
+impl Room {
+    /// A claim begins; it will record `recording` first in its transaction. Returns
+    /// the room it may use.
+    pub fn begin(&self, recording: &[AttemptRecord]) -> RoomView {
         let mut state = self.lock();
         state.claiming = true;
         // The rooms `recording` holds are free for this claim: it runs after those
@@ -255,7 +261,9 @@ impl ClaimRoom for Room {
         }
     }
 
-    fn leased(&self, claimed: &[ClaimedDelivery], filled: bool) {
+    /// The claim committed, leasing `claimed` (each takes room); `filled`: it took
+    /// as many rows as it asked for, so more due work may be waiting.
+    pub fn leased(&self, claimed: &[ClaimedDelivery], filled: bool) {
         let mut state = self.lock();
         state.behind = filled;
         state.claiming = false;
@@ -266,16 +274,9 @@ impl ClaimRoom for Room {
         }
     }
 
-    fn abandoned(&self) {
+    /// The claim failed: it leased nothing.
+    pub fn abandoned(&self) {
         self.lock().claiming = false;
-    }
-
-    fn unleased(&self, claimed: &[ClaimedDelivery]) {
-        let mut state = self.lock();
-        for delivery in claimed {
-            let room = self.entry(&mut state, &delivery.endpoint_id);
-            room.in_flight = room.in_flight.saturating_sub(1);
-        }
     }
 }
 
@@ -295,9 +296,6 @@ pub struct Handoff {
     reserved: Mutex<Vec<OwnedSemaphorePermit>>,
     lease: Duration,
     inbox: mpsc::UnboundedSender<Vec<HandedOff>>,
-    /// Work became due (`Inbox::wake`). `notify_one` keeps a permit if the loop is
-    /// not waiting yet, so a wake between "claimed nothing" and "wait" is not lost.
-    due: Notify,
 }
 
 impl Handoff {
@@ -315,14 +313,8 @@ impl Handoff {
             reserved: Mutex::default(),
             lease,
             inbox,
-            due: Notify::new(),
         };
         (Arc::new(handoff), receiver)
-    }
-
-    /// Waits until the store says work is due, or `timeout`.
-    pub async fn wait_for_due(&self, timeout: Duration) {
-        let _ = tokio::time::timeout(timeout, self.due.notified()).await;
     }
 
     fn reserved(&self) -> MutexGuard<'_, Vec<OwnedSemaphorePermit>> {
@@ -365,10 +357,6 @@ impl Inbox for Handoff {
         // If the dispatcher has stopped, the leases expire and any dispatcher claims
         // the deliveries again.
         let _ = self.inbox.send(batch);
-    }
-
-    fn wake(&self) {
-        self.due.notify_one();
     }
 }
 

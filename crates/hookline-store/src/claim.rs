@@ -1,68 +1,44 @@
-//! Claiming due deliveries: lanes, leases, and admission (disabled endpoints,
-//! circuit breakers, rate limits) — all in one transaction.
+//! The rows of a claim: a dispatcher turn's transaction ([`Turn`]) and the
+//! statements it runs — leasing due rows by lane or by endpoint, reading their
+//! endpoints, locking the endpoints a plan must hold, and executing the plan
+//! (`hookline_core::claim::plan`) that says what becomes of each leased row.
 //!
-//! 1. **Lanes.** Due work is taken from two partial indexes: retries (up to a
-//!    quarter of the batch), then fresh deliveries, then retries again if room
-//!    is left. A backlog of retries never delays new events, and retries
-//!    are never starved by a flood of new ones. A lane's head is ranked per
-//!    endpoint, so no endpoint is leased more than its room under the
-//!    per-process cap; a round-robin pass finds the work of other endpoints
-//!    behind the rows of capped ones.
-//! 2. **Lease.** Claimed rows become `in_flight` until `now + lease` under a
-//!    fresh token; on PostgreSQL `FOR UPDATE SKIP LOCKED` keeps nodes apart.
-//! 3. **Admission**, per endpoint, in endpoint-id order (a fixed lock order),
-//!    by the one rule of `hookline_core::admission` that publishes ask too:
-//!    a disabled endpoint's deliveries are parked; an open breaker defers them
-//!    to its probe time (no attempt charged, max age still enforced); when the
-//!    cool-down is over exactly one claim in the cluster wins the probe by a
-//!    compare-and-set on the endpoint row; a rate-limited endpoint hands out
-//!    send slots from its stored GCRA state, deferring deliveries whose slot
-//!    lies beyond the look-ahead.
+//! Nothing here decides: lane shares, rooms, admission, deferral and max age
+//! are `hookline_core::claim`'s, and the dispatcher (`hookline_dispatch::turn`)
+//! runs the turn. Claimed rows become `in_flight` until the lease ends under a
+//! fresh token; on PostgreSQL `FOR UPDATE SKIP LOCKED` keeps nodes apart, and
+//! the endpoints whose probe or send slots a plan hands out are locked in id
+//! order (the one lock order of every transaction) before it is made.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::db::{Row, Tx};
-use hookline_core::admission::{self, Admission};
+use hookline_core::admission;
 use hookline_core::breaker::{Breaker, BreakerPolicy};
-use hookline_core::ids::EndpointId;
-use hookline_core::model::DeadReason;
+use hookline_core::claim::{
+    Candidate, ClaimPlan, EndpointGate, Lane, LaneRead, Rate, Rooms, Send, SKIP_WINDOW,
+};
+use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
 use hookline_core::ordering::OnDead;
-use hookline_core::rate;
-use hookline_core::signing::{EndpointSecret, SigningKeys};
+use hookline_core::retry::RetryPolicy;
 use hookline_core::time::Timestamp;
 
-use crate::complete::{new_work_due, release_partition_successor};
-use crate::db::{Batch, Kind, Sql};
-use crate::dispatcher::RoomView;
+use crate::complete::release_partition_successor;
+use crate::db::{Batch, Kind, Row, Sql, Tx};
 use crate::endpoints::{
     breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
-    signing_from_row,
+    save_breaker, signing_from_row, BREAKER_COLUMNS,
 };
-use crate::records::{
-    AttemptRecord, Claim, ClaimPolicy, ClaimedDelivery, Destination, RetryOverrides, PARKED,
-};
+use crate::records::{AttemptRecord, BreakerChanges, ClaimedDelivery, Destination, RetryOverrides};
 use crate::secrets::Secrets;
 use crate::{parse_column, Engine, Result, Store};
 
-/// The two queues of due work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lane {
-    /// Never attempted in this round.
-    Fresh,
-    /// Attempted before: waiting for its retry.
-    Retry,
-}
-
-impl Lane {
-    /// The lane's partial-index predicate, spelled exactly as in the migration so
-    /// both engines use the index.
-    pub(crate) fn predicate(self) -> &'static str {
-        match self {
-            Lane::Fresh => "state IN ('pending', 'in_flight') AND attempts = 0",
-            Lane::Retry => "state IN ('pending', 'in_flight') AND attempts > 0",
-        }
+/// A lane's partial-index predicate, spelled exactly as in the migration so both
+/// engines use the index.
+pub(crate) fn lane_predicate(lane: Lane) -> &'static str {
+    match lane {
+        Lane::Fresh => "state IN ('pending', 'in_flight') AND attempts = 0",
+        Lane::Retry => "state IN ('pending', 'in_flight') AND attempts > 0",
     }
 }
 
@@ -130,583 +106,393 @@ pub(crate) fn target_from_row(secrets: &Secrets, row: &Row) -> Result<Target> {
     })
 }
 
-/// The destination of a deleted endpoint's delivery: never sent (admission
-/// dead-letters it), so nothing in it is used.
-fn nowhere() -> Arc<Destination> {
-    static NOWHERE: std::sync::OnceLock<Arc<Destination>> = std::sync::OnceLock::new();
-    NOWHERE
-        .get_or_init(|| {
-            Arc::new(Destination {
-                url: String::new(),
-                signing: SigningKeys::new(EndpointSecret::generate()),
-                headers: Vec::new(),
-            })
-        })
-        .clone()
+/// A dispatcher turn's transaction: the dispatcher records finished attempts,
+/// leases due rows and executes its claim plan through it, then commits. The
+/// store wakes dispatchers after the commit if the turn made work due now.
+pub struct Turn {
+    store: Store,
+    tx: Tx,
+    /// The lease token of every row this turn leases.
+    token: String,
+    due_now: bool,
 }
 
-struct Claimed {
-    delivery: ClaimedDelivery,
-    /// `None` for a deleted endpoint.
-    gate: Option<Gate>,
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn").field("token", &self.token).finish()
+    }
 }
 
-fn claimed_from_row(row: &Row, targets: &HashMap<EndpointId, Target>) -> Result<Claimed> {
-    let endpoint_id: EndpointId = parse_column(row, "endpoint_id")?;
-    let target = targets.get(&endpoint_id);
+/// A leased row: the delivery joined with its event's body, without its endpoint.
+#[derive(Debug, Clone)]
+pub struct Leased {
+    pub id: DeliveryId,
+    pub app_id: AppId,
+    pub event_id: EventId,
+    pub endpoint_id: EndpointId,
+    pub lease_token: String,
+    pub attempts: u32,
+    pub round_started_at: Timestamp,
+    /// Its round was started by a replay or a resend.
+    pub replayed: bool,
+    pub ordering_key: Option<String>,
+    pub sequence: Option<u64>,
+    pub body: Arc<[u8]>,
+}
+
+impl Leased {
+    /// What the claim plan reads of it.
+    pub fn candidate(&self) -> Candidate<'_> {
+        Candidate {
+            id: &self.id,
+            endpoint: &self.endpoint_id,
+            round_started_at: self.round_started_at,
+            keyed: self.ordering_key.is_some(),
+        }
+    }
+
+    /// The delivery to send, with its endpoint's side.
+    pub fn into_claimed(self, endpoint: &ClaimEndpoint, send: &Send) -> ClaimedDelivery {
+        ClaimedDelivery {
+            id: self.id,
+            app_id: self.app_id,
+            event_id: self.event_id,
+            endpoint_id: self.endpoint_id,
+            lease_token: self.lease_token,
+            attempts: self.attempts,
+            round_started_at: self.round_started_at,
+            replayed: self.replayed,
+            ordering_key: self.ordering_key,
+            sequence: self.sequence,
+            send_at: send.send_at,
+            probe: send.probe,
+            max_in_flight: endpoint.gate.max_in_flight,
+            destination: endpoint.destination.clone(),
+            retry: endpoint.retry,
+            body: self.body,
+        }
+    }
+}
+
+fn leased_from_row(row: &Row) -> Result<Leased> {
     let body: Vec<u8> = row.try_get("body")?;
     let round_started_at: i64 = row.try_get("round_started_at")?;
-    Ok(Claimed {
-        delivery: ClaimedDelivery {
-            id: parse_column(row, "id")?,
-            app_id: parse_column(row, "app_id")?,
-            event_id: parse_column(row, "event_id")?,
-            endpoint_id,
-            lease_token: row.try_get("lease_token")?,
-            attempts: row.try_get::<i64, _>("attempts")? as u32,
-            round_started_at: Timestamp::from_millis(round_started_at),
-            // A replay or resend starts a round later than the delivery's creation.
-            replayed: round_started_at > row.try_get::<i64, _>("created_at")?,
-            ordering_key: row.try_get("ordering_key")?,
-            sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
-            send_at: None,
-            probe: false,
-            max_in_flight: target.and_then(|t| t.gate.max_in_flight),
-            destination: target.map_or_else(nowhere, |t| t.destination.clone()),
-            retry: target.map(|t| t.retry).unwrap_or_default(),
-            body: Arc::from(body),
-        },
-        gate: target.map(|t| t.gate),
+    Ok(Leased {
+        id: parse_column(row, "id")?,
+        app_id: parse_column(row, "app_id")?,
+        event_id: parse_column(row, "event_id")?,
+        endpoint_id: parse_column(row, "endpoint_id")?,
+        lease_token: row.try_get("lease_token")?,
+        attempts: row.try_get::<i64, _>("attempts")? as u32,
+        round_started_at: Timestamp::from_millis(round_started_at),
+        // A replay or resend starts a round later than the delivery's creation.
+        replayed: round_started_at > row.try_get::<i64, _>("created_at")?,
+        ordering_key: row.try_get("ordering_key")?,
+        sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
+        body: Arc::from(body),
     })
 }
 
-impl Store {
-    /// Claims up to `limit` due deliveries — pending ones whose time has come
-    /// and in-flight ones whose lease expired — leasing them until `now + lease`,
-    /// and returns those admitted to be sent now (see the module docs).
-    #[tracing::instrument(skip_all, fields(limit))]
-    pub async fn claim_due_deliveries(
-        &self,
-        now: Timestamp,
-        lease: Duration,
-        limit: u32,
-        policy: &ClaimPolicy,
-    ) -> Result<Claim> {
-        self.complete_and_claim(&[], &BreakerPolicy::default(), now, lease, limit, policy)
-            .await
-    }
+/// A claimed row's endpoint: where and how to send, and what admission reads.
+#[derive(Clone)]
+pub struct ClaimEndpoint {
+    pub destination: Arc<Destination>,
+    pub retry: RetryOverrides,
+    /// As read without a lock; [`Turn::lock_endpoints`] reads the breaker and
+    /// rate state again under one.
+    pub gate: EndpointGate,
+}
 
-    /// One dispatcher cycle in one transaction: records finished attempts (as
-    /// [`Store::complete_attempts`]), then claims (as [`Store::claim_due_deliveries`]).
-    /// The claim sees the breakers and partitions the completions just moved on, and
-    /// the cycle costs one commit instead of two.
-    #[tracing::instrument(skip_all, fields(completed = records.len(), limit))]
-    pub async fn complete_and_claim(
-        &self,
-        records: &[AttemptRecord],
-        breaker_policy: &BreakerPolicy,
-        now: Timestamp,
-        lease: Duration,
-        limit: u32,
-        policy: &ClaimPolicy,
-    ) -> Result<Claim> {
+impl std::fmt::Debug for ClaimEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimEndpoint")
+            .field("gate", &self.gate)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Begins a dispatcher turn. A turn that records no attempt (`durable` false)
+    /// commits on PostgreSQL with `synchronous_commit = off`: a lease lost in a
+    /// database crash costs at most a duplicate send (the delivery is claimed
+    /// again), never an event; completions are durable and wait for the flush.
+    pub async fn begin_turn(&self, durable: bool) -> Result<Turn> {
         let mut tx = self.writer.begin().await?;
-        if self.engine == Engine::Postgres && records.is_empty() {
-            // A lease lost in a database crash costs at most a duplicate send (the
-            // delivery is claimed again), never an event: no need to wait for the flush.
-            // (Completions are durable: they wait.)
+        if self.engine == Engine::Postgres && !durable {
             self.engine
                 .query("SET LOCAL synchronous_commit = off")
                 .execute(&mut tx)
                 .await?;
         }
-        let (due_now, breaker_changes) = self
-            .complete_in(&mut tx, records, breaker_policy, now)
-            .await?;
-        // The room is read inside the transaction (on SQLite no publish can hand work
-        // off while this writer runs), and what the claim leased is counted before
-        // the commit, so hand-offs pause only while the claim's statements run.
-        let mut claim = if limit > 0 {
-            let view = policy.room.begin(records);
-            // Ends the claim in the dispatcher's room however this future ends (an
-            // error, or the caller dropping it mid-claim), so hand-offs never stay paused.
-            let claiming = Claiming(&*policy.room);
-            let claim = self
-                .claim_in(&mut tx, now, lease, limit, policy, &view)
-                .await?;
-            std::mem::forget(claiming);
-            policy
-                .room
-                .leased(&claim.deliveries, claim.rows == limit as usize);
-            claim
-        } else {
-            Claim::default()
-        };
-        claim.breaker_changes = breaker_changes;
-        if let Err(error) = tx.commit().await {
-            policy.room.unleased(&claim.deliveries);
-            return Err(error);
-        }
-        if due_now {
-            self.notify_due();
-        }
-        Ok(claim)
-    }
-
-    async fn claim_in(
-        &self,
-        tx: &mut Tx,
-        now: Timestamp,
-        lease: Duration,
-        limit: u32,
-        policy: &ClaimPolicy,
-        view: &RoomView,
-    ) -> Result<Claim> {
-        let lease_until = now + lease;
-        let token = ulid::Ulid::new().to_string();
-        let claim = LaneClaim {
-            engine: self.engine,
-            now,
-            lease_until,
-            token: &token,
-            default_room: view.default,
-        };
-        let mut rooms = Rooms::new(view);
-        let retry_share = (limit / 4).max(1).min(limit);
-        let mut rows = claim
-            .take(tx, Source::Lane(Lane::Retry), retry_share, &mut rooms)
-            .await?;
-        let retries_full = rows.len() == retry_share as usize;
-        // Fresh work: the lane's head (oldest due first) and, when the head alone fills
-        // its part of the batch (a backlog), a slice of the newest due — so what was
-        // published just now never waits behind another tenant's backlog.
-        let remaining = limit - rows.len() as u32;
-        let newest_share = (limit / NEWEST_SHARE_DIVISOR).min(remaining);
-        let head_ask = remaining - newest_share;
-        if head_ask > 0 {
-            let fresh = claim
-                .take(tx, Source::Lane(Lane::Fresh), head_ask, &mut rooms)
-                .await?;
-            let backlog = fresh.len() == head_ask as usize;
-            rows.extend(fresh);
-            if backlog && newest_share > 0 {
-                let newest = claim
-                    .take(tx, Source::Newest(Lane::Fresh), newest_share, &mut rooms)
-                    .await?;
-                rows.extend(newest);
-            }
-        }
-        if retries_full && rows.len() < limit as usize {
-            let more = claim
-                .take(
-                    tx,
-                    Source::Lane(Lane::Retry),
-                    limit - rows.len() as u32,
-                    &mut rooms,
-                )
-                .await?;
-            rows.extend(more);
-        }
-        // A lane passes over rows only of endpoints it filled to their cap.
-        let saturated: Vec<EndpointId> = rooms
-            .limited()
-            .into_iter()
-            .filter(|(_, room)| *room == 0)
-            .map(|(endpoint, _)| endpoint)
-            .collect();
-        if rows.len() < limit as usize && !saturated.is_empty() {
-            // The lanes' heads may all belong to endpoints at their cap: visit other
-            // endpoints round-robin through their own index, so none starves.
-            for endpoint in self.fair_pass_endpoints(tx, &saturated).await? {
-                let room = rooms.of(&endpoint).min(limit as usize - rows.len()) as u32;
-                if room == 0 {
-                    continue;
-                }
-                let more = claim
-                    .take(tx, Source::Endpoint(&endpoint), room, &mut rooms)
-                    .await?;
-                rows.extend(more);
-                if rows.len() == limit as usize {
-                    break;
-                }
-            }
-        }
-
-        let targets = self.claimed_targets(tx, &rows).await?;
-        let mut by_endpoint: BTreeMap<EndpointId, Vec<Claimed>> = BTreeMap::new();
-        for row in &rows {
-            let claimed = claimed_from_row(row, &targets)?;
-            by_endpoint
-                .entry(claimed.delivery.endpoint_id.clone())
-                .or_default()
-                .push(claimed);
-        }
-        for group in by_endpoint.values_mut() {
-            // Oldest first: the room and the probe go to the longest-waiting deliveries.
-            group.sort_by(|a, b| a.delivery.id.cmp(&b.delivery.id));
-        }
-        let mut ready = Vec::with_capacity(rows.len());
-        let mut deferred = Deferred::default();
-        for (endpoint, group) in by_endpoint {
-            let room = view.room(&endpoint);
-            self.admit(
-                tx,
-                &mut deferred,
-                &endpoint,
-                group,
-                room,
-                now,
-                policy,
-                &mut ready,
-            )
-            .await?;
-        }
-        deferred.write(tx, &token).await?;
-        Ok(Claim {
-            deliveries: ready,
-            rows: rows.len(),
-            // Filled by the turn (`complete_and_claim`), which records before it claims.
-            breaker_changes: Default::default(),
+        Ok(Turn {
+            store: self.clone(),
+            tx,
+            token: ulid::Ulid::new().to_string(),
+            due_now: false,
         })
     }
+}
 
-    /// The endpoints of the claimed rows, read once each.
-    async fn claimed_targets(
-        &self,
-        tx: &mut Tx,
-        rows: &[Row],
-    ) -> Result<HashMap<EndpointId, Target>> {
-        let mut ids = Vec::new();
-        for row in rows {
-            let id: String = row.try_get("endpoint_id")?;
-            if !ids.contains(&id) {
-                ids.push(id);
+impl Turn {
+    /// Records finished attempts ([`Store::complete_attempts`], in this transaction).
+    pub async fn record(
+        &mut self,
+        records: &[AttemptRecord],
+        breaker_policy: &BreakerPolicy,
+        now: Timestamp,
+    ) -> Result<BreakerChanges> {
+        let (due_now, changes) = self
+            .store
+            .complete_in(&mut self.tx, records, breaker_policy, now)
+            .await?;
+        self.due_now |= due_now;
+        Ok(changes)
+    }
+
+    /// Leases up to `ask` due rows of `read` until `lease_until`, no more per
+    /// endpoint than its room in `rooms` (which counts what was leased).
+    pub async fn lease_lane(
+        &mut self,
+        read: LaneRead,
+        ask: u32,
+        rooms: &mut Rooms<'_>,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Leased>> {
+        let engine = self.store.engine;
+        let limited = rooms.limited();
+        // Wide enough to see past a capped endpoint's rows; else just the batch.
+        let window = if rooms.any_full() {
+            SKIP_WINDOW.max(ask * 8)
+        } else {
+            ask
+        };
+        let sql = match read {
+            LaneRead::Oldest(Lane::Fresh) => &TAKE_FRESH,
+            LaneRead::Oldest(Lane::Retry) => &TAKE_RETRY,
+            LaneRead::Newest(Lane::Fresh) => &TAKE_NEWEST_FRESH,
+            LaneRead::Newest(Lane::Retry) => &TAKE_NEWEST_RETRY,
+        };
+        let batch = Batch::default()
+            .text(limited.iter().map(|(endpoint, _)| Some(endpoint.as_str())))
+            .int(limited.iter().map(|(_, room)| Some(as_sql_count(*room))));
+        let rows = engine
+            .query(sql.text(engine))
+            .bind(now.as_millis())
+            .bind(lease_until.as_millis())
+            .bind(self.token.as_str())
+            .bind(i64::from(ask))
+            .bind(i64::from(window))
+            .bind(as_sql_count(rooms.default_room()))
+            .bind_batch(batch)
+            .fetch_all(&mut self.tx)
+            .await?;
+        let leased = rows
+            .iter()
+            .map(leased_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        for row in &leased {
+            rooms.took(&row.endpoint_id);
+        }
+        Ok(leased)
+    }
+
+    /// Leases up to `ask` of one endpoint's pending due rows (its own index).
+    pub async fn lease_endpoint(
+        &mut self,
+        endpoint: &EndpointId,
+        ask: u32,
+        rooms: &mut Rooms<'_>,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Leased>> {
+        let engine = self.store.engine;
+        let rows = engine
+            .query(TAKE_ENDPOINT.text(engine))
+            .bind(now.as_millis())
+            .bind(lease_until.as_millis())
+            .bind(self.token.as_str())
+            .bind(i64::from(ask))
+            .bind(endpoint.as_str())
+            .fetch_all(&mut self.tx)
+            .await?;
+        let leased = rows
+            .iter()
+            .map(leased_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        for row in &leased {
+            rooms.took(&row.endpoint_id);
+        }
+        Ok(leased)
+    }
+
+    /// Up to `count` enabled endpoints after `after` in id order (from the first
+    /// when `None`), except `skip`.
+    pub async fn endpoints_after(
+        &mut self,
+        after: Option<&EndpointId>,
+        skip: &[EndpointId],
+        count: u32,
+    ) -> Result<Vec<EndpointId>> {
+        let engine = self.store.engine;
+        let skip = Batch::default().text(skip.iter().map(|e| Some(e.as_str())));
+        engine
+            .query(FAIR_PASS.text(engine))
+            .bind(after.map_or("", |e| e.as_str()))
+            .bind(i64::from(count))
+            .bind_batch(skip)
+            .fetch_all(&mut self.tx)
+            .await?
+            .iter()
+            .map(|row| parse_column(row, "id"))
+            .collect()
+    }
+
+    /// The endpoints of `leased`, read once each (a deleted one is absent).
+    /// `defaults`: the deployment's retry policy, for the endpoints' max age.
+    pub async fn endpoints(
+        &mut self,
+        leased: &[Leased],
+        defaults: RetryPolicy,
+    ) -> Result<HashMap<EndpointId, ClaimEndpoint>> {
+        let mut ids: Vec<&str> = Vec::new();
+        for row in leased {
+            if !ids.contains(&row.endpoint_id.as_str()) {
+                ids.push(row.endpoint_id.as_str());
             }
         }
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
-        let found = self
-            .engine
-            .query(CLAIMED_TARGETS.text(self.engine))
+        let engine = self.store.engine;
+        let batch = Batch::default().text(ids.iter().map(|id| Some(*id)));
+        let found = engine
+            .query(CLAIMED_TARGETS.text(engine))
             .bind_batch(batch)
-            .fetch_all(&mut *tx)
+            .fetch_all(&mut self.tx)
             .await?;
-        let mut targets = HashMap::with_capacity(ids.len());
+        let mut endpoints = HashMap::with_capacity(ids.len());
         for row in found {
-            targets.insert(
+            let target = target_from_row(&self.store.secrets, &row)?;
+            let rate = target.gate.rate_limit.map(|per_second| Rate {
+                per_second,
+                tat_us: None,
+            });
+            endpoints.insert(
                 parse_column(&row, "id")?,
-                target_from_row(&self.secrets, &row)?,
+                ClaimEndpoint {
+                    destination: target.destination,
+                    retry: target.retry,
+                    gate: EndpointGate {
+                        enabled: target.gate.enabled,
+                        breaker: target.gate.breaker,
+                        rate,
+                        max_in_flight: target.gate.max_in_flight,
+                        on_dead: target.gate.on_dead,
+                        max_age: target.retry.apply(defaults).max_age,
+                    },
+                },
             );
         }
-        Ok(targets)
+        Ok(endpoints)
     }
 
-    /// The next few enabled endpoints after the last fair pass's, skipping saturated ones.
-    async fn fair_pass_endpoints(
-        &self,
-        tx: &mut Tx,
-        saturated: &[EndpointId],
-    ) -> Result<Vec<EndpointId>> {
-        let after = self
-            .fair_cursor
-            .lock()
-            .expect("fair cursor poisoned")
-            .clone();
-        let mut visit = Vec::new();
-        // From the cursor to the end, then (wrapping) from the start.
-        for start in [after.as_ref().map_or("", |e| e.as_str()), ""] {
-            let skip = Batch::default().text(saturated.iter().map(|e| Some(e.as_str())));
-            let rows = self
-                .engine
-                .query(FAIR_PASS.text(self.engine))
-                .bind(start)
-                .bind(i64::from(FAIR_PASS_ENDPOINTS) - visit.len() as i64)
-                .bind_batch(skip)
-                .fetch_all(&mut *tx)
-                .await?;
-            for row in rows {
-                let endpoint: EndpointId = parse_column(&row, "id")?;
-                if !visit.contains(&endpoint) {
-                    visit.push(endpoint);
-                }
-            }
-            if visit.len() >= FAIR_PASS_ENDPOINTS as usize || after.is_none() {
-                break;
-            }
-        }
-        *self.fair_cursor.lock().expect("fair cursor poisoned") = visit.last().cloned();
-        Ok(visit)
-    }
-
-    /// Decides, for one endpoint's claimed deliveries, which go now.
-    #[allow(clippy::too_many_arguments)]
-    async fn admit(
-        &self,
-        tx: &mut Tx,
-        deferred: &mut Deferred,
-        endpoint: &EndpointId,
-        group: Vec<Claimed>,
-        room: usize,
-        now: Timestamp,
-        policy: &ClaimPolicy,
-        ready: &mut Vec<ClaimedDelivery>,
+    /// Locks `endpoints` (on PostgreSQL, in id order; SQLite's one writer already
+    /// holds them) and reads their breaker and rate state again under the lock, into
+    /// their gates: what the plan then does with a probe or send slots, no other
+    /// claim in the cluster can do at the same time.
+    pub async fn lock_endpoints(
+        &mut self,
+        endpoints: &mut HashMap<EndpointId, ClaimEndpoint>,
+        ids: &[EndpointId],
     ) -> Result<()> {
-        let Some(gate) = group.first().and_then(|c| c.gate) else {
-            for claimed in &group {
-                dead_letter(
-                    tx,
-                    &claimed.delivery,
-                    DeadReason::EndpointDeleted,
-                    now,
-                    OnDead::Skip,
-                )
-                .await?;
-            }
+        if ids.is_empty() {
             return Ok(());
-        };
-        let on_dead = gate.on_dead;
-        // This dispatcher's room for the endpoint (and the endpoint's own ceiling, for
-        // an endpoint the dispatcher has not sent to yet).
-        let room = room.min(gate.max_in_flight.map_or(usize::MAX, |m| m as usize));
-        let mut admitted: Vec<ClaimedDelivery> = match admission::admit(&gate.admission(), now) {
-            Admission::Park => {
-                for claimed in &group {
-                    deferred.defer(&claimed.delivery, PARKED);
+        }
+        let engine = self.store.engine;
+        let batch = Batch::default().text(ids.iter().map(|e| Some(e.as_str())));
+        let rows = engine
+            .query(LOCK_GATES.text(engine))
+            .bind_batch(batch)
+            .fetch_all(&mut self.tx)
+            .await?;
+        for row in rows {
+            let id: EndpointId = parse_column(&row, "id")?;
+            if let Some(endpoint) = endpoints.get_mut(&id) {
+                endpoint.gate.breaker = breaker_from_row(&row)?;
+                if let Some(rate) = &mut endpoint.gate.rate {
+                    rate.tat_us = row.try_get("rate_tat_us")?;
                 }
-                return Ok(());
             }
-            // No room: everything goes back, due now, and the probe waits for room.
-            Admission::Send | Admission::Probe if room == 0 => {
-                for claimed in &group {
-                    deferred.defer(&claimed.delivery, now);
-                }
-                Vec::new()
-            }
-            Admission::Send => {
-                // Within the room; the rest go back, due now.
-                let mut group = group;
-                if group.len() > room {
-                    for claimed in group.split_off(room) {
-                        deferred.defer(&claimed.delivery, now);
-                    }
-                }
-                group.into_iter().map(|c| c.delivery).collect()
-            }
-            Admission::Defer(until) => {
-                for claimed in &group {
-                    defer_or_expire(tx, deferred, &claimed.delivery, until, now, policy, on_dead)
-                        .await?;
-                }
-                Vec::new()
-            }
-            Admission::Probe => {
-                let hold_until = now + policy.probe_hold;
-                let won = take_probe(tx, endpoint, &gate.breaker, now, policy.probe_hold).await?;
-                let mut deliveries = group.into_iter().map(|c| c.delivery);
-                let probe = if won { deliveries.next() } else { None };
-                for delivery in deliveries {
-                    defer_or_expire(tx, deferred, &delivery, hold_until, now, policy, on_dead)
-                        .await?;
-                }
-                probe
-                    .map(|mut delivery| {
-                        delivery.probe = true;
-                        vec![delivery]
-                    })
-                    .unwrap_or_default()
-            }
-        };
-        if let Some(per_second) = gate.rate_limit {
-            admitted = self
-                .reserve_send_slots(
-                    tx, deferred, endpoint, admitted, per_second, now, policy, on_dead,
-                )
+        }
+        Ok(())
+    }
+
+    /// Executes a claim plan over `leased` (the rows it was made from) at `now`.
+    pub async fn apply_claim(
+        &mut self,
+        plan: &ClaimPlan,
+        leased: &[Leased],
+        endpoints: &HashMap<EndpointId, ClaimEndpoint>,
+        now: Timestamp,
+    ) -> Result<()> {
+        let engine = self.store.engine;
+        for (endpoint, breaker) in &plan.breakers {
+            save_breaker(&mut self.tx, endpoint, breaker).await?;
+        }
+        for (endpoint, tat) in &plan.rates {
+            engine
+                .query("UPDATE endpoints SET rate_tat_us = $2 WHERE id = $1")
+                .bind(endpoint.as_str())
+                .bind(*tat)
+                .execute(&mut self.tx)
                 .await?;
         }
-        ready.extend(admitted);
+        for (index, reason) in &plan.dead {
+            let row = &leased[*index];
+            engine
+                .query(
+                    "UPDATE deliveries SET state = 'dead', dead_reason = $3, dead_at = $4, due_at = $4, \
+                     lease_token = NULL, updated_at = $4 WHERE id = $1 AND lease_token = $2",
+                )
+                .bind(row.id.as_str())
+                .bind(&row.lease_token)
+                .bind(reason.as_str())
+                .bind(now.as_millis())
+                .execute(&mut self.tx)
+                .await?;
+        }
+        for release in &plan.releases {
+            let row = &leased[release.index];
+            let key = row
+                .ordering_key
+                .as_deref()
+                .expect("only keyed rows release");
+            if endpoints.contains_key(&row.endpoint_id) {
+                release_partition_successor(&mut self.tx, &row.endpoint_id, key, release.due, now)
+                    .await?;
+            }
+        }
+        for (until, indices) in &plan.defer {
+            let ids = Batch::default().text(indices.iter().map(|i| Some(leased[*i].id.as_str())));
+            engine
+                .query(DEFER.text(engine))
+                .bind(until.as_millis())
+                .bind(self.token.as_str())
+                .bind_batch(ids)
+                .execute(&mut self.tx)
+                .await?;
+        }
         Ok(())
     }
 
-    /// Hands out send slots from the endpoint's stored GCRA state (locked on
-    /// PostgreSQL, so nodes reserve from one sequence); deliveries whose slot is
-    /// beyond the look-ahead wait, pending, until their slot comes.
-    #[allow(clippy::too_many_arguments)]
-    async fn reserve_send_slots(
-        &self,
-        tx: &mut Tx,
-        deferred: &mut Deferred,
-        endpoint: &EndpointId,
-        deliveries: Vec<ClaimedDelivery>,
-        per_second: u32,
-        now: Timestamp,
-        policy: &ClaimPolicy,
-        on_dead: OnDead,
-    ) -> Result<Vec<ClaimedDelivery>> {
-        if deliveries.is_empty() {
-            return Ok(deliveries);
-        }
-        let mut tat: Option<i64> = self
-            .engine
-            .query(RATE_STATE.text(self.engine))
-            .bind(endpoint.as_str())
-            .fetch_scalar(&mut *tx)
-            .await?;
-        let now_us = now.as_millis() * 1000;
-        let horizon_us = now_us + policy.rate_lookahead.as_micros() as i64;
-        let mut sendable = Vec::with_capacity(deliveries.len());
-        for mut delivery in deliveries {
-            let (slot, next) = rate::reserve(tat, now_us, per_second);
-            if slot <= horizon_us {
-                delivery.send_at = Some(Timestamp::from_millis(slot / 1000));
-                tat = Some(next);
-                sendable.push(delivery);
-            } else {
-                // Not reserved: the slot is taken by whoever claims it when it comes.
-                let at = Timestamp::from_millis((slot + 999) / 1000);
-                defer_or_expire(tx, deferred, &delivery, at, now, policy, on_dead).await?;
-            }
-        }
-        self.engine
-            .query("UPDATE endpoints SET rate_tat_us = $2 WHERE id = $1")
-            .bind(endpoint.as_str())
-            .bind(tat)
-            .execute(&mut *tx)
-            .await?;
-        Ok(sendable)
-    }
-}
-
-/// One claim's parameters, shared by its lane queries.
-struct LaneClaim<'a> {
-    engine: Engine,
-    now: Timestamp,
-    lease_until: Timestamp,
-    token: &'a str,
-    /// The room of an endpoint the dispatcher has no count for.
-    default_room: usize,
-}
-
-/// What a claim may still take per endpoint: the dispatcher's room (its limit
-/// less its sends in flight), less what the claim has taken so far. A claim never
-/// leases more of an endpoint than this: leasing rows only to hand them back over
-/// the cap cost a single busy endpoint's dispatcher most of each turn, so it fell
-/// behind for good.
-struct Rooms<'a> {
-    view: &'a RoomView,
-    taken: HashMap<EndpointId, usize>,
-}
-
-impl<'a> Rooms<'a> {
-    fn new(view: &'a RoomView) -> Self {
-        Self {
-            view,
-            taken: HashMap::new(),
-        }
-    }
-
-    fn of(&self, endpoint: &EndpointId) -> usize {
-        self.view
-            .room(endpoint)
-            .saturating_sub(self.taken.get(endpoint).copied().unwrap_or(0))
-    }
-
-    /// The endpoints whose room differs from the default, with their room (possibly 0).
-    fn limited(&self) -> Vec<(EndpointId, usize)> {
-        let mut endpoints: Vec<&EndpointId> = self.view.rooms.keys().collect();
-        endpoints.extend(
-            self.taken
-                .keys()
-                .filter(|e| !self.view.rooms.contains_key(*e)),
-        );
-        endpoints
-            .into_iter()
-            .map(|e| (e.clone(), self.of(e)))
-            .collect()
-    }
-
-    fn record(&mut self, rows: &[Row]) -> Result<()> {
-        for row in rows {
-            *self
-                .taken
-                .entry(parse_column(row, "endpoint_id")?)
-                .or_default() += 1;
+    /// Commits the turn, then wakes dispatchers if it made work due now.
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        if self.due_now {
+            self.store.notify_due();
         }
         Ok(())
-    }
-}
-
-/// How many due rows a lane claim ranks when some endpoint is at its cap: enough to
-/// see past that endpoint's rows at the head, yet bounded, so a large backlog of a
-/// busy endpoint cannot make every claim walk it (the fair pass then finds the
-/// other endpoints' work).
-const SKIP_WINDOW: u32 = 1024;
-/// Endpoints visited per fair pass.
-const FAIR_PASS_ENDPOINTS: u32 = 32;
-/// Under a backlog, this fraction of a claim's batch (1/8) goes to the newest due
-/// fresh work rather than the oldest.
-const NEWEST_SHARE_DIVISOR: u32 = 8;
-
-/// Where a claim takes due rows from.
-enum Source<'a> {
-    /// A lane's due index, in due order.
-    Lane(Lane),
-    /// A lane's due index from its newest end (what became due last).
-    Newest(Lane),
-    /// One endpoint's pending deliveries (its own index), in due order.
-    Endpoint(&'a EndpointId),
-}
-
-impl LaneClaim<'_> {
-    /// Leases up to `limit` due deliveries from `source`, no more per endpoint than
-    /// its room, returning [`CLAIMED_COLUMNS`].
-    async fn take(
-        &self,
-        tx: &mut Tx,
-        source: Source<'_>,
-        limit: u32,
-        rooms: &mut Rooms<'_>,
-    ) -> Result<Vec<Row>> {
-        let limited = match source {
-            Source::Lane(_) | Source::Newest(_) => rooms.limited(),
-            Source::Endpoint(_) => Vec::new(),
-        };
-        let sql = match source {
-            Source::Endpoint(_) => &TAKE_ENDPOINT,
-            Source::Lane(Lane::Fresh) => &TAKE_FRESH,
-            Source::Lane(Lane::Retry) => &TAKE_RETRY,
-            Source::Newest(Lane::Fresh) => &TAKE_NEWEST_FRESH,
-            Source::Newest(Lane::Retry) => &TAKE_NEWEST_RETRY,
-        };
-        let mut query = self
-            .engine
-            .query(sql.text(self.engine))
-            .bind(self.now.as_millis())
-            .bind(self.lease_until.as_millis())
-            .bind(self.token)
-            .bind(i64::from(limit));
-        match source {
-            Source::Endpoint(endpoint) => query = query.bind(endpoint.as_str()),
-            Source::Lane(_) | Source::Newest(_) => {
-                // Wide enough to see past a capped endpoint's rows; else just the batch.
-                let window = if limited.iter().any(|(_, room)| *room == 0) {
-                    SKIP_WINDOW.max(limit * 8)
-                } else {
-                    limit
-                };
-                let rooms = Batch::default()
-                    .text(limited.iter().map(|(endpoint, _)| Some(endpoint.as_str())))
-                    .int(limited.iter().map(|(_, room)| Some(as_sql_count(*room))));
-                query = query
-                    .bind(i64::from(window))
-                    .bind(as_sql_count(self.default_room))
-                    .bind_batch(rooms);
-            }
-        }
-        let rows = query.fetch_all(&mut *tx).await?;
-        rooms.record(&rows)?;
-        Ok(rows)
     }
 }
 
@@ -745,7 +531,7 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
                  JOIN deliveries d ON d.id = ranked.id \
                  WHERE ranked.rn <= COALESCE(v.room, $6) AND d.due_at <= $1 AND d.state IN ('pending', 'in_flight') \
                  ORDER BY d.due_at{order} LIMIT $4{lock}",
-                lane = lane.predicate(),
+                lane = lane_predicate(lane),
                 rooms = engine.rows(7, &[("endpoint_id", Kind::Text), ("room", Kind::Int)]),
                 lock = engine.lock(" FOR UPDATE OF d SKIP LOCKED"),
             )
@@ -789,10 +575,12 @@ pub(crate) static FAIR_PASS: Sql = Sql::new(|engine| {
     )
 });
 
-/// An endpoint's GCRA state (locked on PostgreSQL).
-pub(crate) static RATE_STATE: Sql = Sql::new(|engine| {
+/// The breaker and GCRA state of the batch's endpoints, locked in id order on PostgreSQL.
+pub(crate) static LOCK_GATES: Sql = Sql::new(|engine| {
     format!(
-        "SELECT rate_tat_us FROM endpoints WHERE id = $1{}",
+        "SELECT id, rate_tat_us, {BREAKER_COLUMNS} FROM endpoints \
+         WHERE id IN (SELECT id FROM {}) ORDER BY id{}",
+        engine.rows(1, &[("id", Kind::Text)]),
         engine.lock(" FOR UPDATE")
     )
 });
@@ -806,127 +594,7 @@ pub(crate) static DEFER: Sql = Sql::new(|engine| {
     )
 });
 
-/// A claim in progress in the dispatcher's room: dropped before it counted what it
-/// leased, it ends the claim there.
-struct Claiming<'a>(&'a dyn crate::dispatcher::ClaimRoom);
-
-impl Drop for Claiming<'_> {
-    fn drop(&mut self) {
-        self.0.abandoned();
-    }
-}
-
 /// A count as a bound parameter ("no cap" is `usize::MAX`).
 fn as_sql_count(count: usize) -> i64 {
     i64::try_from(count).unwrap_or(i64::MAX)
-}
-
-/// The breaker's probe, taken by compare-and-set on exactly the state this claim
-/// read: of all concurrent claims in the cluster, one sees its update succeed.
-async fn take_probe(
-    tx: &mut Tx,
-    endpoint: &EndpointId,
-    read: &Breaker,
-    now: Timestamp,
-    hold: Duration,
-) -> Result<bool> {
-    let mut probing = *read;
-    probing.start_probe(now, hold);
-    let taken = tx.engine().query(
-        "UPDATE endpoints SET breaker_state = $2, probe_until = $3 \
-         WHERE id = $1 AND breaker_state = $4 AND COALESCE(next_probe_at, 0) = $5 AND COALESCE(probe_until, 0) = $6",
-    )
-    .bind(endpoint.as_str())
-    .bind(probing.state.as_str())
-    .bind(probing.probe_until.map(Timestamp::as_millis))
-    .bind(read.state.as_str())
-    .bind(read.next_probe_at.map_or(0, Timestamp::as_millis))
-    .bind(read.probe_until.map_or(0, Timestamp::as_millis))
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    Ok(taken == 1)
-}
-
-/// Claimed deliveries put back, pending, with no attempt charged: by the time they
-/// are due again. Written with one statement per distinct time (most claims defer
-/// none, or all to one time), not one per delivery.
-#[derive(Default)]
-struct Deferred(BTreeMap<Timestamp, Vec<String>>);
-
-impl Deferred {
-    fn defer(&mut self, delivery: &ClaimedDelivery, until: Timestamp) {
-        self.0
-            .entry(until)
-            .or_default()
-            .push(delivery.id.to_string());
-    }
-
-    /// Writes the deferrals (all rows of one claim share its lease `token`).
-    async fn write(self, tx: &mut Tx, token: &str) -> Result<()> {
-        let engine = tx.engine();
-        for (until, ids) in self.0 {
-            let ids = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
-            engine
-                .query(DEFER.text(engine))
-                .bind(until.as_millis())
-                .bind(token)
-                .bind_batch(ids)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Ok(())
-    }
-}
-
-/// Defers a delivery, unless waiting until `until` would take it past its max age:
-/// then it is dead-lettered (`retries_exhausted`) — deferral never stops the clock.
-async fn defer_or_expire(
-    tx: &mut Tx,
-    deferred: &mut Deferred,
-    delivery: &ClaimedDelivery,
-    until: Timestamp,
-    now: Timestamp,
-    policy: &ClaimPolicy,
-    on_dead: OnDead,
-) -> Result<()> {
-    let max_age = delivery.retry.apply(policy.retry).max_age;
-    if until.since(delivery.round_started_at) > max_age {
-        dead_letter(tx, delivery, DeadReason::RetriesExhausted, now, on_dead).await
-    } else {
-        deferred.defer(delivery, until);
-        Ok(())
-    }
-}
-
-/// Dead-letters a claimed delivery without an attempt, releasing its partition's next if due.
-async fn dead_letter(
-    tx: &mut Tx,
-    delivery: &ClaimedDelivery,
-    reason: DeadReason,
-    now: Timestamp,
-    on_dead: OnDead,
-) -> Result<()> {
-    tx.engine().query(
-        "UPDATE deliveries SET state = 'dead', dead_reason = $3, dead_at = $4, due_at = $4, lease_token = NULL, \
-         updated_at = $4 WHERE id = $1 AND lease_token = $2",
-    )
-    .bind(delivery.id.as_str())
-    .bind(&delivery.lease_token)
-    .bind(reason.as_str())
-    .bind(now.as_millis())
-    .execute(&mut *tx)
-    .await?;
-    if let Some(key) = &delivery.ordering_key {
-        if hookline_core::ordering::releases_next(
-            hookline_core::model::DeliveryState::Dead,
-            Some(reason),
-            on_dead,
-        ) {
-            if let Some(due) = new_work_due(tx, &delivery.endpoint_id, now).await? {
-                release_partition_successor(tx, &delivery.endpoint_id, key, due, now).await?;
-            }
-        }
-    }
-    Ok(())
 }

@@ -447,36 +447,8 @@ pub(crate) static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
     )
 });
 
-/// One endpoint's `enabled` and breaker.
-pub(crate) static ENDPOINT_BREAKER: Sql =
-    Sql::new(|_| format!("SELECT enabled, {BREAKER_COLUMNS} FROM endpoints WHERE id = $1"));
-
-/// When work an endpoint gets now is due ([`due_for_new_work`] of its current row;
-/// `None` if the endpoint is gone).
-pub(crate) async fn new_work_due(
-    tx: &mut Tx,
-    endpoint: &EndpointId,
-    now: Timestamp,
-) -> Result<Option<Timestamp>> {
-    let engine = tx.engine();
-    let Some(row) = engine
-        .query(ENDPOINT_BREAKER.text(engine))
-        .bind(endpoint.as_str())
-        .fetch_optional(&mut *tx)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let enabled = row.try_get::<bool, _>("enabled")?;
-    Ok(Some(due_for_new_work(
-        enabled,
-        &breaker_from_row(&row)?,
-        now,
-    )))
-}
-
 /// Makes the next `blocked` delivery of a partition pending, due at `due` (from
-/// [`new_work_due`]: now, the breaker's probe time, or `PARKED` for a disabled
+/// `due_for_new_work`: now, the breaker's probe time, or `PARKED` for a disabled
 /// endpoint); whether the partition had one waiting.
 ///
 /// When the endpoint takes new work now, the delivery is due since it was

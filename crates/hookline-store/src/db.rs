@@ -48,13 +48,6 @@ impl Pool {
             Pool::Postgres(pool) => pool.close().await,
         }
     }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        match self {
-            Pool::Sqlite(pool) => pool.is_closed(),
-            Pool::Postgres(pool) => pool.is_closed(),
-        }
-    }
 }
 
 /// An open transaction of one engine.

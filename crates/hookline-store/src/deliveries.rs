@@ -8,12 +8,13 @@ use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
 use hookline_core::time::Timestamp;
 
-use crate::claim::Lane;
+use crate::claim::lane_predicate;
 use crate::listing::{Arg, Filters};
 use crate::records::{
     Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, SentRequest,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
+use hookline_core::claim::Lane;
 
 pub(crate) const DELIVERY_COLUMNS: &str =
     "id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, attempts, \
@@ -156,7 +157,7 @@ static DELIVERY_SIDES: Sql = Sql::new(|engine| {
 fn lane_head(lane: Lane) -> String {
     format!(
         "SELECT (SELECT due_at FROM deliveries WHERE {} ORDER BY due_at LIMIT 1)",
-        lane.predicate()
+        lane_predicate(lane)
     )
 }
 pub(crate) static NEXT_DUE_FRESH: Sql = Sql::new(|_| lane_head(Lane::Fresh));

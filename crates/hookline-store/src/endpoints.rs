@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use crate::db::{Row, Sql, Tx};
-use hookline_core::admission::{self, Admission, Gate};
 use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
@@ -153,21 +152,7 @@ fn event_types_json(types: &Option<Vec<String>>) -> Option<String> {
         .map(|t| serde_json::to_string(t).expect("strings serialize"))
 }
 
-/// When work newly made pending for an endpoint is due: never while the endpoint is
-/// disabled ([`PARKED`]), at the probe time while its breaker defers, else now —
-/// so claims do not pick a delivery up only to put it back.
-pub(crate) fn due_for_new_work(enabled: bool, breaker: &Breaker, now: Timestamp) -> Timestamp {
-    let gate = Gate {
-        enabled,
-        breaker: *breaker,
-        rate_limited: false,
-    };
-    match admission::admit(&gate, now) {
-        Admission::Park => PARKED,
-        Admission::Defer(until) => until,
-        Admission::Send | Admission::Probe => now,
-    }
-}
+pub(crate) use hookline_core::admission::due_for_new_work;
 
 /// Writes a breaker back to its endpoint row.
 pub(crate) async fn save_breaker(

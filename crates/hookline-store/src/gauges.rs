@@ -4,10 +4,11 @@
 
 use hookline_core::time::Timestamp;
 
-use crate::claim::Lane;
+use crate::claim::lane_predicate;
 use crate::db::Sql;
 use crate::deliveries::{NEXT_DUE_FRESH, NEXT_DUE_RETRY};
 use crate::{Result, Store};
+use hookline_core::claim::Lane;
 
 /// The most rows any gauge counts: a larger figure reads as this. Small on
 /// purpose: each count walks up to this many index entries through a reader
@@ -53,22 +54,22 @@ fn capped(filter: &str) -> String {
 
 /// Per lane (each count walks that lane's partial index): pending or in flight;
 /// of those, due by `$1`; of those, in flight (a lease expired by `$1`).
-pub(crate) static FRESH_DEPTH: Sql = Sql::new(|_| capped(Lane::Fresh.predicate()));
-pub(crate) static RETRY_DEPTH: Sql = Sql::new(|_| capped(Lane::Retry.predicate()));
+pub(crate) static FRESH_DEPTH: Sql = Sql::new(|_| capped(lane_predicate(Lane::Fresh)));
+pub(crate) static RETRY_DEPTH: Sql = Sql::new(|_| capped(lane_predicate(Lane::Retry)));
 pub(crate) static FRESH_DUE: Sql =
-    Sql::new(|_| capped(&format!("{} AND due_at <= $1", Lane::Fresh.predicate())));
+    Sql::new(|_| capped(&format!("{} AND due_at <= $1", lane_predicate(Lane::Fresh))));
 pub(crate) static RETRY_DUE: Sql =
-    Sql::new(|_| capped(&format!("{} AND due_at <= $1", Lane::Retry.predicate())));
+    Sql::new(|_| capped(&format!("{} AND due_at <= $1", lane_predicate(Lane::Retry))));
 pub(crate) static FRESH_EXPIRED: Sql = Sql::new(|_| {
     capped(&format!(
         "{} AND state = 'in_flight' AND due_at <= $1",
-        Lane::Fresh.predicate()
+        lane_predicate(Lane::Fresh)
     ))
 });
 pub(crate) static RETRY_EXPIRED: Sql = Sql::new(|_| {
     capped(&format!(
         "{} AND state = 'in_flight' AND due_at <= $1",
-        Lane::Retry.predicate()
+        lane_predicate(Lane::Retry)
     ))
 });
 /// The DLQ's size (its partial index).

@@ -22,7 +22,8 @@
 //! - `replays`: bulk replays of the DLQ, as jobs worked in batches.
 //! - `retention`: removing old succeeded deliveries, their attempts, events
 //!   and idempotency records in small batches.
-//! - `claim`: claiming due work by lanes under a lease, with admission (breaker, rate limit).
+//! - `claim`: a dispatcher turn's transaction ([`Turn`]): leasing due rows by lane
+//!   or endpoint, reading and locking their endpoints, executing the claim plan.
 //! - `complete`: attempts, next states, breakers and ordered partitions after sending.
 //! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
 //! - [`dispatcher`]: the two small traits through which a claim reads the
@@ -58,7 +59,8 @@ use std::sync::Arc;
 
 use db::{Pool, Row};
 
-pub use dispatcher::{ClaimRoom, Inbox, RoomView, Unlimited};
+pub use claim::{ClaimEndpoint, Leased, Turn};
+pub use dispatcher::Inbox;
 pub use event_types::MAX_EVENT_TYPES;
 pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
 pub use portal::{PortalExchange, SESSION_KEY_NAME};
@@ -194,8 +196,6 @@ pub struct Store {
     group: Arc<std::sync::OnceLock<publish::GroupCommit>>,
     /// This process's dispatcher, if one takes fresh deliveries straight from publishes.
     handoff: Arc<std::sync::Mutex<Option<Arc<dyn Inbox>>>>,
-    /// Where the claim's round-robin pass over endpoints continues.
-    fair_cursor: Arc<std::sync::Mutex<Option<hookline_core::ids::EndpointId>>>,
     /// Seals and opens endpoint secrets (at rest they are never in the clear).
     secrets: Arc<secrets::Secrets>,
     database_url: Arc<str>,
@@ -239,7 +239,6 @@ impl Store {
             wake: Arc::new(wake::Wake::new(engine)),
             group: Arc::default(),
             handoff: Arc::default(),
-            fair_cursor: Arc::default(),
             secrets: Arc::new(secrets::Secrets::new(config.keyring.clone())),
             database_url: url.into(),
         };
@@ -248,9 +247,15 @@ impl Store {
             Engine::Sqlite => 1,
             Engine::Postgres => 4,
         };
+        // The committers' own clone has no queue: the queue (and with it the
+        // committers) ends when the last clone the callers hold is dropped.
+        let committing = Self {
+            group: Arc::default(),
+            ..store.clone()
+        };
         let _ = store
             .group
-            .set(publish::GroupCommit::start(store.clone(), committers));
+            .set(publish::GroupCommit::start(committing, committers));
         Ok(store)
     }
 

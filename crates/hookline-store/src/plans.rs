@@ -108,9 +108,9 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         indexes: &["endpoints_pkey"],
     },
     HotStatement {
-        name: "claim: rate-limit state",
-        sql: &claim::RATE_STATE,
-        args: &["'ep_00001'::text"],
+        name: "claim: endpoints locked (probe, rate limit)",
+        sql: &claim::LOCK_GATES,
+        args: &["ARRAY['ep_00001', 'ep_00002']::text[]"],
         indexes: &["endpoints_pkey"],
     },
     HotStatement {
@@ -144,12 +144,6 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "completion: endpoints locked",
         sql: &complete::LOCK_ENDPOINTS,
         args: &["ARRAY['ep_00001', 'ep_00002']::text[]"],
-        indexes: &["endpoints_pkey"],
-    },
-    HotStatement {
-        name: "completion: one endpoint's breaker",
-        sql: &complete::ENDPOINT_BREAKER,
-        args: &["'ep_00001'::text"],
         indexes: &["endpoints_pkey"],
     },
     HotStatement {

@@ -16,8 +16,6 @@ use hookline_core::retry::RetryPolicy;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
-use crate::dispatcher::{ClaimRoom, Unlimited};
-
 /// A producer's tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct App {
@@ -318,32 +316,6 @@ pub struct AttemptRecord {
     pub disable_endpoint: bool,
 }
 
-/// What a claim needs besides time and size.
-#[derive(Debug, Clone)]
-pub struct ClaimPolicy {
-    /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
-    pub retry: RetryPolicy,
-    /// The claiming dispatcher's room per endpoint: an endpoint without room is
-    /// skipped, and a claim takes no more than the room. The claim counts what it
-    /// leases there.
-    pub room: Arc<dyn ClaimRoom>,
-    /// How long a half-open probe holds the right to be its endpoint's only request.
-    pub probe_hold: Duration,
-    /// How far ahead a rate-limited send slot may be handed out with its delivery.
-    pub rate_lookahead: Duration,
-}
-
-impl Default for ClaimPolicy {
-    fn default() -> Self {
-        Self {
-            retry: RetryPolicy::default(),
-            room: Arc::new(Unlimited),
-            probe_hold: Duration::from_secs(30),
-            rate_lookahead: Duration::from_secs(1),
-        }
-    }
-}
-
 /// The circuit-breaker transitions a completion made (for metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BreakerChanges {
@@ -365,8 +337,7 @@ pub struct Claim {
     pub breaker_changes: BreakerChanges,
 }
 
-/// `due_at` of a pending delivery whose endpoint is disabled: never due until re-enabled.
-pub const PARKED: Timestamp = Timestamp::from_millis(253_402_300_799_000); // 9999-12-31
+pub use hookline_core::admission::PARKED;
 
 /// One stored attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -272,20 +272,34 @@ pub struct Server {
     /// that need no key (health, readiness, metrics).
     pub addr: SocketAddr,
     pub store: Store,
+    /// The dispatch loop's heartbeat, if this role runs one.
+    heartbeat: Option<hookline_dispatch::Heartbeat>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Server {
-    /// Connects, migrates, bootstraps the admin key and starts the role's parts.
+    /// Connects, migrates, bootstraps the admin key and starts the role's parts,
+    /// on the wall clock.
     pub async fn start(config: Config, role: Role) -> anyhow::Result<Self> {
+        Self::start_with_clock(config, role, Arc::new(SystemClock)).await
+    }
+
+    /// [`Server::start`] on `clock`: every part of the process — the API, the
+    /// dispatcher, retention, bulk replays, the gauges — reads time from it (a
+    /// test passes a `hookline_core::time::ManualClock` to make timing exact).
+    /// Waiting (idle polls, pauses between batches) still runs on real time.
+    pub async fn start_with_clock(
+        config: Config,
+        role: Role,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<Self> {
         config
             .validate()
             .map_err(|(key, problem)| anyhow::anyhow!("configuration key `{key}`: {problem}"))?;
         let store = connect(&config).await?;
         store.migrate().await.context("migrating the database")?;
-        bootstrap_admin_key(&store, &config).await?;
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        bootstrap_admin_key(&store, &config, clock.now()).await?;
         let shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
         let mut heartbeat = None;
@@ -326,7 +340,7 @@ impl Server {
             allow_private_destinations: config.allow_private_destinations,
             metrics: Some(Arc::new(move || handle.render())),
             metrics_app_label: config.metrics_app_label,
-            readiness: heartbeat.map(|heartbeat| {
+            readiness: heartbeat.clone().map(|heartbeat| {
                 dispatcher_readiness(heartbeat, clock.clone(), config.dispatcher())
             }),
             refuse_unchecked_events: config.event_type_check.eq_ignore_ascii_case("refuse"),
@@ -354,9 +368,14 @@ impl Server {
             tasks.push(tokio::spawn(retention_loop(
                 store.clone(),
                 config.clone(),
+                clock.clone(),
                 shutdown.clone(),
             )));
-            tasks.push(tokio::spawn(replay_loop(store.clone(), shutdown.clone())));
+            tasks.push(tokio::spawn(replay_loop(
+                store.clone(),
+                clock.clone(),
+                shutdown.clone(),
+            )));
         }
         tasks.push(tokio::spawn({
             let (store, clock, shutdown) = (store.clone(), clock.clone(), shutdown.clone());
@@ -369,9 +388,16 @@ impl Server {
         Ok(Self {
             addr,
             store,
+            heartbeat,
             shutdown,
             tasks,
         })
+    }
+
+    /// When the dispatch loop last finished a turn, on the server's clock (`None`
+    /// before its first, or in a role without a dispatcher).
+    pub fn last_turn(&self) -> Option<Timestamp> {
+        self.heartbeat.as_ref().and_then(|h| h.last_turn())
     }
 
     /// Stops gracefully: no new requests or claims, in-flight work finished or released.
@@ -469,8 +495,7 @@ fn redact(url: &str) -> String {
 }
 
 /// Ensures an admin key exists: the configured one, or a generated one printed once.
-async fn bootstrap_admin_key(store: &Store, config: &Config) -> anyhow::Result<()> {
-    let now = SystemClock.now();
+async fn bootstrap_admin_key(store: &Store, config: &Config, now: Timestamp) -> anyhow::Result<()> {
     match &config.admin_token {
         Some(token) => {
             store
@@ -496,6 +521,7 @@ async fn bootstrap_admin_key(store: &Store, config: &Config) -> anyhow::Result<(
 async fn retention_loop(
     store: Store,
     config: Config,
+    clock: Arc<dyn Clock>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let keys = Duration::from_secs(config.idempotency_retention_secs);
@@ -509,7 +535,7 @@ async fn retention_loop(
     // Rows removed since the space was last reclaimed.
     let mut unreclaimed = 0u64;
     loop {
-        match store.purge_idempotency_keys(SystemClock.now() - keys).await {
+        match store.purge_idempotency_keys(clock.now() - keys).await {
             Ok(0) => {}
             Ok(removed) => {
                 unreclaimed += removed;
@@ -518,7 +544,7 @@ async fn retention_loop(
             Err(error) => tracing::warn!(%error, "idempotency retention failed"),
         }
         if !history.is_zero() {
-            let removed = purge_history(&store, history, &shutdown).await;
+            let removed = purge_history(&store, history, &*clock, &shutdown).await;
             unreclaimed += removed.deliveries + removed.attempts + removed.events;
         }
         if unreclaimed >= RECLAIM_AFTER_ROWS {
@@ -544,13 +570,17 @@ const REPLAY_LEASE: Duration = Duration::from_secs(30);
 /// process holds, replays it batch by batch (each batch renews the lease and
 /// commits the progress), and looks for the next one every half second. Every
 /// API process runs one, so a job outlives the process that started it.
-async fn replay_loop(store: Store, shutdown: CancellationToken) -> anyhow::Result<()> {
+async fn replay_loop(
+    store: Store,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     loop {
-        match store.take_replay_job(SystemClock.now(), REPLAY_LEASE).await {
+        match store.take_replay_job(clock.now(), REPLAY_LEASE).await {
             Ok(Some(job)) => {
                 while !shutdown.is_cancelled() {
                     match store
-                        .work_replay_job(&job, SystemClock.now(), REPLAY_BATCH, REPLAY_LEASE)
+                        .work_replay_job(&job, clock.now(), REPLAY_BATCH, REPLAY_LEASE)
                         .await
                     {
                         Ok(Some(progress)) if progress.state == ReplayJobState::Running => {
@@ -596,11 +626,12 @@ const RECLAIM_AFTER_ROWS: u64 = 10_000;
 async fn purge_history(
     store: &Store,
     retention: Duration,
+    clock: &dyn Clock,
     shutdown: &CancellationToken,
 ) -> hookline_store::Purged {
     let mut removed = hookline_store::Purged::default();
     while !shutdown.is_cancelled() {
-        match store.purge_history(SystemClock.now() - retention).await {
+        match store.purge_history(clock.now() - retention).await {
             Ok(batch) => {
                 removed.deliveries += batch.deliveries;
                 removed.attempts += batch.attempts;

@@ -1,0 +1,243 @@
+//! One dispatcher turn: record what finished, claim what is due — one transaction.
+//!
+//! The dispatcher owns the turn. It begins the transaction through the store
+//! (`Store::begin_turn`), has it write the finished attempts, reads its room,
+//! leases due rows lane by lane as `hookline_core::claim::Lanes` says (then the
+//! fair pass over endpoints the lanes' heads hid), asks
+//! `hookline_core::claim::plan` what becomes of each leased row, has the store
+//! execute that plan, commits — and only then counts what it leased in its room.
+//! Nothing calls back out of the transaction.
+//!
+//! While a claim is between reading the room and counting what it leased, the
+//! room refuses hand-offs (`Room::begin`), so a publish cannot take room the
+//! claim counts on.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hookline_core::breaker::BreakerPolicy;
+use hookline_core::claim::{self, ClaimRules, Lanes, RoomView, Rooms, FAIR_PASS_ENDPOINTS};
+use hookline_core::ids::EndpointId;
+use hookline_core::retry::RetryPolicy;
+use hookline_core::time::Timestamp;
+use hookline_store::{AttemptRecord, Claim, Leased, Result, Store};
+
+use crate::room::Room;
+
+/// What a claim needs besides time and size, and the claiming dispatcher's state.
+#[derive(Debug, Clone)]
+pub struct ClaimPolicy {
+    /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
+    pub retry: RetryPolicy,
+    /// The claiming dispatcher's room per endpoint (`None`: no cap, a claim outside
+    /// any dispatcher): an endpoint without room is skipped, and a claim takes no
+    /// more than the room. What a committed claim leased is counted there.
+    pub room: Option<Arc<Room>>,
+    /// How long a half-open probe holds the right to be its endpoint's only request.
+    pub probe_hold: Duration,
+    /// How far ahead a rate-limited send slot may be handed out with its delivery.
+    pub rate_lookahead: Duration,
+    /// Where the fair pass over endpoints continues (shared by clones).
+    pub fair_cursor: Arc<Mutex<Option<EndpointId>>>,
+}
+
+impl Default for ClaimPolicy {
+    fn default() -> Self {
+        let rules = ClaimRules::default();
+        Self {
+            retry: RetryPolicy::default(),
+            room: None,
+            probe_hold: rules.probe_hold,
+            rate_lookahead: rules.rate_lookahead,
+            fair_cursor: Arc::default(),
+        }
+    }
+}
+
+impl ClaimPolicy {
+    fn rules(&self) -> ClaimRules {
+        ClaimRules {
+            probe_hold: self.probe_hold,
+            rate_lookahead: self.rate_lookahead,
+        }
+    }
+}
+
+/// Claims up to `limit` due deliveries — pending ones whose time has come and
+/// in-flight ones whose lease expired — leasing them until `now + lease`, and
+/// returns those admitted to be sent now.
+pub async fn claim_due_deliveries(
+    store: &Store,
+    now: Timestamp,
+    lease: Duration,
+    limit: u32,
+    policy: &ClaimPolicy,
+) -> Result<Claim> {
+    complete_and_claim(
+        store,
+        &[],
+        &BreakerPolicy::default(),
+        now,
+        lease,
+        limit,
+        policy,
+    )
+    .await
+}
+
+/// One turn: records `records` (attempt rows, next states, breakers, released
+/// partitions), then claims; the claim sees the breakers and partitions the
+/// records just moved on, and the turn costs one commit.
+pub async fn complete_and_claim(
+    store: &Store,
+    records: &[AttemptRecord],
+    breaker_policy: &BreakerPolicy,
+    now: Timestamp,
+    lease: Duration,
+    limit: u32,
+    policy: &ClaimPolicy,
+) -> Result<Claim> {
+    let room = policy.room.as_ref().filter(|_| limit > 0);
+    let view = match room {
+        Some(room) => room.begin(records),
+        None => RoomView::unlimited(),
+    };
+    let turn = run(
+        store,
+        records,
+        breaker_policy,
+        now,
+        lease,
+        limit,
+        policy,
+        &view,
+    )
+    .await;
+    if let Some(room) = room {
+        match &turn {
+            Ok(claim) => room.leased(&claim.deliveries, claim.rows == limit as usize),
+            Err(_) => room.abandoned(),
+        }
+    }
+    turn
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    store: &Store,
+    records: &[AttemptRecord],
+    breaker_policy: &BreakerPolicy,
+    now: Timestamp,
+    lease: Duration,
+    limit: u32,
+    policy: &ClaimPolicy,
+    view: &RoomView,
+) -> Result<Claim> {
+    let mut turn = store.begin_turn(!records.is_empty()).await?;
+    let breaker_changes = if records.is_empty() {
+        Default::default()
+    } else {
+        turn.record(records, breaker_policy, now).await?
+    };
+    if limit == 0 {
+        turn.commit().await?;
+        return Ok(Claim {
+            breaker_changes,
+            ..Claim::default()
+        });
+    }
+
+    let lease_until = now + lease;
+    let mut rooms = Rooms::new(view);
+    let mut leased: Vec<Leased> = Vec::new();
+    let mut lanes = Lanes::new(limit);
+    let mut last = 0;
+    while let Some((read, ask)) = lanes.next(last) {
+        let rows = turn
+            .lease_lane(read, ask, &mut rooms, now, lease_until)
+            .await?;
+        last = rows.len() as u32;
+        leased.extend(rows);
+    }
+    // The lanes' heads may all belong to endpoints at their cap: visit other
+    // endpoints round-robin through their own index, so none starves.
+    let saturated = rooms.saturated();
+    if leased.len() < limit as usize && !saturated.is_empty() {
+        for endpoint in fair_pass_endpoints(&mut turn, &saturated, &policy.fair_cursor).await? {
+            let ask = rooms.of(&endpoint).min(limit as usize - leased.len()) as u32;
+            if ask == 0 {
+                continue;
+            }
+            let rows = turn
+                .lease_endpoint(&endpoint, ask, &mut rooms, now, lease_until)
+                .await?;
+            leased.extend(rows);
+            if leased.len() == limit as usize {
+                break;
+            }
+        }
+    }
+
+    let mut endpoints = turn.endpoints(&leased, policy.retry).await?;
+    let mut lock: Vec<EndpointId> = endpoints
+        .iter()
+        .filter(|(_, e)| e.gate.needs_lock(now))
+        .map(|(id, _)| id.clone())
+        .collect();
+    lock.sort();
+    turn.lock_endpoints(&mut endpoints, &lock).await?;
+    let gates: HashMap<EndpointId, claim::EndpointGate> = endpoints
+        .iter()
+        .map(|(id, e)| (id.clone(), e.gate))
+        .collect();
+    let plan = {
+        let candidates: Vec<claim::Candidate<'_>> = leased.iter().map(Leased::candidate).collect();
+        claim::plan(&candidates, &gates, view, &policy.rules(), now)
+    };
+    turn.apply_claim(&plan, &leased, &endpoints, now).await?;
+    turn.commit().await?;
+
+    let rows = leased.len();
+    let mut leased: Vec<Option<Leased>> = leased.into_iter().map(Some).collect();
+    let deliveries = plan
+        .send
+        .iter()
+        .map(|send| {
+            let row = leased[send.index]
+                .take()
+                .expect("each row is sent at most once");
+            let endpoint = &endpoints[&row.endpoint_id];
+            row.into_claimed(endpoint, send)
+        })
+        .collect();
+    Ok(Claim {
+        deliveries,
+        rows,
+        breaker_changes,
+    })
+}
+
+/// The next few enabled endpoints after the last fair pass's, skipping saturated
+/// ones: from the cursor to the end, then (wrapping) from the start.
+async fn fair_pass_endpoints(
+    turn: &mut hookline_store::Turn,
+    saturated: &[EndpointId],
+    cursor: &Mutex<Option<EndpointId>>,
+) -> Result<Vec<EndpointId>> {
+    let after = cursor.lock().expect("fair cursor poisoned").clone();
+    let mut visit: Vec<EndpointId> = Vec::new();
+    for start in [after.as_ref(), None] {
+        let count = FAIR_PASS_ENDPOINTS - visit.len() as u32;
+        for endpoint in turn.endpoints_after(start, saturated, count).await? {
+            if !visit.contains(&endpoint) {
+                visit.push(endpoint);
+            }
+        }
+        if visit.len() >= FAIR_PASS_ENDPOINTS as usize || after.is_none() {
+            break;
+        }
+    }
+    *cursor.lock().expect("fair cursor poisoned") = visit.last().cloned();
+    Ok(visit)
+}

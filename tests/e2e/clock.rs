@@ -1,0 +1,103 @@
+//! The whole server on a test clock (`Server::start_with_clock`): timing that the
+//! wall clock makes approximate becomes exact.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookline_core::time::{Clock, ManualClock, Timestamp};
+use serde_json::json;
+
+use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
+
+both_engines!(a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before);
+
+/// 2030-01-01T00:00:00Z: far from the wall clock, so nothing can pass by reading it.
+const T0: Timestamp = Timestamp::from_millis(1_893_456_000_000);
+
+/// One 503, then 200, to an endpoint whose retries wait up to an hour: the first
+/// attempt is stamped with the server's clock, the retry is not claimed while
+/// that clock is short of its due time (even by a millisecond, across whole
+/// dispatcher turns), and it goes out at exactly that time once the clock gets there.
+async fn a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before(engine: Engine) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let app = TestApp::spawn_on_clock(engine, clock.clone(), |_| {}).await;
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(503)]);
+    let app_id = app.create_app().await;
+    let hour = 3_600_000;
+    app.create_endpoint_with(
+        &app_id,
+        &receiver.url,
+        json!({"retry": {"retry_base_ms": hour, "retry_cap_ms": hour}}),
+    )
+    .await;
+    let published = app
+        .publish(&app_id, "order.paid", json!({"order": 42}))
+        .await;
+    let delivery = published["deliveries"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let first = wait_until(
+        Duration::from_secs(30),
+        "the first attempt recorded",
+        || async {
+            let attempts = app.attempts(&app_id, &delivery).await;
+            (attempts.len() == 1).then(|| attempts[0].clone())
+        },
+    )
+    .await;
+    assert_eq!(first["status_code"], 503);
+    assert_eq!(
+        first["started_at"],
+        T0.to_rfc3339(),
+        "stamped by the server's clock"
+    );
+    let due = Timestamp::parse_rfc3339(first["next_attempt_at"].as_str().unwrap()).unwrap();
+    assert!(
+        due > T0 + Duration::from_millis(2) && due <= T0 + Duration::from_millis(hour),
+        "full jitter within the hour: {due:?}"
+    );
+
+    // Just short of the due time: a turn that ends after the clock moved there is
+    // followed by one whose claim reads a time short of it. Neither claims the retry.
+    let server = app.server.as_ref().unwrap();
+    for short_by in [2, 1] {
+        let at = due - Duration::from_millis(short_by);
+        clock.set(at);
+        wait_until(
+            Duration::from_secs(30),
+            "a dispatcher turn at the new time",
+            || async { (server.last_turn() == Some(at)).then_some(()) },
+        )
+        .await;
+    }
+    let waiting = app
+        .get(&format!("/v1/apps/{app_id}/deliveries/{delivery}"))
+        .await;
+    assert_eq!(waiting["state"], "pending", "not claimed before its time");
+    assert_eq!(receiver.requests().len(), 1);
+
+    clock.set(due);
+    let received = receiver.wait_for_requests(2).await;
+    assert_eq!(
+        received[1].header("webhook-timestamp"),
+        due.as_secs().to_string()
+    );
+    let done = app
+        .wait_for_delivery_state(&app_id, &delivery, "succeeded")
+        .await;
+    assert_eq!(done["attempts"], 2);
+    let attempts = app.attempts(&app_id, &delivery).await;
+    let retry = attempts
+        .iter()
+        .find(|a| a["status_code"] == 200)
+        .expect("the retry's attempt");
+    assert_eq!(
+        retry["started_at"],
+        due.to_rfc3339(),
+        "sent at its due time exactly"
+    );
+    assert_eq!(clock.now(), due);
+}
