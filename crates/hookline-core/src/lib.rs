@@ -15,6 +15,7 @@
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
 //! - [`claim`]: a claim as pure decisions: lane shares, rooms, and the plan for its rows.
+//! - [`completion`]: what finished attempts do to their endpoints and partitions (the completion plan).
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
 //! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
 //! - [`ordering`]: the rules of per-entity ordered partitions.
@@ -33,6 +34,7 @@ pub mod admission;
 pub mod breaker;
 pub mod claim;
 pub mod classify;
+pub mod completion;
 pub mod concurrency;
 pub mod cursor;
 pub mod custom_headers;

@@ -1,26 +1,23 @@
-//! Completing attempts: the attempt rows, each delivery's next state, the
-//! endpoints' breakers and the release of ordered partitions — one transaction
-//! per batch.
+//! Completing attempts: the attempt rows, each delivery's next state, and the
+//! execution of the completion plan (`hookline_core::completion`: breakers,
+//! queue moves, disables, released partitions) — one transaction per batch.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
-use crate::db::{Row, Tx};
-use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal, Transition};
+use crate::db::Tx;
+use hookline_core::breaker::BreakerPolicy;
+use hookline_core::completion;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::DeadReason;
-use hookline_core::ordering::{self, OnDead};
 use hookline_core::time::Timestamp;
 
 use crate::db::{Batch, Kind, Sql};
 use crate::endpoints::{
-    breaker_from_row, disable_endpoint, due_for_new_work, move_queue, on_dead_from_row,
-    save_breaker, BREAKER_COLUMNS,
+    breaker_from_row, disable_endpoint, move_queue, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, BreakerChanges, Next};
 use crate::{parse_column, Engine, Result, Store};
 
-/// The longest `last_error` kept on an endpoint.
-const LAST_ERROR_CHARS: usize = 500;
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
     const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
         status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
@@ -240,9 +237,12 @@ impl Store {
         Ok(changes)
     }
 
-    /// [`Self::complete_attempts`] inside a caller's transaction; whether it made work
-    /// due now (and what it did to breakers) — a released partition head, or a closed breaker's deferred queue (the caller
-    /// wakes dispatchers after the commit, never before).
+    /// [`Self::complete_attempts`] inside a caller's transaction: writes the attempt
+    /// rows and moves the deliveries on, then reads the endpoints (locked) and
+    /// executes `hookline_core::completion::plan`. Returns whether it made work due
+    /// now (a released partition head, or a closed breaker's deferred queue: the
+    /// caller wakes dispatchers after the commit, never before) and what it did to
+    /// breakers.
     pub(crate) async fn complete_in(
         &self,
         tx: &mut Tx,
@@ -250,93 +250,92 @@ impl Store {
         breaker_policy: &BreakerPolicy,
         now: Timestamp,
     ) -> Result<(bool, BreakerChanges)> {
-        let mut changes = BreakerChanges::default();
         if records.is_empty() {
-            return Ok((false, changes));
+            return Ok((false, BreakerChanges::default()));
         }
-        // (app, endpoint, ordering key, final state, dead reason) of keyed deliveries that finished.
-        let mut finished_keyed = Vec::new();
-        {
-            insert_attempts(tx, records).await?;
-            let keyed = update_deliveries(tx, records, now).await?;
-            for record in records {
-                let Some(key) = keyed.get(&record.delivery_id) else {
-                    continue;
-                };
-                if let Next::RetryAt(_) = record.next {
-                    continue;
-                }
-                let (state, reason) = (record.next.state(), record.next.dead_reason());
-                finished_keyed.push((
-                    record.app_id.clone(),
-                    record.endpoint_id.clone(),
-                    key.clone(),
-                    state,
-                    reason,
-                ));
-            }
-        }
+        insert_attempts(tx, records).await?;
+        let keyed = update_deliveries(tx, records, now).await?;
+        let finished: Vec<completion::Finished<'_>> = records
+            .iter()
+            .map(|r| completion::Finished {
+                endpoint: &r.endpoint_id,
+                signal: r.signal,
+                gone: r.disable_endpoint,
+                status_code: r.status_code,
+                error: r
+                    .error
+                    .as_ref()
+                    .map(|(kind, message)| (*kind, message.as_str())),
+                // Only a delivery whose lease the record still held moved on.
+                partition_end: match keyed.get(&r.delivery_id) {
+                    Some(key) if !matches!(r.next, Next::RetryAt(_)) => {
+                        Some(completion::PartitionEnd {
+                            app: &r.app_id,
+                            key,
+                            state: r.next.state(),
+                            reason: r.next.dead_reason(),
+                        })
+                    }
+                    _ => None,
+                },
+            })
+            .collect();
+        let ids: BTreeSet<&EndpointId> = records.iter().map(|r| &r.endpoint_id).collect();
+        let ids: Vec<&EndpointId> = ids.into_iter().collect();
+        let rows = self.lock_endpoints(tx, &ids).await?;
+        let plan = completion::plan(&finished, &rows, breaker_policy, now);
 
-        // Breakers, in endpoint-id order (one lock order for every transaction).
-        let mut by_endpoint: BTreeMap<&EndpointId, Vec<&AttemptRecord>> = BTreeMap::new();
-        for record in records {
-            by_endpoint
-                .entry(&record.endpoint_id)
-                .or_default()
-                .push(record);
-        }
-        // Per endpoint: its `ordering_on_dead`, and when work it gets now is due.
-        let mut after: BTreeMap<EndpointId, (OnDead, Timestamp)> = BTreeMap::new();
-        let mut due_now = false;
-        let ids: Vec<&EndpointId> = by_endpoint.keys().copied().collect();
-        let mut rows = self.lock_endpoints(tx, &ids).await?;
-        for (endpoint, group) in by_endpoint {
-            // A deleted endpoint has no row, no breaker and no partitions left.
-            if let Some(row) = rows.remove(endpoint) {
-                let (new_work_due, pulled_forward, made) = self
-                    .update_breaker(tx, endpoint, &row, &group, breaker_policy, now)
+        for (endpoint, change) in &plan.endpoints {
+            if let Some(breaker) = &change.breaker {
+                save_breaker(tx, endpoint, breaker).await?;
+            }
+            if let Some(error) = &change.last_error {
+                self.engine
+                    .query(
+                        "UPDATE endpoints SET last_error = $2, last_failure_at = $3 WHERE id = $1",
+                    )
+                    .bind(endpoint.as_str())
+                    .bind(error)
+                    .bind(now.as_millis())
+                    .execute(&mut *tx)
                     .await?;
-                changes.opened += made.opened;
-                changes.closed += made.closed;
-                changes.disabled += made.disabled;
-                due_now |= pulled_forward;
-                after.insert(endpoint.clone(), (on_dead_from_row(&row)?, new_work_due));
+            }
+            if let Some(queue) = &change.queue_move {
+                let due = queue.from.as_millis()..=queue.to.as_millis();
+                move_queue(tx, endpoint, due, queue.at).await?;
+            }
+            if let Some(reason) = change.disable {
+                tracing::warn!(endpoint = %endpoint, reason = reason.as_str(), "disabling endpoint");
+                disable_endpoint(tx, endpoint, reason.as_str(), now).await?;
             }
         }
-
-        // Ordered partitions, in (app, key) order.
-        let mut releases = BTreeSet::new();
-        for (app, endpoint, key, state, reason) in finished_keyed {
-            let Some(&(on_dead, due)) = after.get(&endpoint) else {
-                continue;
-            };
-            if ordering::releases_next(state, reason, on_dead) {
-                releases.insert((app, key, endpoint, due));
-            }
-        }
-        for (app, key, endpoint, due) in &releases {
+        let mut due_now = plan.due_now;
+        for release in &plan.releases {
             if self.engine == Engine::Postgres {
                 // Serialises with publishes of this key (they upsert the same row), so a
                 // delivery published as `blocked` meanwhile is seen and released here.
                 self.engine
                     .query(LOCK_ORDERING_KEY.text(self.engine))
-                    .bind(app.as_str())
-                    .bind(key)
+                    .bind(release.app.as_str())
+                    .bind(&release.key)
                     .fetch_optional(&mut *tx)
                     .await?;
             }
             due_now |=
-                release_partition_successor(tx, endpoint, key, *due, now).await? && *due == now;
+                release_partition_successor(tx, &release.endpoint, &release.key, release.due, now)
+                    .await?
+                    && release.due == now;
         }
-        Ok((due_now, changes))
+        Ok((due_now, plan.changes))
     }
 
-    /// Reads (on PostgreSQL: locks, in id order) the breaker state of the batch's endpoints.
+    /// Reads (on PostgreSQL: locks, in id order) what the completion plan reads of
+    /// the batch's endpoints.
     async fn lock_endpoints(
         &self,
         tx: &mut Tx,
         endpoints: &[&EndpointId],
-    ) -> Result<HashMap<EndpointId, Row>> {
+    ) -> Result<HashMap<EndpointId, completion::EndpointRow>> {
         let ids = Batch::default().text(endpoints.iter().map(|e| Some(e.as_str())));
         let found = self
             .engine
@@ -346,94 +345,16 @@ impl Store {
             .await?;
         let mut rows = HashMap::new();
         for row in found {
-            rows.insert(parse_column(&row, "id")?, row);
+            rows.insert(
+                parse_column(&row, "id")?,
+                completion::EndpointRow {
+                    enabled: row.try_get::<bool, _>("enabled")?,
+                    breaker: breaker_from_row(&row)?,
+                    on_dead: on_dead_from_row(&row)?,
+                },
+            );
         }
         Ok(rows)
-    }
-
-    /// Applies one endpoint's attempts to its breaker (`row`: its [`Self::lock_endpoints`]
-    /// row, locked). Returns when work the endpoint gets now is due, given the state this
-    /// leaves it in ([`due_for_new_work`]), and whether closing the breaker brought
-    /// deferred work forward to now (the caller wakes dispatchers after the commit),
-    /// and the transitions it made.
-    async fn update_breaker(
-        &self,
-        tx: &mut Tx,
-        endpoint: &EndpointId,
-        row: &Row,
-        records: &[&AttemptRecord],
-        policy: &BreakerPolicy,
-        now: Timestamp,
-    ) -> Result<(Timestamp, bool, BreakerChanges)> {
-        let mut changes = BreakerChanges::default();
-        let enabled = row.try_get::<bool, _>("enabled")?;
-        let before = breaker_from_row(row)?;
-        // Deliveries deferred by the breaker are due no later than this.
-        let horizon = before.next_probe_at.max(before.probe_until);
-        let mut breaker = before;
-        let mut opened = None;
-        let mut closed = false;
-        let mut disable = None;
-        let mut last_error = None;
-        for record in records {
-            if record.disable_endpoint {
-                disable = Some("gone");
-            }
-            if record.signal == Signal::Failed {
-                last_error = Some(describe_failure(record));
-            }
-            match breaker.record(record.signal, now, policy) {
-                Transition::Opened { next_probe_at } => {
-                    opened = Some(next_probe_at);
-                    changes.opened += 1;
-                }
-                Transition::Closed => {
-                    closed = true;
-                    changes.closed += 1;
-                }
-                Transition::Disable => disable = disable.or(Some("failing")),
-                Transition::Unchanged => {}
-            }
-        }
-        if breaker != before {
-            save_breaker(tx, endpoint, &breaker).await?;
-        }
-        if let Some(error) = &last_error {
-            self.engine
-                .query("UPDATE endpoints SET last_error = $2, last_failure_at = $3 WHERE id = $1")
-                .bind(endpoint.as_str())
-                .bind(error)
-                .bind(now.as_millis())
-                .execute(&mut *tx)
-                .await?;
-        }
-        let mut pulled_forward = false;
-        match (opened, breaker.state) {
-            (Some(next_probe_at), BreakerState::Open) => {
-                // Open: nothing of this endpoint is attempted before the probe.
-                let before_probe = i64::MIN..=next_probe_at.as_millis() - 1;
-                move_queue(tx, endpoint, before_probe, next_probe_at).await?;
-            }
-            _ if closed && breaker.state == BreakerState::Closed => {
-                if let Some(horizon) = horizon {
-                    let deferred = now.as_millis() + 1..=horizon.as_millis();
-                    move_queue(tx, endpoint, deferred, now).await?;
-                    pulled_forward = true;
-                }
-            }
-            _ => {}
-        }
-        if let (Some(reason), true) = (disable, enabled) {
-            tracing::warn!(endpoint = %endpoint, reason, "disabling endpoint");
-            disable_endpoint(tx, endpoint, reason, now).await?;
-            changes.disabled += 1;
-        }
-        let enabled = enabled && disable.is_none();
-        Ok((
-            due_for_new_work(enabled, &breaker, now),
-            pulled_forward,
-            changes,
-        ))
     }
 }
 
@@ -495,13 +416,3 @@ pub(crate) static RELEASE_SUCCESSOR: Sql = Sql::new(|_| {
        ORDER BY sequence LIMIT 1)"
         .into()
 });
-
-/// A short description of a failed attempt for the endpoint's `last_error`.
-fn describe_failure(record: &AttemptRecord) -> String {
-    let text = match (&record.status_code, &record.error) {
-        (Some(status), _) => format!("HTTP {status}"),
-        (None, Some((kind, message))) => format!("{kind}: {message}"),
-        (None, None) => "failed".to_owned(),
-    };
-    text.chars().take(LAST_ERROR_CHARS).collect()
-}

@@ -316,14 +316,7 @@ pub struct AttemptRecord {
     pub disable_endpoint: bool,
 }
 
-/// The circuit-breaker transitions a completion made (for metrics).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BreakerChanges {
-    pub opened: u32,
-    pub closed: u32,
-    /// Endpoints disabled (410 Gone, or failing past `disable_after`).
-    pub disabled: u32,
-}
+pub use hookline_core::completion::BreakerChanges;
 
 /// What one claim produced.
 #[derive(Debug, Clone, Default)]
