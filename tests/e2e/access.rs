@@ -203,6 +203,7 @@ async fn every_route_enforces_its_access_for_app_scoped_keys(engine: Engine) {
     let expired = api_key::generate();
     let now = Timestamp::from_system_time(std::time::SystemTime::now());
     app.store()
+        .apps()
         .create_api_key(
             &api_key::hash(&expired),
             &KeyScope::App {

@@ -81,7 +81,11 @@ async fn concurrent_identical_publishes_with_one_key_make_one_event(engine: Engi
     );
 
     assert_eq!(
-        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
         1
     );
     let event_id = serde_json::from_str::<Value>(bodies[0]).unwrap()["id"]
@@ -117,7 +121,11 @@ async fn same_key_with_another_body_is_refused(engine: Engine) {
     let problem: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(problem["code"], "idempotency_key_reused");
     assert_eq!(
-        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
         1
     );
 }
@@ -321,7 +329,11 @@ async fn bad_input_gets_problem_json_and_writes_nothing(engine: Engine) {
         );
     }
     assert_eq!(
-        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
         0,
         "nothing half-written"
     );
@@ -381,7 +393,11 @@ async fn a_refused_body_does_not_break_the_producers_next_request(engine: Engine
         }
     }
     assert_eq!(
-        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
         accepted,
         "every publish after a refusal was accepted, and nothing refused was written"
     );
@@ -533,7 +549,11 @@ async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Eng
         items[0]["id"]
     );
     assert_eq!(
-        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
         4
     );
 
@@ -547,7 +567,11 @@ async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Eng
         "{problem}"
     );
     assert_eq!(
-        app.store().count_events(&app_key(&app_id)).await.unwrap(),
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
         4
     );
     let too_many = json!({"events": vec![json!({"event_type": "a", "payload": {}}); 1001]});

@@ -37,12 +37,14 @@ async fn sigkill_mid_delivery_loses_no_event(engine: Engine) {
         before: None,
     };
     let endpoint = store
+        .endpoints()
         .list_endpoints(&app, &page)
         .await
         .unwrap()
         .remove(0)
         .id;
     let done = store
+        .endpoints()
         .count_deliveries(&endpoint, hookline_core::model::DeliveryState::Succeeded)
         .await
         .unwrap();
@@ -93,6 +95,7 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
             before: None,
         };
         store
+            .endpoints()
             .list_endpoints(&app, &page)
             .await
             .unwrap()
@@ -102,7 +105,11 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
     let endpoint = endpoint_of(store.clone(), app.clone()).await;
     use hookline_core::model::DeliveryState::*;
     assert_eq!(
-        store.count_deliveries(&endpoint, Succeeded).await.unwrap(),
+        store
+            .endpoints()
+            .count_deliveries(&endpoint, Succeeded)
+            .await
+            .unwrap(),
         10
     );
     assert_eq!(quick.requests().len(), 10);
@@ -126,12 +133,20 @@ async fn sigterm_finishes_or_releases_in_flight_work(engine: Engine) {
     let app = hookline_core::ids::AppId::parse(&app_id).unwrap();
     let endpoint = endpoint_of(store.clone(), app).await;
     assert_eq!(
-        store.count_deliveries(&endpoint, Pending).await.unwrap(),
+        store
+            .endpoints()
+            .count_deliveries(&endpoint, Pending)
+            .await
+            .unwrap(),
         5,
         "released, not left in flight"
     );
     assert_eq!(
-        store.count_deliveries(&endpoint, InFlight).await.unwrap(),
+        store
+            .endpoints()
+            .count_deliveries(&endpoint, InFlight)
+            .await
+            .unwrap(),
         0
     );
     store.close().await;

@@ -66,7 +66,11 @@ fn each_once(listing: &str, seen: &[String], expected: &BTreeSet<String>) {
 
 async fn count(app: &TestApp, endpoint: &Value, state: DeliveryState) -> u64 {
     let id = hookline_core::ids::EndpointId::parse(endpoint["id"].as_str().unwrap()).unwrap();
-    app.store().count_deliveries(&id, state).await.unwrap()
+    app.store()
+        .endpoints()
+        .count_deliveries(&id, state)
+        .await
+        .unwrap()
 }
 
 /// Publishes 500 events in two batches; their ids and their deliveries' ids.

@@ -473,6 +473,7 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
     let app_key = hookline_core::ids::AppId::parse(&app_id).unwrap();
     let endpoint = app
         .store()
+        .endpoints()
         .create_endpoint(
             &app_key,
             hookline_store::NewEndpoint {

@@ -801,6 +801,7 @@ pub async fn attempts_of(
     delivery: &hookline_core::ids::DeliveryId,
 ) -> Vec<hookline_store::Attempt> {
     store
+        .listings()
         .list_attempts(
             app,
             delivery,

@@ -94,6 +94,7 @@ async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fi
         .unwrap();
     store.migrate().await.unwrap();
     let app = store
+        .apps()
         .create_app(
             NewApp {
                 uid: None,
@@ -107,7 +108,11 @@ async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fi
         .id;
     let mut new = new_endpoint("https://a.example", None);
     configure(&mut new);
-    let endpoint = store.create_endpoint(&app, new, t(0)).await.unwrap();
+    let endpoint = store
+        .endpoints()
+        .create_endpoint(&app, new, t(0))
+        .await
+        .unwrap();
     Fixture {
         store,
         app,
@@ -122,6 +127,7 @@ impl Fixture {
         let id = event.id.clone();
 
         self.store
+            .events()
             .publish(item(&self.app, event, None, now))
             .await
             .unwrap();
@@ -152,6 +158,7 @@ impl Fixture {
             .map(|c| attempt(c, next, signal, now))
             .collect();
         self.store
+            .events()
             .complete_attempts(&records, &breaker(), now)
             .await
             .unwrap();
@@ -159,6 +166,7 @@ impl Fixture {
 
     async fn health(&self) -> EndpointHealth {
         self.store
+            .endpoints()
             .endpoint_health(&self.app, &self.endpoint.id)
             .await
             .unwrap()
@@ -167,6 +175,7 @@ impl Fixture {
 
     async fn delivery_of(&self, event: &EventId) -> Delivery {
         self.store
+            .events()
             .get_event(&self.app, event)
             .await
             .unwrap()
@@ -264,14 +273,14 @@ async fn the_breaker_moves_a_queue_larger_than_one_statement(engine: Engine) {
         .map(|_| item(&f.app, new_event("a", None), None, t(0)))
         .collect();
     for group in items.chunks(500) {
-        f.store.publish_group(group).await.unwrap();
+        f.store.events().publish_group(group).await.unwrap();
     }
     let first = f.claim(t(1), 3).await;
     f.finish(&first, Next::RetryAt(t(2)), Signal::Failed, t(1))
         .await;
     assert_eq!(f.health().await.breaker.state, BreakerState::Open);
     // Opening moved the whole queue, retries included, to the probe time.
-    assert_eq!(f.store.next_due_at().await.unwrap(), Some(t(11)));
+    assert_eq!(f.store.events().next_due_at().await.unwrap(), Some(t(11)));
 
     let probe = f.claim(t(11), 10).await;
     assert_eq!(probe.len(), 1);
@@ -332,6 +341,7 @@ async fn failing_past_the_span_disables_and_parks(engine: Engine) {
     );
     assert!(
         f.store
+            .endpoints()
             .count_deliveries(&f.endpoint.id, DeliveryState::Pending)
             .await
             .unwrap()
@@ -479,6 +489,7 @@ async fn dead_head_skips_or_blocks_by_endpoint_option(engine: Engine) {
             let dead = f.delivery_of(&first).await;
             assert!(matches!(
                 f.store
+                    .events()
                     .replay_delivery(&f.app, &dead.id, t(3))
                     .await
                     .unwrap(),
@@ -544,6 +555,7 @@ async fn an_endpoint_ceiling_bounds_a_claim_before_the_dispatcher_knows_it(engin
     fragile.max_in_flight = Some(2);
     let fragile = f
         .store
+        .endpoints()
         .create_endpoint(&f.app, fragile, t(0))
         .await
         .unwrap();
@@ -582,6 +594,7 @@ async fn saturated_endpoints_are_skipped(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     let other = f
         .store
+        .endpoints()
         .create_endpoint(&f.app, new_endpoint("https://b.example", None), t(0))
         .await
         .unwrap();
@@ -639,6 +652,7 @@ async fn deferral_past_max_age_dead_letters(engine: Engine) {
     assert_eq!(claimed.len(), 1, "the probe");
     let dlq = f
         .store
+        .listings()
         .list_dlq(
             &f.app,
             &DlqFilter::default(),
@@ -672,9 +686,10 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
     let backlog: Vec<PublishItem> = (0..500)
         .map(|_| item(&f.app, new_event("a", None), None, t(0)))
         .collect();
-    f.store.publish_group(&backlog).await.unwrap();
+    f.store.events().publish_group(&backlog).await.unwrap();
     let other = f
         .store
+        .apps()
         .create_app(
             NewApp {
                 uid: None,
@@ -688,12 +703,14 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
         .id;
     let other_endpoint = f
         .store
+        .endpoints()
         .create_endpoint(&other, new_endpoint("https://other.example", None), t(0))
         .await
         .unwrap();
     let event = new_event("a", None);
     let fresh = event.id.clone();
     f.store
+        .events()
         .publish(item(&other, event, None, t(5)))
         .await
         .unwrap();
@@ -721,6 +738,7 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
     let f = fixture(engine, |e| e.event_types = Some(vec!["busy".into()])).await;
     let quiet = f
         .store
+        .endpoints()
         .create_endpoint(
             &f.app,
             new_endpoint("https://quiet.example", Some(vec!["quiet"])),
@@ -732,10 +750,11 @@ async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) 
     let backlog: Vec<PublishItem> = (0..1500)
         .map(|_| item(&f.app, new_event("busy", None), None, t(0)))
         .collect();
-    f.store.publish_group(&backlog).await.unwrap();
+    f.store.events().publish_group(&backlog).await.unwrap();
     let event = new_event("quiet", None);
     let quiet_event = event.id.clone();
     f.store
+        .events()
         .publish(item(&f.app, event, None, t(1)))
         .await
         .unwrap();
@@ -772,9 +791,9 @@ async fn concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps(engine: 
             ["k2", "k1"]
         };
         let (store, items) = (f.store.clone(), group(keys));
-        tasks.push(tokio::spawn(
-            async move { store.publish_group(&items).await },
-        ));
+        tasks.push(tokio::spawn(async move {
+            store.events().publish_group(&items).await
+        }));
     }
     let mut events = Vec::new();
     for task in tasks {
@@ -792,6 +811,7 @@ async fn concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps(engine: 
     assert_eq!(events, [("k1".to_string(), 1), ("k2".to_string(), 1)]);
     let blocked = f
         .store
+        .endpoints()
         .count_deliveries(&f.endpoint.id, DeliveryState::Blocked)
         .await
         .unwrap();
@@ -804,6 +824,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     limited.rate_limit_per_sec = Some(100);
     let limited = f
         .store
+        .endpoints()
         .create_endpoint(&f.app, limited, t(0))
         .await
         .unwrap();
@@ -816,7 +837,12 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
         let store = f.store.clone();
         let app = f.app.clone();
         async move {
-            let (_, deliveries) = store.get_event(&app, &event).await.unwrap().unwrap();
+            let (_, deliveries) = store
+                .events()
+                .get_event(&app, &event)
+                .await
+                .unwrap()
+                .unwrap();
             deliveries
                 .into_iter()
                 .find(|d| d.endpoint_id == endpoint)

@@ -444,6 +444,7 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
     let code = "hkp_short_lived";
     let now = hookline_core::time::Timestamp::from_system_time(std::time::SystemTime::now());
     app.store()
+        .apps()
         .create_portal_code(
             &hookline_core::signing::api_key::hash(code),
             &app_id.parse().unwrap(),

@@ -216,6 +216,7 @@ async fn codes_that_cannot_open_a_session_say_why(engine: Engine) {
     let app_id: hookline_core::ids::AppId = a.parse().unwrap();
     let code = "hkp_expired";
     app.store()
+        .apps()
         .create_portal_code(
             &hookline_core::signing::api_key::hash(code),
             &app_id,

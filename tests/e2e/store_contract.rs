@@ -43,6 +43,7 @@ fn new_event(event_type: &str) -> NewEvent {
 
 async fn app(store: &Store) -> AppId {
     store
+        .apps()
         .create_app(
             NewApp {
                 uid: None,
@@ -60,7 +61,11 @@ async fn app(store: &Store) -> AppId {
 async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -> EventId {
     let event = new_event(event_type);
     let id = event.id.clone();
-    let outcome = store.publish(item(app, event, None, now)).await.unwrap();
+    let outcome = store
+        .events()
+        .publish(item(app, event, None, now))
+        .await
+        .unwrap();
     assert!(matches!(outcome, PublishOutcome::Created(_)));
     id
 }
@@ -133,6 +138,7 @@ both_engines!(
 async fn apps_round_trip_by_id_and_uid(engine: Engine) {
     let (store, _db) = open(engine).await;
     let created = store
+        .apps()
         .create_app(
             NewApp {
                 uid: Some("acme".into()),
@@ -144,13 +150,17 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
         .await
         .unwrap();
     assert_eq!(
-        store.find_app(created.id.as_str()).await.unwrap(),
+        store.apps().find_app(created.id.as_str()).await.unwrap(),
         Some(created.clone())
     );
-    assert_eq!(store.find_app("acme").await.unwrap(), Some(created.clone()));
-    assert_eq!(store.find_app("nope").await.unwrap(), None);
+    assert_eq!(
+        store.apps().find_app("acme").await.unwrap(),
+        Some(created.clone())
+    );
+    assert_eq!(store.apps().find_app("nope").await.unwrap(), None);
 
     let taken = store
+        .apps()
         .create_app(
             NewApp {
                 uid: Some("acme".into()),
@@ -163,6 +173,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
 
     let second = store
+        .apps()
         .create_app(
             NewApp {
                 uid: None,
@@ -174,6 +185,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
         .await
         .unwrap();
     let page = store
+        .apps()
         .list_apps(&Page {
             limit: 1,
             before: None,
@@ -182,6 +194,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
         .unwrap();
     assert_eq!(page, vec![second.clone()]);
     let next = store
+        .apps()
         .list_apps(&Page {
             limit: 10,
             before: Some(second.id.to_string()),
@@ -191,6 +204,7 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
     assert_eq!(next, vec![created.clone()]);
 
     let renamed = store
+        .apps()
         .update_app(
             &created.id,
             AppPatch {
@@ -209,15 +223,19 @@ async fn apps_round_trip_by_id_and_uid(engine: Engine) {
     );
     assert_eq!(renamed.updated_at, t(3));
 
-    assert!(store.delete_app(&created.id).await.unwrap());
-    assert!(!store.delete_app(&created.id).await.unwrap());
-    assert_eq!(store.find_app(created.id.as_str()).await.unwrap(), None);
+    assert!(store.apps().delete_app(&created.id).await.unwrap());
+    assert!(!store.apps().delete_app(&created.id).await.unwrap());
+    assert_eq!(
+        store.apps().find_app(created.id.as_str()).await.unwrap(),
+        None
+    );
 }
 
 async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let created = store
+        .endpoints()
         .create_endpoint(
             &app,
             new_endpoint("https://a.example/h", Some(vec!["a"])),
@@ -226,12 +244,20 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
         .await
         .unwrap();
     assert_eq!(
-        store.get_endpoint(&app, &created.id).await.unwrap(),
+        store
+            .endpoints()
+            .get_endpoint(&app, &created.id)
+            .await
+            .unwrap(),
         Some(created.clone())
     );
     let other_app = self::app(&store).await;
     assert_eq!(
-        store.get_endpoint(&other_app, &created.id).await.unwrap(),
+        store
+            .endpoints()
+            .get_endpoint(&other_app, &created.id)
+            .await
+            .unwrap(),
         None,
         "scoped to its app"
     );
@@ -248,6 +274,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
         ..Default::default()
     };
     let updated = store
+        .endpoints()
         .update_endpoint(&app, &created.id, patch, t(1))
         .await
         .unwrap()
@@ -263,6 +290,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     );
     assert_eq!(
         store
+            .endpoints()
             .list_endpoints(
                 &app,
                 &Page {
@@ -276,6 +304,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     );
 
     store
+        .endpoints()
         .update_endpoint(
             &app,
             &created.id,
@@ -290,17 +319,20 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     publish(&store, &app, "a", t(3)).await;
     assert_eq!(
         store
+            .endpoints()
             .count_deliveries(&created.id, DeliveryState::Pending)
             .await
             .unwrap(),
         1
     );
     assert!(store
+        .endpoints()
         .delete_endpoint(&app, &created.id, t(4))
         .await
         .unwrap());
     assert_eq!(
         store
+            .endpoints()
             .count_deliveries(&created.id, DeliveryState::Pending)
             .await
             .unwrap(),
@@ -308,6 +340,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     );
     // What it owed is dead-lettered, not forgotten, and stays dead: nowhere to send it.
     let dlq = store
+        .listings()
         .list_dlq(
             &app,
             &DlqFilter::default(),
@@ -323,7 +356,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     assert_eq!(dlq[0].dead_reason, Some(DeadReason::EndpointDeleted));
     assert_eq!(dlq[0].dead_at, Some(t(4)));
     assert!(matches!(
-        store.replay_delivery(&app, &dlq[0].id, t(5)).await.unwrap(),
+        store.events().replay_delivery(&app, &dlq[0].id, t(5)).await.unwrap(),
         ReplayOutcome::EndpointDeleted(d) if d.state == DeliveryState::Dead
     ));
     assert!(store
@@ -333,6 +366,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
         .deliveries
         .is_empty());
     assert!(!store
+        .endpoints()
         .delete_endpoint(&app, &created.id, t(6))
         .await
         .unwrap());
@@ -340,6 +374,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     let purged = store.purge_history(t(100)).await.unwrap();
     assert_eq!(purged.deliveries, 1);
     assert!(store
+        .listings()
         .list_dlq(
             &app,
             &DlqFilter::default(),
@@ -357,10 +392,12 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let all = store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://all.example", None), t(0))
         .await
         .unwrap();
     let orders = store
+        .endpoints()
         .create_endpoint(
             &app,
             new_endpoint("https://o.example", Some(vec!["order.paid"])),
@@ -369,6 +406,7 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
         .await
         .unwrap();
     let _users = store
+        .endpoints()
         .create_endpoint(
             &app,
             new_endpoint("https://u.example", Some(vec!["user.created"])),
@@ -378,14 +416,22 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
         .unwrap();
     let mut disabled = new_endpoint("https://off.example", None);
     disabled.enabled = false;
-    store.create_endpoint(&app, disabled, t(0)).await.unwrap();
+    store
+        .endpoints()
+        .create_endpoint(&app, disabled, t(0))
+        .await
+        .unwrap();
 
     let mut event = new_event("order.paid");
     event.ordering_key = Some("order_42".into());
     let id = event.id.clone();
-    store.publish(item(&app, event, None, t(1))).await.unwrap();
+    store
+        .events()
+        .publish(item(&app, event, None, t(1)))
+        .await
+        .unwrap();
 
-    let (stored, deliveries) = store.get_event(&app, &id).await.unwrap().unwrap();
+    let (stored, deliveries) = store.events().get_event(&app, &id).await.unwrap().unwrap();
     assert_eq!(stored.event_type, "order.paid");
     assert_eq!(stored.ordering_key.as_deref(), Some("order_42"));
     assert_eq!(stored.created_at, t(1));
@@ -399,6 +445,7 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
         .all(|d| d.state == DeliveryState::Pending && d.due_at == t(1) && d.attempts == 0));
     assert_eq!(
         store
+            .events()
             .get_event(&self::app(&store).await, &id)
             .await
             .unwrap(),
@@ -411,6 +458,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -420,6 +468,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     };
 
     let first = store
+        .events()
         .publish(item(&app, new_event("a"), Some(&key), t(1)))
         .await
         .unwrap();
@@ -427,6 +476,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
         panic!("expected Created, got {first:?}")
     };
     let again = store
+        .events()
         .publish(item(&app, new_event("a"), Some(&key), t(2)))
         .await
         .unwrap();
@@ -437,6 +487,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     };
     assert_eq!(
         store
+            .events()
             .publish(item(&app, new_event("a"), Some(&other), t(3)))
             .await
             .unwrap(),
@@ -446,18 +497,20 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     let app2 = self::app(&store).await;
     assert!(matches!(
         store
+            .events()
             .publish(item(&app2, new_event("a"), Some(&other), t(3)))
             .await
             .unwrap(),
         PublishOutcome::Created(_)
     ));
-    assert_eq!(store.count_events(&app).await.unwrap(), 1);
+    assert_eq!(store.listings().count_events(&app).await.unwrap(), 1);
 }
 
 async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -470,6 +523,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
             let (store, app, key) = (store.clone(), app.clone(), key.clone());
             tokio::spawn(async move {
                 store
+                    .events()
                     .publish(item(&app, new_event("a"), Some(&key), t(1)))
                     .await
                     .unwrap()
@@ -493,7 +547,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
         bodies.windows(2).all(|w| w[0] == w[1]),
         "every caller gets the one answer"
     );
-    assert_eq!(store.count_events(&app).await.unwrap(), 1);
+    assert_eq!(store.listings().count_events(&app).await.unwrap(), 1);
     assert_eq!(
         store
             .claim_due_deliveries(t(2), LEASE, 100, &policy())
@@ -510,6 +564,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let endpoint = store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -525,7 +580,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
             .is_empty(),
         "nothing due yet"
     );
-    assert_eq!(store.next_due_at().await.unwrap(), Some(t(1)));
+    assert_eq!(store.events().next_due_at().await.unwrap(), Some(t(1)));
 
     let claimed = store
         .claim_due_deliveries(t(2), LEASE, 10, &policy())
@@ -540,6 +595,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     assert_eq!(&*first.body, br#"{"type":"x","timestamp":"t","data":{}}"#);
     assert_eq!(
         store
+            .endpoints()
             .count_deliveries(&endpoint.id, DeliveryState::InFlight)
             .await
             .unwrap(),
@@ -591,6 +647,7 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -609,13 +666,21 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     dead.status_code = None;
     dead.error = Some((TransportError::Connect, "refused".into()));
     store
+        .events()
         .complete_attempts(&[ok, retry, dead], &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
 
     let state = |i: usize| {
         let (store, app, id) = (store.clone(), app.clone(), claimed[i].id.clone());
-        async move { store.get_delivery(&app, &id).await.unwrap().unwrap() }
+        async move {
+            store
+                .events()
+                .get_delivery(&app, &id)
+                .await
+                .unwrap()
+                .unwrap()
+        }
     };
     let succeeded = state(0).await;
     assert_eq!(
@@ -659,7 +724,7 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
         .unwrap()
         .deliveries
         .is_empty());
-    assert_eq!(store.next_due_at().await.unwrap(), Some(t(60)));
+    assert_eq!(store.events().next_due_at().await.unwrap(), Some(t(60)));
     let again = store
         .claim_due_deliveries(t(60), LEASE, 10, &policy())
         .await
@@ -672,6 +737,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -690,6 +756,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .remove(0);
     // The first owner finishes late: its attempt is on record, but the state stays the new owner's.
     store
+        .events()
         .complete_attempts(
             &[record(&old, Next::Dead(DeadReason::ClientError), t(41))],
             &BreakerPolicy::default(),
@@ -697,9 +764,15 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         )
         .await
         .unwrap();
-    let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
+    let delivery = store
+        .events()
+        .get_delivery(&app, &new.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(delivery.state, DeliveryState::InFlight);
     store
+        .events()
         .complete_attempts(
             &[record(&new, Next::Succeeded, t(42))],
             &BreakerPolicy::default(),
@@ -707,7 +780,12 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         )
         .await
         .unwrap();
-    let delivery = store.get_delivery(&app, &new.id).await.unwrap().unwrap();
+    let delivery = store
+        .events()
+        .get_delivery(&app, &new.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(delivery.state, DeliveryState::Succeeded);
     assert_eq!(attempts_of(&store, &app, &new.id).await.len(), 2);
 }
@@ -716,6 +794,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -727,10 +806,12 @@ async fn release_returns_work_unattempted(engine: Engine) {
         .deliveries
         .remove(0);
     store
+        .events()
         .release_deliveries(&[(claimed.id.clone(), claimed.lease_token.clone())], t(2))
         .await
         .unwrap();
     let delivery = store
+        .events()
         .get_delivery(&app, &claimed.id)
         .await
         .unwrap()
@@ -755,13 +836,18 @@ async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
     let app = app(&store).await;
     let mut spec = new_endpoint("https://a.example", None);
     spec.headers = vec![("x-tenant".into(), "acme".into())];
-    let endpoint = store.create_endpoint(&app, spec, t(0)).await.unwrap();
+    let endpoint = store
+        .endpoints()
+        .create_endpoint(&app, spec, t(0))
+        .await
+        .unwrap();
     let queued = publish(&store, &app, "a", t(0)).await;
     let pause = EndpointPatch {
         paused: Some(true),
         ..EndpointPatch::default()
     };
     let paused = store
+        .endpoints()
         .update_endpoint(&app, &endpoint.id, pause, t(1))
         .await
         .unwrap()
@@ -770,7 +856,12 @@ async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
     // Unlike a disabled endpoint, a paused one still gets new deliveries: parked.
     let fresh = publish(&store, &app, "a", t(2)).await;
     for event in [&queued, &fresh] {
-        let (_, deliveries) = store.get_event(&app, event).await.unwrap().unwrap();
+        let (_, deliveries) = store
+            .events()
+            .get_event(&app, event)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (deliveries.len(), deliveries[0].state, deliveries[0].due_at),
             (1, DeliveryState::Pending, PARKED)
@@ -788,6 +879,7 @@ async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
         ..EndpointPatch::default()
     };
     store
+        .endpoints()
         .update_endpoint(&app, &endpoint.id, resume, t(3))
         .await
         .unwrap()
@@ -813,12 +905,14 @@ async fn rotation_keeps_the_old_secret_signing_through_its_grace(engine: Engine)
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let endpoint = store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
     let first = endpoint.secret.clone();
     let second = EndpointSecret::generate();
     let rotated = store
+        .endpoints()
         .rotate_endpoint_secret(
             &app,
             &endpoint.id,
@@ -838,6 +932,7 @@ async fn rotation_keeps_the_old_secret_signing_through_its_grace(engine: Engine)
         Some((&first, t(70)))
     );
     let stored = store
+        .endpoints()
         .get_endpoint(&app, &endpoint.id)
         .await
         .unwrap()
@@ -859,12 +954,14 @@ async fn rotation_keeps_the_old_secret_signing_through_its_grace(engine: Engine)
     // Rotating with no grace drops the old one at once.
     let third = EndpointSecret::generate();
     let again = store
+        .endpoints()
         .rotate_endpoint_secret(&app, &endpoint.id, third.clone(), Duration::ZERO, t(30))
         .await
         .unwrap()
         .unwrap();
     assert_eq!((again.secret, again.previous_secret), (third, None));
     assert!(store
+        .endpoints()
         .rotate_endpoint_secret(
             &app,
             &"ep_01J00000000000000000000000".parse().unwrap(),
@@ -881,6 +978,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let endpoint = store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -895,10 +993,12 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     let mut gone = record(&first, Next::Dead(DeadReason::Gone), t(1));
     gone.disable_endpoint = true;
     store
+        .events()
         .complete_attempts(&[gone], &BreakerPolicy::default(), t(1))
         .await
         .unwrap();
     let disabled = store
+        .endpoints()
         .get_endpoint(&app, &endpoint.id)
         .await
         .unwrap()
@@ -913,12 +1013,18 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         .unwrap()
         .deliveries
         .is_empty());
-    let (_, deliveries) = store.get_event(&app, &queued).await.unwrap().unwrap();
+    let (_, deliveries) = store
+        .events()
+        .get_event(&app, &queued)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (deliveries[0].state, deliveries[0].due_at),
         (DeliveryState::Pending, PARKED)
     );
     let dlq = store
+        .listings()
         .list_dlq(
             &app,
             &DlqFilter::default(),
@@ -934,6 +1040,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     publish(&store, &app, "a", t(12)).await;
     assert_eq!(
         store
+            .endpoints()
             .count_deliveries(&endpoint.id, DeliveryState::Pending)
             .await
             .unwrap(),
@@ -946,6 +1053,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         ..Default::default()
     };
     let enabled = store
+        .endpoints()
         .update_endpoint(&app, &endpoint.id, enable, t(2000))
         .await
         .unwrap()
@@ -964,6 +1072,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -977,6 +1086,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
     let mut attempt = record(&claimed, Next::Dead(DeadReason::RetriesExhausted), t(1));
     attempt.attempt_number = 5;
     store
+        .events()
         .complete_attempts(&[attempt], &BreakerPolicy::default(), t(1))
         .await
         .unwrap();
@@ -985,7 +1095,13 @@ async fn replay_starts_one_new_round(engine: Engine) {
     let replays: Vec<_> = (0..2)
         .map(|_| {
             let (store, app, id) = (store.clone(), app.clone(), claimed.id.clone());
-            tokio::spawn(async move { store.replay_delivery(&app, &id, t(100)).await.unwrap() })
+            tokio::spawn(async move {
+                store
+                    .events()
+                    .replay_delivery(&app, &id, t(100))
+                    .await
+                    .unwrap()
+            })
         })
         .collect();
     let mut outcomes = Vec::new();
@@ -1027,6 +1143,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
     );
     assert_eq!(
         store
+            .events()
             .replay_delivery(&app, &hookline_core::ids::DeliveryId::generate(), t(101))
             .await
             .unwrap(),
@@ -1035,6 +1152,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
     let other_app = self::app(&store).await;
     assert_eq!(
         store
+            .events()
             .replay_delivery(&other_app, &claimed.id, t(101))
             .await
             .unwrap(),
@@ -1046,6 +1164,7 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -1066,6 +1185,7 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
         };
         let at = t(10 + [0, 1, 1, 2, 3][i]);
         store
+            .events()
             .complete_attempts(
                 &[record(claim, completion, at)],
                 &BreakerPolicy::default(),
@@ -1081,13 +1201,14 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     };
     loop {
         let rows = store
+            .listings()
             .list_dlq(&app, &DlqFilter::default(), &page)
             .await
             .unwrap();
         if rows.is_empty() {
             break;
         }
-        page.before = Some(Store::dlq_cursor(rows.last().unwrap()));
+        page.before = Some(hookline_store::Listings::dlq_cursor(rows.last().unwrap()));
         seen.extend(rows);
     }
     assert_eq!(
@@ -1101,6 +1222,7 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
         "newest first"
     );
     assert!(store
+        .listings()
         .list_dlq(
             &self::app(&store).await,
             &DlqFilter::default(),
@@ -1116,35 +1238,48 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
 
 async fn api_keys_by_hash_and_scope(engine: Engine) {
     let (store, _db) = open(engine).await;
-    assert!(!store.has_admin_key().await.unwrap());
+    assert!(!store.apps().has_admin_key().await.unwrap());
     let app = app(&store).await;
     let portal = KeyScope::App {
         app: app.clone(),
         capabilities: [Capability::Read, Capability::Replay].into_iter().collect(),
     };
     let made = store
+        .apps()
         .create_api_key("hash-app", &portal, "portal", Some(t(5_000)), t(0))
         .await
         .unwrap();
-    assert!(!store.has_admin_key().await.unwrap());
+    assert!(!store.apps().has_admin_key().await.unwrap());
     store
+        .apps()
         .insert_admin_key("hash-admin", "ops", t(0))
         .await
         .unwrap();
     // The bootstrap key is inserted on every start: the second time changes nothing.
     store
+        .apps()
         .insert_admin_key("hash-admin", "ops", t(1))
         .await
         .unwrap();
-    assert!(store.has_admin_key().await.unwrap());
-    let admin = store.find_api_key("hash-admin").await.unwrap().unwrap();
+    assert!(store.apps().has_admin_key().await.unwrap());
+    let admin = store
+        .apps()
+        .find_api_key("hash-admin")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((admin.scope, admin.expires_at), (KeyScope::Admin, None));
-    let found = store.find_api_key("hash-app").await.unwrap().unwrap();
+    let found = store
+        .apps()
+        .find_api_key("hash-app")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(found, made);
     assert_eq!(found.scope, portal);
     assert!(!found.expired(t(4_999)));
     assert!(found.expired(t(5_000)));
-    assert_eq!(store.find_api_key("other").await.unwrap(), None);
+    assert_eq!(store.apps().find_api_key("other").await.unwrap(), None);
 
     // Listing by app, and revoking every key of the app at once.
     let page = Page {
@@ -1152,6 +1287,7 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
         before: None,
     };
     let other = store
+        .apps()
         .create_app(
             hookline_store::NewApp {
                 uid: None,
@@ -1167,20 +1303,34 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
         capabilities: Capabilities::all(),
     };
     store
+        .apps()
         .create_api_key("hash-other", &other_scope, "o", None, t(0))
         .await
         .unwrap();
-    let listed = store.list_api_keys(Some(&app), &page).await.unwrap();
+    let listed = store.apps().list_api_keys(Some(&app), &page).await.unwrap();
     assert_eq!(listed, vec![made]);
-    assert_eq!(store.list_api_keys(None, &page).await.unwrap().len(), 3);
     assert_eq!(
-        store.revoke_app_keys(&app).await.unwrap(),
+        store.apps().list_api_keys(None, &page).await.unwrap().len(),
+        3
+    );
+    assert_eq!(
+        store.apps().revoke_app_keys(&app).await.unwrap(),
         vec!["hash-app".to_owned()]
     );
-    assert_eq!(store.find_api_key("hash-app").await.unwrap(), None);
-    assert!(store.find_api_key("hash-other").await.unwrap().is_some());
-    assert!(store.find_api_key("hash-admin").await.unwrap().is_some());
-    assert!(store.revoke_app_keys(&app).await.unwrap().is_empty());
+    assert_eq!(store.apps().find_api_key("hash-app").await.unwrap(), None);
+    assert!(store
+        .apps()
+        .find_api_key("hash-other")
+        .await
+        .unwrap()
+        .is_some());
+    assert!(store
+        .apps()
+        .find_api_key("hash-admin")
+        .await
+        .unwrap()
+        .is_some());
+    assert!(store.apps().revoke_app_keys(&app).await.unwrap().is_empty());
 }
 
 async fn portal_settings_round_trip(engine: Engine) {
@@ -1194,6 +1344,7 @@ async fn portal_settings_round_trip(engine: Engine) {
         frame_origins: vec!["https://app.acme.example".into()],
     };
     let created = store
+        .apps()
         .create_app(
             NewApp {
                 uid: None,
@@ -1204,11 +1355,17 @@ async fn portal_settings_round_trip(engine: Engine) {
         )
         .await
         .unwrap();
-    let found = store.find_app(created.id.as_str()).await.unwrap().unwrap();
+    let found = store
+        .apps()
+        .find_app(created.id.as_str())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(found.portal, settings);
 
     // A patch without settings keeps them; with settings replaces them whole.
     let renamed = store
+        .apps()
         .update_app(
             &created.id,
             AppPatch {
@@ -1222,6 +1379,7 @@ async fn portal_settings_round_trip(engine: Engine) {
         .unwrap();
     assert_eq!(renamed.portal, settings);
     let reset = store
+        .apps()
         .update_app(
             &created.id,
             AppPatch {
@@ -1235,7 +1393,12 @@ async fn portal_settings_round_trip(engine: Engine) {
         .unwrap();
     assert_eq!(reset.portal, PortalSettings::default());
     assert_eq!(
-        store.find_app(created.id.as_str()).await.unwrap().unwrap(),
+        store
+            .apps()
+            .find_app(created.id.as_str())
+            .await
+            .unwrap()
+            .unwrap(),
         reset
     );
 }
@@ -1245,10 +1408,12 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     let app = app(&store).await;
     let capabilities: Capabilities = [Capability::Read, Capability::Replay].into_iter().collect();
     store
+        .apps()
         .create_portal_code("code-1", &app, capabilities, t(3_600), t(0))
         .await
         .unwrap();
     store
+        .apps()
         .create_portal_code("code-2", &app, capabilities, t(60), t(0))
         .await
         .unwrap();
@@ -1256,6 +1421,7 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     // The first exchange makes the session: an app key with the code's
     // capabilities, ending when the code would have.
     let PortalExchange::Session(session) = store
+        .apps()
         .exchange_portal_code("code-1", "session-1", t(10))
         .await
         .unwrap()
@@ -1272,15 +1438,16 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     assert_eq!(session.expires_at, Some(t(3_600)));
     assert_eq!(session.name, SESSION_KEY_NAME);
     assert_eq!(
-        store.find_api_key("session-1").await.unwrap(),
+        store.apps().find_api_key("session-1").await.unwrap(),
         Some(session.clone())
     );
     // The code never becomes a key itself.
-    assert_eq!(store.find_api_key("code-1").await.unwrap(), None);
+    assert_eq!(store.apps().find_api_key("code-1").await.unwrap(), None);
 
     // A second use, an expired code, an unknown one: no session, and why.
     assert_eq!(
         store
+            .apps()
             .exchange_portal_code("code-1", "session-again", t(11))
             .await
             .unwrap(),
@@ -1288,6 +1455,7 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     );
     assert_eq!(
         store
+            .apps()
             .exchange_portal_code("code-2", "session-2", t(60))
             .await
             .unwrap(),
@@ -1295,17 +1463,23 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     );
     assert_eq!(
         store
+            .apps()
             .exchange_portal_code("nope", "session-3", t(11))
             .await
             .unwrap(),
         PortalExchange::Unknown
     );
     for hash in ["session-again", "session-2", "session-3"] {
-        assert_eq!(store.find_api_key(hash).await.unwrap(), None, "{hash}");
+        assert_eq!(
+            store.apps().find_api_key(hash).await.unwrap(),
+            None,
+            "{hash}"
+        );
     }
 
     // Racing exchanges of one code open one session.
     store
+        .apps()
         .create_portal_code("code-3", &app, capabilities, t(3_600), t(0))
         .await
         .unwrap();
@@ -1314,6 +1488,7 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
             let store = store.clone();
             tokio::spawn(async move {
                 store
+                    .apps()
                     .exchange_portal_code("code-3", &format!("race-{i}"), t(20))
                     .await
                     .unwrap()
@@ -1335,14 +1510,16 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
 
     // Revoking the app's keys ends its sessions and the links not yet opened.
     store
+        .apps()
         .create_portal_code("code-4", &app, capabilities, t(3_600), t(0))
         .await
         .unwrap();
-    let revoked = store.revoke_app_keys(&app).await.unwrap();
+    let revoked = store.apps().revoke_app_keys(&app).await.unwrap();
     assert_eq!(revoked.len(), 2, "{revoked:?}");
-    assert_eq!(store.find_api_key("session-1").await.unwrap(), None);
+    assert_eq!(store.apps().find_api_key("session-1").await.unwrap(), None);
     assert_eq!(
         store
+            .apps()
             .exchange_portal_code("code-4", "session-4", t(30))
             .await
             .unwrap(),
@@ -1361,8 +1538,8 @@ async fn event_type_catalog_round_trips(engine: Engine) {
         created_at: t(1),
         updated_at: t(1),
     };
-    store.create_event_type(&paid).await.unwrap();
-    let taken = store.create_event_type(&paid).await;
+    store.catalog().create_event_type(&paid).await.unwrap();
+    let taken = store.catalog().create_event_type(&paid).await;
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
     let older = EventType {
         name: "account.closed".into(),
@@ -1370,13 +1547,17 @@ async fn event_type_catalog_round_trips(engine: Engine) {
         example: None,
         ..paid.clone()
     };
-    store.create_event_type(&older).await.unwrap();
+    store.catalog().create_event_type(&older).await.unwrap();
     assert_eq!(
-        store.get_event_type("invoice.paid").await.unwrap(),
+        store
+            .catalog()
+            .get_event_type("invoice.paid")
+            .await
+            .unwrap(),
         Some(paid.clone())
     );
     assert_eq!(
-        store.list_event_types().await.unwrap(),
+        store.catalog().list_event_types().await.unwrap(),
         vec![older.clone(), paid.clone()],
         "by name"
     );
@@ -1386,6 +1567,7 @@ async fn event_type_catalog_round_trips(engine: Engine) {
         ..EventTypePatch::default()
     };
     let changed = store
+        .catalog()
         .update_event_type("invoice.paid", patch, t(2))
         .await
         .unwrap()
@@ -1400,17 +1582,33 @@ async fn event_type_catalog_round_trips(engine: Engine) {
         (true, None, paid.example.clone(), t(2))
     );
     assert_eq!(
-        store.get_event_type("invoice.paid").await.unwrap(),
+        store
+            .catalog()
+            .get_event_type("invoice.paid")
+            .await
+            .unwrap(),
         Some(changed)
     );
     assert!(store
+        .catalog()
         .update_event_type("nope", EventTypePatch::default(), t(3))
         .await
         .unwrap()
         .is_none());
-    assert!(store.delete_event_type("invoice.paid").await.unwrap());
-    assert!(!store.delete_event_type("invoice.paid").await.unwrap());
-    assert_eq!(store.list_event_types().await.unwrap(), vec![older]);
+    assert!(store
+        .catalog()
+        .delete_event_type("invoice.paid")
+        .await
+        .unwrap());
+    assert!(!store
+        .catalog()
+        .delete_event_type("invoice.paid")
+        .await
+        .unwrap());
+    assert_eq!(
+        store.catalog().list_event_types().await.unwrap(),
+        vec![older]
+    );
 }
 
 async fn idempotency_retention_purges_old_keys(engine: Engine) {
@@ -1421,10 +1619,12 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
         fingerprint: "f".into(),
     };
     store
+        .events()
         .publish(item(&app, new_event("a"), Some(&key("old")), t(0)))
         .await
         .unwrap();
     store
+        .events()
         .publish(item(&app, new_event("a"), Some(&key("new")), t(100)))
         .await
         .unwrap();
@@ -1432,6 +1632,7 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
     // The old key is free again; the new one still replays.
     assert!(matches!(
         store
+            .events()
             .publish(item(&app, new_event("a"), Some(&key("old")), t(101)))
             .await
             .unwrap(),
@@ -1439,6 +1640,7 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
     ));
     assert!(matches!(
         store
+            .events()
             .publish(item(&app, new_event("a"), Some(&key("new")), t(101)))
             .await
             .unwrap(),
@@ -1451,6 +1653,7 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
@@ -1471,6 +1674,7 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     claimed.sort_by(|a, b| a.event_id.cmp(&b.event_id));
     let (succeeded, dead, retrying) = (&claimed[0], &claimed[1], &claimed[2]);
     store
+        .events()
         .complete_attempts(
             &[
                 record(succeeded, Next::Succeeded, t(2)),
@@ -1507,23 +1711,45 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
         "the succeeded delivery, its attempt, its event and the unsubscribed event"
     );
     assert!(!purged.full());
-    assert_eq!(store.get_event(&app, &events[0]).await.unwrap(), None);
     assert_eq!(
-        store.get_event(&quiet_app, &unsubscribed).await.unwrap(),
+        store.events().get_event(&app, &events[0]).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .events()
+            .get_event(&quiet_app, &unsubscribed)
+            .await
+            .unwrap(),
         None
     );
     // The dead-letter entry, with its event and its attempt, and the retrying delivery stay.
-    let (_, kept) = store.get_event(&app, &events[1]).await.unwrap().unwrap();
+    let (_, kept) = store
+        .events()
+        .get_event(&app, &events[1])
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(kept[0].state, DeliveryState::Dead);
     let attempts = attempts_of(&store, &app, &dead.id).await;
     assert_eq!(attempts.len(), 1);
-    let (_, kept) = store.get_event(&app, &events[2]).await.unwrap().unwrap();
+    let (_, kept) = store
+        .events()
+        .get_event(&app, &events[2])
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(kept[0].state, DeliveryState::Pending);
     // Nothing is left to remove.
     assert_eq!(store.purge_history(after).await.unwrap(), Purged::default());
     // Reclaiming the removed rows' space (a VACUUM on PostgreSQL) keeps what stays.
     store.reclaim_space().await.unwrap();
-    let (_, kept) = store.get_event(&app, &events[1]).await.unwrap().unwrap();
+    let (_, kept) = store
+        .events()
+        .get_event(&app, &events[1])
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(kept[0].state, DeliveryState::Dead);
     assert_eq!(attempts_of(&store, &app, &dead.id).await.len(), 1);
 }
@@ -1552,10 +1778,12 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let a = store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://b.example", None), t(0))
         .await
         .unwrap();
@@ -1566,9 +1794,15 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
     }
     let deliveries = |filter: DeliveryFilter| {
         let (store, app) = (store.clone(), app.clone());
-        pages(2, Store::delivery_cursor, move |page| {
+        pages(2, hookline_store::Listings::delivery_cursor, move |page| {
             let (store, app, filter) = (store.clone(), app.clone(), filter.clone());
-            async move { store.list_deliveries(&app, &filter, &page).await.unwrap() }
+            async move {
+                store
+                    .listings()
+                    .list_deliveries(&app, &filter, &page)
+                    .await
+                    .unwrap()
+            }
         })
     };
 
@@ -1613,6 +1847,7 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
     let mut ok = record(&claimed[1], Next::Succeeded, t(10));
     ok.status_code = Some(200);
     store
+        .events()
         .complete_attempts(&[failed, ok], &BreakerPolicy::default(), t(11))
         .await
         .unwrap();
@@ -1650,6 +1885,7 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
         let (store, app, endpoint) = (store.clone(), app.clone(), failed_endpoint.clone());
         async move {
             store
+                .listings()
                 .list_endpoint_attempts(
                     &app,
                     &endpoint,
@@ -1696,6 +1932,7 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
             let (store, app) = (store.clone(), app.clone());
             async move {
                 store
+                    .listings()
                     .list_events(
                         &app,
                         &EventFilter {
@@ -1720,10 +1957,12 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
     let a = store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
         .await
         .unwrap();
     store
+        .endpoints()
         .create_endpoint(&app, new_endpoint("https://b.example", None), t(0))
         .await
         .unwrap();
@@ -1740,6 +1979,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
         .map(|c| record(c, Next::Dead(DeadReason::ClientError), t(2)))
         .collect();
     store
+        .events()
         .complete_attempts(&dead, &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
@@ -1748,12 +1988,20 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
         ..Default::default()
     };
     assert_eq!(
-        store.count_dlq(&app, &DlqFilter::default()).await.unwrap(),
+        store
+            .replays()
+            .count_dlq(&app, &DlqFilter::default())
+            .await
+            .unwrap(),
         10
     );
-    assert_eq!(store.count_dlq(&app, &of_a).await.unwrap(), 5);
+    assert_eq!(store.replays().count_dlq(&app, &of_a).await.unwrap(), 5);
 
-    let StartedReplay::Started(job) = store.start_replay_job(&app, &of_a, t(10)).await.unwrap()
+    let StartedReplay::Started(job) = store
+        .replays()
+        .start_replay_job(&app, &of_a, t(10))
+        .await
+        .unwrap()
     else {
         panic!("a new replay starts");
     };
@@ -1762,21 +2010,26 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
         (ReplayJobState::Running, 5, 0, 0)
     );
     assert_eq!(
-        store.start_replay_job(&app, &of_a, t(10)).await.unwrap(),
+        store
+            .replays()
+            .start_replay_job(&app, &of_a, t(10))
+            .await
+            .unwrap(),
         StartedReplay::AlreadyRunning(job.clone()),
         "the same replay while it runs is that job"
     );
     assert_eq!(
-        store.take_replay_job(t(10), LEASE).await.unwrap(),
+        store.replays().take_replay_job(t(10), LEASE).await.unwrap(),
         Some(job.id.clone())
     );
     assert_eq!(
-        store.take_replay_job(t(10), LEASE).await.unwrap(),
+        store.replays().take_replay_job(t(10), LEASE).await.unwrap(),
         None,
         "leased"
     );
 
     let first = store
+        .replays()
         .work_replay_job(&job.id, t(11), 2, LEASE)
         .await
         .unwrap()
@@ -1787,6 +2040,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     );
     // A single replay of one the job has not reached yet: the job skips it.
     let dlq = store
+        .listings()
         .list_dlq(
             &app,
             &of_a,
@@ -1800,21 +2054,27 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     assert_eq!(dlq.len(), 3);
     assert!(matches!(
         store
+            .events()
             .replay_delivery(&app, &dlq[0].id, t(12))
             .await
             .unwrap(),
         ReplayOutcome::Replayed(_)
     ));
     // Its worker stopped: after the lease another one resumes at the cursor.
-    assert_eq!(store.take_replay_job(t(12), LEASE).await.unwrap(), None);
+    assert_eq!(
+        store.replays().take_replay_job(t(12), LEASE).await.unwrap(),
+        None
+    );
     assert_eq!(
         store
+            .replays()
             .take_replay_job(t(11) + LEASE + Duration::from_secs(1), LEASE)
             .await
             .unwrap(),
         Some(job.id.clone())
     );
     let second = store
+        .replays()
         .work_replay_job(&job.id, t(50), 2, LEASE)
         .await
         .unwrap()
@@ -1824,6 +2084,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
         (ReplayJobState::Running, 4, 4)
     );
     let last = store
+        .replays()
         .work_replay_job(&job.id, t(51), 2, LEASE)
         .await
         .unwrap()
@@ -1841,6 +2102,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     );
     assert_eq!(
         store
+            .replays()
             .work_replay_job(&job.id, t(52), 2, LEASE)
             .await
             .unwrap(),
@@ -1848,15 +2110,17 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     );
     assert_eq!(
         store
+            .endpoints()
             .count_deliveries(&a.id, DeliveryState::Pending)
             .await
             .unwrap(),
         5,
         "every one of a's is pending again, once"
     );
-    assert_eq!(store.count_dlq(&app, &of_a).await.unwrap(), 0);
+    assert_eq!(store.replays().count_dlq(&app, &of_a).await.unwrap(), 0);
     assert_eq!(
         store
+            .replays()
             .cancel_replay_job(&app, &job.id, t(53))
             .await
             .unwrap()
@@ -1868,6 +2132,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
 
     // Another replay, cancelled before any batch: it replays nothing.
     let StartedReplay::Started(other) = store
+        .replays()
         .start_replay_job(&app, &DlqFilter::default(), t(60))
         .await
         .unwrap()
@@ -1876,6 +2141,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     };
     assert_eq!(other.total, 5, "b's");
     let cancelled = store
+        .replays()
         .cancel_replay_job(&app, &other.id, t(61))
         .await
         .unwrap()
@@ -1886,18 +2152,34 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     );
     assert_eq!(
         store
+            .replays()
             .work_replay_job(&other.id, t(62), 10, LEASE)
             .await
             .unwrap(),
         None
     );
-    assert_eq!(store.take_replay_job(t(1000), LEASE).await.unwrap(), None);
     assert_eq!(
-        store.count_dlq(&app, &DlqFilter::default()).await.unwrap(),
+        store
+            .replays()
+            .take_replay_job(t(1000), LEASE)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .replays()
+            .count_dlq(&app, &DlqFilter::default())
+            .await
+            .unwrap(),
         5
     );
     assert_eq!(
-        store.get_replay_job(&app, &other.id).await.unwrap(),
+        store
+            .replays()
+            .get_replay_job(&app, &other.id)
+            .await
+            .unwrap(),
         Some(cancelled)
     );
 }

@@ -127,14 +127,24 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         .await
         .unwrap();
     store.migrate().await.unwrap();
-    let migrated = store.get_endpoint(&app, &endpoint).await.unwrap().unwrap();
+    let migrated = store
+        .endpoints()
+        .get_endpoint(&app, &endpoint)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(migrated.secret, secret);
     assert_eq!(
         migrated.max_in_flight, None,
         "new settings start at their default"
     );
     // The history is all there.
-    let (_, deliveries) = store.get_event(&app, &done_event).await.unwrap().unwrap();
+    let (_, deliveries) = store
+        .events()
+        .get_event(&app, &done_event)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(deliveries[0].state, DeliveryState::Succeeded);
     let attempts = attempts_of(&store, &app, &done).await;
     assert_eq!(
@@ -185,10 +195,16 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         disable_endpoint: false,
     };
     store
+        .events()
         .complete_attempts(&[record], &BreakerPolicy::default(), t(2))
         .await
         .unwrap();
-    let drained = store.get_delivery(&app, &pending).await.unwrap().unwrap();
+    let drained = store
+        .events()
+        .get_delivery(&app, &pending)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(drained.state, DeliveryState::Succeeded);
     // A key answered by the earlier release gets that answer again, byte for byte,
     // and no second event.
@@ -208,11 +224,11 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         now: t(3),
     };
     assert_eq!(
-        store.publish(again).await.unwrap(),
+        store.events().publish(again).await.unwrap(),
         PublishOutcome::ReplayedAnswer(StoredResponse {
             status: 202,
             body: answer.into_bytes(),
         })
     );
-    assert_eq!(store.count_events(&app).await.unwrap(), 2);
+    assert_eq!(store.listings().count_events(&app).await.unwrap(), 2);
 }

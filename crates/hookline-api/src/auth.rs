@@ -82,13 +82,15 @@ async fn authenticate(state: &AppState, headers: &axum::http::HeaderMap) -> ApiR
     let found = match state.keys.get(&hash) {
         Some(found) => found,
         None => {
-            let found = state
-                .store
-                .find_api_key(&hash)
-                .await?
-                .ok_or(ApiError::Unauthorized(
-                    "this API key is not valid (unknown or revoked)",
-                ))?;
+            let found =
+                state
+                    .store
+                    .apps()
+                    .find_api_key(&hash)
+                    .await?
+                    .ok_or(ApiError::Unauthorized(
+                        "this API key is not valid (unknown or revoked)",
+                    ))?;
             state.keys.insert(hash.clone(), found.clone());
             found
         }
@@ -182,6 +184,7 @@ impl Caller {
     pub async fn app(&self, state: &AppState, key: &str) -> ApiResult<App> {
         let app = state
             .store
+            .apps()
             .find_app(key)
             .await?
             .ok_or(ApiError::NotFound("app"))?;

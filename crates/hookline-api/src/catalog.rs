@@ -155,7 +155,7 @@ impl Catalog {
             Some(_) if self.reloading.swap(true, Ordering::AcqRel) => return Ok(snapshot),
             _ => {}
         }
-        let reloaded = store.list_event_types().await;
+        let reloaded = store.catalog().list_event_types().await;
         self.reloading.store(false, Ordering::Release);
         let fresh = Arc::new(Snapshot::build(reloaded?));
         *self.current.write().expect("catalog lock poisoned") =

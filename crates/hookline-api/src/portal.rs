@@ -139,7 +139,7 @@ pub(crate) async fn headers(mut response: Response) -> Response {
 
 /// `GET /portal/apps/{app}/`: the portal's page, framed only by the app's origins.
 pub(crate) async fn page(State(state): State<AppState>, Path(app): Path<String>) -> Response {
-    let app = match state.store.find_app(&app).await {
+    let app = match state.store.apps().find_app(&app).await {
         Ok(Some(app)) => app,
         Ok(None) => return not_found_page(),
         Err(error) => return ApiError::from(error).into_response(),
@@ -245,6 +245,7 @@ pub(crate) async fn access(
     let code = api_key::generate_portal_code();
     state
         .store
+        .apps()
         .create_portal_code(
             &api_key::hash(&code),
             &app.id,
@@ -295,6 +296,7 @@ pub(crate) async fn session(
     let token = api_key::generate();
     let exchange = state
         .store
+        .apps()
         .exchange_portal_code(
             &api_key::hash(code.trim()),
             &api_key::hash(&token),

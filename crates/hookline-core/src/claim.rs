@@ -342,7 +342,7 @@ impl ClaimPlan {
         gate: &EndpointGate,
         now: Timestamp,
     ) {
-        if until.since(candidate.round_started_at) > gate.max_age {
+        if crate::retry::outlives(candidate.round_started_at, until, gate.max_age) {
             self.dead_letter(index, candidate, DeadReason::RetriesExhausted, gate, now);
         } else {
             self.defer(index, until);

@@ -60,6 +60,78 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Per-endpoint overrides of the deployment's retry policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RetryOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3_600_000))]
+    pub retry_base_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604_800_000))]
+    pub retry_cap_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
+    pub max_attempts: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
+    pub max_age_secs: Option<u64>,
+}
+
+impl RetryOverrides {
+    /// What each override may be (the OpenAPI document states the same bounds).
+    pub const BASE_MS: std::ops::RangeInclusive<u64> = 1..=3_600_000;
+    pub const CAP_MS: std::ops::RangeInclusive<u64> = 1..=7 * 86_400_000;
+    pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=100;
+    pub const MAX_AGE_SECS: std::ops::RangeInclusive<u64> = 1..=30 * 86_400;
+
+    /// Every override within its bounds; else what they are.
+    pub fn check(&self) -> Result<(), String> {
+        fn within<T: PartialOrd>(value: Option<T>, range: &std::ops::RangeInclusive<T>) -> bool {
+            value.is_none_or(|v| range.contains(&v))
+        }
+        if within(self.retry_base_ms, &Self::BASE_MS)
+            && within(self.retry_cap_ms, &Self::CAP_MS)
+            && within(self.max_attempts, &Self::MAX_ATTEMPTS)
+            && within(self.max_age_secs, &Self::MAX_AGE_SECS)
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "retry: retry_base_ms {:?}, retry_cap_ms {:?}, max_attempts {:?}, max_age_secs {:?}",
+            Self::BASE_MS,
+            Self::CAP_MS,
+            Self::MAX_ATTEMPTS,
+            Self::MAX_AGE_SECS
+        ))
+    }
+
+    /// The deployment policy with this endpoint's overrides applied.
+    pub fn apply(&self, defaults: RetryPolicy) -> RetryPolicy {
+        RetryPolicy {
+            base: self
+                .retry_base_ms
+                .map_or(defaults.base, Duration::from_millis),
+            cap: self
+                .retry_cap_ms
+                .map_or(defaults.cap, Duration::from_millis),
+            max_attempts: self.max_attempts.unwrap_or(defaults.max_attempts),
+            max_age: self
+                .max_age_secs
+                .map_or(defaults.max_age, Duration::from_secs),
+            retry_after_cap: defaults.retry_after_cap,
+        }
+    }
+}
+
+/// Whether a delivery whose round started at `round_started_at` would outlive
+/// `max_age` by being attempted (or deferred) until `at`: the one max-age rule,
+/// asked after a failed attempt and by a claim that defers.
+pub fn outlives(round_started_at: Timestamp, at: Timestamp, max_age: Duration) -> bool {
+    at.since(round_started_at) > max_age
+}
+
 /// What happens after an attempt: the one type from the retry budget's decision
 /// to what is recorded (the attempt row's verdict and times, the delivery's next
 /// state). The classifier's [`Verdict`] is its input.
@@ -151,7 +223,7 @@ impl RetryPolicy {
                     None => self.backoff(attempts, jitter),
                 };
                 let at = now + delay;
-                if at.since(round_started_at) > self.max_age {
+                if outlives(round_started_at, at, self.max_age) {
                     Next::Dead(DeadReason::RetriesExhausted)
                 } else {
                     Next::RetryAt(at)
@@ -317,5 +389,60 @@ mod tests {
             (18.0..=30.0).contains(&hours),
             "expected ≈ a day, got {hours:.1} h"
         );
+    }
+
+    #[test]
+    fn overrides_are_checked_against_one_set_of_bounds() {
+        assert_eq!(RetryOverrides::default().check(), Ok(()));
+        let edge = RetryOverrides {
+            retry_base_ms: Some(3_600_000),
+            retry_cap_ms: Some(604_800_000),
+            max_attempts: Some(100),
+            max_age_secs: Some(2_592_000),
+        };
+        assert_eq!(edge.check(), Ok(()));
+        for beyond in [
+            RetryOverrides {
+                retry_base_ms: Some(0),
+                ..edge
+            },
+            RetryOverrides {
+                retry_cap_ms: Some(604_800_001),
+                ..edge
+            },
+            RetryOverrides {
+                max_attempts: Some(101),
+                ..edge
+            },
+            RetryOverrides {
+                max_age_secs: Some(2_592_001),
+                ..edge
+            },
+        ] {
+            assert_eq!(
+                beyond.check(),
+                Err(
+                    "retry: retry_base_ms 1..=3600000, retry_cap_ms 1..=604800000, \
+                     max_attempts 1..=100, max_age_secs 1..=2592000"
+                        .into()
+                ),
+                "{beyond:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn max_age_is_one_rule_for_retries_and_deferrals() {
+        let start = Timestamp::from_millis(0);
+        let hour = Duration::from_secs(3600);
+        assert!(
+            !outlives(start, start + hour, hour),
+            "exactly the max age is allowed"
+        );
+        assert!(outlives(
+            start,
+            start + hour + Duration::from_millis(1),
+            hour
+        ));
     }
 }

@@ -302,6 +302,7 @@ impl Dispatcher {
         if !unfinished.is_empty() {
             tracing::info!(count = unfinished.len(), "releasing unfinished deliveries");
             this.store
+                .events()
                 .release_deliveries(&unfinished, this.clock.now())
                 .await?;
         }
@@ -372,6 +373,7 @@ impl Dispatcher {
         loop {
             match self
                 .store
+                .events()
                 .complete_attempts(records, &self.config.breaker, self.clock.now())
                 .await
             {
@@ -401,7 +403,7 @@ impl Dispatcher {
         handed: &mut Vec<HandedOff>,
     ) {
         let idle = self.config.idle_poll;
-        let wait = match self.store.next_due_at().await {
+        let wait = match self.store.events().next_due_at().await {
             // Due work this claim did not take belongs to endpoints at their cap (or was
             // handed back over it): it becomes claimable when a send finishes.
             Ok(Some(due)) if due <= self.clock.now() => idle,

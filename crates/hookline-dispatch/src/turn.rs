@@ -134,7 +134,7 @@ async fn run(
     policy: &ClaimPolicy,
     view: &RoomView,
 ) -> Result<Claim> {
-    let mut turn = store.begin_turn(!records.is_empty()).await?;
+    let mut turn = store.events().begin_turn(!records.is_empty()).await?;
     let breaker_changes = if records.is_empty() {
         Default::default()
     } else {

@@ -6,7 +6,8 @@ use hookline_core::portal::PortalSettings;
 use hookline_core::time::Timestamp;
 
 use crate::records::{App, AppPatch, NewApp, Page};
-use crate::{parse_column, Result, Store, StoreError};
+use crate::Apps;
+use crate::{parse_column, Result, StoreError};
 
 const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at, portal";
 
@@ -45,7 +46,7 @@ fn uid_taken(error: StoreError) -> StoreError {
     }
 }
 
-impl Store {
+impl Apps<'_> {
     /// Creates an app. A taken `uid` is a [`StoreError::Conflict`].
     #[tracing::instrument(skip_all)]
     pub async fn create_app(&self, new: NewApp, now: Timestamp) -> Result<App> {

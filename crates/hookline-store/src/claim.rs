@@ -31,6 +31,7 @@ use crate::endpoints::{
 };
 use crate::records::{AttemptRecord, BreakerChanges, ClaimedDelivery, Destination, RetryOverrides};
 use crate::secrets::Secrets;
+use crate::Events;
 use crate::{parse_column, Engine, Result, Store};
 
 /// A lane's partial-index predicate, spelled exactly as in the migration so both
@@ -211,7 +212,7 @@ impl std::fmt::Debug for ClaimEndpoint {
     }
 }
 
-impl Store {
+impl Events<'_> {
     /// Begins a dispatcher turn. A turn that records no attempt (`durable` false)
     /// commits on PostgreSQL with `synchronous_commit = off`: a lease lost in a
     /// database crash costs at most a duplicate send (the delivery is claimed
@@ -225,7 +226,7 @@ impl Store {
                 .await?;
         }
         Ok(Turn {
-            store: self.clone(),
+            store: Store::clone(self),
             tx,
             token: ulid::Ulid::new().to_string(),
             due_now: false,
@@ -234,7 +235,7 @@ impl Store {
 }
 
 impl Turn {
-    /// Records finished attempts ([`Store::complete_attempts`], in this transaction).
+    /// Records finished attempts ([`Events::complete_attempts`](crate::Events::complete_attempts), in this transaction).
     pub async fn record(
         &mut self,
         records: &[AttemptRecord],
@@ -243,6 +244,7 @@ impl Turn {
     ) -> Result<BreakerChanges> {
         let (due_now, changes) = self
             .store
+            .events()
             .complete_in(&mut self.tx, records, breaker_policy, now)
             .await?;
         self.due_now |= due_now;

@@ -16,7 +16,8 @@ use crate::endpoints::{
     breaker_from_row, disable_endpoint, move_queue, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, BreakerChanges, Next};
-use crate::{parse_column, Engine, Result, Store};
+use crate::Events;
+use crate::{parse_column, Engine, Result};
 
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
     const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
@@ -205,7 +206,7 @@ async fn update_deliveries(
     Ok(keyed)
 }
 
-impl Store {
+impl Events<'_> {
     /// Records finished attempts and moves each delivery on, all in one transaction:
     ///
     /// - the attempt row, and the delivery's new state (only if this dispatcher still

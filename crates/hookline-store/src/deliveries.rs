@@ -14,6 +14,7 @@ use crate::records::{
     Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, SentRequest,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
+use crate::{Events, Listings};
 use hookline_core::claim::Lane;
 
 pub(crate) const DELIVERY_COLUMNS: &str =
@@ -63,13 +64,13 @@ static REPLAY_BATCH: Sql = Sql::new(|engine| {
     )
 });
 
-/// `{event}.{delivery}` of [`Store::delivery_cursor`].
+/// `{event}.{delivery}` of [`Listings::delivery_cursor`](crate::Listings::delivery_cursor).
 fn parse_delivery_cursor(cursor: &str) -> Option<(String, String)> {
     let (event, id) = hookline_core::cursor::parse_delivery(cursor)?;
     Some((event.to_string(), id.to_string()))
 }
 
-/// `{dead_at}_{id}` of [`Store::dlq_cursor`].
+/// `{dead_at}_{id}` of [`Listings::dlq_cursor`](crate::Listings::dlq_cursor).
 fn parse_dlq_cursor(cursor: &str) -> Option<(i64, String)> {
     let (at, id) = hookline_core::cursor::parse_dlq(cursor)?;
     Some((at, id.to_string()))
@@ -170,7 +171,7 @@ pub(crate) static RELEASE_DELIVERY: Sql = Sql::new(|_| {
         .into()
 });
 
-impl Store {
+impl Events<'_> {
     /// Gives claimed deliveries back unattempted (a draining dispatcher): pending
     /// and due now, their attempt budget untouched.
     #[tracing::instrument(skip_all, fields(count = claims.len()))]
@@ -231,6 +232,47 @@ impl Store {
             .pop())
     }
 
+    /// One delivery of an app.
+    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
+    pub async fn get_delivery(&self, app: &AppId, id: &DeliveryId) -> Result<Option<Delivery>> {
+        self.app_row(DELIVERY_COLUMNS, "deliveries", app, id.as_str())
+            .await?
+            .map(|row| delivery_from_row(&row))
+            .transpose()
+    }
+
+    /// Moves a dead delivery back to pending, due now, in a new round (attempt
+    /// count 0, max age counted afresh); the event id — and so `webhook-id` — stays.
+    ///
+    /// The state check is part of the `UPDATE`, so of two concurrent replays
+    /// exactly one starts a round; the other sees [`ReplayOutcome::Unchanged`]. A
+    /// delivery whose endpoint was deleted stays dead ([`ReplayOutcome::EndpointDeleted`]).
+    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
+    pub async fn replay_delivery(
+        &self,
+        app: &AppId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<ReplayOutcome> {
+        self.restart_delivery(app, id, DeliveryState::Dead, now)
+            .await
+    }
+
+    /// Sends a succeeded delivery again, as [`Events::replay_delivery`](crate::Events::replay_delivery) does a dead
+    /// one (a new round, the same `webhook-id`): for a receiver that lost what it got.
+    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
+    pub async fn resend_delivery(
+        &self,
+        app: &AppId,
+        id: &DeliveryId,
+        now: Timestamp,
+    ) -> Result<ReplayOutcome> {
+        self.restart_delivery(app, id, DeliveryState::Succeeded, now)
+            .await
+    }
+}
+
+impl Store {
     /// Completes attempts with what their requests carried: their own signature
     /// and custom headers, their delivery's event id and ordering (one query).
     async fn with_requests(&self, attempts: Vec<(Attempt, OwnRequest)>) -> Result<Vec<Attempt>> {
@@ -280,15 +322,73 @@ impl Store {
             .collect())
     }
 
-    /// One delivery of an app.
-    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
-    pub async fn get_delivery(&self, app: &AppId, id: &DeliveryId) -> Result<Option<Delivery>> {
-        self.app_row(DELIVERY_COLUMNS, "deliveries", app, id.as_str())
+    /// Replays the dead ones of `ids` (as [`Events::replay_delivery`](crate::Events::replay_delivery) does one) in
+    /// `tx`; how many it moved back to pending.
+    pub(crate) async fn replay_in(
+        &self,
+        tx: &mut Tx,
+        ids: &[String],
+        now: Timestamp,
+    ) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
+        Ok(self
+            .engine
+            .query(REPLAY_BATCH.text(self.engine))
+            .bind(now.as_millis())
+            .bind_batch(batch)
+            .execute(tx)
             .await?
-            .map(|row| delivery_from_row(&row))
-            .transpose()
+            .rows_affected())
     }
 
+    /// A new round for a delivery in state `from` whose endpoint exists.
+    async fn restart_delivery(
+        &self,
+        app: &AppId,
+        id: &DeliveryId,
+        from: DeliveryState,
+        now: Timestamp,
+    ) -> Result<ReplayOutcome> {
+        let sql = format!(
+            "UPDATE deliveries SET {REPLAY} WHERE id = $1 AND app_id = $2 AND state = $4 \
+             AND {HAS_ENDPOINT} RETURNING {DELIVERY_COLUMNS}"
+        );
+        let restarted = self
+            .engine
+            .query(&sql)
+            .bind(id.as_str())
+            .bind(app.as_str())
+            .bind(now.as_millis())
+            .bind(from.as_str())
+            .fetch_optional(&self.writer)
+            .await?;
+        if let Some(row) = restarted {
+            self.notify_due();
+            return Ok(ReplayOutcome::Replayed(delivery_from_row(&row)?));
+        }
+        Ok(match self.events().get_delivery(app, id).await? {
+            // In the state, and not restarted: its endpoint is gone (or it reached the
+            // state just after the UPDATE looked).
+            Some(delivery)
+                if delivery.state == from
+                    && self
+                        .endpoints()
+                        .get_endpoint(app, &delivery.endpoint_id)
+                        .await?
+                        .is_none() =>
+            {
+                ReplayOutcome::EndpointDeleted(delivery)
+            }
+            Some(delivery) => ReplayOutcome::Unchanged(delivery),
+            None => ReplayOutcome::NotFound,
+        })
+    }
+}
+
+impl Listings<'_> {
     /// A delivery's attempts, newest first (every round's).
     #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
     pub async fn list_attempts(
@@ -349,7 +449,7 @@ impl Store {
     }
 
     /// An app's deliveries, newest first by their event (see `listing`), narrowed by
-    /// `filter`. The cursor is [`Store::delivery_cursor`] of the last row of the
+    /// `filter`. The cursor is [`Listings::delivery_cursor`](crate::Listings::delivery_cursor) of the last row of the
     /// previous page.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn list_deliveries(
@@ -401,13 +501,13 @@ impl Store {
         hookline_core::cursor::delivery(&delivery.event_id, &delivery.id)
     }
 
-    /// Whether `cursor` is one [`Store::delivery_cursor`] made.
+    /// Whether `cursor` is one [`Listings::delivery_cursor`](crate::Listings::delivery_cursor) made.
     pub fn is_delivery_cursor(cursor: &str) -> bool {
         parse_delivery_cursor(cursor).is_some()
     }
 
     /// An app's dead deliveries, most recently dead first, narrowed by `filter`.
-    /// The cursor is [`Store::dlq_cursor`] of the last row of the previous page.
+    /// The cursor is [`Listings::dlq_cursor`](crate::Listings::dlq_cursor) of the last row of the previous page.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn list_dlq(
         &self,
@@ -433,29 +533,7 @@ impl Store {
         rows.iter().map(delivery_from_row).collect()
     }
 
-    /// Replays the dead ones of `ids` (as [`Store::replay_delivery`] does one) in
-    /// `tx`; how many it moved back to pending.
-    pub(crate) async fn replay_in(
-        &self,
-        tx: &mut Tx,
-        ids: &[String],
-        now: Timestamp,
-    ) -> Result<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
-        Ok(self
-            .engine
-            .query(REPLAY_BATCH.text(self.engine))
-            .bind(now.as_millis())
-            .bind_batch(batch)
-            .execute(tx)
-            .await?
-            .rows_affected())
-    }
-
-    /// Whether `cursor` is one [`Store::dlq_cursor`] made.
+    /// Whether `cursor` is one [`Listings::dlq_cursor`](crate::Listings::dlq_cursor) made.
     pub fn is_dlq_cursor(cursor: &str) -> bool {
         parse_dlq_cursor(cursor).is_some()
     }
@@ -466,77 +544,5 @@ impl Store {
             delivery.dead_at.unwrap_or_default().as_millis(),
             &delivery.id,
         )
-    }
-
-    /// Moves a dead delivery back to pending, due now, in a new round (attempt
-    /// count 0, max age counted afresh); the event id — and so `webhook-id` — stays.
-    ///
-    /// The state check is part of the `UPDATE`, so of two concurrent replays
-    /// exactly one starts a round; the other sees [`ReplayOutcome::Unchanged`]. A
-    /// delivery whose endpoint was deleted stays dead ([`ReplayOutcome::EndpointDeleted`]).
-    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
-    pub async fn replay_delivery(
-        &self,
-        app: &AppId,
-        id: &DeliveryId,
-        now: Timestamp,
-    ) -> Result<ReplayOutcome> {
-        self.restart_delivery(app, id, DeliveryState::Dead, now)
-            .await
-    }
-
-    /// Sends a succeeded delivery again, as [`Store::replay_delivery`] does a dead
-    /// one (a new round, the same `webhook-id`): for a receiver that lost what it got.
-    #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
-    pub async fn resend_delivery(
-        &self,
-        app: &AppId,
-        id: &DeliveryId,
-        now: Timestamp,
-    ) -> Result<ReplayOutcome> {
-        self.restart_delivery(app, id, DeliveryState::Succeeded, now)
-            .await
-    }
-
-    /// A new round for a delivery in state `from` whose endpoint exists.
-    async fn restart_delivery(
-        &self,
-        app: &AppId,
-        id: &DeliveryId,
-        from: DeliveryState,
-        now: Timestamp,
-    ) -> Result<ReplayOutcome> {
-        let sql = format!(
-            "UPDATE deliveries SET {REPLAY} WHERE id = $1 AND app_id = $2 AND state = $4 \
-             AND {HAS_ENDPOINT} RETURNING {DELIVERY_COLUMNS}"
-        );
-        let restarted = self
-            .engine
-            .query(&sql)
-            .bind(id.as_str())
-            .bind(app.as_str())
-            .bind(now.as_millis())
-            .bind(from.as_str())
-            .fetch_optional(&self.writer)
-            .await?;
-        if let Some(row) = restarted {
-            self.notify_due();
-            return Ok(ReplayOutcome::Replayed(delivery_from_row(&row)?));
-        }
-        Ok(match self.get_delivery(app, id).await? {
-            // In the state, and not restarted: its endpoint is gone (or it reached the
-            // state just after the UPDATE looked).
-            Some(delivery)
-                if delivery.state == from
-                    && self
-                        .get_endpoint(app, &delivery.endpoint_id)
-                        .await?
-                        .is_none() =>
-            {
-                ReplayOutcome::EndpointDeleted(delivery)
-            }
-            Some(delivery) => ReplayOutcome::Unchanged(delivery),
-            None => ReplayOutcome::NotFound,
-        })
     }
 }

@@ -14,7 +14,8 @@ use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
 };
 use crate::secrets::Secrets;
-use crate::{parse_column, Result, Store, StoreError};
+use crate::Endpoints;
+use crate::{parse_column, Result, StoreError};
 
 pub(crate) const ENDPOINT_COLUMNS: &str =
     "id, app_id, url, description, event_types, enabled, paused, secret, previous_secret, \
@@ -235,7 +236,7 @@ pub(crate) async fn move_queue(
     }
 }
 
-impl Store {
+impl Endpoints<'_> {
     /// Creates an endpoint of an existing app.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn create_endpoint(

@@ -6,7 +6,8 @@ use hookline_core::time::Timestamp;
 
 use crate::db::Row;
 use crate::records::{EventType, EventTypePatch};
-use crate::{Result, Store, StoreError};
+use crate::Catalog;
+use crate::{Result, StoreError};
 
 /// The most types the catalog holds (it is listed whole).
 pub const MAX_EVENT_TYPES: i64 = 1000;
@@ -37,7 +38,7 @@ fn json_text(value: &Option<serde_json::Value>) -> Option<String> {
     value.as_ref().map(|v| v.to_string())
 }
 
-impl Store {
+impl Catalog<'_> {
     /// Adds a type to the catalog; [`StoreError::Conflict`] if the name is taken
     /// or the catalog is full.
     #[tracing::instrument(skip_all, fields(name = %event_type.name))]

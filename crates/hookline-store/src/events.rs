@@ -7,7 +7,8 @@ use hookline_core::time::Timestamp;
 use crate::deliveries::{delivery_from_row, DELIVERY_COLUMNS};
 use crate::listing::Filters;
 use crate::records::{Delivery, Event, EventFilter, Page};
-use crate::{parse_column, Result, Store};
+use crate::{parse_column, Result};
+use crate::{Events, Listings};
 
 const EVENT_COLUMNS: &str = "id, app_id, event_type, ordering_key, sequence, body, created_at";
 
@@ -23,7 +24,7 @@ fn event_from_row(row: &Row) -> Result<Event> {
     })
 }
 
-impl Store {
+impl Events<'_> {
     /// An event of an app with all its deliveries.
     #[tracing::instrument(skip_all, fields(app = %app, event = %id))]
     pub async fn get_event(
@@ -53,7 +54,9 @@ impl Store {
             .collect::<Result<_>>()?;
         Ok(Some((event, deliveries)))
     }
+}
 
+impl Listings<'_> {
     /// An app's events, newest first, narrowed by `filter` (see `listing`). The
     /// cursor is the id of the last row of the previous page.
     #[tracing::instrument(skip_all, fields(app = %app))]

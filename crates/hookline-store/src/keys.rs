@@ -10,7 +10,8 @@ use hookline_core::time::Timestamp;
 
 use crate::db::{On, Sql};
 use crate::records::{ApiKey, KeyScope, Page};
-use crate::{parse_column, parse_optional_column, Result, Row, Store, StoreError};
+use crate::Apps;
+use crate::{parse_column, parse_optional_column, Result, Row, StoreError};
 
 /// The columns [`key_from_row`] reads.
 const KEY_COLUMNS: &str = "id, app_id, name, created_at, capabilities, expires_at";
@@ -18,7 +19,7 @@ const KEY_COLUMNS: &str = "id, app_id, name, created_at, capabilities, expires_a
 pub(crate) static FIND_KEY: Sql =
     Sql::new(|_| format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE key_hash = $1"));
 
-impl Store {
+impl Apps<'_> {
     /// Stores a bootstrap key's hash (an admin key from the configuration or
     /// printed on first start), unless that hash is already stored.
     #[tracing::instrument(skip_all)]

@@ -1,6 +1,13 @@
 //! All of Hookline's SQL.
 //!
-//! [`Store`] is the one way the API and the dispatcher touch the database.
+//! [`Store`] is the one way the API and the dispatcher touch the database. It
+//! holds the pools, the engine and the sealing keys; its statements are split
+//! by what they persist into borrowed parts — [`Apps`] (apps, keys, portal
+//! sessions), [`Catalog`] (event types), [`Endpoints`], [`Events`] (events and
+//! deliveries, publishing, a dispatcher's [`Turn`]), [`Replays`] and
+//! [`Listings`] — reached as `store.endpoints()`, `store.events()`, …; what
+//! is the whole database's (migrations, readiness, wake-ups, retention,
+//! gauges, plans) stays on `Store`.
 //! It speaks to SQLite (the embedded default) and PostgreSQL (scale-out)
 //! through their native sqlx drivers (`db`): each statement is written once
 //! with `$n` placeholders and the same columns on both schemas (times as
@@ -268,7 +275,7 @@ impl Store {
             Pool::Sqlite(pool) => sqlite::migrate(pool).await?,
             Pool::Postgres(pool) => postgres::migrate(pool).await?,
         }
-        self.secure_secrets().await
+        self.endpoints().secure_secrets().await
     }
 
     /// From now on, publishes through this store (and its clones) hand fresh
@@ -322,6 +329,55 @@ impl Store {
         self.writer.close().await;
         self.reader.close().await;
     }
+}
+
+/// One part of the store, named for what it persists: a borrowed handle with
+/// that part's statements (`store.endpoints().create_endpoint(…)`). Each
+/// part's methods live in the module of its rows; what they share (pools,
+/// engine, secrets) is the [`Store`]'s.
+macro_rules! parts {
+    ($($(#[$doc:meta])* $part:ident => $accessor:ident;)+) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $part<'a>(&'a Store);
+
+        impl std::ops::Deref for $part<'_> {
+            type Target = Store;
+            fn deref(&self) -> &Store {
+                self.0
+            }
+        }
+
+        impl std::fmt::Debug for $part<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple(stringify!($part)).field(&self.0.engine).finish()
+            }
+        }
+
+        impl Store {
+            $(#[$doc])*
+            pub fn $accessor(&self) -> $part<'_> {
+                $part(self)
+            }
+        }
+    )+};
+}
+
+parts! {
+    /// Apps, their API keys and portal sessions (`apps`, `keys`, `portal`).
+    Apps => apps;
+    /// The event type catalog (`event_types`).
+    Catalog => catalog;
+    /// Endpoints: settings, sealed secrets, health and delivery counts (`endpoints`, `secrets`).
+    Endpoints => endpoints;
+    /// Events and their deliveries: publishing, reading one, replaying or resending
+    /// one, releasing leases, recording attempts (`publish`, `events`, `deliveries`, `complete`).
+    Events => events;
+    /// Bulk replays of the DLQ, as jobs worked in batches (`replays`).
+    Replays => replays;
+    /// The dashboard's filtered, keyset-paginated listings (`listing`, and the
+    /// listing methods of `events` and `deliveries`).
+    Listings => listings;
 }
 
 /// Reads a text column and parses it into a domain enum or id.

@@ -10,7 +10,8 @@ use hookline_core::ids::{ApiKeyId, AppId};
 use hookline_core::time::Timestamp;
 
 use crate::records::{ApiKey, KeyScope};
-use crate::{Result, Store, StoreError};
+use crate::Apps;
+use crate::{Result, StoreError};
 
 /// What exchanging a portal code came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +29,7 @@ pub enum PortalExchange {
 /// The name every portal session key carries (in `GET /v1/keys`).
 pub const SESSION_KEY_NAME: &str = "portal session";
 
-impl Store {
+impl Apps<'_> {
     /// Stores a portal code's hash for `app`, good once until `expires_at`.
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn create_portal_code(

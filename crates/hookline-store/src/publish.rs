@@ -1,7 +1,7 @@
 //! Publishing: the outbox transaction, `Idempotency-Key`, and group commit.
 //!
 //! Every publish — a single `POST …/events` or a batch — goes through
-//! [`Store::publish_group`]: one transaction writes several events, their
+//! [`Events::publish_group`](crate::Events::publish_group): one transaction writes several events, their
 //! deliveries and their idempotency records. Single publishes reach it through
 //! a **group-commit queue**: a few committer tasks each take whatever requests
 //! are waiting (up to [`MAX_GROUP`]) and commit them together. Under load that
@@ -29,6 +29,7 @@ use crate::records::{
     StoredResponse,
 };
 use crate::secrets::Secrets;
+use crate::Events;
 use crate::{parse_column, Result, Store, StoreError};
 
 /// The most events committed in one group.
@@ -70,7 +71,7 @@ impl GroupCommit {
                             return;
                         }
                     }
-                    store.commit_group(group).await;
+                    store.events().commit_group(group).await;
                 }
             });
         }
@@ -78,7 +79,7 @@ impl GroupCommit {
     }
 }
 
-impl Store {
+impl Events<'_> {
     /// Writes an event and one delivery per enabled endpoint whose filter accepts
     /// it, committed (with other concurrent publishes) before this returns.
     ///

@@ -11,8 +11,7 @@ use hookline_core::model::{
 };
 use hookline_core::ordering::OnDead;
 use hookline_core::portal::PortalSettings;
-pub use hookline_core::retry::Next;
-use hookline_core::retry::RetryPolicy;
+pub use hookline_core::retry::{Next, RetryOverrides};
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
@@ -44,44 +43,6 @@ pub struct AppPatch {
     pub uid: Option<Option<String>>,
     /// Replaces the portal settings as a whole.
     pub portal: Option<PortalSettings>,
-}
-
-/// Per-endpoint overrides of the deployment's retry policy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct RetryOverrides {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 3_600_000))]
-    pub retry_base_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604_800_000))]
-    pub retry_cap_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
-    pub max_attempts: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
-    pub max_age_secs: Option<u64>,
-}
-
-impl RetryOverrides {
-    /// The deployment policy with this endpoint's overrides applied.
-    pub fn apply(&self, defaults: RetryPolicy) -> RetryPolicy {
-        RetryPolicy {
-            base: self
-                .retry_base_ms
-                .map_or(defaults.base, Duration::from_millis),
-            cap: self
-                .retry_cap_ms
-                .map_or(defaults.cap, Duration::from_millis),
-            max_attempts: self.max_attempts.unwrap_or(defaults.max_attempts),
-            max_age: self
-                .max_age_secs
-                .map_or(defaults.max_age, Duration::from_secs),
-            retry_after_cap: defaults.retry_after_cap,
-        }
-    }
 }
 
 /// A customer endpoint.

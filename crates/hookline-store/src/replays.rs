@@ -21,7 +21,8 @@ use hookline_core::time::Timestamp;
 use crate::db::Row;
 use crate::listing::Arg;
 use crate::records::{DlqFilter, TimeRange};
-use crate::{parse_column, Result, Store, StoreError};
+use crate::Replays;
+use crate::{parse_column, Result, StoreError};
 
 /// A bulk replay and how far it got.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +124,7 @@ fn filter_from_json(text: &str) -> Result<DlqFilter> {
     })
 }
 
-impl Store {
+impl Replays<'_> {
     /// How many of an app's dead deliveries match `filter` (a bulk replay's dry run).
     #[tracing::instrument(skip_all, fields(app = %app))]
     pub async fn count_dlq(&self, app: &AppId, filter: &DlqFilter) -> Result<u64> {

@@ -13,7 +13,8 @@ use hookline_core::sealing::{key_id, Keyring};
 use hookline_core::signing::{EndpointSecret, SECRET_PREFIX};
 
 use crate::db::Tx;
-use crate::{Result, Store, StoreError};
+use crate::Endpoints;
+use crate::{Result, StoreError};
 
 pub(crate) struct Secrets {
     keyring: Keyring,
@@ -76,7 +77,7 @@ async fn write_sealed(
     Ok(())
 }
 
-impl Store {
+impl Endpoints<'_> {
     /// After migrating: refuses a master key this database's secrets were not
     /// sealed with, and seals secrets stored before sealing existed.
     pub(crate) async fn secure_secrets(&self) -> Result<()> {

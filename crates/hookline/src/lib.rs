@@ -166,6 +166,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
                     anyhow::ensure!(!capabilities.is_empty(), "--capabilities is empty");
                     KeyScope::App {
                         app: store
+                            .apps()
                             .find_app(&app)
                             .await?
                             .with_context(|| {
@@ -187,6 +188,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
                 .transpose()?;
             let key = api_key::generate();
             store
+                .apps()
                 .create_api_key(&api_key::hash(&key), &scope, &name, expires_at, now)
                 .await?;
             println!("{key}");
@@ -196,6 +198,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             let store = connect(&config).await?;
             store.migrate().await.context("migrating")?;
             let resealed = store
+                .endpoints()
                 .rotate_master_key()
                 .await
                 .context("re-sealing endpoint secrets")?;
@@ -211,7 +214,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             let mut before = None;
             loop {
                 let page = hookline_store::Page { limit: 250, before };
-                let keys = store.list_api_keys(None, &page).await?;
+                let keys = store.apps().list_api_keys(None, &page).await?;
                 for key in &keys {
                     let scope = match &key.scope {
                         KeyScope::Admin => "admin".to_owned(),
@@ -243,7 +246,7 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             let id: hookline_core::ids::ApiKeyId = id
                 .parse()
                 .with_context(|| format!("{id:?} is not a key id (key_…)"))?;
-            match store.revoke_api_key(&id).await? {
+            match store.apps().revoke_api_key(&id).await? {
                 Some(_) => {
                     println!("revoked {id} (API processes forget it within a minute)");
                     return Ok(());
@@ -499,12 +502,14 @@ async fn bootstrap_admin_key(store: &Store, config: &Config, now: Timestamp) -> 
     match &config.admin_token {
         Some(token) => {
             store
+                .apps()
                 .insert_admin_key(&api_key::hash(token), "bootstrap", now)
                 .await?
         }
-        None if !store.has_admin_key().await? => {
+        None if !store.apps().has_admin_key().await? => {
             let key = api_key::generate();
             store
+                .apps()
                 .insert_admin_key(&api_key::hash(&key), "bootstrap", now)
                 .await?;
             // Printed once, on stdout and not in the logs: it is not stored anywhere in clear.
@@ -576,10 +581,15 @@ async fn replay_loop(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     loop {
-        match store.take_replay_job(clock.now(), REPLAY_LEASE).await {
+        match store
+            .replays()
+            .take_replay_job(clock.now(), REPLAY_LEASE)
+            .await
+        {
             Ok(Some(job)) => {
                 while !shutdown.is_cancelled() {
                     match store
+                        .replays()
                         .work_replay_job(&job, clock.now(), REPLAY_BATCH, REPLAY_LEASE)
                         .await
                     {

@@ -85,6 +85,7 @@ pub(crate) async fn create(
     let portal = crate::portal::validated(portal.unwrap_or_default())?;
     let app = state
         .store
+        .apps()
         .create_app(NewApp { uid, name, portal }, state.clock.now())
         .await?;
     Ok((StatusCode::CREATED, Json(AppView::from(&app))))
@@ -92,7 +93,7 @@ pub(crate) async fn create(
 
 pub(crate) async fn list_apps(state: &AppState, query: PageQuery) -> ApiResult<ListView<AppView>> {
     let page = query.page::<hookline_core::ids::AppId>()?;
-    let apps = state.store.list_apps(&page).await?;
+    let apps = state.store.apps().list_apps(&page).await?;
     Ok(page_of(
         &apps,
         &page,
@@ -134,6 +135,7 @@ pub(crate) async fn update(
     let portal = portal.map(crate::portal::validated).transpose()?;
     let updated = state
         .store
+        .apps()
         .update_app(&app.id, AppPatch { name, uid, portal }, state.clock.now())
         .await?
         .ok_or(ApiError::NotFound("app"))?;
@@ -146,7 +148,7 @@ pub(crate) async fn delete(
     Path(app): Path<String>,
 ) -> ApiResult<StatusCode> {
     let app = caller.app(&state, &app).await?;
-    if state.store.delete_app(&app.id).await? {
+    if state.store.apps().delete_app(&app.id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound("app"))

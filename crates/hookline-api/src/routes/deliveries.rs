@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
-use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter, Store};
+use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter};
 use serde::{Deserialize, Serialize};
 
 use super::{name_filter, page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
@@ -24,6 +24,7 @@ pub(crate) async fn get(
     let id: DeliveryId = path_id(&delivery, "delivery")?;
     let delivery = state
         .store
+        .events()
         .get_delivery(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("delivery"))?;
@@ -39,11 +40,21 @@ pub(crate) async fn attempts(
 ) -> ApiResult<Json<ListView<AttemptView>>> {
     let app = caller.app(&state, &app).await?;
     let id: DeliveryId = path_id(&delivery, "delivery")?;
-    if state.store.get_delivery(&app.id, &id).await?.is_none() {
+    if state
+        .store
+        .events()
+        .get_delivery(&app.id, &id)
+        .await?
+        .is_none()
+    {
         return Err(ApiError::NotFound("delivery"));
     }
     let page = query.page::<AttemptId>()?;
-    let attempts = state.store.list_attempts(&app.id, &id, &page).await?;
+    let attempts = state
+        .store
+        .listings()
+        .list_attempts(&app.id, &id, &page)
+        .await?;
     Ok(Json(page_of(
         &attempts,
         &page,
@@ -62,6 +73,7 @@ pub(crate) async fn attempt(
     let id: AttemptId = path_id(&attempt, "attempt")?;
     let attempt = state
         .store
+        .events()
         .get_attempt(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("attempt"))?;
@@ -125,12 +137,20 @@ pub(crate) async fn list(
         last_status: status_filter(query.status)?,
         created: time_range(query.since, query.until)?,
     };
-    let page = page(query.limit, query.before, Store::is_delivery_cursor)?;
-    let deliveries = state.store.list_deliveries(&app.id, &filter, &page).await?;
+    let page = page(
+        query.limit,
+        query.before,
+        hookline_store::Listings::is_delivery_cursor,
+    )?;
+    let deliveries = state
+        .store
+        .listings()
+        .list_deliveries(&app.id, &filter, &page)
+        .await?;
     Ok(Json(page_of(
         &deliveries,
         &page,
-        Store::delivery_cursor,
+        hookline_store::Listings::delivery_cursor,
         |d| DeliveryView::from(d),
     )))
 }
@@ -163,11 +183,22 @@ pub(crate) async fn dlq(
         event_type: name_filter("event_type", query.event_type)?,
         died: time_range(query.since, query.until)?,
     };
-    let page = page(query.limit, query.before, Store::is_dlq_cursor)?;
-    let dead = state.store.list_dlq(&app.id, &filter, &page).await?;
-    Ok(Json(page_of(&dead, &page, Store::dlq_cursor, |d| {
-        DeliveryView::from(d)
-    })))
+    let page = page(
+        query.limit,
+        query.before,
+        hookline_store::Listings::is_dlq_cursor,
+    )?;
+    let dead = state
+        .store
+        .listings()
+        .list_dlq(&app.id, &filter, &page)
+        .await?;
+    Ok(Json(page_of(
+        &dead,
+        &page,
+        hookline_store::Listings::dlq_cursor,
+        |d| DeliveryView::from(d),
+    )))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -189,6 +220,7 @@ pub(crate) async fn replay(
     let id: DeliveryId = path_id(&delivery, "delivery")?;
     match state
         .store
+        .events()
         .replay_delivery(&app.id, &id, state.clock.now())
         .await?
     {
@@ -236,6 +268,7 @@ pub(crate) async fn resend(
     let id: DeliveryId = path_id(&delivery, "delivery")?;
     let (status, resent, detail, delivery) = match state
         .store
+        .events()
         .resend_delivery(&app.id, &id, state.clock.now())
         .await?
     {

@@ -199,21 +199,7 @@ fn validate_optional_count(
 }
 
 fn validate_retry(retry: &RetryOverrides) -> ApiResult<()> {
-    let in_range = |value: Option<u64>, range: std::ops::RangeInclusive<u64>| {
-        value.is_none_or(|v| range.contains(&v))
-    };
-    let ok = in_range(retry.retry_base_ms, 1..=3_600_000)
-        && in_range(retry.retry_cap_ms, 1..=7 * 86_400_000)
-        && in_range(retry.max_attempts.map(u64::from), 1..=100)
-        && in_range(retry.max_age_secs, 1..=30 * 86_400);
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::Validation(
-            "retry: retry_base_ms 1..=3600000, retry_cap_ms 1..=604800000, max_attempts 1..=100, max_age_secs 1..=2592000"
-                .into(),
-        ))
-    }
+    retry.check().map_err(ApiError::Validation)
 }
 
 async fn find(state: &AppState, caller: &Caller, app: &str, endpoint: &str) -> ApiResult<Endpoint> {
@@ -221,6 +207,7 @@ async fn find(state: &AppState, caller: &Caller, app: &str, endpoint: &str) -> A
     let id: EndpointId = path_id(endpoint, "endpoint")?;
     state
         .store
+        .endpoints()
         .get_endpoint(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("endpoint"))
@@ -249,6 +236,7 @@ pub(crate) async fn create(
     };
     let endpoint = state
         .store
+        .endpoints()
         .create_endpoint(
             &app.id,
             NewEndpoint {
@@ -286,7 +274,11 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<ListView<EndpointView>>> {
     let app = caller.app(&state, &app).await?;
     let page = query.page::<EndpointId>()?;
-    let endpoints = state.store.list_endpoints(&app.id, &page).await?;
+    let endpoints = state
+        .store
+        .endpoints()
+        .list_endpoints(&app.id, &page)
+        .await?;
     Ok(Json(page_of(
         &endpoints,
         &page,
@@ -360,6 +352,7 @@ pub(crate) async fn rotate_secret(
     }
     let rotated = state
         .store
+        .endpoints()
         .rotate_endpoint_secret(
             &endpoint.app_id,
             &endpoint.id,
@@ -406,6 +399,7 @@ pub(crate) async fn update(
     let headers = patch.headers.map(validate_headers).transpose()?;
     let updated = state
         .store
+        .endpoints()
         .update_endpoint(
             &endpoint.app_id,
             &endpoint.id,
@@ -440,6 +434,7 @@ pub(crate) async fn delete(
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     if state
         .store
+        .endpoints()
         .delete_endpoint(&endpoint.app_id, &endpoint.id, state.clock.now())
         .await?
     {
@@ -459,6 +454,7 @@ pub(crate) async fn health(
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     let health = state
         .store
+        .endpoints()
         .endpoint_health(&endpoint.app_id, &endpoint.id)
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
@@ -497,14 +493,21 @@ pub(crate) async fn attempts(
     let page = page(query.limit, query.before, is_id::<AttemptId>)?;
     let attempts = state
         .store
+        .listings()
         .list_endpoint_attempts(&app.id, &id, &filter, &page)
         .await?;
     // Unknown unless the endpoint exists or once did (its attempts stay after a delete).
     if attempts.is_empty()
         && first_page
-        && state.store.get_endpoint(&app.id, &id).await?.is_none()
         && state
             .store
+            .endpoints()
+            .get_endpoint(&app.id, &id)
+            .await?
+            .is_none()
+        && state
+            .store
+            .listings()
             .list_endpoint_attempts(&app.id, &id, &AttemptFilter::default(), &page)
             .await?
             .is_empty()
@@ -536,6 +539,7 @@ pub(crate) async fn stats(
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     let health = state
         .store
+        .endpoints()
         .endpoint_health(&endpoint.app_id, &endpoint.id)
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
@@ -546,6 +550,7 @@ pub(crate) async fn stats(
     let mut by_reason = serde_json::Map::new();
     for (delivery_state, reason, count) in state
         .store
+        .endpoints()
         .endpoint_delivery_counts(&endpoint.app_id, &endpoint.id)
         .await?
     {
@@ -567,6 +572,7 @@ pub(crate) async fn stats(
     ] {
         let sample = state
             .store
+            .endpoints()
             .endpoint_attempt_sample(&endpoint.app_id, &endpoint.id, now - span, STATS_SAMPLE)
             .await?;
         let summary = summarize(&sample);
@@ -629,6 +635,7 @@ pub(crate) async fn test_send(
         Some(payload) => payload,
         None => state
             .store
+            .catalog()
             .get_event_type(&event_type)
             .await?
             .and_then(|t| t.example)
@@ -650,7 +657,7 @@ pub(crate) async fn test_send(
     };
     let (mut item, warnings) = prepare(&state, &catalog, &endpoint.app_id, request, &raw, None)?;
     item.event.only_endpoint = Some(endpoint.id.clone());
-    let published = match state.store.publish(item).await? {
+    let published = match state.store.events().publish(item).await? {
         PublishOutcome::Created(published) => published,
         // Without an idempotency key a publish is always new.
         _ => return Err(ApiError::Internal("a test send was not created".into())),

@@ -123,7 +123,7 @@ pub(crate) async fn create(
         created_at: now,
         updated_at: now,
     };
-    state.store.create_event_type(&event_type).await?;
+    state.store.catalog().create_event_type(&event_type).await?;
     state.catalog.invalidate();
     Ok((StatusCode::CREATED, Json(EventTypeView::from(&event_type))))
 }
@@ -132,7 +132,7 @@ pub(crate) async fn create(
 pub(crate) async fn list(
     State(state): State<AppState>,
 ) -> ApiResult<Json<ListView<EventTypeView>>> {
-    let types = state.store.list_event_types().await?;
+    let types = state.store.catalog().list_event_types().await?;
     Ok(Json(ListView {
         data: types.iter().map(EventTypeView::from).collect(),
         next_cursor: None,
@@ -145,6 +145,7 @@ pub(crate) async fn get(
 ) -> ApiResult<Json<EventTypeView>> {
     let event_type = state
         .store
+        .catalog()
         .get_event_type(&name)
         .await?
         .ok_or(ApiError::NotFound("event type"))?;
@@ -163,6 +164,7 @@ pub(crate) async fn update(
     }
     let current = state
         .store
+        .catalog()
         .get_event_type(&name)
         .await?
         .ok_or(ApiError::NotFound("event type"))?;
@@ -171,6 +173,7 @@ pub(crate) async fn update(
     check_definition(schema.as_ref(), example.as_ref())?;
     let updated = state
         .store
+        .catalog()
         .update_event_type(
             &name,
             EventTypePatch {
@@ -192,7 +195,7 @@ pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
-    if !state.store.delete_event_type(&name).await? {
+    if !state.store.catalog().delete_event_type(&name).await? {
         return Err(ApiError::NotFound("event type"));
     }
     state.catalog.invalidate();

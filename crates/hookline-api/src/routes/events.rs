@@ -122,7 +122,7 @@ pub(crate) async fn publish(
         };
     let catalog = state.catalog.snapshot(&state.store).await?;
     let (item, warnings) = prepare(&state, &catalog, &app.id, body.value, &body.raw, key)?;
-    match state.store.publish(item).await? {
+    match state.store.events().publish(item).await? {
         PublishOutcome::Created(published) => {
             crate::metrics::events_accepted(&state, &app.id, 1);
             Ok(stored_response(
@@ -217,7 +217,7 @@ pub(crate) async fn publish_batch(
         items.push(item);
         warnings.push(item_warnings);
     }
-    let outcomes = state.store.publish_group(&items).await?;
+    let outcomes = state.store.events().publish_group(&items).await?;
     let mut created = 0u64;
     let data: Vec<serde_json::Value> = outcomes
         .into_iter()
@@ -300,6 +300,7 @@ pub(crate) async fn get(
     let id: EventId = path_id(&event, "event")?;
     let (event, deliveries) = state
         .store
+        .events()
         .get_event(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("event"))?;
@@ -334,7 +335,11 @@ pub(crate) async fn list(
         created: time_range(query.since, query.until)?,
     };
     let page = page(query.limit, query.before, is_id::<EventId>)?;
-    let events = state.store.list_events(&app.id, &filter, &page).await?;
+    let events = state
+        .store
+        .listings()
+        .list_events(&app.id, &filter, &page)
+        .await?;
     Ok(Json(page_of(
         &events,
         &page,

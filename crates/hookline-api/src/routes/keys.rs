@@ -172,6 +172,7 @@ pub(crate) async fn create(
                 KeyScope::App {
                     app: state
                         .store
+                        .apps()
                         .find_app(&app)
                         .await?
                         .ok_or(ApiError::NotFound("app"))?
@@ -183,6 +184,7 @@ pub(crate) async fn create(
     let secret = api_key::generate();
     let key = state
         .store
+        .apps()
         .create_api_key(&api_key::hash(&secret), &scope, &name, expires_at, now)
         .await?;
     Ok((StatusCode::CREATED, Json(KeyView::new(&key, Some(secret)))))
@@ -203,13 +205,18 @@ pub(crate) async fn list(
         Some(app) => Some(
             state
                 .store
+                .apps()
                 .find_app(&app)
                 .await?
                 .ok_or(ApiError::NotFound("app"))?
                 .id,
         ),
     };
-    let keys = state.store.list_api_keys(app.as_ref(), &page).await?;
+    let keys = state
+        .store
+        .apps()
+        .list_api_keys(app.as_ref(), &page)
+        .await?;
     Ok(Json(page_of(
         &keys,
         &page,
@@ -227,6 +234,7 @@ pub(crate) async fn revoke(
     let id: ApiKeyId = path_id(&key, "key")?;
     let hash = state
         .store
+        .apps()
         .revoke_api_key(&id)
         .await?
         .ok_or(ApiError::NotFound("key"))?;
@@ -242,7 +250,7 @@ pub(crate) async fn revoke_app(
     Path(app): Path<String>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let app = caller.app(&state, &app).await?;
-    let hashes = state.store.revoke_app_keys(&app.id).await?;
+    let hashes = state.store.apps().revoke_app_keys(&app.id).await?;
     for hash in &hashes {
         state.keys.remove(hash);
     }

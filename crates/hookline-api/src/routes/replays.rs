@@ -123,7 +123,7 @@ pub(crate) async fn start(
         died: time_range(request.since, request.until).map_err(in_body)?,
     };
     if request.dry_run {
-        let count = state.store.count_dlq(&app.id, &filter).await?;
+        let count = state.store.replays().count_dlq(&app.id, &filter).await?;
         let view = DryRunView {
             dry_run: true,
             count,
@@ -132,6 +132,7 @@ pub(crate) async fn start(
     }
     let (status, job) = match state
         .store
+        .replays()
         .start_replay_job(&app.id, &filter, state.clock.now())
         .await?
     {
@@ -150,6 +151,7 @@ pub(crate) async fn get(
     let id: ReplayJobId = path_id(&job, "replay")?;
     let job = state
         .store
+        .replays()
         .get_replay_job(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("replay"))?;
@@ -167,6 +169,7 @@ pub(crate) async fn cancel(
     let id: ReplayJobId = path_id(&job, "replay")?;
     let job = state
         .store
+        .replays()
         .cancel_replay_job(&app.id, &id, state.clock.now())
         .await?
         .ok_or(ApiError::NotFound("replay"))?;
