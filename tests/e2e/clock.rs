@@ -9,10 +9,28 @@ use serde_json::json;
 
 use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
 
-both_engines!(a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before);
+both_engines!(
+    a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before,
+    an_open_breaker_probes_at_the_end_of_its_cool_down_on_the_servers_clock,
+);
 
 /// 2030-01-01T00:00:00Z: far from the wall clock, so nothing can pass by reading it.
 const T0: Timestamp = Timestamp::from_millis(1_893_456_000_000);
+
+/// Moves `clock` to `at` and waits until a dispatcher turn has finished there: a
+/// turn that ends after the move is followed by one whose claim reads `at`.
+/// Called twice (at `t` then at a later time still short of a deadline) it
+/// proves a whole turn ran with the clock short of that deadline.
+async fn turn_at(app: &TestApp, clock: &ManualClock, at: Timestamp) {
+    clock.set(at);
+    let server = app.server.as_ref().unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "a dispatcher turn at the new time",
+        || async { (server.last_turn() == Some(at)).then_some(()) },
+    )
+    .await;
+}
 
 /// One 503, then 200, to an endpoint whose retries wait up to an hour: the first
 /// attempt is stamped with the server's clock, the retry is not claimed while
@@ -100,4 +118,70 @@ async fn a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before(engi
         "sent at its due time exactly"
     );
     assert_eq!(clock.now(), due);
+}
+
+/// One 503 opens the breaker (threshold 1) for a cool-down of a minute on the
+/// server's clock: the delivery's retry, due much sooner, is deferred to the
+/// probe time; no request goes while the clock is short of it by a millisecond;
+/// at the probe time exactly one request goes, as the probe, and closes the breaker.
+async fn an_open_breaker_probes_at_the_end_of_its_cool_down_on_the_servers_clock(engine: Engine) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let app = TestApp::spawn_on_clock(engine, clock.clone(), |c| {
+        c.breaker_failure_threshold = 1;
+        c.breaker_cooldown_ms = 60_000;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    receiver.script([Reply::status(503)]);
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let health = format!(
+        "/v1/apps/{app_id}/endpoints/{}/health",
+        endpoint["id"].as_str().unwrap()
+    );
+    let published = app
+        .publish(&app_id, "order.paid", json!({"order": 7}))
+        .await;
+    let delivery = published["deliveries"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let probe_at = T0 + Duration::from_secs(60);
+    let open = wait_until(Duration::from_secs(30), "the breaker to open", || async {
+        let health = app.get(&health).await;
+        (health["breaker"] == "open").then_some(health)
+    })
+    .await;
+    assert_eq!(open["next_probe_at"], probe_at.to_rfc3339());
+    let waiting = app
+        .get(&format!("/v1/apps/{app_id}/deliveries/{delivery}"))
+        .await;
+    assert_eq!(waiting["state"], "pending");
+    assert_eq!(
+        waiting["next_attempt_at"],
+        probe_at.to_rfc3339(),
+        "the retry waits for the probe"
+    );
+
+    for short_by in [2, 1] {
+        turn_at(&app, &clock, probe_at - Duration::from_millis(short_by)).await;
+    }
+    assert_eq!(
+        receiver.requests().len(),
+        1,
+        "nothing goes during the cool-down"
+    );
+
+    clock.set(probe_at);
+    let done = app
+        .wait_for_delivery_state(&app_id, &delivery, "succeeded")
+        .await;
+    assert_eq!(done["attempts"], 2);
+    let attempts = app.attempts(&app_id, &delivery).await;
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[1]["trigger"], "probe");
+    assert_eq!(attempts[1]["started_at"], probe_at.to_rfc3339());
+    assert_eq!(receiver.requests().len(), 2, "exactly one probe");
+    assert_eq!(app.get(&health).await["breaker"], "closed");
 }
