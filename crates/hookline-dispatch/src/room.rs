@@ -12,8 +12,8 @@
 //! wrote already leased: each reservation takes a send permit and room, and
 //! the committed deliveries arrive on the dispatcher's inbox with their permits.
 //!
-//! **Races.** A claim reads the room, then leases rows, then counts them (after
-//! its commit; a claim that fails counts nothing). A hand-off in between could
+//! **Races.** A claim reads the room, then leases rows, then counts them (before
+//! its commit; a commit that fails gives them back). A hand-off in between could
 //! push an endpoint past its limit, so while a claim is between reading the room
 //! and counting what it took, hand-offs are refused (publishes write pending rows
 //! instead). A hand-off is also refused while the dispatcher is behind — its last
@@ -261,8 +261,8 @@ impl Room {
         }
     }
 
-    /// The claim committed, leasing `claimed` (each takes room); `filled`: it took
-    /// as many rows as it asked for, so more due work may be waiting.
+    /// The claim leased `claimed` (each takes room) and is about to commit;
+    /// `filled`: it took as many rows as it asked for, so more due work may be waiting.
     pub fn leased(&self, claimed: &[ClaimedDelivery], filled: bool) {
         let mut state = self.lock();
         state.behind = filled;
@@ -274,9 +274,18 @@ impl Room {
         }
     }
 
-    /// The claim failed: it leased nothing.
+    /// The claim failed before it leased anything.
     pub fn abandoned(&self) {
         self.lock().claiming = false;
+    }
+
+    /// The claim's commit failed: what [`Room::leased`] counted is free again.
+    pub fn unleased(&self, claimed: &[ClaimedDelivery]) {
+        let mut state = self.lock();
+        for delivery in claimed {
+            let room = self.entry(&mut state, &delivery.endpoint_id);
+            room.in_flight = room.in_flight.saturating_sub(1);
+        }
     }
 }
 
