@@ -175,6 +175,18 @@ impl Leased {
     }
 }
 
+/// The leased rows, each counted in `rooms`.
+fn counted(rows: &[Row], rooms: &mut Rooms<'_>) -> Result<Vec<Leased>> {
+    let leased = rows
+        .iter()
+        .map(leased_from_row)
+        .collect::<Result<Vec<_>>>()?;
+    for row in &leased {
+        rooms.took(&row.endpoint_id);
+    }
+    Ok(leased)
+}
+
 fn leased_from_row(row: &Row) -> Result<Leased> {
     let body: Vec<u8> = row.try_get("body")?;
     let round_started_at: i64 = row.try_get("round_started_at")?;
@@ -289,14 +301,7 @@ impl Turn {
             .bind_batch(batch)
             .fetch_all(&mut self.tx)
             .await?;
-        let leased = rows
-            .iter()
-            .map(leased_from_row)
-            .collect::<Result<Vec<_>>>()?;
-        for row in &leased {
-            rooms.took(&row.endpoint_id);
-        }
-        Ok(leased)
+        counted(&rows, rooms)
     }
 
     /// Leases up to `ask` of one endpoint's pending due rows (its own index).
@@ -318,14 +323,7 @@ impl Turn {
             .bind(endpoint.as_str())
             .fetch_all(&mut self.tx)
             .await?;
-        let leased = rows
-            .iter()
-            .map(leased_from_row)
-            .collect::<Result<Vec<_>>>()?;
-        for row in &leased {
-            rooms.took(&row.endpoint_id);
-        }
-        Ok(leased)
+        counted(&rows, rooms)
     }
 
     /// Up to `count` enabled endpoints after `after` in id order (from the first
