@@ -24,6 +24,7 @@ use crate::ids::{DeliveryId, EndpointId};
 use crate::model::{DeadReason, DeliveryState};
 use crate::ordering::{self, OnDead};
 use crate::rate;
+use crate::retry::{RetryOverrides, RetryPolicy};
 use crate::time::Timestamp;
 
 /// A claim's view of the dispatcher's room per endpoint: how many more requests
@@ -102,11 +103,6 @@ impl<'a> Rooms<'a> {
             .filter(|(_, room)| *room == 0)
             .map(|(endpoint, _)| endpoint)
             .collect()
-    }
-
-    /// Whether a lane's read must look past rows of endpoints without room.
-    pub fn any_full(&self) -> bool {
-        self.limited().iter().any(|(_, room)| *room == 0)
     }
 
     /// Counts a leased row of `endpoint`.
@@ -246,12 +242,13 @@ pub struct EndpointGate {
     /// The endpoint's own concurrency ceiling.
     pub max_in_flight: Option<u32>,
     pub on_dead: OnDead,
-    /// The endpoint's max age (its override, or the deployment's).
-    pub max_age: Duration,
+    /// The endpoint's overrides of the deployment's retry policy (its max age).
+    pub retry: RetryOverrides,
 }
 
 impl EndpointGate {
-    fn admission(&self) -> admission::Gate {
+    /// What the one admission rule reads.
+    pub fn admission(&self) -> admission::Gate {
         admission::Gate {
             enabled: self.enabled,
             breaker: self.breaker,
@@ -277,6 +274,8 @@ pub struct Rate {
 /// What a claim needs besides its rows and time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimRules {
+    /// The deployment's retry policy: a delivery deferred past its max age is dead.
+    pub retry: RetryPolicy,
     /// How long a half-open probe holds the right to be its endpoint's only request.
     pub probe_hold: Duration,
     /// How far ahead a rate-limited send slot may be handed out with its delivery.
@@ -286,6 +285,7 @@ pub struct ClaimRules {
 impl Default for ClaimRules {
     fn default() -> Self {
         Self {
+            retry: RetryPolicy::default(),
             probe_hold: Duration::from_secs(30),
             rate_lookahead: Duration::from_secs(1),
         }
@@ -340,9 +340,10 @@ impl ClaimPlan {
         candidate: &Candidate<'_>,
         until: Timestamp,
         gate: &EndpointGate,
+        max_age: Duration,
         now: Timestamp,
     ) {
-        if crate::retry::outlives(candidate.round_started_at, until, gate.max_age) {
+        if crate::retry::outlives(candidate.round_started_at, until, max_age) {
             self.dead_letter(index, candidate, DeadReason::RetriesExhausted, gate, now);
         } else {
             self.defer(index, until);
@@ -397,6 +398,7 @@ pub fn plan(
             continue;
         };
         let mut gate = *gate;
+        let max_age = gate.retry.apply(rules.retry).max_age;
         // This dispatcher's room for the endpoint (and the endpoint's own ceiling, for
         // an endpoint the dispatcher has not sent to yet).
         let room = room
@@ -433,7 +435,7 @@ pub fn plan(
             }
             Admission::Defer(until) => {
                 for index in group {
-                    plan.defer_or_expire(index, &candidates[index], until, &gate, now);
+                    plan.defer_or_expire(index, &candidates[index], until, &gate, max_age, now);
                 }
                 continue;
             }
@@ -443,7 +445,14 @@ pub fn plan(
                 plan.breakers.push((endpoint.clone(), gate.breaker));
                 let hold_until = now + rules.probe_hold;
                 for &index in &group[1..] {
-                    plan.defer_or_expire(index, &candidates[index], hold_until, &gate, now);
+                    plan.defer_or_expire(
+                        index,
+                        &candidates[index],
+                        hold_until,
+                        &gate,
+                        max_age,
+                        now,
+                    );
                 }
                 vec![Send {
                     index: group[0],
@@ -470,7 +479,7 @@ pub fn plan(
                 plan.send.push(send);
             } else {
                 let at = Timestamp::from_millis((slot + 999) / 1000);
-                plan.defer_or_expire(send.index, &candidates[send.index], at, &gate, now);
+                plan.defer_or_expire(send.index, &candidates[send.index], at, &gate, max_age, now);
             }
         }
         plan.rates.push((endpoint.clone(), tat));
@@ -494,7 +503,10 @@ mod tests {
             rate: None,
             max_in_flight: None,
             on_dead: OnDead::Skip,
-            max_age: Duration::from_secs(3600),
+            retry: RetryOverrides {
+                max_age_secs: Some(3600),
+                ..RetryOverrides::default()
+            },
         }
     }
 
@@ -792,11 +804,10 @@ mod tests {
         };
         let mut rooms = Rooms::new(&view);
         assert_eq!((rooms.of(&busy), rooms.of(&idle)), (1, 4));
-        assert!(!rooms.any_full());
+        assert!(rooms.saturated().is_empty());
         rooms.took(&busy);
         rooms.took(&idle);
         assert_eq!((rooms.of(&busy), rooms.of(&idle)), (0, 3));
         assert_eq!(rooms.saturated(), vec![busy.clone()]);
-        assert!(rooms.any_full());
     }
 }

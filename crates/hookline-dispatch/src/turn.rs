@@ -60,6 +60,7 @@ impl Default for ClaimPolicy {
 impl ClaimPolicy {
     fn rules(&self) -> ClaimRules {
         ClaimRules {
+            retry: self.retry,
             probe_hold: self.probe_hold,
             rate_lookahead: self.rate_lookahead,
         }
@@ -197,7 +198,7 @@ async fn run(
         }
     }
 
-    let mut endpoints = turn.endpoints(&leased, policy.retry).await?;
+    let mut endpoints = turn.endpoints(&leased).await?;
     let mut lock: Vec<EndpointId> = endpoints
         .iter()
         .filter(|(_, e)| e.gate.needs_lock(now))
@@ -213,7 +214,7 @@ async fn run(
         let candidates: Vec<claim::Candidate<'_>> = leased.iter().map(Leased::candidate).collect();
         claim::plan(&candidates, &gates, view, &policy.rules(), now)
     };
-    turn.apply_claim(&plan, &leased, &endpoints, now).await?;
+    turn.apply_claim(&plan, &leased, now).await?;
 
     let rows = leased.len();
     let mut leased: Vec<Option<Leased>> = leased.into_iter().map(Some).collect();

@@ -13,14 +13,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hookline_core::admission;
-use hookline_core::breaker::{Breaker, BreakerPolicy};
+use hookline_core::breaker::BreakerPolicy;
 use hookline_core::claim::{
     Candidate, ClaimPlan, EndpointGate, Lane, LaneRead, Rate, Rooms, Send, SKIP_WINDOW,
 };
 use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
-use hookline_core::ordering::OnDead;
-use hookline_core::retry::RetryPolicy;
 use hookline_core::time::Timestamp;
 
 use crate::complete::release_partition_successor;
@@ -29,7 +26,7 @@ use crate::endpoints::{
     breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
     save_breaker, signing_from_row, BREAKER_COLUMNS,
 };
-use crate::records::{AttemptRecord, BreakerChanges, ClaimedDelivery, Destination, RetryOverrides};
+use crate::records::{AttemptRecord, BreakerChanges, ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
 use crate::Events;
 use crate::{parse_column, Engine, Result, Store};
@@ -56,53 +53,29 @@ pub(crate) const ENDPOINT_COLUMNS: &str =
      rate_limit_per_sec, max_in_flight, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
      next_probe_at, probe_until, failing_since";
 
-/// The endpoint side of a claimed row.
-#[derive(Clone, Copy)]
-pub(crate) struct Gate {
-    pub(crate) enabled: bool,
-    pub(crate) breaker: Breaker,
-    pub(crate) rate_limit: Option<u32>,
-    /// The endpoint's own concurrency ceiling.
-    pub(crate) max_in_flight: Option<u32>,
-    pub(crate) on_dead: OnDead,
-}
-
-impl Gate {
-    /// What the one admission rule (`hookline_core::admission`) reads.
-    pub(crate) fn admission(&self) -> admission::Gate {
-        admission::Gate {
-            enabled: self.enabled,
-            breaker: self.breaker,
-            rate_limited: self.rate_limit.is_some(),
-        }
-    }
-}
-
-/// A claimed batch's endpoint: where and how to send, and its gate.
-pub(crate) struct Target {
-    pub(crate) destination: Arc<Destination>,
-    pub(crate) retry: RetryOverrides,
-    pub(crate) gate: Gate,
-}
-
-pub(crate) fn target_from_row(secrets: &Secrets, row: &Row) -> Result<Target> {
+/// An endpoint as claims and publishes read it ([`ENDPOINT_COLUMNS`]), the
+/// rate state not yet read (see [`Turn::lock_endpoints`]).
+pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEndpoint> {
     let id: EndpointId = parse_column(row, "id")?;
-    Ok(Target {
+    Ok(ClaimEndpoint {
         destination: Arc::new(Destination {
             url: row.try_get("url")?,
             signing: signing_from_row(secrets, row, &id)?,
             headers: headers_from_row(row)?,
         }),
-        retry: retry_from_row(row)?,
-        gate: Gate {
+        gate: EndpointGate {
             // A paused endpoint's deliveries are parked like a disabled one's.
             enabled: row.try_get::<bool, _>("enabled")? && !row.try_get::<bool, _>("paused")?,
             breaker: breaker_from_row(row)?,
-            rate_limit: row
+            rate: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?
-                .map(|r| r as u32),
+                .map(|per_second| Rate {
+                    per_second: per_second as u32,
+                    tat_us: None,
+                }),
             max_in_flight: max_in_flight_from_row(row)?,
             on_dead: on_dead_from_row(row)?,
+            retry: retry_from_row(row)?,
         },
     })
 }
@@ -169,7 +142,7 @@ impl Leased {
             probe: send.probe,
             max_in_flight: endpoint.gate.max_in_flight,
             destination: endpoint.destination.clone(),
-            retry: endpoint.retry,
+            retry: endpoint.gate.retry,
             body: self.body,
         }
     }
@@ -206,11 +179,11 @@ fn leased_from_row(row: &Row) -> Result<Leased> {
     })
 }
 
-/// A claimed row's endpoint: where and how to send, and what admission reads.
+/// A claimed row's (or a publish's) endpoint: where and how to send, and what
+/// admission and the claim plan read.
 #[derive(Clone)]
 pub struct ClaimEndpoint {
     pub destination: Arc<Destination>,
-    pub retry: RetryOverrides,
     /// As read without a lock; [`Turn::lock_endpoints`] reads the breaker and
     /// rate state again under one.
     pub gate: EndpointGate,
@@ -276,7 +249,7 @@ impl Turn {
         let engine = self.store.engine;
         let limited = rooms.limited();
         // Wide enough to see past a capped endpoint's rows; else just the batch.
-        let window = if rooms.any_full() {
+        let window = if limited.iter().any(|(_, room)| *room == 0) {
             SKIP_WINDOW.max(ask * 8)
         } else {
             ask
@@ -349,11 +322,9 @@ impl Turn {
     }
 
     /// The endpoints of `leased`, read once each (a deleted one is absent).
-    /// `defaults`: the deployment's retry policy, for the endpoints' max age.
     pub async fn endpoints(
         &mut self,
         leased: &[Leased],
-        defaults: RetryPolicy,
     ) -> Result<HashMap<EndpointId, ClaimEndpoint>> {
         let mut ids: Vec<&str> = Vec::new();
         for row in leased {
@@ -373,25 +344,9 @@ impl Turn {
             .await?;
         let mut endpoints = HashMap::with_capacity(ids.len());
         for row in found {
-            let target = target_from_row(&self.store.secrets, &row)?;
-            let rate = target.gate.rate_limit.map(|per_second| Rate {
-                per_second,
-                tat_us: None,
-            });
             endpoints.insert(
                 parse_column(&row, "id")?,
-                ClaimEndpoint {
-                    destination: target.destination,
-                    retry: target.retry,
-                    gate: EndpointGate {
-                        enabled: target.gate.enabled,
-                        breaker: target.gate.breaker,
-                        rate,
-                        max_in_flight: target.gate.max_in_flight,
-                        on_dead: target.gate.on_dead,
-                        max_age: target.retry.apply(defaults).max_age,
-                    },
-                },
+                endpoint_from_row(&self.store.secrets, &row)?,
             );
         }
         Ok(endpoints)
@@ -433,7 +388,6 @@ impl Turn {
         &mut self,
         plan: &ClaimPlan,
         leased: &[Leased],
-        endpoints: &HashMap<EndpointId, ClaimEndpoint>,
         now: Timestamp,
     ) -> Result<()> {
         let engine = self.store.engine;
@@ -468,10 +422,9 @@ impl Turn {
                 .ordering_key
                 .as_deref()
                 .expect("only keyed rows release");
-            if endpoints.contains_key(&row.endpoint_id) {
-                release_partition_successor(&mut self.tx, &row.endpoint_id, key, release.due, now)
-                    .await?;
-            }
+            // Planned only for endpoints that exist (a deleted one has no partitions).
+            release_partition_successor(&mut self.tx, &row.endpoint_id, key, release.due, now)
+                .await?;
         }
         for (until, indices) in &plan.defer {
             let ids = Batch::default().text(indices.iter().map(|i| Some(leased[*i].id.as_str())));

@@ -455,7 +455,7 @@ struct Target {
     id: EndpointId,
     event_types: Option<Vec<String>>,
     /// Where and how to send, and the endpoint's gate (as a claim reads them).
-    endpoint: claim::Target,
+    endpoint: claim::ClaimEndpoint,
 }
 
 impl Target {
@@ -498,7 +498,7 @@ impl Target {
             replayed: false,
             max_in_flight: self.endpoint.gate.max_in_flight,
             destination: self.endpoint.destination.clone(),
-            retry: self.endpoint.retry,
+            retry: self.endpoint.gate.retry,
             body,
         }
     }
@@ -521,7 +521,7 @@ async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec
             Ok(Target {
                 id: parse_column(row, "id")?,
                 event_types: event_types_from_json(row.try_get("event_types")?)?,
-                endpoint: claim::target_from_row(secrets, row)?,
+                endpoint: claim::endpoint_from_row(secrets, row)?,
             })
         })
         .collect()
