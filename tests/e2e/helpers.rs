@@ -846,6 +846,40 @@ pub fn item(
     }
 }
 
+/// A publish through the API's steps (`hookline_api::publish::publish_group`),
+/// with no dispatcher to hand off to, called as the contract tests read it:
+/// `store.events().publish(…)`.
+pub trait Publishes {
+    fn publish(
+        &self,
+        item: hookline_store::PublishItem,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::PublishOutcome>>;
+
+    fn publish_group<'a>(
+        &'a self,
+        items: &'a [hookline_store::PublishItem],
+    ) -> impl Future<Output = hookline_store::Result<Vec<hookline_store::PublishOutcome>>> + 'a;
+}
+
+impl Publishes for hookline_store::Events<'_> {
+    async fn publish(
+        &self,
+        item: hookline_store::PublishItem,
+    ) -> hookline_store::Result<hookline_store::PublishOutcome> {
+        let mut outcomes =
+            hookline_api::publish::publish_group(self, None, std::slice::from_ref(&item)).await?;
+        Ok(outcomes.remove(0))
+    }
+
+    fn publish_group<'a>(
+        &'a self,
+        items: &'a [hookline_store::PublishItem],
+    ) -> impl Future<Output = hookline_store::Result<Vec<hookline_store::PublishOutcome>>> + 'a
+    {
+        hookline_api::publish::publish_group(self, None, items)
+    }
+}
+
 /// The dispatcher's turn (`hookline_dispatch::turn`), called on a store as the
 /// contract tests read it: `store.claim_due_deliveries(…)`.
 pub trait Claims {

@@ -13,7 +13,9 @@ use hookline_dispatch::room::{Handoff, Room};
 use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Claims, Engine, TestDb};
+use crate::helpers::{
+    attempts_of, both_engines, item, new_endpoint, Claims, Engine, Publishes, TestDb,
+};
 
 const LEASE: Duration = Duration::from_secs(30);
 
@@ -84,6 +86,8 @@ struct Fixture {
     store: Store,
     app: AppId,
     endpoint: Endpoint,
+    /// The dispatcher publishes hand fresh deliveries to, if any.
+    handoff: Option<std::sync::Arc<Handoff>>,
     _db: TestDb,
 }
 
@@ -117,6 +121,7 @@ async fn fixture(engine: Engine, configure: impl FnOnce(&mut NewEndpoint)) -> Fi
         store,
         app,
         endpoint,
+        handoff: None,
         _db: db,
     }
 }
@@ -126,11 +131,17 @@ impl Fixture {
         let event = new_event("a", key);
         let id = event.id.clone();
 
-        self.store
-            .events()
-            .publish(item(&self.app, event, None, now))
-            .await
-            .unwrap();
+        let handoff = self
+            .handoff
+            .as_deref()
+            .map(|h| h as &hookline_api::publish::DispatchHandoff);
+        hookline_api::publish::publish_group(
+            &self.store,
+            handoff,
+            &[item(&self.app, event, None, now)],
+        )
+        .await
+        .unwrap();
         id
     }
 
@@ -819,7 +830,7 @@ async fn concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps(engine: 
 }
 
 async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engine: Engine) {
-    let f = fixture(engine, |_| {}).await;
+    let mut f = fixture(engine, |_| {}).await;
     let mut limited = new_endpoint("https://limited.example", None);
     limited.rate_limit_per_sec = Some(100);
     let limited = f
@@ -832,7 +843,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     let room = fixed_room(2);
     let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(3));
     let (handoff, mut inbox) = Handoff::new(room.clone(), permits.clone(), LEASE);
-    f.store.accept_handoffs(handoff);
+    f.handoff = Some(handoff.clone());
     let state_of = |event: EventId, endpoint: EndpointId| {
         let store = f.store.clone();
         let app = f.app.clone();
@@ -962,7 +973,7 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     assert_eq!(inbox.try_recv().unwrap()[0].delivery.event_id, caught_up);
 
     // Once the dispatcher stops taking hand-offs, fresh deliveries are written pending.
-    f.store.stop_handoffs();
+    handoff.close();
     let fourth = f.publish(None, t(5)).await;
     assert!(inbox.try_recv().is_err());
     let row = state_of(fourth, f.endpoint.id.clone()).await;

@@ -14,7 +14,9 @@ use hookline_core::time::Timestamp;
 use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, item, new_endpoint, Claims, Engine, TestDb};
+use crate::helpers::{
+    attempts_of, both_engines, item, new_endpoint, Claims, Engine, Publishes, TestDb,
+};
 
 const LEASE: Duration = Duration::from_secs(30);
 

@@ -10,7 +10,7 @@ use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, Claims, Engine, TestDb};
+use crate::helpers::{attempts_of, both_engines, Claims, Engine, Publishes, TestDb};
 
 /// The newest migration of each earlier release: `bd24c4a` (3) and `d979ff1` (4).
 const EARLIER_SCHEMAS: [i64; 2] = [3, 4];

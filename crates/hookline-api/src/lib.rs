@@ -10,6 +10,8 @@
 //! - [`openapi`]: the OpenAPI 3.1 document, generated from the route table.
 //! - `routes`: one module per resource.
 //! - `portal`: the customer portal's files, links and sessions (docs/portal.md).
+//! - [`publish`]: publishing through the store's steps, core's plan and the
+//!   hand-off to this process's dispatcher; the group-commit queue.
 
 mod auth;
 mod catalog;
@@ -19,6 +21,7 @@ mod limits;
 pub mod metrics;
 pub mod openapi;
 mod portal;
+pub mod publish;
 mod routes;
 mod unread;
 mod views;
@@ -61,6 +64,9 @@ pub struct ApiConfig {
     pub public_url: String,
     /// Per-key request rate limits; `None`: unlimited.
     pub rate_limit: Option<RateLimit>,
+    /// The dispatcher of this process, if publishes hand it the fresh
+    /// deliveries it can send at once (the binary wires it).
+    pub handoff: Option<Arc<publish::DispatchHandoff>>,
 }
 
 impl Default for ApiConfig {
@@ -74,6 +80,7 @@ impl Default for ApiConfig {
             readiness: None,
             public_url: "http://127.0.0.1:8080".into(),
             rate_limit: None,
+            handoff: None,
         }
     }
 }
@@ -87,6 +94,7 @@ pub(crate) struct AppState {
     pub keys: Arc<auth::KeyCache>,
     pub catalog: Arc<catalog::Catalog>,
     pub limits: Option<Arc<limits::KeyLimits>>,
+    pub publisher: publish::Publisher,
 }
 
 /// The whole API as one router.
@@ -106,6 +114,7 @@ fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bo
         .rate_limit
         .map(|limit| Arc::new(limits::KeyLimits::new(limit, clock.clone())));
     let state = AppState {
+        publisher: publish::Publisher::start(store.clone(), config.handoff.clone()),
         store,
         clock,
         config: Arc::new(config),

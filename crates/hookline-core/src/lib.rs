@@ -45,6 +45,7 @@ pub mod ids;
 pub mod model;
 pub mod ordering;
 pub mod portal;
+pub mod publish;
 pub mod rate;
 pub mod retry;
 pub mod sealing;

@@ -88,6 +88,14 @@ pub struct Dispatcher {
     clock: Arc<dyn Clock>,
     endpoint_labels: EndpointLabels,
     heartbeat: Heartbeat,
+    /// Send permits, shared by claimed and handed-off sends.
+    permits: Arc<Semaphore>,
+    /// The room per endpoint, taken by claims and hand-offs, freed by answers.
+    room: Arc<Room>,
+    /// Where publishes of this process hand deliveries over ([`Dispatcher::handoff`]).
+    handoff: Arc<Handoff>,
+    /// What they hand over (taken by [`Dispatcher::run`]).
+    inbox: mpsc::UnboundedReceiver<Vec<HandedOff>>,
 }
 
 /// The leases of this dispatcher's sends in progress (claimed or handed off):
@@ -114,7 +122,14 @@ impl Dispatcher {
         clock: Arc<dyn Clock>,
     ) -> Result<Self, DispatchError> {
         let sender = Sender::new(&config)?;
+        let permits = Arc::new(Semaphore::new(config.max_in_flight));
+        let room = Room::new(config.concurrency);
+        let (handoff, inbox) = Handoff::new(room.clone(), permits.clone(), config.lease);
         Ok(Self {
+            permits,
+            room,
+            handoff,
+            inbox,
             store,
             endpoint_labels: EndpointLabels::new(config.metrics_endpoint_cap),
             config,
@@ -122,6 +137,12 @@ impl Dispatcher {
             clock,
             heartbeat: Heartbeat::default(),
         })
+    }
+
+    /// Where publishes in this process hand this dispatcher the fresh deliveries
+    /// it can send at once (the binary passes it to the API; see `crate::room::Handoff`).
+    pub fn handoff(&self) -> Arc<dyn hookline_core::publish::Handoff<ClaimedDelivery>> {
+        self.handoff.clone()
     }
 
     /// When the dispatch loop last finished a turn (for `/readyz`).
@@ -133,14 +154,11 @@ impl Dispatcher {
     /// sends finish for up to `drain_timeout`, records every finished attempt,
     /// and releases the leases of the sends that did not finish.
     #[tracing::instrument(name = "dispatcher", skip_all)]
-    pub async fn run(self, shutdown: CancellationToken) -> Result<(), DispatchError> {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), DispatchError> {
+        let (_, mut inbox) = mpsc::unbounded_channel();
+        std::mem::swap(&mut inbox, &mut self.inbox);
+        let (permits, room) = (self.permits.clone(), self.room.clone());
         let this = Arc::new(self);
-        let permits = Arc::new(Semaphore::new(this.config.max_in_flight));
-        // The room per endpoint is taken by this dispatcher's claims and by publishes
-        // handing deliveries to it, and freed by each answer as it arrives.
-        let room = Room::new(this.config.concurrency);
-        let (handoff, mut inbox) = Handoff::new(room.clone(), permits.clone(), this.config.lease);
-        this.store.accept_handoffs(handoff);
         let mut leases = Leases::default();
         let (records_tx, mut records_rx) = mpsc::unbounded_channel();
         // Finished sends as they arrive, and the attempts the next turn's transaction
@@ -261,7 +279,7 @@ impl Dispatcher {
 
         // Publishes stop handing work over; what they already handed is sent like
         // the rest of the drain.
-        this.store.stop_handoffs();
+        this.handoff.close();
         this.start_handed(
             &mut inbox,
             &mut handed,

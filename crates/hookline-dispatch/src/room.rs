@@ -1,6 +1,6 @@
 //! The dispatcher's room per endpoint and its hand-off inbox: in-memory state
 //! that the dispatcher's own turn reads (`crate::turn`) and publishes feed
-//! through `hookline_store::Inbox`.
+//! through `hookline_core::publish::Handoff`.
 //!
 //! [`Room`] counts this process's requests in flight per endpoint against each
 //! endpoint's [`AdaptiveLimit`]. A request counts from its claim or hand-off
@@ -29,7 +29,8 @@ use hookline_core::breaker::Signal;
 use hookline_core::claim::RoomView;
 use hookline_core::concurrency::{AdaptiveLimit, ConcurrencyPolicy, Pressure};
 use hookline_core::ids::EndpointId;
-use hookline_store::{AttemptRecord, ClaimedDelivery, Inbox};
+use hookline_core::publish::Handoff as Inbox;
+use hookline_store::{AttemptRecord, ClaimedDelivery};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// One dispatcher's requests in flight per endpoint, under each endpoint's adaptive limit.
@@ -305,6 +306,8 @@ pub struct Handoff {
     reserved: Mutex<Vec<OwnedSemaphorePermit>>,
     lease: Duration,
     inbox: mpsc::UnboundedSender<Vec<HandedOff>>,
+    /// The dispatcher is draining: no more reservations.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Handoff {
@@ -322,8 +325,15 @@ impl Handoff {
             reserved: Mutex::default(),
             lease,
             inbox,
+            closed: Default::default(),
         };
         (Arc::new(handoff), receiver)
+    }
+
+    /// Refuses every reservation from now on (the dispatcher is draining); what
+    /// was reserved before is still handed over.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn reserved(&self) -> MutexGuard<'_, Vec<OwnedSemaphorePermit>> {
@@ -331,12 +341,15 @@ impl Handoff {
     }
 }
 
-impl Inbox for Handoff {
+impl Inbox<ClaimedDelivery> for Handoff {
     fn lease(&self) -> Duration {
         self.lease
     }
 
     fn reserve(&self, endpoint: &EndpointId, max_in_flight: Option<u32>) -> bool {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             return false;
         };

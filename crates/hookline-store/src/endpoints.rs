@@ -153,8 +153,6 @@ fn event_types_json(types: &Option<Vec<String>>) -> Option<String> {
         .map(|t| serde_json::to_string(t).expect("strings serialize"))
 }
 
-pub(crate) use hookline_core::admission::due_for_new_work;
-
 /// Writes a breaker back to its endpoint row.
 pub(crate) async fn save_breaker(
     tx: &mut Tx,

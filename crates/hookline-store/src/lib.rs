@@ -23,7 +23,7 @@
 //! - [`records`]: the rows the store hands out and takes in.
 //! - `apps`, `endpoints`, `keys`, `event_types`: management data (the last: the event type catalog).
 //! - `secrets`: endpoint secrets sealed at rest under the master key, and its rotation.
-//! - `publish`: the outbox transaction, idempotency keys, group commit.
+//! - `publish`: the outbox transaction in steps ([`Publish`]), idempotency keys.
 //! - `events`: reading events.
 //! - `listing`: the dashboard's filtered, keyset-paginated listings.
 //! - `replays`: bulk replays of the DLQ, as jobs worked in batches.
@@ -33,9 +33,6 @@
 //!   or endpoint, reading and locking their endpoints, executing the claim plan.
 //! - `complete`: attempts, next states, breakers and ordered partitions after sending.
 //! - `deliveries`: reading deliveries and attempts, the DLQ, release, replay.
-//! - [`dispatcher`]: the two small traits through which a claim reads the
-//!   dispatcher's room and a publish hands fresh deliveries to it (the
-//!   dispatcher, in `hookline-dispatch`, owns that state).
 //! - `wake`: telling dispatchers that work is due, in process and across nodes.
 
 mod apps;
@@ -43,7 +40,6 @@ mod claim;
 mod complete;
 mod db;
 mod deliveries;
-pub mod dispatcher;
 mod endpoints;
 mod event_types;
 mod events;
@@ -67,11 +63,10 @@ use std::sync::Arc;
 use db::{Pool, Row};
 
 pub use claim::{ClaimEndpoint, Leased, Turn};
-pub use dispatcher::Inbox;
 pub use event_types::MAX_EVENT_TYPES;
 pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
 pub use portal::{PortalExchange, SESSION_KEY_NAME};
-pub use publish::{PublishItem, MAX_GROUP};
+pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};
 pub use retention::{Purged, RETENTION_BATCH};
@@ -198,11 +193,6 @@ pub struct Store {
     /// Writes. On SQLite a single connection: the one writer SQLite allows.
     writer: Pool,
     wake: Arc<wake::Wake>,
-    /// The group-commit queue for publishes (set right after construction:
-    /// its committer tasks hold clones of the store).
-    group: Arc<std::sync::OnceLock<publish::GroupCommit>>,
-    /// This process's dispatcher, if one takes fresh deliveries straight from publishes.
-    handoff: Arc<std::sync::Mutex<Option<Arc<dyn Inbox>>>>,
     /// Seals and opens endpoint secrets (at rest they are never in the clear).
     secrets: Arc<secrets::Secrets>,
     database_url: Arc<str>,
@@ -244,25 +234,9 @@ impl Store {
             reader,
             writer,
             wake: Arc::new(wake::Wake::new(engine)),
-            group: Arc::default(),
-            handoff: Arc::default(),
             secrets: Arc::new(secrets::Secrets::new(config.keyring.clone())),
             database_url: url.into(),
         };
-        // SQLite has one writer, so one committer; PostgreSQL commits groups in parallel.
-        let committers = match engine {
-            Engine::Sqlite => 1,
-            Engine::Postgres => 4,
-        };
-        // The committers' own clone has no queue: the queue (and with it the
-        // committers) ends when the last clone the callers hold is dropped.
-        let committing = Self {
-            group: Arc::default(),
-            ..store.clone()
-        };
-        let _ = store
-            .group
-            .set(publish::GroupCommit::start(committing, committers));
         Ok(store)
     }
 
@@ -276,21 +250,6 @@ impl Store {
             Pool::Postgres(pool) => postgres::migrate(pool).await?,
         }
         self.endpoints().secure_secrets().await
-    }
-
-    /// From now on, publishes through this store (and its clones) hand fresh
-    /// deliveries they can to the dispatcher behind `inbox` (see [`Inbox`]).
-    pub fn accept_handoffs(&self, inbox: Arc<dyn Inbox>) {
-        *self.handoff.lock().expect("handoff poisoned") = Some(inbox);
-    }
-
-    /// Publishes stop handing deliveries off (the dispatcher is draining).
-    pub fn stop_handoffs(&self) {
-        *self.handoff.lock().expect("handoff poisoned") = None;
-    }
-
-    fn handoff(&self) -> Option<Arc<dyn Inbox>> {
-        self.handoff.lock().expect("handoff poisoned").clone()
     }
 
     pub fn engine(&self) -> Engine {

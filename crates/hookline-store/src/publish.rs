@@ -1,29 +1,28 @@
-//! Publishing: the outbox transaction, `Idempotency-Key`, and group commit.
+//! Publishing: the outbox transaction and `Idempotency-Key`, in steps.
 //!
-//! Every publish — a single `POST …/events` or a batch — goes through
-//! [`Events::publish_group`](crate::Events::publish_group): one transaction writes several events, their
-//! deliveries and their idempotency records. Single publishes reach it through
-//! a **group-commit queue**: a few committer tasks each take whatever requests
-//! are waiting (up to [`MAX_GROUP`]) and commit them together. Under load that
-//! turns one fsync per event into one per group; at low load a request is
-//! committed alone, at once. Each caller still gets its answer only after its
-//! own transaction committed.
+//! A publish of one or more events (of any apps) is one transaction, driven by
+//! its caller (the API's publisher, `hookline_api::publish`):
+//! [`Events::begin_publish`] reads what the items' idempotency keys answered
+//! before, numbers their ordered events, and reads the endpoints each new event
+//! goes to and the state of its ordering partitions — one [`Draft`] per delivery
+//! to write. The caller plans each draft's first state
+//! (`hookline_core::publish::first_state`, and whether it hands the delivery to
+//! its dispatcher), and [`Publish::commit`] writes the events, the deliveries
+//! as planned and the keys' receipts, and commits. The store decides nothing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::db::Tx;
-use hookline_core::admission;
+use hookline_core::claim::EndpointGate;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
-use hookline_core::ordering;
+use hookline_core::publish::{FirstState, Partition};
 use hookline_core::time::Timestamp;
-use tokio::sync::{mpsc, oneshot};
 
 use crate::claim::{self, ENDPOINT_COLUMNS};
 use crate::db::{Batch, Kind, Sql};
-use crate::dispatcher::Reservation;
-use crate::endpoints::{due_for_new_work, event_types_from_json};
+use crate::endpoints::event_types_from_json;
 use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
@@ -32,10 +31,8 @@ use crate::secrets::Secrets;
 use crate::Events;
 use crate::{parse_column, Result, Store, StoreError};
 
-/// The most events committed in one group.
+/// The most events a caller should commit in one group.
 pub const MAX_GROUP: usize = 512;
-/// How often a group is retried after losing an idempotency-key race.
-const KEY_RACE_RETRIES: usize = 3;
 
 /// One event to publish.
 #[derive(Debug, Clone)]
@@ -47,137 +44,108 @@ pub struct PublishItem {
     pub now: Timestamp,
 }
 
-type Reply = oneshot::Sender<Result<PublishOutcome>>;
-
-/// The queue in front of the committers.
-pub(crate) struct GroupCommit {
-    queue: mpsc::UnboundedSender<(PublishItem, Reply)>,
+/// One delivery a publish is about to write, with what its first state depends on.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// The item (of those the publish began with) whose event it delivers.
+    pub item: usize,
+    pub endpoint: EndpointId,
+    /// The endpoint's gate, as read in the publish's transaction.
+    pub gate: EndpointGate,
+    /// Its ordering partition; `None` if the event has no ordering key.
+    pub partition: Option<Partition>,
 }
 
-impl GroupCommit {
-    /// Starts `committers` tasks (one for SQLite, whose writer is single anyway).
-    pub(crate) fn start(store: Store, committers: usize) -> Self {
-        let (queue, receiver) = mpsc::unbounded_channel();
-        let receiver = std::sync::Arc::new(tokio::sync::Mutex::new(receiver));
-        for _ in 0..committers {
-            let (store, receiver) = (store.clone(), receiver.clone());
-            tokio::spawn(async move {
-                loop {
-                    let mut group = Vec::new();
-                    {
-                        // One committer at a time gathers a group; the others commit meanwhile.
-                        let mut receiver = receiver.lock().await;
-                        if receiver.recv_many(&mut group, MAX_GROUP).await == 0 {
-                            return;
-                        }
-                    }
-                    store.events().commit_group(group).await;
-                }
-            });
-        }
-        Self { queue }
+/// What a publish wrote, once committed.
+#[derive(Debug)]
+pub struct Committed {
+    /// One outcome per item, in order.
+    pub outcomes: Vec<PublishOutcome>,
+    /// The deliveries planned as handed off (written in flight), as the
+    /// dispatcher sends them, in draft order.
+    pub handed: Vec<ClaimedDelivery>,
+}
+
+/// What an item of a publish comes to, as far as its idempotency key tells.
+#[derive(Debug, Clone)]
+enum Resolved {
+    /// A new event, with its sequence number if ordered.
+    New { sequence: Option<u64> },
+    /// Answered from an earlier use of its key.
+    Earlier(PublishOutcome),
+    /// Its key was used by an earlier item of this publish with the same request.
+    SameAs(usize),
+    /// Its key was used by an earlier item of this publish with another request.
+    KeyReused,
+}
+
+/// A publish in progress: its open transaction and what it read
+/// ([`Events::begin_publish`]). Dropped without [`Publish::commit`], it rolls back.
+pub struct Publish<'a> {
+    store: Store,
+    tx: Tx,
+    items: &'a [PublishItem],
+    resolved: Vec<Resolved>,
+    drafts: Vec<Draft>,
+    /// Each draft's endpoint, with where and how to send.
+    targets: Vec<Arc<Target>>,
+}
+
+impl std::fmt::Debug for Publish<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publish")
+            .field("items", &self.items.len())
+            .field("drafts", &self.drafts.len())
+            .finish()
     }
 }
 
 impl Events<'_> {
-    /// Writes an event and one delivery per enabled endpoint whose filter accepts
-    /// it, committed (with other concurrent publishes) before this returns.
-    ///
-    /// With an idempotency key, a receipt of what was written is stored under the
-    /// key in the same transaction. A later request with the key gets that
-    /// [`Published`] again (same fingerprint) or [`PublishOutcome::KeyReused`]; of
-    /// concurrent requests with one key exactly one creates the event.
-    #[tracing::instrument(skip_all, fields(app = %item.app, event = %item.event.id))]
-    pub async fn publish(&self, item: PublishItem) -> Result<PublishOutcome> {
-        let (reply, answer) = oneshot::channel();
-        self.group
-            .get()
-            .expect("the group committer starts with the store")
-            .queue
-            .send((item, reply))
-            .map_err(|_| StoreError::Closed)?;
-        answer.await.map_err(|_| StoreError::Closed)?
-    }
-
-    /// Commits a gathered group; if the group's transaction fails, each item is
-    /// tried alone so one bad request cannot fail its neighbours.
-    async fn commit_group(&self, group: Vec<(PublishItem, Reply)>) {
-        let items: Vec<PublishItem> = group.iter().map(|(item, _)| item.clone()).collect();
-        if let Ok(outcomes) = self.publish_group(&items).await {
-            for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
-                let _ = reply.send(Ok(outcome));
-            }
-            return;
-        }
-        for (item, reply) in group {
-            let _ = reply.send(
-                self.publish_group(std::slice::from_ref(&item))
-                    .await
-                    .map(|mut o| o.remove(0)),
-            );
-        }
-    }
-
-    /// Publishes several events (of any apps) in one transaction; one outcome per item, in order.
+    /// Begins publishing `items` (of any apps) in one transaction: reads what
+    /// their idempotency keys answered before, numbers their ordered events, and
+    /// reads the enabled endpoints subscribed to each new event (or only the one
+    /// it names) and the partitions its deliveries join. Of concurrent publishes
+    /// using one key exactly one commits (the others' [`Publish::commit`] finds
+    /// out and they begin again, to be answered from it).
     #[tracing::instrument(skip_all, fields(count = items.len()))]
-    pub async fn publish_group(&self, items: &[PublishItem]) -> Result<Vec<PublishOutcome>> {
-        let mut attempt = 0;
-        loop {
-            match self.try_publish_group(items).await? {
-                Some(outcomes) => return Ok(outcomes),
-                // A concurrent transaction took one of our keys first: go again, and
-                // the earlier answer is found this time.
-                None if attempt < KEY_RACE_RETRIES => attempt += 1,
-                None => return Err(StoreError::Corrupt("idempotency keys kept racing".into())),
-            }
-        }
-    }
-
-    /// One try of a group: `None` if an idempotency key was taken concurrently
-    /// (the transaction was rolled back).
-    async fn try_publish_group(
-        &self,
-        items: &[PublishItem],
-    ) -> Result<Option<Vec<PublishOutcome>>> {
+    pub async fn begin_publish<'a>(&self, items: &'a [PublishItem]) -> Result<Publish<'a>> {
         let earlier = self.stored_answers(items).await?;
         let mut tx = self.writer.begin().await?;
-        let mut endpoints: HashMap<AppId, Vec<Target>> = HashMap::new();
+        let mut sequences = allocate_sequences(&mut tx, items, &earlier).await?;
+        let mut endpoints: HashMap<AppId, Vec<Arc<Target>>> = HashMap::new();
         // Partitions that got a delivery earlier in this group (not yet visible to queries).
         let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
-        // Keys answered earlier in this group: (app, key) → (fingerprint, what was written).
-        let mut answered: HashMap<(AppId, String), (String, Stored)> = HashMap::new();
-        let mut outcomes = Vec::with_capacity(items.len());
-        let mut events = Vec::new();
-        let mut keys = Vec::new();
-        let mut woke = false;
-        // Deliveries written leased to this process's dispatcher, passed to it after the
-        // commit; if the transaction fails, dropping them gives their room back.
-        let handoff = self.handoff();
-        let lease_token = ulid::Ulid::new().to_string();
-        let mut handed: Vec<(Reservation, ClaimedDelivery)> = Vec::new();
-        let mut sequences = allocate_sequences(&mut tx, items, &earlier).await?;
+        // Keys used earlier in this group: (app, key) → (fingerprint, item).
+        let mut used: HashMap<(AppId, String), (String, usize)> = HashMap::new();
+        let mut resolved = Vec::with_capacity(items.len());
+        let mut drafts = Vec::new();
+        let mut targets = Vec::new();
 
-        for item in items {
+        for (index, item) in items.iter().enumerate() {
             if let Some(key) = &item.key {
                 let slot = (item.app.clone(), key.key.clone());
-                let known = answered
-                    .get(&slot)
-                    .cloned()
-                    .or_else(|| earlier.get(&slot).cloned());
-                if let Some((fingerprint, stored)) = known {
-                    outcomes.push(if fingerprint == key.fingerprint {
-                        stored.replay()
+                if let Some((fingerprint, stored)) = earlier.get(&slot) {
+                    resolved.push(Resolved::Earlier(if *fingerprint == key.fingerprint {
+                        stored.clone().replay()
                     } else {
                         PublishOutcome::KeyReused
+                    }));
+                    continue;
+                }
+                if let Some((fingerprint, first)) = used.get(&slot) {
+                    resolved.push(if *fingerprint == key.fingerprint {
+                        Resolved::SameAs(*first)
+                    } else {
+                        Resolved::KeyReused
                     });
                     continue;
                 }
+                used.insert(slot, (key.fingerprint.clone(), index));
             }
             if !endpoints.contains_key(&item.app) {
-                let targets = load_targets(&mut tx, &self.secrets, &item.app).await?;
-                endpoints.insert(item.app.clone(), targets);
+                let loaded = load_targets(&mut tx, &self.secrets, &item.app).await?;
+                endpoints.insert(item.app.clone(), loaded);
             }
-            let targets = &endpoints[&item.app];
             let sequence = item.event.ordering_key.as_ref().map(|key| {
                 let next = sequences
                     .get_mut(&(item.app.clone(), key.clone()))
@@ -185,61 +153,106 @@ impl Events<'_> {
                 *next += 1;
                 *next - 1
             });
-            let accepting: Vec<&Target> = targets
+            resolved.push(Resolved::New { sequence });
+            let accepting: Vec<&Arc<Target>> = endpoints[&item.app]
                 .iter()
                 .filter(|t| match &item.event.only_endpoint {
                     Some(only) => t.id == *only,
                     None => t.accepts(&item.event.event_type),
                 })
                 .collect();
-            let held = match &item.event.ordering_key {
+            let mut unfinished = match &item.event.ordering_key {
                 Some(key) if !accepting.is_empty() => {
-                    held_partitions(&mut tx, key, &accepting).await?
+                    unfinished_partitions(&mut tx, key, &accepting).await?
                 }
-                _ => HashSet::new(),
+                _ => HashMap::new(),
             };
-            let mut published = Vec::with_capacity(accepting.len());
-            let mut body: Option<Arc<[u8]>> = None;
             for target in accepting {
-                let mut due_at = target.due_at(item.now);
-                let mut state = match &item.event.ordering_key {
-                    None => DeliveryState::Pending,
-                    Some(key) => {
-                        let partition = (target.id.clone(), key.clone());
-                        let earlier_in_group = !touched.insert(partition);
-                        ordering::initial_state(earlier_in_group || held.contains(&target.id))
-                    }
-                };
+                let partition = item.event.ordering_key.as_ref().map(|key| Partition {
+                    earlier_in_group: !touched.insert((target.id.clone(), key.clone())),
+                    unfinished: unfinished.remove(&target.id).unwrap_or_default(),
+                });
+                drafts.push(Draft {
+                    item: index,
+                    endpoint: target.id.clone(),
+                    gate: target.endpoint.gate,
+                    partition,
+                });
+                targets.push(Arc::clone(target));
+            }
+        }
+        Ok(Publish {
+            store: Store::clone(self),
+            tx,
+            items,
+            resolved,
+            drafts,
+            targets,
+        })
+    }
+}
+
+impl Publish<'_> {
+    /// The deliveries to write, in item order; the caller plans one first state for each.
+    pub fn drafts(&self) -> &[Draft] {
+        &self.drafts
+    }
+
+    /// Writes the new events, their deliveries in the planned first states (one
+    /// per [draft](Publish::drafts), in order; those `in_flight` leased to the
+    /// dispatcher they are handed to) and the receipts of their keys, and
+    /// commits; wakes dispatchers if a delivery is due now. `None` if a
+    /// concurrent publish committed one of the keys first (rolled back: begin again).
+    pub async fn commit(mut self, plan: &[FirstState]) -> Result<Option<Committed>> {
+        assert_eq!(plan.len(), self.drafts.len(), "one first state per draft");
+        let lease_token = ulid::Ulid::new().to_string();
+        let mut planned = self.drafts.iter().zip(&self.targets).zip(plan).peekable();
+        let mut outcomes: Vec<PublishOutcome> = Vec::with_capacity(self.items.len());
+        let mut handed = Vec::new();
+        let mut events = Vec::new();
+        let mut keys = Vec::new();
+        let mut woke = false;
+        for (index, (item, resolved)) in self.items.iter().zip(&self.resolved).enumerate() {
+            let sequence = match resolved {
+                Resolved::New { sequence } => *sequence,
+                Resolved::Earlier(outcome) => {
+                    outcomes.push(outcome.clone());
+                    continue;
+                }
+                Resolved::SameAs(first) => {
+                    outcomes.push(match &outcomes[*first] {
+                        PublishOutcome::Created(published) => {
+                            PublishOutcome::Replayed(published.clone())
+                        }
+                        other => other.clone(),
+                    });
+                    continue;
+                }
+                Resolved::KeyReused => {
+                    outcomes.push(PublishOutcome::KeyReused);
+                    continue;
+                }
+            };
+            let mut deliveries = Vec::new();
+            let mut body: Option<Arc<[u8]>> = None;
+            while let Some(((_, target), first)) =
+                planned.next_if(|((draft, _), _)| draft.item == index)
+            {
                 let id = DeliveryId::generate();
-                let reservation = match &handoff {
-                    Some(handoff)
-                        if state == DeliveryState::Pending
-                            && due_at <= item.now
-                            && target.sends_at_once(item.now) =>
-                    {
-                        Reservation::take(handoff, &target.id, target.endpoint.gate.max_in_flight)
-                    }
-                    _ => None,
-                };
-                if let (Some(reservation), Some(handoff)) = (reservation, &handoff) {
-                    state = DeliveryState::InFlight;
-                    due_at = item.now + handoff.lease();
+                if first.state == DeliveryState::InFlight {
                     let body = body
                         .get_or_insert_with(|| Arc::from(item.event.body.as_slice()))
                         .clone();
-                    handed.push((
-                        reservation,
-                        target.handed_off(&id, item, sequence, &lease_token, body),
-                    ));
+                    handed.push(target.handed_off(&id, item, sequence, &lease_token, body));
                 }
-                woke |= state == DeliveryState::Pending && due_at <= item.now;
-                published.push(Delivery {
+                woke |= first.state == DeliveryState::Pending && first.due_at <= item.now;
+                deliveries.push(Delivery {
                     id,
                     app_id: item.app.clone(),
                     event_id: item.event.id.clone(),
                     endpoint_id: target.id.clone(),
-                    state,
-                    due_at,
+                    state: first.state,
+                    due_at: first.due_at,
                     ordering_key: item.event.ordering_key.clone(),
                     sequence,
                     attempts: 0,
@@ -261,13 +274,9 @@ impl Events<'_> {
                     body: Vec::new(),
                     created_at: item.now,
                 },
-                deliveries: published,
+                deliveries,
             };
             if let Some(key) = &item.key {
-                answered.insert(
-                    (item.app.clone(), key.key.clone()),
-                    (key.fingerprint.clone(), Stored::Receipt(published.clone())),
-                );
                 keys.push((item, key, receipt(&published)));
             }
             events.push((item, sequence));
@@ -283,20 +292,21 @@ impl Events<'_> {
             })
             .flatten()
             .collect();
-        insert_events(&mut tx, &events).await?;
-        insert_deliveries(&mut tx, &deliveries, &lease_token).await?;
-        if !insert_keys(&mut tx, &keys).await? {
-            tx.rollback().await?;
+        insert_events(&mut self.tx, &events).await?;
+        insert_deliveries(&mut self.tx, &deliveries, &lease_token).await?;
+        if !insert_keys(&mut self.tx, &keys).await? {
+            self.tx.rollback().await?;
             return Ok(None);
         }
-        tx.commit().await?;
-        Reservation::hand_over(handed);
+        self.tx.commit().await?;
         if woke {
-            self.notify_due();
+            self.store.notify_due();
         }
-        Ok(Some(outcomes))
+        Ok(Some(Committed { outcomes, handed }))
     }
+}
 
+impl Events<'_> {
     /// The stored answers for the group's keys that were used before.
     async fn stored_answers(
         &self,
@@ -463,17 +473,6 @@ impl Target {
         hookline_core::event_types::subscribed(self.event_types.as_deref(), event_type)
     }
 
-    fn due_at(&self, now: Timestamp) -> Timestamp {
-        // `enabled` here is "enabled and not paused": a paused endpoint's new work is parked.
-        due_for_new_work(self.endpoint.gate.enabled, &self.endpoint.gate.breaker, now)
-    }
-
-    /// Whether a fresh delivery to this endpoint may be handed off: the claim's own
-    /// admission rule, asked without the database.
-    fn sends_at_once(&self, now: Timestamp) -> bool {
-        admission::sends_at_once(&self.endpoint.gate.admission(), now)
-    }
-
     /// A delivery of `item` to this endpoint, as the dispatcher gets it when handed off.
     fn handed_off(
         &self,
@@ -509,7 +508,7 @@ pub(crate) static LOAD_TARGETS: Sql = Sql::new(|_| {
     format!("SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
 });
 
-async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec<Target>> {
+async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec<Arc<Target>>> {
     let engine = tx.engine();
     let rows = engine
         .query(LOAD_TARGETS.text(engine))
@@ -518,11 +517,11 @@ async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec
         .await?;
     rows.iter()
         .map(|row| {
-            Ok(Target {
+            Ok(Arc::new(Target {
                 id: parse_column(row, "id")?,
                 event_types: event_types_from_json(row.try_get("event_types")?)?,
                 endpoint: claim::endpoint_from_row(secrets, row)?,
-            })
+            }))
         })
         .collect()
 }
@@ -586,13 +585,12 @@ pub(crate) static HELD_PARTITIONS: Sql = Sql::new(|engine| {
     )
 });
 
-/// The endpoints whose partition for `key` has an earlier delivery holding a new one
-/// back (by each endpoint's `ordering_on_dead`).
-async fn held_partitions(
+/// The states of the unfinished deliveries of ordering key `key` per endpoint of `targets`.
+async fn unfinished_partitions(
     tx: &mut Tx,
     key: &str,
-    targets: &[&Target],
-) -> Result<HashSet<EndpointId>> {
+    targets: &[&Arc<Target>],
+) -> Result<HashMap<EndpointId, Vec<DeliveryState>>> {
     let engine = tx.engine();
     let endpoints = Batch::default().text(targets.iter().map(|t| Some(t.id.as_str())));
     let rows = engine
@@ -601,20 +599,14 @@ async fn held_partitions(
         .bind_batch(endpoints)
         .fetch_all(&mut *tx)
         .await?;
-    let mut held = HashSet::new();
+    let mut unfinished: HashMap<EndpointId, Vec<DeliveryState>> = HashMap::new();
     for row in rows {
-        let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
-        let state: DeliveryState = parse_column(&row, "state")?;
-        let on_dead = targets
-            .iter()
-            .find(|t| t.id == endpoint)
-            .map(|t| t.endpoint.gate.on_dead)
-            .unwrap_or_default();
-        if on_dead.holding_states().contains(&state) {
-            held.insert(endpoint);
-        }
+        unfinished
+            .entry(parse_column(&row, "endpoint_id")?)
+            .or_default()
+            .push(parse_column(&row, "state")?);
     }
-    Ok(held)
+    Ok(unfinished)
 }
 
 static INSERT_EVENTS: Sql = Sql::new(|engine| {

@@ -306,6 +306,7 @@ impl Server {
         let shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
         let mut heartbeat = None;
+        let mut handoff = None;
 
         if role.runs_dispatcher() {
             store
@@ -314,6 +315,8 @@ impl Server {
                 .context("listening for wake-ups")?;
             let dispatcher = Dispatcher::new(store.clone(), config.dispatcher(), clock.clone())?;
             heartbeat = Some(dispatcher.heartbeat());
+            // Publishes of this process hand the dispatcher what it can send at once.
+            handoff = Some(dispatcher.handoff());
             let token = shutdown.clone();
             tasks.push(tokio::spawn(
                 async move { Ok(dispatcher.run(token).await?) },
@@ -352,6 +355,7 @@ impl Server {
                 .clone()
                 .unwrap_or_else(|| format!("http://{addr}")),
             rate_limit: config.rate_limit(),
+            handoff,
         };
         let api = if role.runs_api() {
             hookline_api::router(store.clone(), clock.clone(), api_config)

@@ -657,7 +657,7 @@ pub(crate) async fn test_send(
     };
     let (mut item, warnings) = prepare(&state, &catalog, &endpoint.app_id, request, &raw, None)?;
     item.event.only_endpoint = Some(endpoint.id.clone());
-    let published = match state.store.events().publish(item).await? {
+    let published = match state.publisher.publish(item).await? {
         PublishOutcome::Created(published) => published,
         // Without an idempotency key a publish is always new.
         _ => return Err(ApiError::Internal("a test send was not created".into())),

@@ -122,7 +122,7 @@ pub(crate) async fn publish(
         };
     let catalog = state.catalog.snapshot(&state.store).await?;
     let (item, warnings) = prepare(&state, &catalog, &app.id, body.value, &body.raw, key)?;
-    match state.store.events().publish(item).await? {
+    match state.publisher.publish(item).await? {
         PublishOutcome::Created(published) => {
             crate::metrics::events_accepted(&state, &app.id, 1);
             Ok(stored_response(
@@ -217,7 +217,7 @@ pub(crate) async fn publish_batch(
         items.push(item);
         warnings.push(item_warnings);
     }
-    let outcomes = state.store.events().publish_group(&items).await?;
+    let outcomes = state.publisher.publish_group(&items).await?;
     let mut created = 0u64;
     let data: Vec<serde_json::Value> = outcomes
         .into_iter()
