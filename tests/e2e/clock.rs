@@ -12,6 +12,7 @@ use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp}
 both_engines!(
     a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before,
     an_open_breaker_probes_at_the_end_of_its_cool_down_on_the_servers_clock,
+    retention_removes_history_when_the_servers_clock_says_it_is_old,
 );
 
 /// 2030-01-01T00:00:00Z: far from the wall clock, so nothing can pass by reading it.
@@ -184,4 +185,56 @@ async fn an_open_breaker_probes_at_the_end_of_its_cool_down_on_the_servers_clock
     assert_eq!(attempts[1]["started_at"], probe_at.to_rfc3339());
     assert_eq!(receiver.requests().len(), 2, "exactly one probe");
     assert_eq!(app.get(&health).await["breaker"], "closed");
+}
+
+/// History kept 10 s on the server's clock: a delivered event survives a
+/// retention pass at 1 ms short of its age limit and is gone after the first
+/// pass past it — decided by the server's clock, not by how long the test ran.
+/// (Retention finds old rows by the creation time in their ids, which the wall
+/// clock stamps: this test's clock starts at the wall clock's time, so the
+/// event's id is not older than `t0`, and the pass past the limit looks a
+/// minute further on, so it is older than that pass's cut-off.)
+async fn retention_removes_history_when_the_servers_clock_says_it_is_old(engine: Engine) {
+    let t0 = Timestamp::from_millis(hookline_core::time::SystemClock.now().as_millis());
+    let clock = Arc::new(ManualClock::new(t0));
+    let app = TestApp::spawn_on_clock(engine, clock.clone(), |config| {
+        config.history_retention_secs = 10;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let published = app
+        .publish(&app_id, "order.paid", json!({"order": 42}))
+        .await;
+    let event = published["id"].as_str().unwrap().to_owned();
+    let delivery = published["deliveries"][0]["id"].as_str().unwrap();
+    app.wait_for_delivery_state(&app_id, delivery, "succeeded")
+        .await;
+    let event_path = format!("/v1/apps/{app_id}/events/{event}");
+    let server = app.server.as_ref().unwrap();
+
+    let short = t0 + Duration::from_secs(10) - Duration::from_millis(1);
+    clock.set(short);
+    wait_until(
+        Duration::from_secs(30),
+        "a retention pass 1 ms short of the age limit",
+        || async { (server.last_retention() == Some(short)).then_some(()) },
+    )
+    .await;
+    assert_eq!(app.get(&event_path).await["id"], event.as_str(), "kept");
+
+    let past = t0 + Duration::from_secs(70);
+    clock.set(past);
+    wait_until(
+        Duration::from_secs(30),
+        "a retention pass past the age limit",
+        || async { (server.last_retention() == Some(past)).then_some(()) },
+    )
+    .await;
+    let gone = app
+        .request(reqwest::Method::GET, &event_path, None, &[])
+        .await;
+    assert_eq!(gone.status(), 404, "removed with its delivery and attempt");
+    assert_eq!(receiver.requests().len(), 1);
 }

@@ -277,6 +277,8 @@ pub struct Server {
     pub store: Store,
     /// The dispatch loop's heartbeat, if this role runs one.
     heartbeat: Option<hookline_dispatch::Heartbeat>,
+    /// When retention last ran, on the server's clock (milliseconds; 0: never).
+    last_retention: Arc<std::sync::atomic::AtomicI64>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
 }
@@ -291,6 +293,7 @@ impl Server {
     /// [`Server::start`] on `clock`: every part of the process — the API, the
     /// dispatcher, retention, bulk replays, the gauges — reads time from it (a
     /// test passes a `hookline_core::time::ManualClock` to make timing exact).
+    /// Retention's passes are scheduled on it too ([`Server::last_retention`]).
     /// Waiting (idle polls, pauses between batches) still runs on real time.
     pub async fn start_with_clock(
         config: Config,
@@ -371,11 +374,13 @@ impl Server {
             http::serve(listener, api, limits, token).await;
             Ok(())
         }));
+        let last_retention = Arc::new(std::sync::atomic::AtomicI64::new(0));
         if role.runs_api() {
             tasks.push(tokio::spawn(retention_loop(
                 store.clone(),
                 config.clone(),
                 clock.clone(),
+                last_retention.clone(),
                 shutdown.clone(),
             )));
             tasks.push(tokio::spawn(replay_loop(
@@ -396,6 +401,7 @@ impl Server {
             addr,
             store,
             heartbeat,
+            last_retention,
             shutdown,
             tasks,
         })
@@ -405,6 +411,18 @@ impl Server {
     /// before its first, or in a role without a dispatcher).
     pub fn last_turn(&self) -> Option<Timestamp> {
         self.heartbeat.as_ref().and_then(|h| h.last_turn())
+    }
+
+    /// When retention last ran, on the server's clock: the `now` its cut-offs
+    /// were taken from (`None` before its first pass, or in a role without it).
+    pub fn last_retention(&self) -> Option<Timestamp> {
+        match self
+            .last_retention
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            0 => None,
+            millis => Some(Timestamp::from_millis(millis)),
+        }
     }
 
     /// Stops gracefully: no new requests or claims, in-flight work finished or released.
@@ -531,6 +549,7 @@ async fn retention_loop(
     store: Store,
     config: Config,
     clock: Arc<dyn Clock>,
+    last_run: Arc<std::sync::atomic::AtomicI64>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let keys = Duration::from_secs(config.idempotency_retention_secs);
@@ -540,11 +559,23 @@ async fn retention_loop(
     } else {
         keys.min(history)
     };
+    // How often a pass runs, on the server's clock; the loop looks at the clock
+    // at least every second of real time, so a test clock moved on is noticed.
     let interval = (shortest / 10).clamp(Duration::from_secs(1), Duration::from_secs(3600));
+    let look = interval.min(Duration::from_secs(1));
+    let mut next_pass = clock.now();
     // Rows removed since the space was last reclaimed.
     let mut unreclaimed = 0u64;
     loop {
-        match store.purge_idempotency_keys(clock.now() - keys).await {
+        let now = clock.now();
+        if now < next_pass {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(look) => continue,
+            }
+        }
+        next_pass = now + interval;
+        match store.purge_idempotency_keys(now - keys).await {
             Ok(0) => {}
             Ok(removed) => {
                 unreclaimed += removed;
@@ -553,7 +584,7 @@ async fn retention_loop(
             Err(error) => tracing::warn!(%error, "idempotency retention failed"),
         }
         if !history.is_zero() {
-            let removed = purge_history(&store, history, &*clock, &shutdown).await;
+            let removed = purge_history(&store, now - history, &shutdown).await;
             unreclaimed += removed.deliveries + removed.attempts + removed.events;
         }
         if unreclaimed >= RECLAIM_AFTER_ROWS {
@@ -562,10 +593,7 @@ async fn retention_loop(
                 Err(error) => tracing::warn!(%error, "reclaiming the space of removed rows failed"),
             }
         }
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(interval) => {}
-        }
+        last_run.store(now.as_millis(), std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -639,13 +667,12 @@ const RECLAIM_AFTER_ROWS: u64 = 10_000;
 /// what was removed.
 async fn purge_history(
     store: &Store,
-    retention: Duration,
-    clock: &dyn Clock,
+    cutoff: Timestamp,
     shutdown: &CancellationToken,
 ) -> hookline_store::Purged {
     let mut removed = hookline_store::Purged::default();
     while !shutdown.is_cancelled() {
-        match store.purge_history(clock.now() - retention).await {
+        match store.purge_history(cutoff).await {
             Ok(batch) => {
                 removed.deliveries += batch.deliveries;
                 removed.attempts += batch.attempts;
