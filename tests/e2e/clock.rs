@@ -18,18 +18,30 @@ both_engines!(
 /// 2030-01-01T00:00:00Z: far from the wall clock, so nothing can pass by reading it.
 const T0: Timestamp = Timestamp::from_millis(1_893_456_000_000);
 
+/// Moves `clock` to `at` and waits until `beat` (the time a server loop last
+/// ran, as it read its clock) says a pass ran there.
+async fn move_and_wait(
+    clock: &ManualClock,
+    at: Timestamp,
+    what: &str,
+    beat: impl Fn() -> Option<Timestamp>,
+) {
+    clock.set(at);
+    wait_until(Duration::from_secs(30), what, || async {
+        (beat() == Some(at)).then_some(())
+    })
+    .await;
+}
+
 /// Moves `clock` to `at` and waits until a dispatcher turn has finished there: a
 /// turn that ends after the move is followed by one whose claim reads `at`.
 /// Called twice (at `t` then at a later time still short of a deadline) it
 /// proves a whole turn ran with the clock short of that deadline.
 async fn turn_at(app: &TestApp, clock: &ManualClock, at: Timestamp) {
-    clock.set(at);
     let server = app.server.as_ref().unwrap();
-    wait_until(
-        Duration::from_secs(30),
-        "a dispatcher turn at the new time",
-        || async { (server.last_turn() == Some(at)).then_some(()) },
-    )
+    move_and_wait(clock, at, "a dispatcher turn at the new time", || {
+        server.last_turn()
+    })
     .await;
 }
 
@@ -81,16 +93,8 @@ async fn a_retry_goes_out_at_its_due_time_on_the_servers_clock_never_before(engi
 
     // Just short of the due time: a turn that ends after the clock moved there is
     // followed by one whose claim reads a time short of it. Neither claims the retry.
-    let server = app.server.as_ref().unwrap();
     for short_by in [2, 1] {
-        let at = due - Duration::from_millis(short_by);
-        clock.set(at);
-        wait_until(
-            Duration::from_secs(30),
-            "a dispatcher turn at the new time",
-            || async { (server.last_turn() == Some(at)).then_some(()) },
-        )
-        .await;
+        turn_at(&app, &clock, due - Duration::from_millis(short_by)).await;
     }
     let waiting = app
         .get(&format!("/v1/apps/{app_id}/deliveries/{delivery}"))
@@ -215,22 +219,19 @@ async fn retention_removes_history_when_the_servers_clock_says_it_is_old(engine:
     let server = app.server.as_ref().unwrap();
 
     let short = t0 + Duration::from_secs(10) - Duration::from_millis(1);
-    clock.set(short);
-    wait_until(
-        Duration::from_secs(30),
+    move_and_wait(
+        &clock,
+        short,
         "a retention pass 1 ms short of the age limit",
-        || async { (server.last_retention() == Some(short)).then_some(()) },
+        || server.last_retention(),
     )
     .await;
     assert_eq!(app.get(&event_path).await["id"], event.as_str(), "kept");
 
     let past = t0 + Duration::from_secs(70);
-    clock.set(past);
-    wait_until(
-        Duration::from_secs(30),
-        "a retention pass past the age limit",
-        || async { (server.last_retention() == Some(past)).then_some(()) },
-    )
+    move_and_wait(&clock, past, "a retention pass past the age limit", || {
+        server.last_retention()
+    })
     .await;
     let gone = app
         .request(reqwest::Method::GET, &event_path, None, &[])

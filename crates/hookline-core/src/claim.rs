@@ -488,7 +488,7 @@ pub fn plan(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::breaker::{BreakerPolicy, BreakerState, Signal};
 
@@ -496,7 +496,8 @@ mod tests {
         Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
     }
 
-    fn gate() -> EndpointGate {
+    /// An enabled, closed, unlimited endpoint gate whose retries end after an hour.
+    pub(crate) fn gate() -> EndpointGate {
         EndpointGate {
             enabled: true,
             breaker: Breaker::default(),

@@ -110,12 +110,8 @@ mod tests {
 
     fn gate() -> EndpointGate {
         EndpointGate {
-            enabled: true,
-            breaker: Breaker::default(),
-            rate: None,
-            max_in_flight: None,
-            on_dead: OnDead::Skip,
             retry: RetryOverrides::default(),
+            ..crate::claim::tests::gate()
         }
     }
 

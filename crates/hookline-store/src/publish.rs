@@ -203,6 +203,7 @@ impl Publish<'_> {
     /// dispatcher they are handed to) and the receipts of their keys, and
     /// commits; wakes dispatchers if a delivery is due now. `None` if a
     /// concurrent publish committed one of the keys first (rolled back: begin again).
+    #[tracing::instrument(level = "debug", name = "publish_commit", skip_all)]
     pub async fn commit(mut self, plan: &[FirstState]) -> Result<Option<Committed>> {
         assert_eq!(plan.len(), self.drafts.len(), "one first state per draft");
         let lease_token = ulid::Ulid::new().to_string();

@@ -94,6 +94,9 @@ pub struct Config {
     pub history_retention_secs: u64,
     /// `text` or `json`.
     pub log_format: String,
+    /// Also log every span (of those `RUST_LOG` lets through) as it closes,
+    /// with the time it was busy and idle: where the time of a request goes.
+    pub log_span_timings: bool,
     /// Export every span to an OpenTelemetry collector over OTLP/HTTP (protobuf),
     /// e.g. `http://otel-collector:4318/v1/traces`; unset: no export.
     pub otlp_endpoint: Option<String>,
@@ -159,6 +162,7 @@ impl Default for Config {
             idempotency_retention_secs: 24 * 3600,
             history_retention_secs: 30 * 86_400,
             log_format: "text".into(),
+            log_span_timings: false,
             otlp_endpoint: None,
             event_type_check: "accept".into(),
             metrics_app_label: false,

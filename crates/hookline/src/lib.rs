@@ -751,9 +751,15 @@ fn init_tracing(
     use tracing_subscriber::{EnvFilter, Layer as _};
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let spans = if config.log_span_timings {
+        tracing_subscriber::fmt::format::FmtSpan::CLOSE
+    } else {
+        tracing_subscriber::fmt::format::FmtSpan::NONE
+    };
     let fmt = tracing_subscriber::fmt::layer()
         // Colour codes only for a person at a terminal, never into a file or a collector.
         .with_ansi(std::io::stderr().is_terminal())
+        .with_span_events(spans)
         .with_writer(std::io::stderr);
     let fmt = if config.log_format.eq_ignore_ascii_case("json") {
         fmt.json().boxed()

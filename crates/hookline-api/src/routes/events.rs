@@ -105,6 +105,7 @@ pub(crate) fn prepare(
 /// With `Idempotency-Key`, the same key and request give the same answer (with
 /// `Idempotent-Replayed: true`) and never a second event; the same key with a
 /// different request is 422 `idempotency_key_reused`.
+#[tracing::instrument(level = "debug", name = "publish_request", skip_all)]
 pub(crate) async fn publish(
     State(state): State<AppState>,
     caller: Caller,
