@@ -1,6 +1,8 @@
-//! Endpoint secrets at rest: sealed under the master key, never in the clear in
-//! the database; a wrong key stops the process at start; a master key rotation
-//! re-seals everything and keeps every endpoint's signatures as they were.
+//! Endpoint secrets and custom headers at rest: sealed under the master key,
+//! never in the clear in the database; a wrong key stops the process at start;
+//! a master key rotation re-seals everything and keeps every endpoint's
+//! signatures and headers as they were; headers an older release stored in the
+//! clear are sealed at the next start.
 
 use std::time::Duration;
 
@@ -15,7 +17,11 @@ use crate::helpers::{
 both_engines!(
     no_secret_is_in_the_clear_in_the_database,
     a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret,
+    custom_headers_an_older_release_stored_in_the_clear_are_sealed_at_start,
 );
+
+/// A receiver's token, as an endpoint's custom header carries it.
+const HEADER_TOKEN: &str = "tok_live_7f3Qm9ZpW2sealedHeaderValue";
 
 const OTHER_MASTER_KEY: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
 
@@ -59,7 +65,11 @@ async fn no_secret_is_in_the_clear_in_the_database(engine: Engine) {
     let app_id = app.create_app().await;
     let given = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let endpoint = app
-        .create_endpoint_with(&app_id, &receiver.url, json!({ "secret": given }))
+        .create_endpoint_with(
+            &app_id,
+            &receiver.url,
+            json!({ "secret": given, "headers": {"X-Api-Key": HEADER_TOKEN} }),
+        )
         .await;
     let path = format!(
         "/v1/apps/{app_id}/endpoints/{}/secret",
@@ -76,6 +86,11 @@ async fn no_secret_is_in_the_clear_in_the_database(engine: Engine) {
         .await;
     app.publish(&app_id, "order.paid", json!({"n": 1})).await;
     let got = receiver.wait_for_requests(1).await;
+    assert_eq!(
+        got[0].header("x-api-key"),
+        HEADER_TOKEN,
+        "the sealed header is sent"
+    );
     for secret in [given, rotated["key"].as_str().unwrap()] {
         assert!(
             standardwebhooks::Webhook::new(secret)
@@ -94,13 +109,23 @@ async fn no_secret_is_in_the_clear_in_the_database(engine: Engine) {
     assert!(!contents.contains("whsec_"), "no secret in the clear");
     assert!(!contents.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
     assert!(!contents.contains(&rotated["key"].as_str().unwrap()[6..]));
+    assert!(
+        !contents.contains(HEADER_TOKEN),
+        "no custom header value in the clear"
+    );
 }
 
 async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(engine: Engine) {
     let receiver = Receiver::start().await;
     let mut app = TestApp::spawn(engine).await;
     let app_id = app.create_app().await;
-    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &receiver.url,
+            json!({"headers": {"X-Api-Key": HEADER_TOKEN}}),
+        )
+        .await;
     let secret = endpoint["secret"].as_str().unwrap().to_owned();
     app.server.take().unwrap().stop().await.unwrap();
 
@@ -181,6 +206,94 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
         .unwrap()
         .verify(&got[0].body, &got[0].headers)
         .is_ok());
+    assert_eq!(
+        got[0].header("x-api-key"),
+        HEADER_TOKEN,
+        "the endpoint's headers are what they were"
+    );
+}
+
+/// Runs `sql` on the test database directly (what an older release wrote).
+async fn execute(engine: Engine, db: &TestDb, sql: &str) {
+    use sqlx::Connection;
+    match engine {
+        Engine::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        }
+        Engine::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            sqlx::query(sql).execute(&mut conn).await.unwrap();
+        }
+    }
+}
+
+/// The stored `headers` column of the endpoint `id`, as the database holds it.
+async fn stored_headers(engine: Engine, db: &TestDb, id: &str) -> String {
+    use sqlx::{Connection, Row};
+    let sql = "SELECT headers FROM endpoints WHERE id = $1";
+    match engine {
+        Engine::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            let row = sqlx::query(sql)
+                .bind(id)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            row.get("headers")
+        }
+        Engine::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let row = sqlx::query(sql)
+                .bind(id)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+            row.get("headers")
+        }
+    }
+}
+
+/// A release before headers were sealed stored them as clear JSON: the next
+/// start seals them (the row no longer holds the value), and the endpoint
+/// reads and sends them as before.
+async fn custom_headers_an_older_release_stored_in_the_clear_are_sealed_at_start(engine: Engine) {
+    let receiver = Receiver::start().await;
+    let mut app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let id = endpoint["id"].as_str().unwrap().to_owned();
+    app.server.take().unwrap().stop().await.unwrap();
+    execute(
+        engine,
+        &app.db,
+        &format!(
+            "UPDATE endpoints SET headers = '[[\"x-api-key\",\"{HEADER_TOKEN}\"]]' WHERE id = '{id}'"
+        ),
+    )
+    .await;
+    assert!(
+        stored_headers(engine, &app.db, &id)
+            .await
+            .contains(HEADER_TOKEN),
+        "the older release's row holds the value in the clear"
+    );
+
+    let server = Server::start(test_config(&app.db), Role::Serve)
+        .await
+        .unwrap();
+    app.base = format!("http://{}", server.addr);
+    app.server = Some(server);
+    let sealed = stored_headers(engine, &app.db, &id).await;
+    assert!(
+        !sealed.contains(HEADER_TOKEN) && hookline_core::sealing::key_id(&sealed).is_some(),
+        "sealed at start: {sealed}"
+    );
+    let read = app.get(&format!("/v1/apps/{app_id}/endpoints/{id}")).await;
+    assert_eq!(read["headers"], json!({"x-api-key": HEADER_TOKEN}));
+    app.publish(&app_id, "order.paid", json!({})).await;
+    let got = receiver.wait_for(1, Duration::from_secs(30)).await;
+    assert_eq!(got[0].header("x-api-key"), HEADER_TOKEN);
 }
 
 /// Without a configured key, the first start writes one beside the SQLite file

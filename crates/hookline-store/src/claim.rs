@@ -61,7 +61,7 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
         destination: Arc::new(Destination {
             url: row.try_get("url")?,
             signing: signing_from_row(secrets, row, &id)?,
-            headers: headers_from_row(row)?,
+            headers: headers_from_row(secrets, row, &id)?,
         }),
         gate: EndpointGate {
             // A paused endpoint's deliveries are parked like a disabled one's.

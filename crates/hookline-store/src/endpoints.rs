@@ -79,6 +79,7 @@ pub(crate) fn event_types_from_json(text: Option<String>) -> Result<Option<Vec<S
 fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
     let id: EndpointId = parse_column(row, "id")?;
     let SigningKeys { current, previous } = signing_from_row(secrets, row, &id)?;
+    let headers = headers_from_row(secrets, row, &id)?;
     Ok(Endpoint {
         id,
         app_id: parse_column(row, "app_id")?,
@@ -89,7 +90,7 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
         paused: row.try_get::<bool, _>("paused")?,
         secret: current,
         previous_secret: previous,
-        headers: headers_from_row(row)?,
+        headers,
         retry: retry_from_row(row)?,
         rate_limit_per_sec: row
             .try_get::<Option<i64>, _>("rate_limit_per_sec")?
@@ -123,18 +124,16 @@ pub(crate) fn signing_from_row(
     Ok(SigningKeys { current, previous })
 }
 
-/// An endpoint row's custom headers (`headers`, JSON pairs).
-pub(crate) fn headers_from_row(row: &Row) -> Result<Vec<(String, String)>> {
+/// The custom headers of the endpoint `id`'s row (`headers`), opened.
+pub(crate) fn headers_from_row(
+    secrets: &Secrets,
+    row: &Row,
+    id: &EndpointId,
+) -> Result<Vec<(String, String)>> {
     match row.try_get::<Option<String>, _>("headers")? {
         None => Ok(Vec::new()),
-        Some(text) => {
-            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("headers: {e}")))
-        }
+        Some(stored) => secrets.open_headers(&stored, id.as_str()),
     }
-}
-
-fn headers_json(headers: &[(String, String)]) -> Option<String> {
-    (!headers.is_empty()).then(|| serde_json::to_string(headers).expect("strings serialize"))
 }
 
 pub(crate) fn max_in_flight_from_row(row: &Row) -> Result<Option<u32>> {
@@ -285,7 +284,7 @@ impl Endpoints<'_> {
         .bind(now.as_millis())
         .bind(to_i64(endpoint.max_in_flight))
         .bind(endpoint.paused)
-        .bind(headers_json(&endpoint.headers))
+        .bind(self.secrets.seal_headers(&endpoint.headers, endpoint.id.as_str()))
         .execute(&self.writer)
         .await?;
         Ok(endpoint)
@@ -391,7 +390,7 @@ impl Endpoints<'_> {
         .bind(now.as_millis())
         .bind(to_i64(endpoint.max_in_flight))
         .bind(endpoint.paused)
-        .bind(headers_json(&endpoint.headers))
+        .bind(self.secrets.seal_headers(&endpoint.headers, endpoint.id.as_str()))
         .execute(&mut tx)
         .await?;
         match (was_enabled, endpoint.enabled) {

@@ -1,6 +1,8 @@
 //! Endpoint secrets sealed at rest (`hookline_core::sealing`): what the store
 //! writes is never a `whsec_` value, and what it reads is opened here, once per
 //! sealed value (a claim or a publish reads the same few endpoints again and again).
+//! An endpoint's custom headers are sealed the same way, as one JSON value:
+//! they are where receivers' tokens go (`X-Api-Key: …`, `Authorization: …`).
 //!
 //! The `sealing` table holds the id of the master key the database's secrets
 //! are sealed with, so a process started with another key stops at once with
@@ -21,7 +23,12 @@ pub(crate) struct Secrets {
     /// Opened secrets by `owner` and sealed text (a new seal is a new nonce, so
     /// a rotated secret is a new entry).
     opened: Mutex<HashMap<(String, String), EndpointSecret>>,
+    /// Opened custom headers, likewise.
+    opened_headers: Mutex<HashMap<(String, String), Headers>>,
 }
+
+/// An endpoint's custom headers: (name, value) pairs.
+pub(crate) type Headers = Vec<(String, String)>;
 
 impl Secrets {
     /// Past this many entries the cache starts over (endpoints are few per process).
@@ -31,6 +38,7 @@ impl Secrets {
         Self {
             keyring,
             opened: Mutex::default(),
+            opened_headers: Mutex::default(),
         }
     }
 
@@ -58,6 +66,53 @@ impl Secrets {
         opened.insert(key, secret.clone());
         Ok(secret)
     }
+}
+
+impl Secrets {
+    /// The stored form of the endpoint `owner`'s custom headers (`None`: none).
+    pub(crate) fn seal_headers(&self, headers: &[(String, String)], owner: &str) -> Option<String> {
+        (!headers.is_empty()).then(|| {
+            let json = serde_json::to_string(headers).expect("strings serialize");
+            self.keyring.seal(&json, owner)
+        })
+    }
+
+    /// The custom headers a stored value of the endpoint `owner` holds. A value
+    /// in the clear (written by a release before headers were sealed, e.g. by an
+    /// older node during a rolling upgrade) is read as it is; the next start seals it.
+    pub(crate) fn open_headers(&self, stored: &str, owner: &str) -> Result<Headers> {
+        let corrupt =
+            |e: serde_json::Error| StoreError::Corrupt(format!("endpoint {owner}: headers: {e}"));
+        if key_id(stored).is_none() {
+            return serde_json::from_str(stored).map_err(corrupt);
+        }
+        let key = (owner.to_owned(), stored.to_owned());
+        let mut cache = self.opened_headers.lock().expect("header cache poisoned");
+        if let Some(headers) = cache.get(&key) {
+            return Ok(headers.clone());
+        }
+        let text = self
+            .keyring
+            .open(stored, owner)
+            .map_err(|e| StoreError::Sealing(format!("endpoint {owner}: headers: {e}")))?;
+        let headers: Headers = serde_json::from_str(&text).map_err(corrupt)?;
+        if cache.len() >= Self::CAPACITY {
+            cache.clear();
+        }
+        cache.insert(key, headers.clone());
+        Ok(headers)
+    }
+}
+
+/// Writes an endpoint's sealed custom headers.
+async fn write_sealed_headers(tx: &mut Tx, id: &str, headers: Option<String>) -> Result<()> {
+    tx.engine()
+        .query("UPDATE endpoints SET headers = $2 WHERE id = $1")
+        .bind(id)
+        .bind(headers)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
 }
 
 /// Writes an endpoint's sealed secrets.
@@ -131,18 +186,36 @@ impl Endpoints<'_> {
             let previous = seal(row.try_get("previous_secret")?)?;
             write_sealed(&mut tx, &id, secret, previous).await?;
         }
+        // Custom headers stored in the clear by a version before they were sealed.
+        let clear_headers = self
+            .engine
+            .query("SELECT id, headers FROM endpoints WHERE headers IS NOT NULL")
+            .fetch_all(&mut tx)
+            .await?;
+        let mut headers_sealed = 0;
+        for row in &clear_headers {
+            let id: String = row.try_get("id")?;
+            let stored: String = row.try_get("headers")?;
+            if key_id(&stored).is_none() {
+                let headers = self.secrets.open_headers(&stored, &id)?;
+                write_sealed_headers(&mut tx, &id, self.secrets.seal_headers(&headers, &id))
+                    .await?;
+                headers_sealed += 1;
+            }
+        }
         // Every value must open with a key this process holds, not only the one the
         // database names (a process with an older key may have written during a
         // rotation): refused here rather than failing claims later.
         let all = self
             .engine
-            .query("SELECT secret, previous_secret FROM endpoints")
+            .query("SELECT secret, previous_secret, headers FROM endpoints")
             .fetch_all(&mut tx)
             .await?;
         for row in &all {
             for value in [
                 Some(row.try_get::<String, _>("secret")?),
                 row.try_get::<Option<String>, _>("previous_secret")?,
+                row.try_get::<Option<String>, _>("headers")?,
             ]
             .into_iter()
             .flatten()
@@ -162,10 +235,16 @@ impl Endpoints<'_> {
                 "sealed endpoint secrets stored in the clear"
             );
         }
+        if headers_sealed > 0 {
+            tracing::info!(
+                endpoints = headers_sealed,
+                "sealed custom headers stored in the clear"
+            );
+        }
         Ok(())
     }
 
-    /// Re-seals every endpoint secret with the current master key and records it as
+    /// Re-seals every endpoint secret (and custom headers) with the current master key and records it as
     /// the database's key; the number of endpoints. Every secret must open with a
     /// key this process holds (the current one or a previous one).
     #[tracing::instrument(skip_all)]
@@ -173,7 +252,7 @@ impl Endpoints<'_> {
         let mut tx = self.writer.begin().await?;
         let sql = format!(
             // In id order: the order completions lock endpoints in.
-            "SELECT id, secret, previous_secret FROM endpoints ORDER BY id{}",
+            "SELECT id, secret, previous_secret, headers FROM endpoints ORDER BY id{}",
             self.engine.lock(" FOR UPDATE")
         );
         let rows = self.engine.query(&sql).fetch_all(&mut tx).await?;
@@ -187,6 +266,11 @@ impl Endpoints<'_> {
             let secret = reseal(row.try_get("secret")?)?;
             let previous = reseal(row.try_get("previous_secret")?)?;
             write_sealed(&mut tx, &id, secret, previous).await?;
+            if let Some(stored) = row.try_get::<Option<String>, _>("headers")? {
+                let headers = self.secrets.open_headers(&stored, &id)?;
+                write_sealed_headers(&mut tx, &id, self.secrets.seal_headers(&headers, &id))
+                    .await?;
+            }
         }
         self.engine
             .query(
