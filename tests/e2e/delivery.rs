@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
+use crate::helpers::{both_engines, only_delivery, wait_until, Engine, Receiver, Reply, TestApp};
 
 both_engines!(
     delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it,
@@ -109,12 +109,6 @@ async fn a_fresh_event_wakes_a_dispatcher_on_another_node() {
 }
 
 /// The one delivery of a publish answer.
-fn only_delivery(published: &Value) -> String {
-    let deliveries = published["deliveries"].as_array().unwrap();
-    assert_eq!(deliveries.len(), 1, "{published}");
-    deliveries[0]["id"].as_str().unwrap().to_owned()
-}
-
 async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let receiver = Receiver::start().await;

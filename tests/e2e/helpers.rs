@@ -928,3 +928,10 @@ impl Claims for hookline_store::Store {
         )
     }
 }
+
+/// The id of a publish answer's one delivery (asserting there is exactly one).
+pub fn only_delivery(published: &Value) -> String {
+    let deliveries = published["deliveries"].as_array().unwrap();
+    assert_eq!(deliveries.len(), 1, "{published}");
+    deliveries[0]["id"].as_str().unwrap().to_owned()
+}

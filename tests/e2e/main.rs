@@ -13,6 +13,7 @@ mod clock;
 mod crash;
 mod dashboard;
 mod delivery;
+mod egress;
 mod endpoints;
 mod faults;
 mod freeze;

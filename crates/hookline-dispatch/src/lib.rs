@@ -57,6 +57,11 @@ pub struct DispatcherConfig {
     pub rate_lookahead: Duration,
     /// Whether endpoints may resolve to loopback, private or link-local addresses.
     pub allow_private_destinations: bool,
+    /// An HTTP proxy every delivery goes through (`http://host:port`: CONNECT
+    /// for `https` endpoints, forwarding for `http` ones), so deliveries leave
+    /// from the proxy's fixed addresses. The destination guard still applies:
+    /// see [`sender`].
+    pub egress_proxy: Option<String>,
     /// How much of a response body is kept on the attempt row.
     pub max_response_body_bytes: usize,
     /// The longest the claim loop sleeps without a wake-up (a safety net only).
@@ -80,6 +85,7 @@ impl Default for DispatcherConfig {
             concurrency: ConcurrencyPolicy::default(),
             rate_lookahead: Duration::from_secs(1),
             allow_private_destinations: false,
+            egress_proxy: None,
             max_response_body_bytes: 64 * 1024,
             idle_poll: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(15),

@@ -9,6 +9,14 @@
 //!   check-then-connect gap; DNS rebinding included). IP-literal URLs skip the
 //!   resolver and are checked directly. Proxies from the environment are
 //!   ignored, since they would connect on our behalf.
+//! - **An egress proxy**, if configured (`egress_proxy`): every request goes
+//!   through it, so deliveries leave from its fixed addresses. The proxy's own
+//!   address is the operator's and is not checked. The proxy, not Hookline,
+//!   connects to the destination, so before each attempt Hookline resolves the
+//!   destination itself with the same guard and refuses a forbidden one without
+//!   asking the proxy; the proxy then resolves the name again, so a name whose
+//!   answers change between the two lookups (DNS rebinding) is left to the
+//!   proxy's own rules (docs/SECURITY.md says how to set them).
 
 use std::error::Error as _;
 use std::net::{IpAddr, SocketAddr};
@@ -36,26 +44,37 @@ pub struct ForbiddenDestination;
 pub struct DnsFailure(std::io::Error);
 
 /// Resolves with the system resolver, then keeps only permitted addresses.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GuardedResolver {
     pub allow_private: bool,
+    /// The egress proxy's host: the operator's own, resolved unchecked.
+    pub trusted: Option<String>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl GuardedResolver {
+    /// The permitted addresses of `host`, or why there are none.
+    async fn permitted(&self, host: &str) -> Result<Vec<SocketAddr>, BoxError> {
+        let allow = self.allow_private || self.trusted.as_deref() == Some(host);
+        let resolved = tokio::net::lookup_host((host, 0))
+            .await
+            .map_err(|e| Box::new(DnsFailure(e)) as BoxError)?;
+        let permitted: Vec<SocketAddr> = resolved
+            .filter(|addr| allow || destination::is_public(addr.ip()))
+            .collect();
+        if permitted.is_empty() {
+            return Err(Box::new(ForbiddenDestination));
+        }
+        Ok(permitted)
+    }
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let allow_private = self.allow_private;
+        let resolver = self.clone();
         Box::pin(async move {
-            let resolved = tokio::net::lookup_host((name.as_str(), 0))
-                .await
-                .map_err(|e| Box::new(DnsFailure(e)) as Box<dyn std::error::Error + Send + Sync>)?;
-            let permitted: Vec<SocketAddr> = resolved
-                .filter(|addr| allow_private || destination::is_public(addr.ip()))
-                .collect();
-            if permitted.is_empty() {
-                return Err(
-                    Box::new(ForbiddenDestination) as Box<dyn std::error::Error + Send + Sync>
-                );
-            }
+            let permitted = resolver.permitted(name.as_str()).await?;
             Ok(Box::new(permitted.into_iter()) as Addrs)
         })
     }
@@ -109,17 +128,34 @@ impl SendResult {
 pub struct Sender {
     client: reqwest::Client,
     allow_private: bool,
+    /// With an egress proxy: the guard that checks each destination before
+    /// the proxy is asked to connect to it.
+    proxied: Option<GuardedResolver>,
     max_response_body_bytes: usize,
 }
 
 impl Sender {
     pub fn new(config: &DispatcherConfig) -> Result<Self, reqwest::Error> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .dns_resolver(std::sync::Arc::new(GuardedResolver {
-                allow_private: config.allow_private_destinations,
-            }))
+        let proxy = config
+            .egress_proxy
+            .as_deref()
+            .map(reqwest::Proxy::all)
+            .transpose()?;
+        let resolver = GuardedResolver {
+            allow_private: config.allow_private_destinations,
+            trusted: config
+                .egress_proxy
+                .as_deref()
+                .and_then(|url| reqwest::Url::parse(url).ok())
+                .and_then(|url| url.host_str().map(str::to_owned)),
+        };
+        let builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+        let builder = match proxy {
+            Some(proxy) => builder.proxy(proxy),
+            None => builder.no_proxy(),
+        };
+        let client = builder
+            .dns_resolver(std::sync::Arc::new(resolver.clone()))
             .timeout(config.request_timeout)
             .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -135,6 +171,7 @@ impl Sender {
         Ok(Self {
             client,
             allow_private: config.allow_private_destinations,
+            proxied: config.egress_proxy.is_some().then_some(resolver),
             max_response_body_bytes: config.max_response_body_bytes,
         })
     }
@@ -167,6 +204,23 @@ impl Sender {
                 started,
                 None,
             );
+        }
+        // Through a proxy, no name of ours goes through the guarded resolver: the
+        // destination is checked here first.
+        if let (Some(guard), Some(host), None, false) = (
+            &self.proxied,
+            url.host_str(),
+            literal_ip(&url),
+            self.allow_private,
+        ) {
+            if let Err(error) = guard.permitted(host).await {
+                let kind = if error.is::<ForbiddenDestination>() {
+                    TransportError::DestinationForbidden
+                } else {
+                    TransportError::Dns
+                };
+                return SendResult::failed(kind, error.to_string(), started, None);
+            }
         }
         let id = delivery.event_id.as_str();
         let destination = &delivery.destination;
@@ -338,11 +392,22 @@ mod tests {
     use std::str::FromStr;
 
     async fn resolve(allow_private: bool, name: &str) -> Result<Vec<SocketAddr>, String> {
-        GuardedResolver { allow_private }
-            .resolve(Name::from_str(name).unwrap())
-            .await
-            .map(|addrs| addrs.collect())
-            .map_err(|e| e.to_string())
+        resolve_trusting(allow_private, None, name).await
+    }
+
+    async fn resolve_trusting(
+        allow_private: bool,
+        trusted: Option<&str>,
+        name: &str,
+    ) -> Result<Vec<SocketAddr>, String> {
+        GuardedResolver {
+            allow_private,
+            trusted: trusted.map(str::to_owned),
+        }
+        .resolve(Name::from_str(name).unwrap())
+        .await
+        .map(|addrs| addrs.collect())
+        .map_err(|e| e.to_string())
     }
 
     #[tokio::test]
@@ -351,6 +416,18 @@ mod tests {
         assert_eq!(refused, ForbiddenDestination.to_string());
         let allowed = resolve(true, "localhost").await.unwrap();
         assert!(allowed.iter().all(|a| a.ip().is_loopback()) && !allowed.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_egress_proxys_own_host_is_the_operators_and_resolves_unchecked() {
+        let proxy = resolve_trusting(false, Some("localhost"), "localhost")
+            .await
+            .unwrap();
+        assert!(proxy.iter().all(|a| a.ip().is_loopback()) && !proxy.is_empty());
+        let other = resolve_trusting(false, Some("proxy.internal"), "localhost")
+            .await
+            .unwrap_err();
+        assert_eq!(other, ForbiddenDestination.to_string());
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct Config {
     pub previous_master_keys: String,
     /// Allow endpoints on loopback/private/link-local addresses (tests, on-prem).
     pub allow_private_destinations: bool,
+    /// An HTTP proxy every delivery goes through (`http://host:port`), so
+    /// deliveries leave from its fixed addresses; unset: direct.
+    pub egress_proxy: Option<String>,
     /// Full-jitter backoff: the first retry waits up to this long…
     pub retry_base_ms: u64,
     /// …each later one up to twice the previous ceiling, never more than this.
@@ -136,6 +139,7 @@ impl Default for Config {
             master_key_file: None,
             previous_master_keys: String::new(),
             allow_private_destinations: false,
+            egress_proxy: None,
             retry_base_ms: retry.base.as_millis() as u64,
             retry_cap_ms: retry.cap.as_millis() as u64,
             max_attempts: retry.max_attempts,
@@ -350,6 +354,16 @@ impl Config {
             &["FULL", "NORMAL"],
         )?;
         one_of("log_format", &self.log_format, &["text", "json"])?;
+        if let Some(proxy) = &self.egress_proxy {
+            let parsed = reqwest::Url::parse(proxy)
+                .map_err(|e| ("egress_proxy", format!("not a URL ({e}): {proxy}")))?;
+            if parsed.scheme() != "http" || parsed.host_str().is_none() {
+                return Err((
+                    "egress_proxy",
+                    format!("must be an http:// proxy URL with a host, not {proxy}"),
+                ));
+            }
+        }
         if let Some(endpoint) = &self.otlp_endpoint {
             if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
                 return Err((
@@ -440,6 +454,7 @@ impl Config {
                 disable_after: Duration::from_secs(self.endpoint_disable_after_secs),
             },
             allow_private_destinations: self.allow_private_destinations,
+            egress_proxy: self.egress_proxy.clone(),
             idle_poll: Duration::from_millis(self.idle_poll_ms),
             drain_timeout: Duration::from_millis(self.drain_timeout_ms),
             metrics_endpoint_cap: self.metrics_endpoint_cap,
