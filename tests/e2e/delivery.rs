@@ -464,29 +464,9 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
         .split('/')
         .next()
         .unwrap();
-    let app_key = hookline_core::ids::AppId::parse(&app_id).unwrap();
     let endpoint = app
-        .store()
-        .endpoints()
-        .create_endpoint(
-            &app_key,
-            hookline_store::NewEndpoint {
-                url: format!("http://localhost:{port}/webhook"),
-                description: String::new(),
-                event_types: None,
-                enabled: true,
-                paused: false,
-                secret: hookline_core::signing::EndpointSecret::generate(),
-                headers: Vec::new(),
-                retry: Default::default(),
-                rate_limit_per_sec: None,
-                max_in_flight: None,
-                ordering_on_dead: Default::default(),
-            },
-            hookline_core::time::Timestamp::from_millis(0),
-        )
-        .await
-        .unwrap();
+        .create_endpoint_in_store(&app_id, &format!("http://localhost:{port}/webhook"))
+        .await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
     let delivery = app
         .wait_for_delivery_state(&app_id, &delivery_id, "dead")

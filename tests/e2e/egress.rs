@@ -116,27 +116,8 @@ async fn a_forbidden_destination_is_refused_before_the_proxy_is_asked(engine: En
         .split('/')
         .next()
         .unwrap();
-    app.store()
-        .endpoints()
-        .create_endpoint(
-            &hookline_core::ids::AppId::parse(&app_id).unwrap(),
-            hookline_store::NewEndpoint {
-                url: format!("http://localhost:{port}/webhook"),
-                description: String::new(),
-                event_types: None,
-                enabled: true,
-                paused: false,
-                secret: hookline_core::signing::EndpointSecret::generate(),
-                headers: Vec::new(),
-                retry: Default::default(),
-                rate_limit_per_sec: None,
-                max_in_flight: None,
-                ordering_on_dead: Default::default(),
-            },
-            hookline_core::time::Timestamp::from_millis(0),
-        )
-        .await
-        .unwrap();
+    app.create_endpoint_in_store(&app_id, &format!("http://localhost:{port}/webhook"))
+        .await;
     let delivery = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
     let dead = app
         .wait_for_delivery_state(&app_id, &delivery, "dead")

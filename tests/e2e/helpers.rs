@@ -219,6 +219,36 @@ impl TestApp {
         }
     }
 
+    /// Creates an endpoint at `url` in the store directly, past the API's checks
+    /// (a `localhost` URL stands for a public name that resolves to loopback).
+    pub async fn create_endpoint_in_store(
+        &self,
+        app_id: &str,
+        url: &str,
+    ) -> hookline_store::Endpoint {
+        self.store()
+            .endpoints()
+            .create_endpoint(
+                &hookline_core::ids::AppId::parse(app_id).unwrap(),
+                hookline_store::NewEndpoint {
+                    url: url.to_owned(),
+                    description: String::new(),
+                    event_types: None,
+                    enabled: true,
+                    paused: false,
+                    secret: hookline_core::signing::EndpointSecret::generate(),
+                    headers: Vec::new(),
+                    retry: Default::default(),
+                    rate_limit_per_sec: None,
+                    max_in_flight: None,
+                    ordering_on_dead: Default::default(),
+                },
+                hookline_core::time::Timestamp::from_millis(0),
+            )
+            .await
+            .unwrap()
+    }
+
     pub fn store(&self) -> &hookline_store::Store {
         &self.server.as_ref().expect("running").store
     }

@@ -213,45 +213,33 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
     );
 }
 
-/// Runs `sql` on the test database directly (what an older release wrote).
-async fn execute(engine: Engine, db: &TestDb, sql: &str) {
-    use sqlx::Connection;
+/// Runs `sql` on the test database directly; the first column of the row it
+/// returns, if it returns one.
+async fn raw(engine: Engine, db: &TestDb, sql: &str) -> Option<String> {
+    use sqlx::{Connection, Row};
     match engine {
         Engine::Sqlite => {
             let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            let row = sqlx::query(sql).fetch_optional(&mut conn).await.unwrap();
+            row.map(|row| row.get(0))
         }
         Engine::Postgres => {
             let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            sqlx::query(sql).execute(&mut conn).await.unwrap();
+            let row = sqlx::query(sql).fetch_optional(&mut conn).await.unwrap();
+            row.map(|row| row.get(0))
         }
     }
 }
 
 /// The stored `headers` column of the endpoint `id`, as the database holds it.
 async fn stored_headers(engine: Engine, db: &TestDb, id: &str) -> String {
-    use sqlx::{Connection, Row};
-    let sql = "SELECT headers FROM endpoints WHERE id = $1";
-    match engine {
-        Engine::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            let row = sqlx::query(sql)
-                .bind(id)
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            row.get("headers")
-        }
-        Engine::Postgres => {
-            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            let row = sqlx::query(sql)
-                .bind(id)
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-            row.get("headers")
-        }
-    }
+    raw(
+        engine,
+        db,
+        &format!("SELECT headers FROM endpoints WHERE id = '{id}'"),
+    )
+    .await
+    .unwrap()
 }
 
 /// A release before headers were sealed stored them as clear JSON: the next
@@ -264,7 +252,7 @@ async fn custom_headers_an_older_release_stored_in_the_clear_are_sealed_at_start
     let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
     let id = endpoint["id"].as_str().unwrap().to_owned();
     app.server.take().unwrap().stop().await.unwrap();
-    execute(
+    raw(
         engine,
         &app.db,
         &format!(
