@@ -456,16 +456,8 @@ async fn private_destinations_are_refused_where_the_connection_is_made(engine: E
     // …and a public-looking name that resolves to loopback (as after DNS rebinding) is
     // refused by the dispatcher at connect time. The store is written directly to get
     // such an endpoint past the API's check.
-    let port = receiver
-        .url
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
     let endpoint = app
-        .create_endpoint_in_store(&app_id, &format!("http://localhost:{port}/webhook"))
+        .create_endpoint_in_store(&app_id, &receiver.url_by_localhost())
         .await;
     let delivery_id = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
     let delivery = app

@@ -108,15 +108,7 @@ async fn a_forbidden_destination_is_refused_before_the_proxy_is_asked(engine: En
     let app_id = app.create_app().await;
     // `localhost` is refused when an endpoint is saved; written to the store
     // directly, it stands for a public name that resolves to loopback.
-    let port = receiver
-        .url
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
-    app.create_endpoint_in_store(&app_id, &format!("http://localhost:{port}/webhook"))
+    app.create_endpoint_in_store(&app_id, &receiver.url_by_localhost())
         .await;
     let delivery = only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
     let dead = app

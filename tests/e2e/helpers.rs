@@ -491,6 +491,21 @@ impl Receiver {
         Self::start_inner(None).await
     }
 
+    /// This receiver's URL by the name `localhost` (refused when an endpoint is
+    /// saved with private destinations off: it stands for a public name that
+    /// resolves to loopback, as after DNS rebinding).
+    pub fn url_by_localhost(&self) -> String {
+        let port = self
+            .url
+            .split(':')
+            .nth(2)
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap();
+        format!("http://localhost:{port}/webhook")
+    }
+
     /// A receiver whose every answer `responder` decides.
     pub async fn start_with(
         responder: impl Fn(&HeaderMap) -> Reply + Send + Sync + 'static,

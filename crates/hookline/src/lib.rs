@@ -311,6 +311,15 @@ impl Server {
         let mut heartbeat = None;
         let mut handoff = None;
 
+        // The recorder first: a part started before it would record into nothing
+        // (the dispatcher's first turn did, and `/metrics` lacked its last turn).
+        let handle = metrics_handle();
+        if role.runs_dispatcher() {
+            hookline_dispatch::metrics::zero(config.metrics_endpoint_cap > 0);
+        }
+        if role.runs_api() {
+            hookline_api::metrics::zero(config.metrics_app_label);
+        }
         if role.runs_dispatcher() {
             store
                 .start_wake_relay()
@@ -337,13 +346,6 @@ impl Server {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let handle = metrics_handle();
-        if role.runs_dispatcher() {
-            hookline_dispatch::metrics::zero(config.metrics_endpoint_cap > 0);
-        }
-        if role.runs_api() {
-            hookline_api::metrics::zero(config.metrics_app_label);
-        }
         let api_config = hookline_api::ApiConfig {
             max_payload_bytes: config.max_payload_bytes,
             allow_private_destinations: config.allow_private_destinations,
