@@ -155,8 +155,8 @@ impl Dispatcher {
     /// and releases the leases of the sends that did not finish.
     #[tracing::instrument(name = "dispatcher", skip_all)]
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), DispatchError> {
-        let (_, mut inbox) = mpsc::unbounded_channel();
-        std::mem::swap(&mut inbox, &mut self.inbox);
+        // What publishes hand over; the dispatcher keeps a closed receiver in its place.
+        let mut inbox = std::mem::replace(&mut self.inbox, mpsc::unbounded_channel().1);
         let (permits, room) = (self.permits.clone(), self.room.clone());
         let this = Arc::new(self);
         let mut leases = Leases::default();
