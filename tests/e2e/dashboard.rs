@@ -630,6 +630,7 @@ async fn endpoint_stats_match_what_the_receiver_saw(engine: Engine) {
         assert_eq!(w["delivered"], 8, "{window}");
         assert_eq!(w["success_rate"], 0.8, "{window}");
         assert_eq!(w["sampled"], false, "{window}");
+        assert_eq!(w["filtered"], 0, "{window}: no filter, nothing dropped");
         let p50 = w["latency_ms"]["p50"].as_u64().unwrap();
         let p99 = w["latency_ms"]["p99"].as_u64().unwrap();
         assert!(p50 >= 30 && p99 >= p50, "{window}: {w}");

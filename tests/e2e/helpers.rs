@@ -230,19 +230,7 @@ impl TestApp {
             .endpoints()
             .create_endpoint(
                 &hookline_core::ids::AppId::parse(app_id).unwrap(),
-                hookline_store::NewEndpoint {
-                    url: url.to_owned(),
-                    description: String::new(),
-                    event_types: None,
-                    enabled: true,
-                    paused: false,
-                    secret: hookline_core::signing::EndpointSecret::generate(),
-                    headers: Vec::new(),
-                    retry: Default::default(),
-                    rate_limit_per_sec: None,
-                    max_in_flight: None,
-                    ordering_on_dead: Default::default(),
-                },
+                new_endpoint(url, None),
                 hookline_core::time::Timestamp::from_millis(0),
             )
             .await
@@ -865,6 +853,7 @@ pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store
         url: url.into(),
         description: String::new(),
         event_types: event_types.map(|t| t.into_iter().map(String::from).collect()),
+        filter: None,
         enabled: true,
         paused: false,
         secret: hookline_core::signing::EndpointSecret::generate(),

@@ -16,6 +16,7 @@ mod delivery;
 mod egress;
 mod endpoints;
 mod faults;
+mod filters;
 mod freeze;
 mod history;
 mod hostile;

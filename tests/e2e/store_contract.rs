@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hookline_core::access::{Capabilities, Capability};
 use hookline_core::breaker::{BreakerPolicy, Signal};
-use hookline_core::ids::{AppId, EventId};
+use hookline_core::ids::{AppId, EndpointId, EventId};
 use hookline_core::model::{
     AttemptVerdict, DeadReason, DeliveryState, ReplayJobState, TransportError,
 };
@@ -115,6 +115,7 @@ both_engines!(
     apps_round_trip_by_id_and_uid,
     endpoints_round_trip_and_delete_dead_letters_what_they_owed,
     publish_fans_out_to_enabled_matching_endpoints,
+    publish_skips_endpoints_whose_filter_drops_the_payload_and_counts_them,
     idempotency_key_replays_or_refuses,
     concurrent_publishes_with_one_key_write_one_event,
     claim_leases_due_work_and_reclaims_expired_leases,
@@ -136,6 +137,146 @@ both_engines!(
     retention_removes_old_delivered_history_and_keeps_the_dlq,
     a_dropped_store_ends_its_background_tasks,
 );
+
+/// An event with this payload (in the envelope the API builds).
+fn event_with(payload: serde_json::Value) -> NewEvent {
+    let body = serde_json::json!({"type": "order.paid", "timestamp": "t", "data": payload});
+    NewEvent {
+        body: serde_json::to_vec(&body).unwrap(),
+        ..new_event("order.paid")
+    }
+}
+
+async fn publish_skips_endpoints_whose_filter_drops_the_payload_and_counts_them(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let filtered = store
+        .endpoints()
+        .create_endpoint(
+            &app,
+            NewEndpoint {
+                filter: Some("/amount > 100".into()),
+                ..new_endpoint("https://a.example/hook", None)
+            },
+            t(0),
+        )
+        .await
+        .unwrap();
+    let plain = store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://b.example/hook", None), t(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .endpoints()
+            .get_endpoint(&app, &filtered.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .filter
+            .as_deref(),
+        Some("/amount > 100")
+    );
+    let targets = |outcome: PublishOutcome| -> Vec<EndpointId> {
+        let PublishOutcome::Created(published) = outcome else {
+            panic!("not created: {outcome:?}");
+        };
+        let mut ids: Vec<EndpointId> = published
+            .deliveries
+            .into_iter()
+            .map(|d| d.endpoint_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let both = {
+        let mut ids = vec![filtered.id.clone(), plain.id.clone()];
+        ids.sort();
+        ids
+    };
+    // Two drops in the minute of t(0), one in the next; one event passes.
+    let group = [
+        item(
+            &app,
+            event_with(serde_json::json!({"amount": 5})),
+            None,
+            t(0),
+        ),
+        item(
+            &app,
+            event_with(serde_json::json!({"amount": 500})),
+            None,
+            t(1),
+        ),
+        item(
+            &app,
+            event_with(serde_json::json!({"other": 1})),
+            None,
+            t(2),
+        ),
+    ];
+    let outcomes = store.events().publish_group(&group).await.unwrap();
+    let got: Vec<Vec<EndpointId>> = outcomes.into_iter().map(targets).collect();
+    assert_eq!(
+        got,
+        vec![vec![plain.id.clone()], both.clone(), vec![plain.id.clone()]]
+    );
+    let later = store
+        .events()
+        .publish(item(
+            &app,
+            event_with(serde_json::json!({"amount": 1})),
+            None,
+            t(61),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(targets(later), vec![plain.id.clone()]);
+    // A test send (only this endpoint) goes whatever the filter, and counts as no drop.
+    let test = NewEvent {
+        only_endpoint: Some(filtered.id.clone()),
+        ..event_with(serde_json::json!({"amount": 1}))
+    };
+    let sent = store
+        .events()
+        .publish(item(&app, test, None, t(62)))
+        .await
+        .unwrap();
+    assert_eq!(targets(sent), vec![filtered.id.clone()]);
+
+    let filtered_since = |since| {
+        let store = store.clone();
+        let id = filtered.id.clone();
+        async move {
+            store
+                .endpoints()
+                .endpoint_filtered_since(&id, since)
+                .await
+                .unwrap()
+        }
+    };
+    // t(0) is the start of a minute (1_800_000_000 s is a multiple of 60).
+    assert_eq!(filtered_since(t(0)).await, 3);
+    assert_eq!(
+        filtered_since(t(59)).await,
+        3,
+        "the minute of `since` counts whole"
+    );
+    assert_eq!(filtered_since(t(60)).await, 1);
+    assert_eq!(filtered_since(t(120)).await, 0);
+    assert_eq!(
+        store
+            .endpoints()
+            .endpoint_filtered_since(&plain.id, t(0))
+            .await
+            .unwrap(),
+        0
+    );
+    // Retention removes the counts of minutes before its cutoff.
+    store.purge_history(t(60)).await.unwrap();
+    assert_eq!(filtered_since(t(0)).await, 1);
+}
 
 async fn apps_round_trip_by_id_and_uid(engine: Engine) {
     let (store, _db) = open(engine).await;

@@ -31,6 +31,9 @@ pub enum ApiError {
     InvalidQuery(String),
     #[error("{0}")]
     Validation(String),
+    /// An endpoint's payload filter that does not parse (the detail names the position).
+    #[error("{0}")]
+    InvalidFilter(String),
     #[error("the request body exceeds the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("this Idempotency-Key was already used with a different request")]
@@ -86,6 +89,7 @@ impl ApiError {
             Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
             Self::InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
             Self::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
+            Self::InvalidFilter(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_filter"),
             Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
@@ -241,6 +245,7 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("malformed_json", 400, "the body is not JSON"),
     kind("invalid_query", 400, "a query parameter that is unknown, malformed or out of range (`limit` outside 1–250, a cursor this listing did not make)"),
     kind("validation_failed", 422, "JSON of the wrong shape or out-of-range values; names (app name, event type, ordering key) with control characters such as NUL, on both engines"),
+    kind("invalid_filter", 422, "an endpoint's `filter` that does not parse or is over its limits; the detail names the character position (docs/api.md, \"Payload filters\")"),
     kind("payload_too_large", 413, "a body above the limit (`max_payload_bytes` for an event's payload)"),
     kind("idempotency_key_reused", 422, "the Idempotency-Key was used with a different request"),
     kind("destination_forbidden", 422, "an endpoint URL that names a private or loopback address"),
@@ -274,6 +279,7 @@ mod tests {
             ApiError::MalformedJson("x".into()),
             ApiError::InvalidQuery("x".into()),
             ApiError::Validation("x".into()),
+            ApiError::InvalidFilter("x".into()),
             ApiError::PayloadTooLarge { limit: 1 },
             ApiError::IdempotencyKeyReused,
             ApiError::Conflict("x"),
@@ -300,6 +306,7 @@ mod tests {
                 | ApiError::MalformedJson(_)
                 | ApiError::InvalidQuery(_)
                 | ApiError::Validation(_)
+                | ApiError::InvalidFilter(_)
                 | ApiError::PayloadTooLarge { .. }
                 | ApiError::IdempotencyKeyReused
                 | ApiError::Conflict(_)

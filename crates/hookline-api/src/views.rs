@@ -45,6 +45,8 @@ pub(crate) struct EndpointView {
     url: String,
     description: String,
     event_types: Option<Vec<String>>,
+    /// The payload filter (docs/api.md, "Payload filters"); `null`: every event of its types.
+    filter: Option<String>,
     enabled: bool,
     /// New deliveries are made but held until it is resumed (`paused: false`).
     paused: bool,
@@ -97,6 +99,7 @@ impl EndpointView {
             url: endpoint.url.clone(),
             description: endpoint.description.clone(),
             event_types: endpoint.event_types.clone(),
+            filter: endpoint.filter.clone(),
             enabled: endpoint.enabled,
             paused: endpoint.paused,
             disabled_reason: endpoint.disabled_reason.clone(),

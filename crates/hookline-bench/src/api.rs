@@ -48,14 +48,20 @@ impl Api {
         Ok(created.id)
     }
 
-    /// `POST /v1/apps/{app}/endpoints {"url"}` → the endpoint id.
-    pub async fn create_endpoint(&self, app: &str, url: &str) -> anyhow::Result<String> {
+    /// `POST /v1/apps/{app}/endpoints {"url", "filter"}` → the endpoint id.
+    pub async fn create_endpoint(
+        &self,
+        app: &str,
+        url: &str,
+        filter: Option<&str>,
+    ) -> anyhow::Result<String> {
+        let mut body = json!({ "url": url });
+        if let Some(filter) = filter {
+            // Only when given: a Hookline before filters refuses the field.
+            body["filter"] = json!(filter);
+        }
         let created: Created = self
-            .post_json(
-                &format!("/v1/apps/{app}/endpoints"),
-                &json!({ "url": url }),
-                201,
-            )
+            .post_json(&format!("/v1/apps/{app}/endpoints"), &body, 201)
             .await
             .with_context(|| {
                 format!(

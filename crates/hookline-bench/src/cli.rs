@@ -128,6 +128,12 @@ pub struct Args {
     #[arg(long, default_value_t = 0, help_heading = "Workload")]
     pub dead_endpoints: u16,
 
+    /// A payload filter (docs/api.md, "Payload filters") given to each healthy endpoint, to
+    /// measure what evaluating it costs a publish. It must pass every event (the payload is
+    /// {"pad":"xxx…"}: e.g. '/pad exists'), or what it drops counts as lost in the ledger.
+    #[arg(long, help_heading = "Workload")]
+    pub filter: Option<String>,
+
     /// Events published in the measured phase.
     #[arg(long, default_value_t = 100_000, help_heading = "Workload")]
     pub events: u64,

@@ -262,7 +262,11 @@ async fn bench(
     let mut endpoint_index = HashMap::new();
     for i in 0..endpoints {
         let id = api
-            .create_endpoint(&app, &format!("{}/e{i}", sink.base_url()))
+            .create_endpoint(
+                &app,
+                &format!("{}/e{i}", sink.base_url()),
+                args.filter.as_deref(),
+            )
             .await?;
         endpoint_index.insert(id, i);
     }
@@ -273,7 +277,7 @@ async fn bench(
             .local_addr()?
             .port();
         down.insert(
-            api.create_endpoint(&app, &format!("http://127.0.0.1:{port}/dead{i}"))
+            api.create_endpoint(&app, &format!("http://127.0.0.1:{port}/dead{i}"), None)
                 .await?,
         );
     }
@@ -281,7 +285,7 @@ async fn bench(
     let backlog_app = if args.backlog_app {
         let other = api.create_app("bench-backlog").await?;
         for i in 0..endpoints {
-            api.create_endpoint(&other, &format!("{}/e{i}", sink.base_url()))
+            api.create_endpoint(&other, &format!("{}/e{i}", sink.base_url()), None)
                 .await?;
         }
         other

@@ -12,6 +12,7 @@
 //! - [`time`]: [`time::Timestamp`] (unix milliseconds) and the injected clock.
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
 //! - [`event_types`]: event type names and the patterns endpoints subscribe with.
+//! - [`filter`]: payload filters: which events an endpoint receives, by what their payload says.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
 //! - [`claim`]: a claim as pure decisions: lane shares, rooms, and the plan for its rows.
@@ -40,6 +41,7 @@ pub mod cursor;
 pub mod custom_headers;
 pub mod destination;
 pub mod event_types;
+pub mod filter;
 pub mod fingerprint;
 pub mod ids;
 pub mod model;

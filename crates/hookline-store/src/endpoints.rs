@@ -18,7 +18,7 @@ use crate::Endpoints;
 use crate::{parse_column, Result, StoreError};
 
 pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, app_id, url, description, event_types, enabled, paused, secret, previous_secret, \
+    "id, app_id, url, description, event_types, payload_filter, enabled, paused, secret, previous_secret, \
      previous_secret_until, headers, \
      retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
      ordering_on_dead, disabled_reason, created_at, updated_at";
@@ -86,6 +86,7 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
         url: row.try_get("url")?,
         description: row.try_get("description")?,
         event_types: event_types_from_json(row.try_get("event_types")?)?,
+        filter: row.try_get("payload_filter")?,
         enabled: row.try_get::<bool, _>("enabled")?,
         paused: row.try_get::<bool, _>("paused")?,
         secret: current,
@@ -248,6 +249,7 @@ impl Endpoints<'_> {
             url: new.url,
             description: new.description,
             event_types: new.event_types,
+            filter: new.filter,
             enabled: new.enabled,
             paused: new.paused,
             secret: new.secret,
@@ -264,8 +266,8 @@ impl Endpoints<'_> {
         self.engine.query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
-             disabled_reason, created_at, updated_at, max_in_flight, paused, headers) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18)",
+             disabled_reason, created_at, updated_at, max_in_flight, paused, headers, payload_filter) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -285,6 +287,7 @@ impl Endpoints<'_> {
         .bind(to_i64(endpoint.max_in_flight))
         .bind(endpoint.paused)
         .bind(self.secrets.seal_headers(&endpoint.headers, endpoint.id.as_str()))
+        .bind(endpoint.filter.as_deref())
         .execute(&self.writer)
         .await?;
         Ok(endpoint)
@@ -348,6 +351,9 @@ impl Endpoints<'_> {
         if let Some(event_types) = patch.event_types {
             endpoint.event_types = event_types;
         }
+        if let Some(filter) = patch.filter {
+            endpoint.filter = filter;
+        }
         if let Some(enabled) = patch.enabled {
             endpoint.enabled = enabled;
         }
@@ -373,8 +379,8 @@ impl Endpoints<'_> {
         self.engine.query(
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
-             ordering_on_dead = $11, updated_at = $12, max_in_flight = $13, paused = $14, headers = $15 \
-             WHERE id = $1 AND app_id = $2",
+             ordering_on_dead = $11, updated_at = $12, max_in_flight = $13, paused = $14, headers = $15, \
+             payload_filter = $16 WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
@@ -391,6 +397,7 @@ impl Endpoints<'_> {
         .bind(to_i64(endpoint.max_in_flight))
         .bind(endpoint.paused)
         .bind(self.secrets.seal_headers(&endpoint.headers, endpoint.id.as_str()))
+        .bind(endpoint.filter.as_deref())
         .execute(&mut tx)
         .await?;
         match (was_enabled, endpoint.enabled) {
@@ -609,6 +616,23 @@ impl Endpoints<'_> {
                 })
             })
             .collect()
+    }
+
+    /// How many events the endpoint's payload filter dropped since `since` (by
+    /// the minute: the minute that holds `since` counts whole).
+    #[tracing::instrument(skip_all, fields(endpoint = %id))]
+    pub async fn endpoint_filtered_since(&self, id: &EndpointId, since: Timestamp) -> Result<u64> {
+        let dropped: Option<i64> = self
+            .engine
+            .query(
+                "SELECT CAST(SUM(dropped) AS BIGINT) FROM filter_drops \
+                 WHERE endpoint_id = $1 AND minute >= $2",
+            )
+            .bind(id.as_str())
+            .bind(since.as_millis().div_euclid(60_000))
+            .fetch_scalar(&self.reader)
+            .await?;
+        Ok(dropped.unwrap_or(0).max(0) as u64)
     }
 
     /// An endpoint's deliveries by state, and its dead ones by reason.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use crate::db::Tx;
 use hookline_core::claim::EndpointGate;
+use hookline_core::filter::Filter;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::publish::{FirstState, Partition};
@@ -89,6 +90,8 @@ pub struct Publish<'a> {
     drafts: Vec<Draft>,
     /// Each draft's endpoint, with where and how to send.
     targets: Vec<Arc<Target>>,
+    /// Events each endpoint's payload filter dropped, by (endpoint, unix minute).
+    dropped: BTreeMap<(EndpointId, i64), i64>,
 }
 
 impl std::fmt::Debug for Publish<'_> {
@@ -120,6 +123,7 @@ impl Events<'_> {
         let mut resolved = Vec::with_capacity(items.len());
         let mut drafts = Vec::new();
         let mut targets = Vec::new();
+        let mut dropped = BTreeMap::new();
 
         for (index, item) in items.iter().enumerate() {
             if let Some(key) = &item.key {
@@ -154,11 +158,26 @@ impl Events<'_> {
                 *next - 1
             });
             resolved.push(Resolved::New { sequence });
+            // The payload, parsed once per event, if an endpoint's filter asks for it.
+            let mut payload: Option<serde_json::Value> = None;
             let accepting: Vec<&Arc<Target>> = endpoints[&item.app]
                 .iter()
                 .filter(|t| match &item.event.only_endpoint {
                     Some(only) => t.id == *only,
                     None => t.accepts(&item.event.event_type),
+                })
+                .filter(|t| match (&t.filter, &item.event.only_endpoint) {
+                    (Some(filter), None) => {
+                        let payload = payload.get_or_insert_with(|| payload_of(&item.event.body));
+                        let passes = filter.matches(payload);
+                        if !passes {
+                            let minute = item.now.as_millis().div_euclid(60_000);
+                            *dropped.entry((t.id.clone(), minute)).or_default() += 1;
+                        }
+                        passes
+                    }
+                    // A test send goes to its endpoint whatever the filter.
+                    _ => true,
                 })
                 .collect();
             let mut unfinished = match &item.event.ordering_key {
@@ -188,8 +207,19 @@ impl Events<'_> {
             resolved,
             drafts,
             targets,
+            dropped,
         })
     }
+}
+
+/// The payload (`data`) of an event's envelope; `null` if the body has none.
+fn payload_of(body: &[u8]) -> serde_json::Value {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        #[serde(default)]
+        data: serde_json::Value,
+    }
+    serde_json::from_slice::<Envelope>(body).map_or(serde_json::Value::Null, |e| e.data)
 }
 
 impl Publish<'_> {
@@ -295,6 +325,7 @@ impl Publish<'_> {
             .collect();
         insert_events(&mut self.tx, &events).await?;
         insert_deliveries(&mut self.tx, &deliveries, &lease_token).await?;
+        count_drops(&mut self.tx, &self.dropped).await?;
         if !insert_keys(&mut self.tx, &keys).await? {
             self.tx.rollback().await?;
             return Ok(None);
@@ -465,6 +496,7 @@ pub(crate) static STORED_ANSWERS: Sql = Sql::new(|engine| {
 struct Target {
     id: EndpointId,
     event_types: Option<Vec<String>>,
+    filter: Option<Filter>,
     /// Where and how to send, and the endpoint's gate (as a claim reads them).
     endpoint: claim::ClaimEndpoint,
 }
@@ -506,7 +538,7 @@ impl Target {
 
 /// An app's enabled endpoints, with what sending and admission need.
 pub(crate) static LOAD_TARGETS: Sql = Sql::new(|_| {
-    format!("SELECT event_types, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
+    format!("SELECT event_types, payload_filter, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
 });
 
 async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec<Arc<Target>>> {
@@ -521,6 +553,11 @@ async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec
             Ok(Arc::new(Target {
                 id: parse_column(row, "id")?,
                 event_types: event_types_from_json(row.try_get("event_types")?)?,
+                filter: row
+                    .try_get::<Option<String>, _>("payload_filter")?
+                    .map(|source| Filter::parse(&source))
+                    .transpose()
+                    .map_err(|e| StoreError::Corrupt(format!("payload_filter: {e}")))?,
                 endpoint: claim::endpoint_from_row(secrets, row)?,
             }))
         })
@@ -660,6 +697,42 @@ async fn insert_events(tx: &mut Tx, events: &[(&PublishItem, Option<u64>)]) -> R
     let engine = tx.engine();
     engine
         .query(INSERT_EVENTS.text(engine))
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Adds to the endpoints' counts of events their filters dropped, by minute.
+static COUNT_DROPS: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO filter_drops (endpoint_id, minute, dropped) \
+         SELECT endpoint_id, minute, dropped FROM {} WHERE true \
+         ON CONFLICT (endpoint_id, minute) DO UPDATE SET dropped = filter_drops.dropped + excluded.dropped",
+        engine.rows(
+            1,
+            &[
+                ("endpoint_id", Kind::Text),
+                ("minute", Kind::Int),
+                ("dropped", Kind::Int),
+            ]
+        )
+    )
+});
+
+/// Counts a publish's dropped events, in (endpoint, minute) order: the order every
+/// publish takes these rows' locks in, so concurrent publishes cannot deadlock.
+async fn count_drops(tx: &mut Tx, dropped: &BTreeMap<(EndpointId, i64), i64>) -> Result<()> {
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    let batch = Batch::default()
+        .text(dropped.keys().map(|(endpoint, _)| Some(endpoint.as_str())))
+        .int(dropped.keys().map(|(_, minute)| Some(*minute)))
+        .int(dropped.values().map(|count| Some(*count)));
+    let engine = tx.engine();
+    engine
+        .query(COUNT_DROPS.text(engine))
         .bind_batch(batch)
         .execute(&mut *tx)
         .await?;

@@ -54,6 +54,9 @@ pub struct Endpoint {
     pub description: String,
     /// The event types this endpoint receives; `None` receives all.
     pub event_types: Option<Vec<String>>,
+    /// Its payload filter's source (`hookline_core::filter`, checked by the
+    /// caller); `None` receives every event of its types.
+    pub filter: Option<String>,
     pub enabled: bool,
     /// Paused: new deliveries are still made, but held (parked) until resumed.
     pub paused: bool,
@@ -91,6 +94,7 @@ pub struct NewEndpoint {
     pub url: String,
     pub description: String,
     pub event_types: Option<Vec<String>>,
+    pub filter: Option<String>,
     pub enabled: bool,
     pub paused: bool,
     pub secret: EndpointSecret,
@@ -108,6 +112,8 @@ pub struct EndpointPatch {
     pub description: Option<String>,
     /// `Some(None)` removes the filter (receive everything).
     pub event_types: Option<Option<Vec<String>>>,
+    /// `Some(None)` removes the payload filter.
+    pub filter: Option<Option<String>>,
     pub enabled: Option<bool>,
     pub paused: Option<bool>,
     /// Replaces all custom headers at once.

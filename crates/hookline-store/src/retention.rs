@@ -7,7 +7,8 @@
 //!   deleted endpoint** (nothing can replay them) with theirs;
 //! - **events** that have no delivery left (all succeeded and removed, or the
 //!   event had no subscriber);
-//! - **idempotency records** (their own, shorter period).
+//! - **idempotency records** (their own, shorter period);
+//! - the per-minute counts of events **payload filters dropped**.
 //!
 //! What stays: pending, in-flight, blocked and **dead** deliveries (of endpoints
 //! that exist) with their
@@ -112,6 +113,12 @@ impl Store {
             .execute(&mut tx)
             .await?
             .rows_affected();
+        // The counts of events payload filters dropped, by the minute.
+        self.engine
+            .query("DELETE FROM filter_drops WHERE minute < $1")
+            .bind(cutoff.as_millis().div_euclid(60_000))
+            .execute(&mut tx)
+            .await?;
         tx.commit().await?;
         Ok(purged)
     }

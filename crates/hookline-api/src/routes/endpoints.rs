@@ -40,6 +40,14 @@ pub(crate) struct CreateEndpoint {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
     )]
     event_types: Option<Vec<String>>,
+    /// A payload filter (docs/api.md, "Payload filters"), such as
+    /// `/amount >= 100 and /currency in ["EUR", "USD"]`; absent or `null`: every
+    /// event of its types. (The pattern states a small subset of the language.)
+    #[schema(
+        max_length = 2048,
+        pattern = r"^/[a-z]{1,10}( exists| = [0-9]{1,5}| > [0-9]{1,5})$"
+    )]
+    filter: Option<String>,
     #[serde(default = "enabled_by_default")]
     enabled: bool,
     #[serde(default)]
@@ -100,6 +108,15 @@ pub(crate) struct UpdateEndpoint {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
     )]
     event_types: Option<Option<Vec<String>>>,
+    #[serde(default, deserialize_with = "double_option")]
+    /// A payload filter (docs/api.md, "Payload filters"), such as
+    /// `/amount >= 100 and /currency in ["EUR", "USD"]`; absent or `null`: every
+    /// event of its types. (The pattern states a small subset of the language.)
+    #[schema(
+        max_length = 2048,
+        pattern = r"^/[a-z]{1,10}( exists| = [0-9]{1,5}| > [0-9]{1,5})$"
+    )]
+    filter: Option<Option<String>>,
     enabled: Option<bool>,
     paused: Option<bool>,
     #[schema(schema_with = custom_headers_schema)]
@@ -141,6 +158,15 @@ fn validate_event_types(types: &Option<Vec<String>>) -> ApiResult<()> {
         hookline_core::event_types::check_pattern(pattern).map_err(|error| {
             ApiError::Validation(format!("event_types entry {pattern:?} {error}"))
         })?;
+    }
+    Ok(())
+}
+
+/// A payload filter parses (`hookline_core::filter`); the error names the position.
+fn validate_filter(filter: &Option<String>) -> ApiResult<()> {
+    if let Some(source) = filter {
+        hookline_core::filter::Filter::parse(source)
+            .map_err(|error| ApiError::InvalidFilter(format!("filter {error}")))?;
     }
     Ok(())
 }
@@ -223,6 +249,7 @@ pub(crate) async fn create(
     let new = body.value;
     let url = validate_url(&state, &new.url)?;
     validate_event_types(&new.event_types)?;
+    validate_filter(&new.filter)?;
     validate_description(&new.description)?;
     validate_retry(&new.retry)?;
     validate_rate_limit(new.rate_limit_per_sec)?;
@@ -243,6 +270,7 @@ pub(crate) async fn create(
                 url,
                 description: new.description,
                 event_types: new.event_types,
+                filter: new.filter,
                 enabled: new.enabled,
                 paused: new.paused,
                 secret,
@@ -384,6 +412,9 @@ pub(crate) async fn update(
     if let Some(types) = &patch.event_types {
         validate_event_types(types)?;
     }
+    if let Some(filter) = &patch.filter {
+        validate_filter(filter)?;
+    }
     if let Some(description) = &patch.description {
         validate_description(description)?;
     }
@@ -407,6 +438,7 @@ pub(crate) async fn update(
                 url,
                 description: patch.description,
                 event_types: patch.event_types,
+                filter: patch.filter,
                 enabled: patch.enabled,
                 paused: patch.paused,
                 headers,
@@ -576,6 +608,11 @@ pub(crate) async fn stats(
             .endpoint_attempt_sample(&endpoint.app_id, &endpoint.id, now - span, STATS_SAMPLE)
             .await?;
         let summary = summarize(&sample);
+        let filtered = state
+            .store
+            .endpoints()
+            .endpoint_filtered_since(&endpoint.id, now - span)
+            .await?;
         windows.insert(
             name.into(),
             serde_json::json!({
@@ -585,6 +622,8 @@ pub(crate) async fn stats(
                 "latency_ms": {"p50": summary.p50_ms, "p95": summary.p95_ms, "p99": summary.p99_ms},
                 // The window held more attempts than the sample: the figures are the latest ones'.
                 "sampled": summary.attempts == u64::from(STATS_SAMPLE),
+                // Events of its types that its payload filter dropped (by the minute).
+                "filtered": filtered,
             }),
         );
     }
@@ -648,6 +687,13 @@ pub(crate) async fn test_send(
             "the endpoint is disabled: enable it to send it a test event",
         ));
     }
+    // Sent whatever the filter; the answer says whether a publish would reach it.
+    let passes_filter = match &endpoint.filter {
+        None => true,
+        Some(source) => hookline_core::filter::Filter::parse(source)
+            .map_err(|e| ApiError::Internal(format!("a stored filter: {e}").into()))?
+            .matches(&payload),
+    };
     let catalog = state.catalog.snapshot(&state.store).await?;
     let raw = serde_json::json!({"event_type": event_type, "payload": payload});
     let request = PublishRequest {
@@ -669,6 +715,7 @@ pub(crate) async fn test_send(
     let mut answer = serde_json::json!({
         "event_id": published.event.id.as_str(),
         "delivery_id": delivery.id.as_str(),
+        "passes_filter": passes_filter,
     });
     if !warnings.is_empty() {
         answer["warnings"] = serde_json::to_value(&warnings).expect("warnings serialize");
