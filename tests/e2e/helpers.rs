@@ -858,6 +858,7 @@ pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store
         paused: false,
         secret: hookline_core::signing::EndpointSecret::generate(),
         headers: Vec::new(),
+        auth: None,
         retry: hookline_store::RetryOverrides::default(),
         rate_limit_per_sec: None,
         max_in_flight: None,

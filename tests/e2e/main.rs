@@ -23,6 +23,7 @@ mod hostile;
 mod limits;
 mod ops;
 mod outage;
+mod outbound_auth;
 mod plans;
 mod policy;
 mod policy_contract;

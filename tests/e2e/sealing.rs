@@ -23,6 +23,9 @@ both_engines!(
 /// A receiver's token, as an endpoint's custom header carries it.
 const HEADER_TOKEN: &str = "tok_live_7f3Qm9ZpW2sealedHeaderValue";
 
+/// A receiver's bearer token, as an endpoint's outbound authentication carries it.
+const AUTH_TOKEN: &str = "tok_live_9Kx2AuthSealedBearerValue";
+
 const OTHER_MASTER_KEY: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
 
 /// `hookline rotate-master-key` (the real binary): the other key seals, the tests' key opens.
@@ -38,7 +41,7 @@ fn rotate_to_other_key(database_url: &str) -> std::process::Output {
 }
 
 /// Every byte the database holds, as text: the SQLite files, or a `pg_dump`.
-fn database_contents(engine: Engine, db: &TestDb) -> String {
+pub(crate) fn database_contents(engine: Engine, db: &TestDb) -> String {
     match engine {
         Engine::Sqlite => {
             let path = db.url.strip_prefix("sqlite://").unwrap();
@@ -123,7 +126,7 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
         .create_endpoint_with(
             &app_id,
             &receiver.url,
-            json!({"headers": {"X-Api-Key": HEADER_TOKEN}}),
+            json!({"headers": {"X-Api-Key": HEADER_TOKEN}, "auth": {"bearer": AUTH_TOKEN}}),
         )
         .await;
     let secret = endpoint["secret"].as_str().unwrap().to_owned();
@@ -210,6 +213,11 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
         got[0].header("x-api-key"),
         HEADER_TOKEN,
         "the endpoint's headers are what they were"
+    );
+    assert_eq!(
+        got[0].header("authorization"),
+        format!("Bearer {AUTH_TOKEN}"),
+        "and its outbound authentication"
     );
 }
 

@@ -55,6 +55,10 @@ pub(crate) struct EndpointView {
     /// Sent with every request (names lower-case); values show as `…` to a key
     /// without the `secrets` capability.
     headers: std::collections::BTreeMap<String, String>,
+    /// Outbound authentication (docs/api.md, "Outbound authentication"); its
+    /// secrets show as `…` to a key without the `secrets` capability.
+    #[schema(value_type = Option<Object>)]
+    auth: Option<serde_json::Value>,
     /// After a rotation: until when the previous secret signs beside the current one.
     #[serde(skip_serializing_if = "Option::is_none")]
     previous_secret_valid_until: Option<Timestamp>,
@@ -100,6 +104,14 @@ impl EndpointView {
             description: endpoint.description.clone(),
             event_types: endpoint.event_types.clone(),
             filter: endpoint.filter.clone(),
+            auth: endpoint.auth.as_ref().map(|auth| {
+                let shown = if reveal {
+                    auth.clone()
+                } else {
+                    auth.redacted(HIDDEN)
+                };
+                serde_json::to_value(shown).expect("auth serializes")
+            }),
             enabled: endpoint.enabled,
             paused: endpoint.paused,
             disabled_reason: endpoint.disabled_reason.clone(),

@@ -74,6 +74,8 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
     use crate::breaker::Signal;
     match outcome {
         Outcome::Failed(TransportError::DestinationForbidden) => Signal::Neutral,
+        // The token endpoint failed, not the receiver: nothing was sent to it.
+        Outcome::Failed(TransportError::AuthError) => Signal::Neutral,
         Outcome::Failed(_) => Signal::Failed,
         Outcome::Response { status: 429, .. } => Signal::Neutral,
         Outcome::Response {
@@ -94,7 +96,9 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
 pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
     use crate::concurrency::Pressure;
     match outcome {
-        Outcome::Failed(TransportError::DestinationForbidden) => Pressure::Neutral,
+        Outcome::Failed(TransportError::DestinationForbidden | TransportError::AuthError) => {
+            Pressure::Neutral
+        }
         Outcome::Failed(_) => Pressure::Overloaded,
         Outcome::Response {
             status: 408 | 429 | 503 | 504,
@@ -255,6 +259,22 @@ mod tests {
             breaker_signal(&Outcome::Failed(TransportError::DestinationForbidden)),
             Signal::Neutral
         );
+        // The token endpoint failed: the receiver was not asked.
+        assert_eq!(
+            breaker_signal(&Outcome::Failed(TransportError::AuthError)),
+            Signal::Neutral
+        );
+    }
+
+    #[test]
+    fn an_auth_error_is_retried() {
+        assert_eq!(
+            classify(
+                &Outcome::Failed(TransportError::AuthError),
+                SystemTime::UNIX_EPOCH
+            ),
+            Verdict::Retry { not_before: None }
+        );
     }
 
     #[test]
@@ -280,10 +300,16 @@ mod tests {
                 "{error:?}"
             );
         }
-        assert_eq!(
-            pressure(&Outcome::Failed(TransportError::DestinationForbidden)),
-            Pressure::Neutral
-        );
+        for error in [
+            TransportError::DestinationForbidden,
+            TransportError::AuthError,
+        ] {
+            assert_eq!(
+                pressure(&Outcome::Failed(error)),
+                Pressure::Neutral,
+                "{error:?}"
+            );
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
 //! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
 //! - [`ordering`]: the rules of per-entity ordered partitions.
+//! - [`outbound_auth`]: how Hookline authenticates to a receiver (OAuth2, Basic, bearer, client TLS).
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
 //! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
@@ -46,6 +47,7 @@ pub mod fingerprint;
 pub mod ids;
 pub mod model;
 pub mod ordering;
+pub mod outbound_auth;
 pub mod portal;
 pub mod publish;
 pub mod rate;

@@ -64,6 +64,9 @@ pub enum TransportError {
     Io,
     /// Refused before connecting: the destination address is forbidden.
     DestinationForbidden,
+    /// The endpoint's OAuth2 token could not be had (its token endpoint failed
+    /// or refused); nothing was sent to the receiver, or it refused the new token too.
+    AuthError,
 }
 
 /// The classifier's decision for one attempt, as recorded on the attempt row.
@@ -180,6 +183,7 @@ sql_text_enum!(TransportError {
     Tls => "tls",
     Io => "io",
     DestinationForbidden => "destination_forbidden",
+    AuthError => "auth_error",
 });
 
 sql_text_enum!(ReplayJobState {

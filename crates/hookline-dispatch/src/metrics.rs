@@ -102,6 +102,7 @@ pub fn outcome_class(status: Option<u16>, error: Option<TransportError>) -> &'st
         (None, Some(TransportError::Tls)) => "tls_error",
         (None, Some(TransportError::Dns)) => "dns_error",
         (None, Some(TransportError::DestinationForbidden)) => "forbidden_destination",
+        (None, Some(TransportError::AuthError)) => "auth_error",
         (None, Some(TransportError::Io)) | (None, None) => "io_error",
     }
 }

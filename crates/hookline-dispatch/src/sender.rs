@@ -17,15 +17,27 @@
 //!   asking the proxy; the proxy then resolves the name again, so a name whose
 //!   answers change between the two lookups (DNS rebinding) is left to the
 //!   proxy's own rules (docs/SECURITY.md says how to set them).
+//! - **Outbound authentication** per endpoint (`hookline_core::outbound_auth`):
+//!   a static `Authorization`, or an OAuth2 token fetched through the same
+//!   client (so the same guard and proxy) and shared by every delivery until it
+//!   nears expiry — one fetch at a time per client configuration — and fetched
+//!   again once when the receiver answers 401; a token that cannot be had makes
+//!   the attempt an `auth_error` (retried). An endpoint with its own TLS (a
+//!   client certificate, a server CA) gets its own client, built once.
 
+use std::collections::HashMap;
 use std::error::Error as _;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hookline_core::classify::Outcome;
 use hookline_core::destination;
 use hookline_core::model::TransportError;
 use hookline_core::model::{request_headers, RequestParts};
+use hookline_core::outbound_auth::{
+    parse_token_response, refresh_after, OAuth2, OutboundAuth, Tls, Token,
+};
 use hookline_store::ClaimedDelivery;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -132,15 +144,69 @@ pub struct Sender {
     /// the proxy is asked to connect to it.
     proxied: Option<GuardedResolver>,
     max_response_body_bytes: usize,
+    /// How every client is built (the shared one, and those of endpoints with
+    /// their own TLS).
+    settings: Arc<ClientSettings>,
+    /// Clients of endpoints with a client certificate or a server CA, by that
+    /// configuration.
+    tls_clients: Arc<Mutex<HashMap<String, reqwest::Client>>>,
+    /// OAuth2 tokens, by client configuration (one fetch shared by every delivery).
+    tokens: Arc<Mutex<HashMap<String, SharedToken>>>,
 }
+
+/// One client configuration's token: fetched by whoever finds it missing or
+/// expiring, while the others wait on the lock.
+type SharedToken = Arc<tokio::sync::Mutex<Option<TokenSlot>>>;
+
+#[derive(Debug)]
+struct ClientSettings {
+    proxy: Option<String>,
+    resolver: GuardedResolver,
+    request_timeout: Duration,
+    max_in_flight: usize,
+}
+
+impl ClientSettings {
+    fn builder(&self) -> Result<reqwest::ClientBuilder, reqwest::Error> {
+        let builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+        let builder = match &self.proxy {
+            Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy)?),
+            None => builder.no_proxy(),
+        };
+        Ok(builder
+            .dns_resolver(Arc::new(self.resolver.clone()))
+            .timeout(self.request_timeout)
+            .connect_timeout(self.request_timeout.min(Duration::from_secs(5)))
+            .pool_idle_timeout(Duration::from_secs(60))
+            // Keep as many idle connections per host as we may have requests in
+            // flight: with a smaller pool every burst to a busy host (many endpoints
+            // often share one, like a chat provider's) opened connections only to
+            // close them after one request — about a tenth of the dispatcher's CPU
+            // in the benchmark profile.
+            .pool_max_idle_per_host(self.max_in_flight)
+            .tcp_nodelay(true)
+            .user_agent(concat!("Hookline/", env!("CARGO_PKG_VERSION"))))
+    }
+}
+
+/// A cached OAuth2 token, or a fetch that failed a moment ago (shared by the
+/// deliveries waiting on it, so a down token endpoint is asked once a second
+/// at most, not once per delivery).
+#[derive(Debug)]
+enum TokenSlot {
+    Token { token: String, until: Instant },
+    Failed { message: String, until: Instant },
+}
+
+/// How long a failed token fetch answers for the deliveries behind it.
+const TOKEN_FAILURE_HOLD: Duration = Duration::from_secs(1);
+/// The most of a token endpoint's answer read.
+const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
+/// Past this many entries a cache starts over.
+const CACHE_CAPACITY: usize = 10_000;
 
 impl Sender {
     pub fn new(config: &DispatcherConfig) -> Result<Self, reqwest::Error> {
-        let proxy = config
-            .egress_proxy
-            .as_deref()
-            .map(reqwest::Proxy::all)
-            .transpose()?;
         let resolver = GuardedResolver {
             allow_private: config.allow_private_destinations,
             trusted: config
@@ -149,31 +215,167 @@ impl Sender {
                 .and_then(|url| reqwest::Url::parse(url).ok())
                 .and_then(|url| url.host_str().map(str::to_owned)),
         };
-        let builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
-        let builder = match proxy {
-            Some(proxy) => builder.proxy(proxy),
-            None => builder.no_proxy(),
+        let settings = ClientSettings {
+            proxy: config.egress_proxy.clone(),
+            resolver: resolver.clone(),
+            request_timeout: config.request_timeout,
+            max_in_flight: config.max_in_flight,
         };
-        let client = builder
-            .dns_resolver(std::sync::Arc::new(resolver.clone()))
-            .timeout(config.request_timeout)
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(5)))
-            .pool_idle_timeout(Duration::from_secs(60))
-            // Keep as many idle connections per host as we may have requests in
-            // flight: with a smaller pool every burst to a busy host (many endpoints
-            // often share one, like a chat provider's) opened connections only to
-            // close them after one request — about a tenth of the dispatcher's CPU
-            // in the benchmark profile.
-            .pool_max_idle_per_host(config.max_in_flight)
-            .tcp_nodelay(true)
-            .user_agent(concat!("Hookline/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let client = settings.builder()?.build()?;
         Ok(Self {
             client,
             allow_private: config.allow_private_destinations,
             proxied: config.egress_proxy.is_some().then_some(resolver),
             max_response_body_bytes: config.max_response_body_bytes,
+            settings: Arc::new(settings),
+            tls_clients: Arc::default(),
+            tokens: Arc::default(),
         })
+    }
+
+    /// The client for an endpoint: the shared one, or (with its own TLS) one
+    /// that presents its client certificate and trusts its server CA.
+    fn client_for(&self, tls: Option<&Tls>) -> Result<reqwest::Client, String> {
+        let Some(tls) = tls else {
+            return Ok(self.client.clone());
+        };
+        let key = serde_json::to_string(tls).expect("TLS settings serialize");
+        if let Some(client) = self.tls_clients.lock().expect("clients poisoned").get(&key) {
+            return Ok(client.clone());
+        }
+        let failed = |what: &str, e: reqwest::Error| format!("{what}: {}", error_chain(&e));
+        let mut builder = self.settings.builder().map_err(|e| failed("client", e))?;
+        if let (Some(chain), Some(private_key)) = (&tls.client_certificate, &tls.client_key) {
+            let pem = format!("{private_key}\n{chain}");
+            let identity = reqwest::Identity::from_pem(pem.as_bytes())
+                .map_err(|e| failed("the client certificate", e))?;
+            builder = builder.identity(identity);
+        }
+        if let Some(ca) = &tls.server_ca {
+            for certificate in reqwest::Certificate::from_pem_bundle(ca.as_bytes())
+                .map_err(|e| failed("the server CA", e))?
+            {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let client = builder.build().map_err(|e| failed("client", e))?;
+        let mut clients = self.tls_clients.lock().expect("clients poisoned");
+        if clients.len() >= CACHE_CAPACITY {
+            clients.clear();
+        }
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// A bearer token for `oauth2`: the cached one, unless it is `stale` (the
+    /// receiver refused it) or expiring; else fetched, once for every delivery
+    /// that asks meanwhile.
+    async fn token(
+        &self,
+        client: &reqwest::Client,
+        oauth2: &OAuth2,
+        stale: Option<&str>,
+    ) -> Result<String, String> {
+        let key = serde_json::to_string(oauth2).expect("OAuth2 settings serialize");
+        let slot = {
+            let mut tokens = self.tokens.lock().expect("tokens poisoned");
+            if tokens.len() >= CACHE_CAPACITY {
+                tokens.clear();
+            }
+            tokens.entry(key).or_default().clone()
+        };
+        let mut slot = slot.lock().await;
+        let now = Instant::now();
+        match &*slot {
+            Some(TokenSlot::Token { token, until })
+                if *until > now && stale != Some(token.as_str()) =>
+            {
+                return Ok(token.clone())
+            }
+            Some(TokenSlot::Failed { message, until }) if *until > now => {
+                return Err(message.clone())
+            }
+            _ => {}
+        }
+        match self.fetch_token(client, oauth2).await {
+            Ok(fetched) => {
+                *slot = Some(TokenSlot::Token {
+                    token: fetched.access_token.clone(),
+                    until: Instant::now() + refresh_after(fetched.expires_in),
+                });
+                Ok(fetched.access_token)
+            }
+            Err(message) => {
+                *slot = Some(TokenSlot::Failed {
+                    message: message.clone(),
+                    until: Instant::now() + TOKEN_FAILURE_HOLD,
+                });
+                Err(message)
+            }
+        }
+    }
+
+    /// Asks the token endpoint (RFC 6749 §4.4), through the same guard as a delivery.
+    async fn fetch_token(
+        &self,
+        client: &reqwest::Client,
+        oauth2: &OAuth2,
+    ) -> Result<Token, String> {
+        let url = Self::parse_url(&oauth2.token_url)?;
+        self.check_destination(&url)
+            .await
+            .map_err(|(_, message)| format!("token endpoint: {message}"))?;
+        let mut response = client
+            .post(url)
+            .header("authorization", oauth2.client_authorization())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(oauth2.token_request_body())
+            .send()
+            .await
+            .map_err(|e| format!("token endpoint: {}", error_chain(&e)))?;
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| format!("token endpoint: {}", error_chain(&e)))?
+        {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_TOKEN_RESPONSE {
+                return Err("token endpoint: its answer is over 64 KiB".into());
+            }
+        }
+        parse_token_response(status, &body)
+    }
+
+    /// Refuses a destination outbound requests may not reach, before the request
+    /// (a literal address; through a proxy, a name too).
+    async fn check_destination(&self, url: &reqwest::Url) -> Result<(), (TransportError, String)> {
+        if !self.allow_private && literal_ip(url).is_some_and(|ip| !destination::is_public(ip)) {
+            return Err((
+                TransportError::DestinationForbidden,
+                ForbiddenDestination.to_string(),
+            ));
+        }
+        // Through a proxy, no name of ours goes through the guarded resolver: the
+        // destination is checked here first.
+        if let (Some(guard), Some(host), None, false) = (
+            &self.proxied,
+            url.host_str(),
+            literal_ip(url),
+            self.allow_private,
+        ) {
+            if let Err(error) = guard.permitted(host).await {
+                let kind = if error.is::<ForbiddenDestination>() {
+                    TransportError::DestinationForbidden
+                } else {
+                    TransportError::Dns
+                };
+                return Err((kind, error.to_string()));
+            }
+        }
+        Ok(())
     }
 
     /// Parses an endpoint URL for [`Self::send`]; the error is the attempt's message.
@@ -197,33 +399,26 @@ impl Sender {
                 return SendResult::failed(TransportError::Connect, message, started, None)
             }
         };
-        if !self.allow_private && literal_ip(&url).is_some_and(|ip| !destination::is_public(ip)) {
-            return SendResult::failed(
-                TransportError::DestinationForbidden,
-                ForbiddenDestination.to_string(),
-                started,
-                None,
-            );
-        }
-        // Through a proxy, no name of ours goes through the guarded resolver: the
-        // destination is checked here first.
-        if let (Some(guard), Some(host), None, false) = (
-            &self.proxied,
-            url.host_str(),
-            literal_ip(&url),
-            self.allow_private,
-        ) {
-            if let Err(error) = guard.permitted(host).await {
-                let kind = if error.is::<ForbiddenDestination>() {
-                    TransportError::DestinationForbidden
-                } else {
-                    TransportError::Dns
-                };
-                return SendResult::failed(kind, error.to_string(), started, None);
-            }
+        if let Err((kind, message)) = self.check_destination(&url).await {
+            return SendResult::failed(kind, message, started, None);
         }
         let id = delivery.event_id.as_str();
         let destination = &delivery.destination;
+        let auth = destination.auth.as_deref();
+        let client = match self.client_for(auth.and_then(|a| a.tls.as_ref())) {
+            Ok(client) => client,
+            Err(message) => return SendResult::failed(TransportError::Tls, message, started, None),
+        };
+        let oauth2 = auth.and_then(|a| a.oauth2.as_ref());
+        let mut authorization = match oauth2 {
+            Some(oauth2) => match self.token(&client, oauth2, None).await {
+                Ok(token) => Some(token),
+                Err(message) => {
+                    return SendResult::failed(TransportError::AuthError, message, started, None)
+                }
+            },
+            None => None,
+        };
         let signature = destination
             .signing
             .signature_header(id, timestamp, &delivery.body);
@@ -236,19 +431,54 @@ impl Sender {
             signature: &signature,
             ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
         });
-        let mut request = self.client.post(url);
-        for (name, value) in &sent {
-            request = request.header(*name, value.as_ref());
-        }
-        let request = request.body(bytes::Bytes::from_owner(delivery.body.clone()));
+        let static_authorization = auth.and_then(OutboundAuth::static_authorization);
+        let request = |token: Option<&str>| {
+            let mut request = client.post(url.clone());
+            let authorization = match token {
+                Some(token) => Some(format!("Bearer {token}")),
+                None => static_authorization.clone(),
+            };
+            for (name, value) in &sent {
+                // The endpoint's authentication wins over a custom header of that name.
+                if authorization.is_none() || !name.eq_ignore_ascii_case("authorization") {
+                    request = request.header(*name, value.as_ref());
+                }
+            }
+            if let Some(authorization) = authorization {
+                request = request.header("authorization", authorization);
+            }
+            request.body(bytes::Bytes::from_owner(delivery.body.clone()))
+        };
 
-        let mut response = match request.send().await {
+        let mut response = match request(authorization.as_deref()).send().await {
             Ok(response) => response,
             Err(error) => {
                 let kind = transport_error_kind(&error);
                 return SendResult::failed(kind, error_chain(&error), started, Some(signature));
             }
         };
+        // A 401 with an OAuth2 token: the token may have been revoked or expired
+        // early. One new token, one more request; its answer is the attempt's.
+        if let (401, Some(oauth2)) = (response.status().as_u16(), oauth2) {
+            authorization = match self.token(&client, oauth2, authorization.as_deref()).await {
+                Ok(token) => Some(token),
+                Err(message) => {
+                    return SendResult::failed(
+                        TransportError::AuthError,
+                        format!("the receiver answered 401; {message}"),
+                        started,
+                        Some(signature),
+                    )
+                }
+            };
+            response = match request(authorization.as_deref()).send().await {
+                Ok(response) => response,
+                Err(error) => {
+                    let kind = transport_error_kind(&error);
+                    return SendResult::failed(kind, error_chain(&error), started, Some(signature));
+                }
+            };
+        }
         let response_headers = kept_headers(response.headers());
         let status = response.status().as_u16();
         let retry_after = response

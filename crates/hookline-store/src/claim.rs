@@ -23,8 +23,8 @@ use hookline_core::time::Timestamp;
 use crate::complete::release_partition_successor;
 use crate::db::{Batch, Kind, Row, Sql, Tx};
 use crate::endpoints::{
-    breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row, retry_from_row,
-    save_breaker, signing_from_row, BREAKER_COLUMNS,
+    auth_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row,
+    retry_from_row, save_breaker, signing_from_row, BREAKER_COLUMNS,
 };
 use crate::records::{AttemptRecord, BreakerChanges, ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
@@ -49,7 +49,7 @@ const CLAIMED_COLUMNS: &str =
 
 /// What sending and admission need of an endpoint.
 pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, url, secret, previous_secret, previous_secret_until, headers, enabled, paused, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
+    "id, url, secret, previous_secret, previous_secret_until, headers, auth, enabled, paused, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
      rate_limit_per_sec, max_in_flight, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
      next_probe_at, probe_until, failing_since";
 
@@ -62,6 +62,7 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             url: row.try_get("url")?,
             signing: signing_from_row(secrets, row, &id)?,
             headers: headers_from_row(secrets, row, &id)?,
+            auth: auth_from_row(secrets, row, &id)?,
         }),
         gate: EndpointGate {
             // A paused endpoint's deliveries are parked like a disabled one's.

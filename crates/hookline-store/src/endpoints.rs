@@ -19,7 +19,7 @@ use crate::{parse_column, Result, StoreError};
 
 pub(crate) const ENDPOINT_COLUMNS: &str =
     "id, app_id, url, description, event_types, payload_filter, enabled, paused, secret, previous_secret, \
-     previous_secret_until, headers, \
+     previous_secret_until, headers, auth, \
      retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
      ordering_on_dead, disabled_reason, created_at, updated_at";
 
@@ -80,6 +80,7 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
     let id: EndpointId = parse_column(row, "id")?;
     let SigningKeys { current, previous } = signing_from_row(secrets, row, &id)?;
     let headers = headers_from_row(secrets, row, &id)?;
+    let auth = auth_from_row(secrets, row, &id)?.map(|auth| (*auth).clone());
     Ok(Endpoint {
         id,
         app_id: parse_column(row, "app_id")?,
@@ -92,6 +93,7 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
         secret: current,
         previous_secret: previous,
         headers,
+        auth,
         retry: retry_from_row(row)?,
         rate_limit_per_sec: row
             .try_get::<Option<i64>, _>("rate_limit_per_sec")?
@@ -135,6 +137,17 @@ pub(crate) fn headers_from_row(
         None => Ok(Vec::new()),
         Some(stored) => secrets.open_headers(&stored, id.as_str()),
     }
+}
+
+/// The outbound authentication of the endpoint `id`'s row (`auth`), opened.
+pub(crate) fn auth_from_row(
+    secrets: &Secrets,
+    row: &Row,
+    id: &EndpointId,
+) -> Result<Option<std::sync::Arc<hookline_core::outbound_auth::OutboundAuth>>> {
+    row.try_get::<Option<String>, _>("auth")?
+        .map(|stored| secrets.open_auth(&stored, id.as_str()))
+        .transpose()
 }
 
 pub(crate) fn max_in_flight_from_row(row: &Row) -> Result<Option<u32>> {
@@ -255,6 +268,7 @@ impl Endpoints<'_> {
             secret: new.secret,
             previous_secret: None,
             headers: new.headers,
+            auth: new.auth,
             retry: new.retry,
             rate_limit_per_sec: new.rate_limit_per_sec,
             max_in_flight: new.max_in_flight,
@@ -266,8 +280,8 @@ impl Endpoints<'_> {
         self.engine.query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
-             disabled_reason, created_at, updated_at, max_in_flight, paused, headers, payload_filter) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19)",
+             disabled_reason, created_at, updated_at, max_in_flight, paused, headers, payload_filter, auth) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -288,6 +302,10 @@ impl Endpoints<'_> {
         .bind(endpoint.paused)
         .bind(self.secrets.seal_headers(&endpoint.headers, endpoint.id.as_str()))
         .bind(endpoint.filter.as_deref())
+        .bind(
+            self.secrets
+                .seal_auth(endpoint.auth.as_ref(), endpoint.id.as_str()),
+        )
         .execute(&self.writer)
         .await?;
         Ok(endpoint)
@@ -363,6 +381,9 @@ impl Endpoints<'_> {
         if let Some(headers) = patch.headers {
             endpoint.headers = headers;
         }
+        if let Some(auth) = patch.auth {
+            endpoint.auth = auth;
+        }
         if let Some(retry) = patch.retry {
             endpoint.retry = retry;
         }
@@ -380,7 +401,7 @@ impl Endpoints<'_> {
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
              ordering_on_dead = $11, updated_at = $12, max_in_flight = $13, paused = $14, headers = $15, \
-             payload_filter = $16 WHERE id = $1 AND app_id = $2",
+             payload_filter = $16, auth = $17 WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
@@ -398,6 +419,10 @@ impl Endpoints<'_> {
         .bind(endpoint.paused)
         .bind(self.secrets.seal_headers(&endpoint.headers, endpoint.id.as_str()))
         .bind(endpoint.filter.as_deref())
+        .bind(
+            self.secrets
+                .seal_auth(endpoint.auth.as_ref(), endpoint.id.as_str()),
+        )
         .execute(&mut tx)
         .await?;
         match (was_enabled, endpoint.enabled) {

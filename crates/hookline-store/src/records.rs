@@ -10,6 +10,7 @@ use hookline_core::model::{
     AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
 };
 use hookline_core::ordering::OnDead;
+use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::portal::PortalSettings;
 pub use hookline_core::retry::{Next, RetryOverrides};
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
@@ -65,6 +66,8 @@ pub struct Endpoint {
     pub previous_secret: Option<RetiringSecret>,
     /// Sent with every request, names lower-case (checked by `hookline_core::custom_headers`).
     pub headers: Vec<(String, String)>,
+    /// Outbound authentication (sealed at rest; checked by the caller).
+    pub auth: Option<OutboundAuth>,
     pub retry: RetryOverrides,
     /// Deliveries per second, for the whole cluster; `None` is unlimited.
     pub rate_limit_per_sec: Option<u32>,
@@ -86,6 +89,8 @@ pub struct Destination {
     pub signing: SigningKeys,
     /// The endpoint's custom headers.
     pub headers: Vec<(String, String)>,
+    /// How Hookline authenticates to it besides the signature (opened, shared).
+    pub auth: Option<Arc<OutboundAuth>>,
 }
 
 /// Fields of a new endpoint (already validated by the caller).
@@ -99,6 +104,7 @@ pub struct NewEndpoint {
     pub paused: bool,
     pub secret: EndpointSecret,
     pub headers: Vec<(String, String)>,
+    pub auth: Option<OutboundAuth>,
     pub retry: RetryOverrides,
     pub rate_limit_per_sec: Option<u32>,
     pub max_in_flight: Option<u32>,
@@ -118,6 +124,8 @@ pub struct EndpointPatch {
     pub paused: Option<bool>,
     /// Replaces all custom headers at once.
     pub headers: Option<Vec<(String, String)>>,
+    /// Replaces the outbound authentication; `Some(None)` removes it.
+    pub auth: Option<Option<OutboundAuth>>,
     /// Replaces all overrides at once.
     pub retry: Option<RetryOverrides>,
     /// `Some(None)` removes the limit.

@@ -3,14 +3,17 @@
 //! sealed value (a claim or a publish reads the same few endpoints again and again).
 //! An endpoint's custom headers are sealed the same way, as one JSON value:
 //! they are where receivers' tokens go (`X-Api-Key: …`, `Authorization: …`).
+//! So is its outbound authentication (OAuth2 client secret, password, token,
+//! client key), one JSON value too.
 //!
 //! The `sealing` table holds the id of the master key the database's secrets
 //! are sealed with, so a process started with another key stops at once with
 //! a clear error, before it could read, or write, a secret it cannot open.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::sealing::{key_id, Keyring};
 use hookline_core::signing::{EndpointSecret, SECRET_PREFIX};
 
@@ -25,6 +28,8 @@ pub(crate) struct Secrets {
     opened: Mutex<HashMap<(String, String), EndpointSecret>>,
     /// Opened custom headers, likewise.
     opened_headers: Mutex<HashMap<(String, String), Headers>>,
+    /// Opened outbound authentications, likewise.
+    opened_auth: Mutex<HashMap<(String, String), Arc<OutboundAuth>>>,
 }
 
 /// An endpoint's custom headers: (name, value) pairs.
@@ -39,6 +44,7 @@ impl Secrets {
             keyring,
             opened: Mutex::default(),
             opened_headers: Mutex::default(),
+            opened_auth: Mutex::default(),
         }
     }
 
@@ -101,6 +107,38 @@ impl Secrets {
         }
         cache.insert(key, headers.clone());
         Ok(headers)
+    }
+}
+
+impl Secrets {
+    /// The stored form of the endpoint `owner`'s outbound authentication.
+    pub(crate) fn seal_auth(&self, auth: Option<&OutboundAuth>, owner: &str) -> Option<String> {
+        auth.map(|auth| {
+            let json = serde_json::to_string(auth).expect("auth serializes");
+            self.keyring.seal(&json, owner)
+        })
+    }
+
+    /// The outbound authentication a stored (sealed) value of the endpoint `owner` holds.
+    pub(crate) fn open_auth(&self, stored: &str, owner: &str) -> Result<Arc<OutboundAuth>> {
+        let key = (owner.to_owned(), stored.to_owned());
+        let mut cache = self.opened_auth.lock().expect("auth cache poisoned");
+        if let Some(auth) = cache.get(&key) {
+            return Ok(auth.clone());
+        }
+        let text = self
+            .keyring
+            .open(stored, owner)
+            .map_err(|e| StoreError::Sealing(format!("endpoint {owner}: auth: {e}")))?;
+        let auth: Arc<OutboundAuth> = Arc::new(
+            serde_json::from_str(&text)
+                .map_err(|e| StoreError::Corrupt(format!("endpoint {owner}: auth: {e}")))?,
+        );
+        if cache.len() >= Self::CAPACITY {
+            cache.clear();
+        }
+        cache.insert(key, auth.clone());
+        Ok(auth)
     }
 }
 
@@ -208,7 +246,7 @@ impl Endpoints<'_> {
         // rotation): refused here rather than failing claims later.
         let all = self
             .engine
-            .query("SELECT secret, previous_secret, headers FROM endpoints")
+            .query("SELECT secret, previous_secret, headers, auth FROM endpoints")
             .fetch_all(&mut tx)
             .await?;
         for row in &all {
@@ -216,6 +254,7 @@ impl Endpoints<'_> {
                 Some(row.try_get::<String, _>("secret")?),
                 row.try_get::<Option<String>, _>("previous_secret")?,
                 row.try_get::<Option<String>, _>("headers")?,
+                row.try_get::<Option<String>, _>("auth")?,
             ]
             .into_iter()
             .flatten()
@@ -244,7 +283,7 @@ impl Endpoints<'_> {
         Ok(())
     }
 
-    /// Re-seals every endpoint secret (and custom headers) with the current master key and records it as
+    /// Re-seals every endpoint secret (and custom headers and outbound authentication) with the current master key and records it as
     /// the database's key; the number of endpoints. Every secret must open with a
     /// key this process holds (the current one or a previous one).
     #[tracing::instrument(skip_all)]
@@ -252,7 +291,7 @@ impl Endpoints<'_> {
         let mut tx = self.writer.begin().await?;
         let sql = format!(
             // In id order: the order completions lock endpoints in.
-            "SELECT id, secret, previous_secret, headers FROM endpoints ORDER BY id{}",
+            "SELECT id, secret, previous_secret, headers, auth FROM endpoints ORDER BY id{}",
             self.engine.lock(" FOR UPDATE")
         );
         let rows = self.engine.query(&sql).fetch_all(&mut tx).await?;
@@ -269,6 +308,15 @@ impl Endpoints<'_> {
             if let Some(stored) = row.try_get::<Option<String>, _>("headers")? {
                 let headers = self.secrets.open_headers(&stored, &id)?;
                 write_sealed_headers(&mut tx, &id, self.secrets.seal_headers(&headers, &id))
+                    .await?;
+            }
+            if let Some(stored) = row.try_get::<Option<String>, _>("auth")? {
+                let auth = self.secrets.open_auth(&stored, &id)?;
+                self.engine
+                    .query("UPDATE endpoints SET auth = $2 WHERE id = $1")
+                    .bind(id.as_str())
+                    .bind(self.secrets.seal_auth(Some(&auth), &id))
+                    .execute(&mut tx)
                     .await?;
             }
         }

@@ -9,6 +9,7 @@ use hookline_core::access::Capability;
 use hookline_core::ids::{AttemptId, EndpointId};
 use hookline_core::model::AttemptVerdict;
 use hookline_core::ordering::OnDead;
+use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::signing::EndpointSecret;
 use hookline_store::{
     AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, PublishOutcome, RetryOverrides,
@@ -56,6 +57,8 @@ pub(crate) struct CreateEndpoint {
     secret: Option<String>,
     #[schema(schema_with = custom_headers_schema)]
     headers: Option<BTreeMap<String, String>>,
+    #[schema(schema_with = auth_schema)]
+    auth: Option<OutboundAuth>,
     #[serde(default, deserialize_with = "crate::extract::object")]
     retry: RetryOverrides,
     #[schema(minimum = 1, maximum = 100_000)]
@@ -87,6 +90,109 @@ fn custom_headers_schema() -> utoipa::openapi::Object {
             string("^[!-~]([ !-~]{0,60}[!-~])?$").build().into(),
         )))
         .build()
+}
+
+/// Outbound authentication as the document states it: one of `oauth2`,
+/// `basic`, `bearer` and `tls` (the API takes `tls` beside one of the others,
+/// too), each in a safe subset of what `hookline_core::outbound_auth` accepts.
+fn auth_schema() -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let string = |pattern: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(pattern))
+    };
+    let object = |fields: &[(&str, &str)], required: &[&str]| {
+        let mut object = ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(
+                utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+            ));
+        for (name, pattern) in fields {
+            object = object.property(*name, string(pattern));
+        }
+        for name in required {
+            object = object.required(*name);
+        }
+        object
+    };
+    let token = r"^[A-Za-z0-9]{1,20}$";
+    let url = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$";
+    let pem = |label: &str| {
+        format!(r"^-----BEGIN {label}-----\n([A-Za-z0-9]{{4}}){{1,16}}\n-----END {label}-----\n$")
+    };
+    let (certificate, key) = (pem("CERTIFICATE"), pem("PRIVATE KEY"));
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "how Hookline authenticates to the receiver besides the signature (docs/api.md, \
+             \"Outbound authentication\"): at most one of oauth2, basic and bearer, and tls; \
+             sealed at rest; secrets show as `…` to a key without the `secrets` capability",
+        ))
+        .min_properties(Some(1))
+        .max_properties(Some(1))
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ))
+        .property(
+            "oauth2",
+            object(
+                &[
+                    ("token_url", url),
+                    ("client_id", token),
+                    ("client_secret", token),
+                    ("scope", token),
+                    ("audience", token),
+                ],
+                &["token_url", "client_id", "client_secret"],
+            ),
+        )
+        .property(
+            "basic",
+            object(
+                &[("username", token), ("password", token)],
+                &["username", "password"],
+            ),
+        )
+        .property("bearer", string(token))
+        .property(
+            "tls",
+            object(
+                &[
+                    ("client_certificate", &certificate),
+                    ("client_key", &key),
+                    ("server_ca", &certificate),
+                ],
+                &["client_certificate", "client_key"],
+            ),
+        )
+        .build()
+}
+
+/// Outbound authentication that holds together, with the custom headers it
+/// goes with (one `Authorization` only).
+fn validate_auth(
+    state: &AppState,
+    auth: Option<&OutboundAuth>,
+    headers: &[(String, String)],
+) -> ApiResult<()> {
+    use hookline_core::destination::InvalidUrl;
+    use hookline_core::outbound_auth::InvalidAuth;
+    let Some(auth) = auth else {
+        return Ok(());
+    };
+    auth.check(state.config.allow_private_destinations)
+        .map_err(|error| match error {
+            InvalidAuth::TokenUrl(InvalidUrl::Forbidden) => ApiError::DestinationForbidden,
+            other => ApiError::Validation(other.to_string()),
+        })?;
+    let authorizes = auth.oauth2.is_some() || auth.basic.is_some() || auth.bearer.is_some();
+    if authorizes && headers.iter().any(|(name, _)| name == "authorization") {
+        return Err(ApiError::Validation(
+            "headers: `authorization` is what `auth` sends; remove one of the two".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn enabled_by_default() -> bool {
@@ -121,6 +227,9 @@ pub(crate) struct UpdateEndpoint {
     paused: Option<bool>,
     #[schema(schema_with = custom_headers_schema)]
     headers: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(schema_with = auth_schema)]
+    auth: Option<Option<OutboundAuth>>,
     #[serde(default, deserialize_with = "crate::extract::optional_object")]
     retry: Option<RetryOverrides>,
     #[serde(default, deserialize_with = "double_option")]
@@ -255,6 +364,7 @@ pub(crate) async fn create(
     validate_rate_limit(new.rate_limit_per_sec)?;
     validate_max_in_flight(new.max_in_flight)?;
     let headers = validate_headers(new.headers.unwrap_or_default())?;
+    validate_auth(&state, new.auth.as_ref(), &headers)?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -275,6 +385,7 @@ pub(crate) async fn create(
                 paused: new.paused,
                 secret,
                 headers,
+                auth: new.auth,
                 retry: new.retry,
                 rate_limit_per_sec: new.rate_limit_per_sec,
                 max_in_flight: new.max_in_flight,
@@ -428,6 +539,18 @@ pub(crate) async fn update(
         validate_max_in_flight(ceiling)?;
     }
     let headers = patch.headers.map(validate_headers).transpose()?;
+    if patch.auth.is_some() || headers.is_some() {
+        // The endpoint as it will be: the patch over what it is.
+        let auth = match &patch.auth {
+            Some(auth) => auth.as_ref(),
+            None => endpoint.auth.as_ref(),
+        };
+        validate_auth(
+            &state,
+            auth,
+            headers.as_deref().unwrap_or(&endpoint.headers),
+        )?;
+    }
     let updated = state
         .store
         .endpoints()
@@ -442,6 +565,7 @@ pub(crate) async fn update(
                 enabled: patch.enabled,
                 paused: patch.paused,
                 headers,
+                auth: patch.auth,
                 retry: patch.retry,
                 rate_limit_per_sec: patch.rate_limit_per_sec,
                 max_in_flight: patch.max_in_flight,
