@@ -21,6 +21,7 @@ mod freeze;
 mod history;
 mod hostile;
 mod limits;
+mod operational;
 mod ops;
 mod outage;
 mod outbound_auth;

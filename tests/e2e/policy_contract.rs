@@ -29,6 +29,7 @@ fn breaker() -> BreakerPolicy {
         cooldown: Duration::from_secs(10),
         max_cooldown: Duration::from_secs(60),
         disable_after: Duration::from_secs(3600),
+        ..BreakerPolicy::default()
     }
 }
 
@@ -58,6 +59,7 @@ fn room_with(endpoint: &EndpointId, count: usize, cap: u32) -> std::sync::Arc<Ro
 fn attempt(claimed: &ClaimedDelivery, next: Next, signal: Signal, at: Timestamp) -> AttemptRecord {
     AttemptRecord {
         delivery_id: claimed.id.clone(),
+        event_id: claimed.event_id.clone(),
         app_id: claimed.app_id.clone(),
         endpoint_id: claimed.endpoint_id.clone(),
         lease_token: claimed.lease_token.clone(),

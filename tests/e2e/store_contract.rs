@@ -75,6 +75,7 @@ async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -
 fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord {
     AttemptRecord {
         delivery_id: claimed.id.clone(),
+        event_id: claimed.event_id.clone(),
         app_id: claimed.app_id.clone(),
         endpoint_id: claimed.endpoint_id.clone(),
         lease_token: claimed.lease_token.clone(),
@@ -120,6 +121,7 @@ both_engines!(
     concurrent_publishes_with_one_key_write_one_event,
     claim_leases_due_work_and_reclaims_expired_leases,
     completion_records_attempts_and_moves_deliveries_on,
+    operational_notices_are_recorded_with_their_cause_and_published_once,
     stale_lease_cannot_overwrite_the_new_owner,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
@@ -784,6 +786,70 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
             .len(),
         3
     );
+}
+
+/// Operational notices: an endpoint's creation is recorded with it; dead
+/// deliveries are counted by second and come out as one `delivery.dead` per
+/// closed window; what is published is gone.
+async fn operational_notices_are_recorded_with_their_cause_and_published_once(engine: Engine) {
+    use hookline_core::operational::Kind;
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let endpoint = store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    const WINDOW: i64 = 60_000;
+    let ops = store.operational();
+    let created = ops.pending(t(0), WINDOW, 10).await.unwrap();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].kind, Kind::EndpointCreated);
+    assert_eq!(created[0].data["endpoint_id"], endpoint.id.as_str());
+    ops.published(&created).await.unwrap();
+    assert!(ops.pending(t(0), WINDOW, 10).await.unwrap().is_empty());
+
+    for _ in 0..3 {
+        publish(&store, &app, "a", t(1)).await;
+    }
+    let claimed = store
+        .claim_due_deliveries(t(2), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let dead: Vec<AttemptRecord> = claimed
+        .iter()
+        .map(|c| {
+            let mut r = record(c, Next::Dead(DeadReason::ClientError), t(2));
+            r.status_code = Some(400);
+            r
+        })
+        .collect();
+    store
+        .events()
+        .complete_attempts(&dead[..2], &BreakerPolicy::default(), t(3))
+        .await
+        .unwrap();
+    store
+        .events()
+        .complete_attempts(&dead[2..], &BreakerPolicy::default(), t(4))
+        .await
+        .unwrap();
+    // t(0) starts a minute: until t(60) the window is open.
+    assert!(ops.pending(t(59), WINDOW, 10).await.unwrap().is_empty());
+    let closed = ops.pending(t(60), WINDOW, 10).await.unwrap();
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    let notice = &closed[0];
+    assert_eq!(notice.kind, Kind::DeliveryDead);
+    assert_eq!(notice.data["count"], 3);
+    assert_eq!(
+        notice.data["reasons"],
+        serde_json::json!({"client_error": 3})
+    );
+    assert_eq!(notice.data["last_status"], 400);
+    assert_eq!(notice.data["window_start"], t(0).to_rfc3339());
+    ops.published(&closed).await.unwrap();
+    assert!(ops.pending(t(120), WINDOW, 10).await.unwrap().is_empty());
 }
 
 async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {

@@ -176,6 +176,7 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
     );
     let record = AttemptRecord {
         delivery_id: claimed[0].id.clone(),
+        event_id: claimed[0].event_id.clone(),
         app_id: claimed[0].app_id.clone(),
         endpoint_id: claimed[0].endpoint_id.clone(),
         lease_token: claimed[0].lease_token.clone(),

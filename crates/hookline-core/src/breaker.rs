@@ -38,6 +38,9 @@ pub struct BreakerPolicy {
     pub max_cooldown: Duration,
     /// An endpoint failing without a single success for this long is disabled.
     pub disable_after: Duration,
+    /// This many failed attempts in a row make an operational `endpoint.failing`
+    /// (and the next success an `endpoint.recovered`).
+    pub failing_notice_after: u32,
 }
 
 impl Default for BreakerPolicy {
@@ -49,6 +52,7 @@ impl Default for BreakerPolicy {
             cooldown: Duration::from_secs(10),
             max_cooldown: Duration::from_secs(600),
             disable_after: Duration::from_secs(5 * 86_400),
+            failing_notice_after: 20,
         }
     }
 }
@@ -212,6 +216,7 @@ mod tests {
             cooldown: Duration::from_secs(10),
             max_cooldown: Duration::from_secs(35),
             disable_after: Duration::from_secs(1000),
+            failing_notice_after: 20,
         }
     }
 

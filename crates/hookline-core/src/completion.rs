@@ -13,6 +13,7 @@ use crate::admission::due_for_new_work;
 use crate::breaker::{Breaker, BreakerPolicy, BreakerState, Signal, Transition};
 use crate::ids::{AppId, EndpointId};
 use crate::model::{DeadReason, DeliveryState, TransportError};
+use crate::operational::{self, DeadCount, Notice};
 use crate::ordering::{self, OnDead};
 use crate::time::Timestamp;
 
@@ -22,6 +23,7 @@ pub const LAST_ERROR_CHARS: usize = 500;
 /// What the plan reads of one finished attempt.
 #[derive(Debug, Clone, Copy)]
 pub struct Finished<'a> {
+    pub app: &'a AppId,
     pub endpoint: &'a EndpointId,
     /// What the attempt says about the endpoint's health.
     pub signal: Signal,
@@ -32,6 +34,17 @@ pub struct Finished<'a> {
     /// The delivery belongs to an ordered partition, its lease was still held, and
     /// it ended its round here (succeeded or dead).
     pub partition_end: Option<PartitionEnd<'a>>,
+    /// The delivery died here (its lease still held).
+    pub dead: Option<Death<'a>>,
+}
+
+/// A delivery that went to the dead-letter queue.
+#[derive(Debug, Clone, Copy)]
+pub struct Death<'a> {
+    pub reason: DeadReason,
+    pub delivery: &'a str,
+    pub event: &'a str,
+    pub at: Timestamp,
 }
 
 /// A partition's head that ended its round.
@@ -87,6 +100,8 @@ pub struct EndpointChange {
     pub last_error: Option<String>,
     pub queue_move: Option<QueueMove>,
     pub disable: Option<DisableReason>,
+    /// What to tell the operator (`crate::operational`): failing, recovered, disabled.
+    pub notices: Vec<Notice>,
 }
 
 /// A partition whose head ended: its next `blocked` delivery becomes pending,
@@ -119,6 +134,9 @@ pub struct CompletionPlan {
     /// Closing a breaker brought deferred work forward to now: wake dispatchers
     /// after the commit.
     pub due_now: bool,
+    /// Dead deliveries by endpoint and reason, for the operational `delivery.dead`
+    /// (none of the internal app's).
+    pub dead: Vec<(EndpointId, AppId, DeadCount)>,
 }
 
 /// The completion plan of `finished` at `now`, given their endpoints' rows.
@@ -165,7 +183,35 @@ pub fn plan(
         }
     }
     plan.releases = releases.into_iter().collect();
+    plan.dead = dead_counts(finished);
     plan
+}
+
+/// The batch's dead deliveries counted by endpoint and reason (the internal
+/// app's left out: its endpoints are the operator's own).
+fn dead_counts(finished: &[Finished<'_>]) -> Vec<(EndpointId, AppId, DeadCount)> {
+    let mut counts: BTreeMap<(&EndpointId, &str), (AppId, DeadCount)> = BTreeMap::new();
+    for f in finished {
+        let Some(death) = f.dead.filter(|_| !operational::is_internal(f.app)) else {
+            continue;
+        };
+        let last = |count| DeadCount {
+            reason: death.reason,
+            count,
+            last_status: f.status_code,
+            last_delivery: death.delivery.to_owned(),
+            last_event: death.event.to_owned(),
+            last_at: death.at,
+        };
+        counts
+            .entry((f.endpoint, death.reason.as_str()))
+            .and_modify(|(_, c)| *c = last(c.count + 1))
+            .or_insert_with(|| (f.app.clone(), last(1)));
+    }
+    counts
+        .into_iter()
+        .map(|((endpoint, _), (app, count))| (endpoint.clone(), app, count))
+        .collect()
 }
 
 /// One endpoint's attempts applied to its breaker: the change, when work it gets
@@ -185,6 +231,10 @@ fn endpoint_change(
     let mut closed = false;
     let mut disable = None;
     let mut last_error = None;
+    let mut notices = Vec::new();
+    let app = attempts.first().map(|a| a.app);
+    let notify = app.filter(|app| !operational::is_internal(app));
+    let failing_after = policy.failing_notice_after.max(1);
     for attempt in attempts {
         if attempt.gone {
             disable = Some(DisableReason::Gone);
@@ -192,7 +242,28 @@ fn endpoint_change(
         if attempt.signal == Signal::Failed {
             last_error = Some(describe_failure(attempt));
         }
-        match breaker.record(attempt.signal, now, policy) {
+        let failures_before = breaker.consecutive_failures;
+        let transition = breaker.record(attempt.signal, now, policy);
+        if let Some(app) = notify {
+            match attempt.signal {
+                Signal::Failed
+                    if failures_before < failing_after
+                        && breaker.consecutive_failures >= failing_after =>
+                {
+                    notices.push(Notice::failing(
+                        app,
+                        attempt.endpoint,
+                        breaker.consecutive_failures,
+                        last_error.as_deref(),
+                    ))
+                }
+                Signal::Healthy if failures_before >= failing_after => {
+                    notices.push(Notice::recovered(app, attempt.endpoint, failures_before))
+                }
+                _ => {}
+            }
+        }
+        match transition {
             Transition::Opened { next_probe_at } => {
                 opened = Some(next_probe_at);
                 changes.opened += 1;
@@ -225,8 +296,11 @@ fn endpoint_change(
     };
     // Only an enabled endpoint is disabled (and counted).
     let disable = disable.filter(|_| row.enabled);
-    if disable.is_some() {
+    if let Some(reason) = disable {
         changes.disabled += 1;
+        if let (Some(app), Some(attempt)) = (notify, attempts.first()) {
+            notices.push(Notice::disabled(app, attempt.endpoint, reason.as_str()));
+        }
     }
     let enabled = row.enabled && disable.is_none();
     let change = EndpointChange {
@@ -234,6 +308,7 @@ fn endpoint_change(
         last_error,
         queue_move,
         disable,
+        notices,
     };
     (
         change,
@@ -269,6 +344,7 @@ mod tests {
             cooldown: Duration::from_secs(10),
             max_cooldown: Duration::from_secs(60),
             disable_after: Duration::from_secs(3600),
+            failing_notice_after: 3,
         }
     }
 
@@ -280,15 +356,145 @@ mod tests {
         }
     }
 
+    /// The app of the tests' endpoints (a customer's, not the internal one).
+    fn app() -> &'static AppId {
+        static APP: std::sync::OnceLock<AppId> = std::sync::OnceLock::new();
+        APP.get_or_init(AppId::generate)
+    }
+
     fn attempt(endpoint: &EndpointId, signal: Signal, status: u16) -> Finished<'_> {
         Finished {
+            app: app(),
             endpoint,
             signal,
             gone: false,
             status_code: Some(status),
             error: None,
             partition_end: None,
+            dead: None,
         }
+    }
+
+    #[test]
+    fn the_nth_failure_in_a_row_tells_the_operator_once_and_a_success_after_it_once() {
+        use crate::operational::Kind;
+        let e = EndpointId::generate();
+        let mut rows = HashMap::from([(e.clone(), row())]);
+        // Two failures: below `failing_notice_after` (3), nothing to tell.
+        let two = [
+            attempt(&e, Signal::Failed, 503),
+            attempt(&e, Signal::Failed, 503),
+        ];
+        let plan_two = plan(&two, &rows, &policy(), at(0));
+        assert!(plan_two.endpoints[&e].notices.is_empty());
+        rows.get_mut(&e).unwrap().breaker = plan_two.endpoints[&e].breaker.unwrap();
+        // The third and fourth: one `failing`, at the third.
+        let more = [
+            attempt(&e, Signal::Failed, 500),
+            attempt(&e, Signal::Failed, 500),
+        ];
+        let plan_more = plan(&more, &rows, &policy(), at(1));
+        let notices = &plan_more.endpoints[&e].notices;
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].kind, Kind::EndpointFailing);
+        assert_eq!(notices[0].data["consecutive_failures"], 3);
+        assert_eq!(notices[0].data["last_error"], "HTTP 500");
+        rows.get_mut(&e).unwrap().breaker = plan_more.endpoints[&e].breaker.unwrap();
+        // A success after it: one `recovered`; another success: nothing.
+        let healthy = [
+            attempt(&e, Signal::Healthy, 200),
+            attempt(&e, Signal::Healthy, 200),
+        ];
+        let recovered = plan(&healthy, &rows, &policy(), at(2));
+        let notices = &recovered.endpoints[&e].notices;
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].kind, Kind::EndpointRecovered);
+        assert_eq!(notices[0].data["failures_before"], 4);
+    }
+
+    #[test]
+    fn the_internal_apps_endpoints_make_no_notices_and_no_dead_counts() {
+        let e = EndpointId::generate();
+        let rows = HashMap::from([(e.clone(), row())]);
+        let internal = crate::operational::app_id();
+        let dead = Death {
+            reason: DeadReason::Gone,
+            delivery: "dlv_1",
+            event: "msg_1",
+            at: at(0),
+        };
+        let gone = Finished {
+            app: &internal,
+            gone: true,
+            dead: Some(dead),
+            ..attempt(&e, Signal::Healthy, 410)
+        };
+        let failures: Vec<Finished<'_>> = (0..5)
+            .map(|_| Finished {
+                app: &internal,
+                ..attempt(&e, Signal::Failed, 500)
+            })
+            .chain([gone])
+            .collect();
+        let plan = plan(&failures, &rows, &policy(), at(0));
+        assert_eq!(plan.endpoints[&e].disable, Some(DisableReason::Gone));
+        assert!(plan.endpoints[&e].notices.is_empty());
+        assert!(plan.dead.is_empty());
+    }
+
+    #[test]
+    fn a_disable_is_told_and_deaths_are_counted_by_endpoint_and_reason() {
+        use crate::operational::Kind;
+        let (e, f) = (EndpointId::generate(), EndpointId::generate());
+        let rows = HashMap::from([(e.clone(), row()), (f.clone(), row())]);
+        let death = |n: i64, reason| Death {
+            reason,
+            delivery: ["dlv_a", "dlv_b", "dlv_c"][n as usize],
+            event: ["msg_a", "msg_b", "msg_c"][n as usize],
+            at: at(n),
+        };
+        let finished = [
+            Finished {
+                dead: Some(death(0, DeadReason::ClientError)),
+                ..attempt(&e, Signal::Healthy, 400)
+            },
+            Finished {
+                dead: Some(death(1, DeadReason::ClientError)),
+                ..attempt(&e, Signal::Healthy, 404)
+            },
+            Finished {
+                gone: true,
+                dead: Some(death(2, DeadReason::Gone)),
+                ..attempt(&f, Signal::Healthy, 410)
+            },
+        ];
+        let plan = plan(&finished, &rows, &policy(), at(3));
+        let notices = &plan.endpoints[&f].notices;
+        assert_eq!(notices.len(), 1);
+        assert_eq!(notices[0].kind, Kind::EndpointDisabled);
+        assert_eq!(notices[0].data["reason"], "gone");
+        let mut dead: Vec<(&EndpointId, DeadReason, u64, Option<u16>, &str)> = plan
+            .dead
+            .iter()
+            .map(|(endpoint, app, c)| {
+                assert_eq!(app, super::tests::app());
+                (
+                    endpoint,
+                    c.reason,
+                    c.count,
+                    c.last_status,
+                    c.last_event.as_str(),
+                )
+            })
+            .collect();
+        dead.sort_by_key(|d| d.4);
+        assert_eq!(
+            dead,
+            vec![
+                (&e, DeadReason::ClientError, 2, Some(404), "msg_b"),
+                (&f, DeadReason::Gone, 1, Some(410), "msg_c"),
+            ]
+        );
     }
 
     #[test]

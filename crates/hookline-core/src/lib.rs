@@ -19,6 +19,7 @@
 //! - [`completion`]: what finished attempts do to their endpoints and partitions (the completion plan).
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
 //! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
+//! - [`operational`]: operational webhooks: notices about endpoints, deaths and replays, for the operator.
 //! - [`ordering`]: the rules of per-entity ordered partitions.
 //! - [`outbound_auth`]: how Hookline authenticates to a receiver (OAuth2, Basic, bearer, client TLS).
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
@@ -46,6 +47,7 @@ pub mod filter;
 pub mod fingerprint;
 pub mod ids;
 pub mod model;
+pub mod operational;
 pub mod ordering;
 pub mod outbound_auth;
 pub mod portal;

@@ -476,6 +476,7 @@ impl Dispatcher {
         tracing::debug!(status = ?result.status, ?next, "attempt finished");
         let record = AttemptRecord {
             delivery_id: delivery.id.clone(),
+            event_id: delivery.event_id.clone(),
             app_id: delivery.app_id.clone(),
             endpoint_id: delivery.endpoint_id.clone(),
             lease_token: delivery.lease_token.clone(),

@@ -99,8 +99,11 @@ impl Apps<'_> {
     /// Apps, newest first.
     #[tracing::instrument(skip_all)]
     pub async fn list_apps(&self, page: &Page) -> Result<Vec<App>> {
+        // Hookline's internal app (operational webhooks) is read by its uid, not listed.
         let sql = format!(
-            "SELECT {APP_COLUMNS} FROM apps WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2"
+            "SELECT {APP_COLUMNS} FROM apps WHERE ($1 IS NULL OR id < $1) AND id <> '{}' \
+             ORDER BY id DESC LIMIT $2",
+            hookline_core::operational::APP_ID
         );
         let rows = self
             .engine

@@ -2,7 +2,7 @@
 //! execution of the completion plan (`hookline_core::completion`: breakers,
 //! queue moves, disables, released partitions) — one transaction per batch.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::db::Tx;
 use hookline_core::breaker::BreakerPolicy;
@@ -15,6 +15,7 @@ use crate::db::{Batch, Kind, Sql};
 use crate::endpoints::{
     breaker_from_row, disable_endpoint, move_queue, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
 };
+use crate::operational::{count_dead, insert_notices};
 use crate::records::{AttemptRecord, BreakerChanges, Next};
 use crate::Events;
 use crate::{parse_column, Engine, Result};
@@ -167,12 +168,12 @@ pub(crate) static UPDATE_DELIVERIES: Sql = Sql::new(|engine| {
 });
 
 /// One `UPDATE` moving the batch's deliveries on — only those whose lease the
-/// record still holds. Returns the ordering keys of the updated keyed deliveries.
+/// record still holds. Returns those updated, and the ordering keys of the keyed ones.
 async fn update_deliveries(
     tx: &mut Tx,
     records: &[AttemptRecord],
     now: Timestamp,
-) -> Result<HashMap<DeliveryId, String>> {
+) -> Result<(HashSet<DeliveryId>, HashMap<DeliveryId, String>)> {
     let batch = Batch::default()
         .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
         .text(records.iter().map(|r| Some(r.lease_token.as_str())))
@@ -197,13 +198,16 @@ async fn update_deliveries(
         .bind_batch(batch)
         .fetch_all(&mut *tx)
         .await?;
+    let mut moved = HashSet::with_capacity(rows.len());
     let mut keyed = HashMap::new();
     for row in rows {
+        let id: DeliveryId = parse_column(&row, "id")?;
         if let Some(key) = row.try_get::<Option<String>, _>("ordering_key")? {
-            keyed.insert(parse_column(&row, "id")?, key);
+            keyed.insert(id.clone(), key);
         }
+        moved.insert(id);
     }
-    Ok(keyed)
+    Ok((moved, keyed))
 }
 
 impl Events<'_> {
@@ -255,10 +259,11 @@ impl Events<'_> {
             return Ok((false, BreakerChanges::default()));
         }
         insert_attempts(tx, records).await?;
-        let keyed = update_deliveries(tx, records, now).await?;
+        let (moved, keyed) = update_deliveries(tx, records, now).await?;
         let finished: Vec<completion::Finished<'_>> = records
             .iter()
             .map(|r| completion::Finished {
+                app: &r.app_id,
                 endpoint: &r.endpoint_id,
                 signal: r.signal,
                 gone: r.disable_endpoint,
@@ -277,6 +282,16 @@ impl Events<'_> {
                             reason: r.next.dead_reason(),
                         })
                     }
+                    _ => None,
+                },
+                // Only a delivery whose lease the record still held went to the DLQ.
+                dead: match r.next.dead_reason() {
+                    Some(reason) if moved.contains(&r.delivery_id) => Some(completion::Death {
+                        reason,
+                        delivery: r.delivery_id.as_str(),
+                        event: r.event_id.as_str(),
+                        at: now,
+                    }),
                     _ => None,
                 },
             })
@@ -309,7 +324,9 @@ impl Events<'_> {
                 tracing::warn!(endpoint = %endpoint, reason = reason.as_str(), "disabling endpoint");
                 disable_endpoint(tx, endpoint, reason.as_str(), now).await?;
             }
+            insert_notices(tx, &change.notices, now).await?;
         }
+        count_dead(tx, &plan.dead).await?;
         let mut due_now = plan.due_now;
         for release in &plan.releases {
             if self.engine == Engine::Postgres {

@@ -10,12 +10,14 @@ use hookline_core::ordering::OnDead;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
+use crate::operational::insert_notices;
 use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
 };
 use crate::secrets::Secrets;
 use crate::Endpoints;
 use crate::{parse_column, Result, StoreError};
+use hookline_core::operational::{Kind, Notice};
 
 pub(crate) const ENDPOINT_COLUMNS: &str =
     "id, app_id, url, description, event_types, payload_filter, enabled, paused, secret, previous_secret, \
@@ -277,6 +279,7 @@ impl Endpoints<'_> {
             created_at: now,
             updated_at: now,
         };
+        let mut tx = self.writer.begin().await?;
         self.engine.query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
@@ -306,8 +309,11 @@ impl Endpoints<'_> {
             self.secrets
                 .seal_auth(endpoint.auth.as_ref(), endpoint.id.as_str()),
         )
-        .execute(&self.writer)
+        .execute(&mut tx)
         .await?;
+        let created = Notice::endpoint(Kind::EndpointCreated, app, &endpoint.id);
+        insert_notices(&mut tx, &[created], now).await?;
+        tx.commit().await?;
         Ok(endpoint)
     }
 
@@ -454,6 +460,13 @@ impl Endpoints<'_> {
             let parked = PARKED.as_millis()..=PARKED.as_millis();
             move_queue(&mut tx, id, parked, now).await?;
         }
+        let mut notices = vec![Notice::endpoint(Kind::EndpointUpdated, app, id)];
+        match (was_enabled, endpoint.enabled) {
+            (true, false) => notices.push(Notice::disabled(app, id, "manual")),
+            (false, true) => notices.push(Notice::endpoint(Kind::EndpointEnabled, app, id)),
+            _ => {}
+        }
+        insert_notices(&mut tx, &notices, now).await?;
         tx.commit().await?;
         if resumed {
             self.notify_due();
@@ -520,6 +533,8 @@ impl Endpoints<'_> {
             .bind(now.as_millis())
             .execute(&mut tx)
             .await?;
+        let rotated = Notice::endpoint(Kind::EndpointSecretRotated, app, id);
+        insert_notices(&mut tx, &[rotated], now).await?;
         tx.commit().await?;
         endpoint.secret = keys.current;
         endpoint.previous_secret = keys.previous;
@@ -562,6 +577,8 @@ impl Endpoints<'_> {
             .await?
             .rows_affected();
         if deleted == 1 {
+            let gone = Notice::endpoint(Kind::EndpointDeleted, app, id);
+            insert_notices(&mut tx, &[gone], now).await?;
             tx.commit().await?;
         } else {
             tx.rollback().await?;

@@ -94,10 +94,13 @@ impl Catalog<'_> {
             .transpose()
     }
 
-    /// The whole catalog, by name.
+    /// The catalog, by name — without Hookline's own `hookline.` types (read
+    /// by name): the listing is what customers' endpoints subscribe to.
     #[tracing::instrument(skip_all)]
     pub async fn list_event_types(&self) -> Result<Vec<EventType>> {
-        let sql = format!("SELECT {COLUMNS} FROM event_types ORDER BY name");
+        let sql = format!(
+            "SELECT {COLUMNS} FROM event_types WHERE substr(name, 1, 9) <> 'hookline.' ORDER BY name"
+        );
         let rows = self.engine.query(&sql).fetch_all(&self.reader).await?;
         rows.iter().map(event_type_from_row).collect()
     }

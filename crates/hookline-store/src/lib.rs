@@ -46,6 +46,7 @@ mod events;
 mod gauges;
 mod keys;
 mod listing;
+mod operational;
 pub mod plans;
 mod portal;
 mod postgres;
@@ -65,6 +66,7 @@ use db::{Pool, Row};
 pub use claim::{ClaimEndpoint, Leased, Turn};
 pub use event_types::MAX_EVENT_TYPES;
 pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
+pub use operational::{PendingNotice, Source as NoticeSource};
 pub use portal::{PortalExchange, SESSION_KEY_NAME};
 pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
 pub use records::*;
@@ -334,6 +336,8 @@ parts! {
     Events => events;
     /// Bulk replays of the DLQ, as jobs worked in batches (`replays`).
     Replays => replays;
+    /// Operational webhooks' notices and the internal app (`operational`).
+    Operational => operational;
     /// The dashboard's filtered, keyset-paginated listings (`listing`, and the
     /// listing methods of `events` and `deliveries`).
     Listings => listings;

@@ -264,6 +264,7 @@ pub struct ClaimedDelivery {
 #[derive(Debug, Clone)]
 pub struct AttemptRecord {
     pub delivery_id: DeliveryId,
+    pub event_id: EventId,
     pub app_id: AppId,
     pub endpoint_id: EndpointId,
     pub lease_token: String,

@@ -20,6 +20,7 @@ use hookline_core::time::Timestamp;
 
 use crate::db::Row;
 use crate::listing::Arg;
+use crate::operational::insert_notices;
 use crate::records::{DlqFilter, TimeRange};
 use crate::Replays;
 use crate::{parse_column, Result, StoreError};
@@ -228,7 +229,9 @@ impl Replays<'_> {
         id: &ReplayJobId,
         now: Timestamp,
     ) -> Result<Option<ReplayJob>> {
-        self.engine
+        let mut tx = self.writer.begin().await?;
+        let cancelled = self
+            .engine
             .query(
                 "UPDATE replay_jobs SET state = 'cancelled', finished_at = $3, updated_at = $3 \
                  WHERE id = $1 AND app_id = $2 AND state = 'running'",
@@ -236,8 +239,20 @@ impl Replays<'_> {
             .bind(id.as_str())
             .bind(app.as_str())
             .bind(now.as_millis())
-            .execute(&self.writer)
-            .await?;
+            .execute(&mut tx)
+            .await?
+            .rows_affected();
+        if cancelled == 1 {
+            let sql = format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = $1");
+            let row = self
+                .engine
+                .query(&sql)
+                .bind(id.as_str())
+                .fetch_one(&mut tx)
+                .await?;
+            insert_notices(&mut tx, &[finished_notice(&job_from_row(&row)?)], now).await?;
+        }
+        tx.commit().await?;
         self.get_replay_job(app, id).await
     }
 
@@ -391,12 +406,25 @@ impl Replays<'_> {
             .bind(id.as_str())
             .fetch_one(&mut tx)
             .await?;
+        if finished {
+            insert_notices(&mut tx, &[finished_notice(&job_from_row(&row)?)], now).await?;
+        }
         tx.commit().await?;
         if replayed > 0 {
             self.notify_due();
         }
         Ok(Some(job_from_row(&row)?))
     }
+}
+
+/// The operational `replay.finished` of a job that ended.
+fn finished_notice(job: &ReplayJob) -> hookline_core::operational::Notice {
+    hookline_core::operational::Notice::replay_finished(
+        &job.app_id,
+        job.id.as_str(),
+        job.state.as_str(),
+        (job.total, job.done, job.replayed),
+    )
 }
 
 #[cfg(test)]

@@ -76,6 +76,10 @@ pub struct Config {
     pub breaker_max_cooldown_ms: u64,
     /// An endpoint failing without any success for this long is disabled.
     pub endpoint_disable_after_secs: u64,
+    /// This many failed attempts in a row make an operational `hookline.endpoint.failing`.
+    pub operational_failing_after: u32,
+    /// Dead deliveries are announced once per endpoint per window of this many seconds.
+    pub operational_dead_window_secs: u64,
     /// On SIGTERM, how long in-flight requests may finish before their leases are released.
     pub drain_timeout_ms: u64,
     /// The longest a dispatcher sleeps without a wake-up (a safety net).
@@ -157,6 +161,8 @@ impl Default for Config {
             breaker_cooldown_ms: dispatch.breaker.cooldown.as_millis() as u64,
             breaker_max_cooldown_ms: dispatch.breaker.max_cooldown.as_millis() as u64,
             endpoint_disable_after_secs: dispatch.breaker.disable_after.as_secs(),
+            operational_failing_after: dispatch.breaker.failing_notice_after,
+            operational_dead_window_secs: 60,
             drain_timeout_ms: dispatch.drain_timeout.as_millis() as u64,
             idle_poll_ms: dispatch.idle_poll.as_millis() as u64,
             db_max_connections: 16,
@@ -287,6 +293,16 @@ impl Config {
             }
         }
         at_least("retry_base_ms", self.retry_base_ms, 1)?;
+        at_least(
+            "operational_failing_after",
+            u64::from(self.operational_failing_after),
+            1,
+        )?;
+        at_least(
+            "operational_dead_window_secs",
+            self.operational_dead_window_secs,
+            1,
+        )?;
         at_least("db_acquire_timeout_ms", self.db_acquire_timeout_ms, 1)?;
         at_least("max_connections", self.max_connections as u64, 1)?;
         at_least("header_read_timeout_ms", self.header_read_timeout_ms, 1)?;
@@ -452,6 +468,7 @@ impl Config {
                 cooldown: Duration::from_millis(self.breaker_cooldown_ms),
                 max_cooldown: Duration::from_millis(self.breaker_max_cooldown_ms),
                 disable_after: Duration::from_secs(self.endpoint_disable_after_secs),
+                failing_notice_after: self.operational_failing_after,
             },
             allow_private_destinations: self.allow_private_destinations,
             egress_proxy: self.egress_proxy.clone(),

@@ -306,6 +306,11 @@ impl Server {
         let store = connect(&config).await?;
         store.migrate().await.context("migrating the database")?;
         bootstrap_admin_key(&store, &config, clock.now()).await?;
+        store
+            .operational()
+            .ensure_internal_app(clock.now())
+            .await
+            .context("making the operational webhooks' internal app")?;
         let shutdown = CancellationToken::new();
         let mut tasks = Vec::new();
         let mut heartbeat = None;
@@ -387,6 +392,12 @@ impl Server {
             )));
             tasks.push(tokio::spawn(replay_loop(
                 store.clone(),
+                clock.clone(),
+                shutdown.clone(),
+            )));
+            tasks.push(tokio::spawn(operational_loop(
+                store.clone(),
+                config.operational_dead_window_secs,
                 clock.clone(),
                 shutdown.clone(),
             )));
@@ -657,6 +668,75 @@ async fn replay_loop(
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
+}
+
+/// Operational notices published per group.
+const NOTICE_BATCH: u32 = 100;
+
+/// Publishes operational notices (`hookline_store`'s `operational`) into the
+/// internal app, every half second: each under its own idempotency key, so a
+/// notice published by two processes, or again after a crash before its delete,
+/// is one event. Ordered per endpoint the notice is about.
+async fn operational_loop(
+    store: Store,
+    dead_window_secs: u64,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let window_ms = (dead_window_secs.saturating_mul(1000)).min(i64::MAX as u64) as i64;
+    loop {
+        let more = match publish_notices(&store, clock.now(), window_ms).await {
+            Ok(published) => published >= NOTICE_BATCH as usize,
+            Err(error) => {
+                tracing::warn!(%error, "publishing operational notices failed");
+                false
+            }
+        };
+        if more {
+            continue;
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+    }
+}
+
+/// One group of pending notices published and deleted; how many.
+async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyhow::Result<usize> {
+    use hookline_store::{IdempotencyKey, NewEvent, PublishItem};
+    let pending = store
+        .operational()
+        .pending(now, window_ms, NOTICE_BATCH)
+        .await?;
+    if pending.is_empty() {
+        return Ok(0);
+    }
+    let app = hookline_core::operational::app_id();
+    let items: Vec<PublishItem> = pending
+        .iter()
+        .map(|notice| {
+            let event_type = notice.kind.event_type();
+            PublishItem {
+                app: app.clone(),
+                event: NewEvent {
+                    id: hookline_core::ids::EventId::generate(),
+                    event_type: event_type.to_owned(),
+                    ordering_key: notice.data["endpoint_id"].as_str().map(str::to_owned),
+                    body: hookline_core::model::envelope(event_type, now, &notice.data),
+                    only_endpoint: None,
+                },
+                key: Some(IdempotencyKey {
+                    key: notice.key.clone(),
+                    fingerprint: notice.key.clone(),
+                }),
+                now,
+            }
+        })
+        .collect();
+    hookline_api::publish::publish_group(&store.events(), None, &items).await?;
+    store.operational().published(&pending).await?;
+    Ok(pending.len())
 }
 
 /// How many removed rows make retention reclaim their space (`Store::reclaim_space`):

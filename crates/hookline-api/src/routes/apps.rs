@@ -148,6 +148,11 @@ pub(crate) async fn delete(
     Path(app): Path<String>,
 ) -> ApiResult<StatusCode> {
     let app = caller.app(&state, &app).await?;
+    if hookline_core::operational::is_internal(&app.id) {
+        return Err(ApiError::Conflict(
+            "this is Hookline's internal app (operational webhooks): it cannot be deleted",
+        ));
+    }
     if state.store.apps().delete_app(&app.id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

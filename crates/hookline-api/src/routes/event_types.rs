@@ -106,6 +106,14 @@ pub(crate) async fn create(
 ) -> ApiResult<(StatusCode, Json<EventTypeView>)> {
     let new = body.value;
     checked_name("name", &new.name)?;
+    if new
+        .name
+        .starts_with(hookline_core::operational::TYPE_PREFIX)
+    {
+        return Err(ApiError::Conflict(
+            "types starting with `hookline.` are Hookline's own (operational webhooks)",
+        ));
+    }
     if new.name.contains('*') {
         return Err(ApiError::Validation(
             "name is a type, not a pattern: it cannot hold `*`".into(),
@@ -195,6 +203,11 @@ pub(crate) async fn delete(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
+    if name.starts_with(hookline_core::operational::TYPE_PREFIX) {
+        return Err(ApiError::Conflict(
+            "types starting with `hookline.` are Hookline's own (operational webhooks)",
+        ));
+    }
     if !state.store.catalog().delete_event_type(&name).await? {
         return Err(ApiError::NotFound("event type"));
     }

@@ -52,6 +52,16 @@ pub(crate) fn prepare(
     key: Option<&str>,
 ) -> ApiResult<(PublishItem, Vec<Warning>)> {
     checked_name("event_type", &request.event_type)?;
+    if request
+        .event_type
+        .starts_with(hookline_core::operational::TYPE_PREFIX)
+        && !hookline_core::operational::is_internal(app)
+    {
+        return Err(ApiError::Validation(
+            "event types starting with `hookline.` are Hookline's own (operational webhooks)"
+                .into(),
+        ));
+    }
     if let Some(key) = &request.ordering_key {
         checked_name("ordering_key", key)?;
     }

@@ -1,0 +1,315 @@
+//! Operational webhooks' rows (`hookline_core::operational`): the notices
+//! written in the transactions that made them happen, the dead deliveries
+//! counted per endpoint, window and reason, and the internal app they are
+//! published into. The publishing loop reads what is pending, publishes it
+//! (each notice under its own idempotency key, so a crash between the publish
+//! and the delete publishes nothing twice) and deletes it.
+
+use hookline_core::ids::{AppId, EndpointId};
+use hookline_core::model::DeadReason;
+use hookline_core::operational::{self, DeadCount, Kind, Notice};
+use hookline_core::time::Timestamp;
+
+use crate::db::{Batch, Kind as Column, Sql, Tx};
+use crate::records::{EventType, NewApp};
+use crate::{parse_column, Operational, Result, StoreError};
+
+/// Writes `notices` in the caller's transaction.
+pub(crate) async fn insert_notices(tx: &mut Tx, notices: &[Notice], now: Timestamp) -> Result<()> {
+    for notice in notices {
+        tx.engine()
+            .query(
+                "INSERT INTO operational_notices (id, event_type, data, created_at) \
+                 VALUES ($1, $2, $3, $4)",
+            )
+            .bind(format!("op_{}", ulid::Ulid::new()))
+            .bind(notice.kind.event_type())
+            .bind(notice.data.to_string())
+            .bind(now.as_millis())
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Adds to the endpoints' dead counts of their windows.
+static COUNT_DEAD: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO operational_dead (endpoint_id, window_index, reason, app_id, count, last_status, \
+           last_delivery_id, last_event_id, last_at) \
+         SELECT endpoint_id, window_index, reason, app_id, count, last_status, last_delivery_id, \
+           last_event_id, last_at FROM {} WHERE true \
+         ON CONFLICT (endpoint_id, window_index, reason) DO UPDATE SET \
+           count = operational_dead.count + excluded.count, last_status = excluded.last_status, \
+           last_delivery_id = excluded.last_delivery_id, last_event_id = excluded.last_event_id, \
+           last_at = excluded.last_at",
+        engine.rows(
+            1,
+            &[
+                ("endpoint_id", Column::Text),
+                ("window_index", Column::Int),
+                ("reason", Column::Text),
+                ("app_id", Column::Text),
+                ("count", Column::Int),
+                ("last_status", Column::Int),
+                ("last_delivery_id", Column::Text),
+                ("last_event_id", Column::Text),
+                ("last_at", Column::Int),
+            ]
+        )
+    )
+});
+
+/// Counts a completion's dead deliveries by the second (the publishing loop
+/// adds seconds up into its windows), sorted by endpoint and reason: the order
+/// every transaction takes these rows' locks in.
+pub(crate) async fn count_dead(tx: &mut Tx, dead: &[(EndpointId, AppId, DeadCount)]) -> Result<()> {
+    if dead.is_empty() {
+        return Ok(());
+    }
+    let mut rows: Vec<(&EndpointId, i64, &AppId, &DeadCount)> = dead
+        .iter()
+        .map(|(e, a, c)| (e, operational::window_of(c.last_at, 1000), a, c))
+        .collect();
+    rows.sort_by(|x, y| (x.0, x.1, x.3.reason.as_str()).cmp(&(y.0, y.1, y.3.reason.as_str())));
+    let batch = Batch::default()
+        .text(rows.iter().map(|r| Some(r.0.as_str())))
+        .int(rows.iter().map(|r| Some(r.1)))
+        .text(rows.iter().map(|r| Some(r.3.reason.as_str())))
+        .text(rows.iter().map(|r| Some(r.2.as_str())))
+        .int(rows.iter().map(|r| Some(r.3.count as i64)))
+        .int(rows.iter().map(|r| r.3.last_status.map(i64::from)))
+        .text(rows.iter().map(|r| Some(r.3.last_delivery.as_str())))
+        .text(rows.iter().map(|r| Some(r.3.last_event.as_str())))
+        .int(rows.iter().map(|r| Some(r.3.last_at.as_millis())));
+    let engine = tx.engine();
+    engine
+        .query(COUNT_DEAD.text(engine))
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// A notice waiting to be published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingNotice {
+    /// Its idempotency key: a notice's id, or `dead:<endpoint>:<window start, ms>`.
+    pub key: String,
+    pub kind: Kind,
+    pub data: serde_json::Value,
+    /// When it happened (the event's `created_at` is when it is published).
+    pub at: Timestamp,
+    /// What deleting it takes.
+    pub source: Source,
+}
+
+/// Where a pending notice is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Notice(String),
+    /// An endpoint's dead counts of the seconds `from..=to`.
+    Dead {
+        endpoint: EndpointId,
+        from: i64,
+        to: i64,
+    },
+}
+
+impl Operational<'_> {
+    /// Makes the internal app (uid `hookline`, or none if an app already has that
+    /// uid) and the catalog's `hookline.` types, if missing.
+    #[tracing::instrument(skip_all)]
+    pub async fn ensure_internal_app(&self, now: Timestamp) -> Result<()> {
+        let app = NewApp {
+            uid: Some(operational::APP_UID.into()),
+            name: "Hookline (operational webhooks)".into(),
+            portal: Default::default(),
+        };
+        for uid in [app.uid.as_deref(), None] {
+            let inserted = self
+                .engine
+                .query(
+                    "INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ($1, $2, $3, $4, $4) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(operational::APP_ID)
+                .bind(uid)
+                .bind(&app.name)
+                .bind(now.as_millis())
+                .execute(&self.writer)
+                .await?
+                .rows_affected();
+            let exists =
+                inserted == 1 || self.apps().find_app(operational::APP_ID).await?.is_some();
+            if exists {
+                break;
+            }
+        }
+        for kind in Kind::ALL {
+            let created = self
+                .catalog()
+                .create_event_type(&EventType {
+                    name: kind.event_type().into(),
+                    description: kind.description().into(),
+                    schema: Some(kind.schema()),
+                    example: Some(kind.example()),
+                    deprecated: false,
+                    created_at: now,
+                    updated_at: now,
+                })
+                .await;
+            match created {
+                Ok(()) | Err(StoreError::Conflict(_)) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Records notices now, in a transaction of their own.
+    pub async fn notify(&self, notices: &[Notice], now: Timestamp) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        insert_notices(&mut tx, notices, now).await?;
+        tx.commit().await
+    }
+
+    /// Up to `limit` notices to publish, oldest first: those recorded, and one
+    /// per endpoint for each window of `window_ms` that closed before `now`,
+    /// with the dead counts of its seconds added up.
+    #[tracing::instrument(skip_all)]
+    pub async fn pending(
+        &self,
+        now: Timestamp,
+        window_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<PendingNotice>> {
+        let window_ms = window_ms.max(1000);
+        let current = operational::window_of(now, window_ms);
+        let mut pending = Vec::new();
+        let rows = self
+            .engine
+            .query(
+                "SELECT id, event_type, data, created_at FROM operational_notices \
+                 ORDER BY id LIMIT $1",
+            )
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        for row in rows {
+            let id: String = row.try_get("id")?;
+            let event_type: String = row.try_get("event_type")?;
+            let kind = Kind::parse(&event_type)
+                .ok_or_else(|| StoreError::Corrupt(format!("operational notice {event_type}")))?;
+            let data: String = row.try_get("data")?;
+            pending.push(PendingNotice {
+                key: id.clone(),
+                kind,
+                data: serde_json::from_str(&data)
+                    .map_err(|e| StoreError::Corrupt(format!("operational notice: {e}")))?,
+                at: Timestamp::from_millis(row.try_get("created_at")?),
+                source: Source::Notice(id),
+            });
+        }
+        let rows = self
+            .engine
+            .query(
+                "SELECT endpoint_id, window_index, reason, app_id, count, last_status, \
+                   last_delivery_id, last_event_id, last_at FROM operational_dead \
+                 WHERE window_index < $1 ORDER BY window_index, endpoint_id, reason LIMIT $2",
+            )
+            // The first second of the current window.
+            .bind(current * window_ms / 1000)
+            .bind(i64::from(limit) * 8)
+            .fetch_all(&self.reader)
+            .await?;
+        let full = rows.len() as i64 == i64::from(limit) * 8;
+        // One notice per (endpoint, window), its reasons together.
+        let mut windows: Vec<((EndpointId, i64), AppId, Vec<DeadCount>)> = Vec::new();
+        for row in rows {
+            let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
+            let second: i64 = row.try_get("window_index")?;
+            let index = operational::window_of(Timestamp::from_millis(second * 1000), window_ms);
+            let reason: DeadReason = parse_column(&row, "reason")?;
+            let count = DeadCount {
+                reason,
+                count: row.try_get::<i64, _>("count")?.max(0) as u64,
+                last_status: row
+                    .try_get::<Option<i64>, _>("last_status")?
+                    .map(|s| s as u16),
+                last_delivery: row.try_get("last_delivery_id")?,
+                last_event: row.try_get("last_event_id")?,
+                last_at: Timestamp::from_millis(row.try_get("last_at")?),
+            };
+            // Rows come in second order, so one endpoint's window may be interleaved
+            // with another's: find its group.
+            match windows
+                .iter_mut()
+                .find(|(key, _, _)| *key == (endpoint.clone(), index))
+            {
+                Some((_, _, counts)) => {
+                    match counts.iter_mut().find(|c| c.reason == count.reason) {
+                        Some(same) => {
+                            same.count += count.count;
+                            if count.last_at >= same.last_at {
+                                *same = DeadCount {
+                                    count: same.count,
+                                    ..count
+                                };
+                            }
+                        }
+                        None => counts.push(count),
+                    }
+                }
+                _ => windows.push((
+                    (endpoint, index),
+                    parse_column(&row, "app_id")?,
+                    vec![count],
+                )),
+            }
+        }
+        if full && windows.len() > 1 {
+            // The last window may have more reasons than were read: next time.
+            windows.pop();
+        }
+        for ((endpoint, index), app, counts) in windows {
+            let start = Timestamp::from_millis(index * window_ms.max(1));
+            pending.push(PendingNotice {
+                key: format!("dead:{endpoint}:{}", start.as_millis()),
+                kind: Kind::DeliveryDead,
+                data: operational::dead_payload(&app, &endpoint, &counts, start),
+                at: counts.iter().map(|c| c.last_at).max().unwrap_or(start),
+                source: Source::Dead {
+                    endpoint,
+                    from: index * window_ms / 1000,
+                    to: (index + 1) * window_ms / 1000 - 1,
+                },
+            });
+        }
+        Ok(pending)
+    }
+
+    /// Deletes published notices.
+    pub async fn published(&self, notices: &[PendingNotice]) -> Result<()> {
+        let mut tx = self.writer.begin().await?;
+        for notice in notices {
+            let query = match &notice.source {
+                Source::Notice(id) => self
+                    .engine
+                    .query("DELETE FROM operational_notices WHERE id = $1")
+                    .bind(id.as_str()),
+                Source::Dead { endpoint, from, to } => self
+                    .engine
+                    .query(
+                        "DELETE FROM operational_dead WHERE endpoint_id = $1 \
+                         AND window_index >= $2 AND window_index <= $3",
+                    )
+                    .bind(endpoint.as_str())
+                    .bind(*from)
+                    .bind(*to),
+            };
+            query.execute(&mut tx).await?;
+        }
+        tx.commit().await
+    }
+}

@@ -1,0 +1,292 @@
+//! Operational webhooks (docs/api.md, "Operational webhooks"): Hookline tells
+//! the operator about endpoints through its own pipeline — events of the
+//! internal app `hookline`, delivered to the endpoints the operator gave it.
+//! Each test runs real receivers: the customer's, and the operator's.
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
+
+both_engines!(
+    twenty_failures_make_one_failing_and_a_success_one_recovered,
+    a_gone_endpoint_and_a_manual_disable_are_told_with_their_reasons,
+    a_thousand_dead_deliveries_make_one_event_per_window_whose_counts_add_up,
+    an_operational_endpoint_that_is_down_makes_no_loop,
+);
+
+/// A Hookline whose breaker stays closed (every failure is an attempt), with one
+/// attempt per delivery and a one-second window for dead deliveries.
+async fn spawn(engine: Engine) -> TestApp {
+    TestApp::spawn_with(engine, |c| {
+        c.max_attempts = 1;
+        c.breaker_failure_threshold = 1_000;
+        c.operational_dead_window_secs = 1;
+    })
+    .await
+}
+
+/// The operator's endpoint: the internal app's, subscribed to `types`.
+async fn operational_endpoint(app: &TestApp, url: &str, types: &[&str]) -> Value {
+    app.create_endpoint_with("hookline", url, json!({"event_types": types}))
+        .await
+}
+
+/// A receiver answering whatever status `status` holds.
+async fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
+    let current = Arc::new(AtomicU16::new(status));
+    let answer = current.clone();
+    let receiver =
+        Receiver::start_with(move |_| Reply::status(answer.load(Ordering::SeqCst))).await;
+    (receiver, current)
+}
+
+/// The `(type, data)` of what the operator's receiver got, in order.
+fn told(receiver: &Receiver) -> Vec<(String, Value)> {
+    receiver
+        .requests()
+        .iter()
+        .map(|r| {
+            let body = r.json();
+            (
+                body["type"].as_str().unwrap().to_owned(),
+                body["data"].clone(),
+            )
+        })
+        .collect()
+}
+
+async fn twenty_failures_make_one_failing_and_a_success_one_recovered(engine: Engine) {
+    let app = spawn(engine).await;
+    let operator = Receiver::start().await;
+    operational_endpoint(
+        &app,
+        &operator.url,
+        &["hookline.endpoint.failing", "hookline.endpoint.recovered"],
+    )
+    .await;
+    let (customer, status) = switchable(500).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &customer.url).await;
+    let endpoint_id = endpoint["id"].as_str().unwrap();
+
+    for n in 0..25 {
+        app.publish(&app_id, "order.paid", json!({"n": n})).await;
+    }
+    customer.wait_for_requests(25).await;
+    let failing = operator.wait_for_requests(1).await;
+    assert_eq!(failing[0].json()["type"], "hookline.endpoint.failing");
+    // Every failure recorded before it recovers (the 25th attempt's record may lag its answer).
+    wait_until(Duration::from_secs(30), "25 dead deliveries", || async {
+        let stats = app
+            .get(&format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/stats"))
+            .await;
+        (stats["deliveries"]["dead"] == 25).then_some(())
+    })
+    .await;
+
+    status.store(200, Ordering::SeqCst);
+    for n in 0..3 {
+        app.publish(&app_id, "order.paid", json!({"n": n})).await;
+    }
+    operator.wait_for_requests(2).await;
+    let got = told(&operator);
+    assert_eq!(
+        got,
+        vec![
+            (
+                "hookline.endpoint.failing".to_owned(),
+                json!({"app_id": app_id, "endpoint_id": endpoint_id,
+                       "consecutive_failures": 20, "last_error": "HTTP 500"})
+            ),
+            (
+                "hookline.endpoint.recovered".to_owned(),
+                json!({"app_id": app_id, "endpoint_id": endpoint_id, "failures_before": 25})
+            ),
+        ]
+    );
+    // Signed like any delivery, with the operational endpoint's own secret.
+    assert!(operator.requests()[0]
+        .header("webhook-signature")
+        .starts_with("v1,"));
+    // The internal app's log holds exactly one of each.
+    for kind in ["failing", "recovered"] {
+        let events = app
+            .get(&format!(
+                "/v1/apps/hookline/events?event_type=hookline.endpoint.{kind}"
+            ))
+            .await;
+        assert_eq!(
+            events["data"].as_array().unwrap().len(),
+            1,
+            "{kind}: {events}"
+        );
+    }
+}
+
+async fn a_gone_endpoint_and_a_manual_disable_are_told_with_their_reasons(engine: Engine) {
+    let app = spawn(engine).await;
+    let operator = Receiver::start().await;
+    operational_endpoint(
+        &app,
+        &operator.url,
+        &["hookline.endpoint.disabled", "hookline.endpoint.enabled"],
+    )
+    .await;
+    let (customer, _) = switchable(410).await;
+    let app_id = app.create_app().await;
+    let gone = app.create_endpoint(&app_id, &customer.url).await;
+    app.publish(&app_id, "order.paid", json!({})).await;
+    let first = operator.wait_for_requests(1).await;
+    assert_eq!(
+        (
+            first[0].json()["type"].clone(),
+            first[0].json()["data"].clone()
+        ),
+        (
+            json!("hookline.endpoint.disabled"),
+            json!({"app_id": app_id, "endpoint_id": gone["id"], "reason": "gone"})
+        )
+    );
+    // By hand: disabled (manual), then enabled.
+    let path = format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        gone["id"].as_str().unwrap()
+    );
+    app.call(Method::PATCH, &path, Some(&json!({"enabled": true})), 200)
+        .await;
+    app.call(Method::PATCH, &path, Some(&json!({"enabled": false})), 200)
+        .await;
+    operator.wait_for_requests(3).await;
+    let kinds: Vec<(String, Value)> = told(&operator)
+        .into_iter()
+        .map(|(kind, data)| (kind, data["reason"].clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("hookline.endpoint.disabled".into(), json!("gone")),
+            ("hookline.endpoint.enabled".into(), Value::Null),
+            ("hookline.endpoint.disabled".into(), json!("manual")),
+        ]
+    );
+}
+
+async fn a_thousand_dead_deliveries_make_one_event_per_window_whose_counts_add_up(engine: Engine) {
+    let app = spawn(engine).await;
+    let operator = Receiver::start().await;
+    operational_endpoint(&app, &operator.url, &["hookline.delivery.dead"]).await;
+    let (customer, _) = switchable(400).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &customer.url).await;
+    for _ in 0..2 {
+        let events: Vec<Value> = (0..500)
+            .map(|n| json!({"event_type": "order.paid", "payload": {"n": n}}))
+            .collect();
+        app.call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/events/batch"),
+            Some(&json!({"events": events})),
+            202,
+        )
+        .await;
+    }
+    let told = wait_until(
+        Duration::from_secs(60),
+        "delivery.dead events counting 1,000",
+        || async {
+            let told = told(&operator);
+            let total: u64 = told.iter().map(|(_, d)| d["count"].as_u64().unwrap()).sum();
+            (total >= 1000).then_some(told)
+        },
+    )
+    .await;
+    let total: u64 = told.iter().map(|(_, d)| d["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, 1000, "every death counted once");
+    // One per window: as many events as windows, none of them twice.
+    let mut windows: Vec<&str> = told
+        .iter()
+        .map(|(_, d)| d["window_start"].as_str().unwrap())
+        .collect();
+    windows.sort();
+    windows.dedup();
+    assert_eq!(windows.len(), told.len(), "{told:?}");
+    assert!(told.len() < 1000);
+    for (kind, data) in &told {
+        assert_eq!(kind, "hookline.delivery.dead");
+        assert_eq!(data["endpoint_id"], endpoint["id"]);
+        assert_eq!(data["reasons"]["client_error"], data["count"]);
+        assert_eq!(data["last_status"], 400);
+        assert!(data["last_event_id"].as_str().unwrap().starts_with("msg_"));
+    }
+}
+
+async fn an_operational_endpoint_that_is_down_makes_no_loop(engine: Engine) {
+    let app = spawn(engine).await;
+    let (operator, _) = switchable(500).await;
+    let ops = operational_endpoint(
+        &app,
+        &operator.url,
+        &["hookline.delivery.dead", "hookline.endpoint.disabled"],
+    )
+    .await;
+    let ops_id = ops["id"].as_str().unwrap();
+    let (customer, _) = switchable(410).await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &customer.url).await;
+    app.publish(&app_id, "order.paid", json!({})).await;
+    // The operator's endpoint is told (and fails: its deliveries die, one attempt each).
+    operator.wait_for_requests(2).await;
+    let internal_deliveries = || async {
+        app.get("/v1/apps/hookline/deliveries?limit=250").await["data"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "the operator's deliveries dead",
+        || async {
+            let all = internal_deliveries().await;
+            (all.len() >= 2 && all.iter().all(|d| d["state"] == "dead")).then_some(())
+        },
+    )
+    .await;
+    // A later death elsewhere, told after the operator's own deaths' window closed:
+    // once it is published, anything about those deaths would have been too.
+    let (other, _) = switchable(400).await;
+    let marker = app.create_endpoint(&app_id, &other.url).await;
+    app.publish(&app_id, "order.paid", json!({"marker": true}))
+        .await;
+    wait_until(
+        Duration::from_secs(30),
+        "the marker's delivery.dead",
+        || async {
+            let events = app
+                .get("/v1/apps/hookline/events?event_type=hookline.delivery.dead&limit=250")
+                .await;
+            events["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["payload"]["endpoint_id"] == marker["id"])
+                .then_some(())
+        },
+    )
+    .await;
+    let events = app.get("/v1/apps/hookline/events?limit=250").await;
+    for event in events["data"].as_array().unwrap() {
+        let about = &event["payload"]["endpoint_id"];
+        if event["event_type"] == "hookline.endpoint.created" {
+            continue; // the audit of its own creation
+        }
+        assert_ne!(
+            about, ops_id,
+            "an event about the operator's own endpoint: {event}"
+        );
+    }
+}
