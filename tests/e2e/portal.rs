@@ -104,6 +104,19 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         .click("input[name=event_types][value='order.paid']")
         .await;
     browser.check_accessibility("endpoint form").await;
+    // A payload filter that does not parse: the refusal names the position, nothing is made.
+    browser.fill("#endpoint-filter", "/order_id >> 1").await;
+    browser.click("[data-test=endpoint-save]").await;
+    browser
+        .wait_text("[data-test=endpoint-form]", "the filter's refusal", |t| {
+            t.contains("filter at position 12")
+        })
+        .await;
+    assert_eq!(
+        app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
+        json!([])
+    );
+    browser.fill("#endpoint-filter", "/order_id >= 0").await;
     browser.click("[data-test=endpoint-save]").await;
     let endpoints = wait_until(PATIENCE, "the endpoint over the API", || async {
         let list = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
@@ -117,6 +130,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     assert_eq!(endpoint["url"], receiver.url.as_str());
     assert_eq!(endpoint["description"], "Orders into our ERP");
     assert_eq!(endpoint["event_types"], json!(["order.paid"]));
+    assert_eq!(endpoint["filter"], "/order_id >= 0");
 
     browser.open(&screen(&app, &app_id, "/endpoints")).await;
     let row = browser

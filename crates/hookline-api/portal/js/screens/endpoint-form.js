@@ -59,6 +59,16 @@ export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
     inputmode: 'numeric',
     value: endpoint?.rate_limit_per_sec ?? '',
   });
+  const filter = h('input', {
+    id: 'endpoint-filter',
+    name: 'filter',
+    type: 'text',
+    maxlength: 2048,
+    spellcheck: 'false',
+    autocomplete: 'off',
+    placeholder: '/amount >= 100 and /currency in ["EUR", "USD"]',
+    value: endpoint?.filter ?? '',
+  });
   const types = eventTypeChoices(catalog, endpoint?.event_types ?? null);
   const problem = problemSlot();
   const save = h(
@@ -75,6 +85,11 @@ export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
     field('Description (optional)', description),
     field('Rate limit (deliveries per second, optional)', rateLimit, 'Leave empty for no limit.'),
     types.fieldset,
+    field(
+      'Payload filter (optional)',
+      filter,
+      'Only events whose payload passes it: JSON Pointer tests such as /amount >= 100, combined with and, or, not. Leave empty for every event of the types above.',
+    ),
     problem,
     h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, 'Cancel')),
   );
@@ -87,6 +102,7 @@ export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
       description: description.value,
       event_types: types.selected(),
       rate_limit_per_sec: rateLimit.value.trim() === '' ? null : Number(rateLimit.value),
+      filter: filter.value.trim() === '' ? null : filter.value.trim(),
     };
     try {
       const saved = await whileBusy(save, () => (creating ? api.createEndpoint(body) : api.updateEndpoint(endpoint.id, body)));

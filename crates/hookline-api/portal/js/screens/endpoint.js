@@ -74,6 +74,7 @@ export async function endpointScreen(ctx) {
         ['Failing since', currentHealth?.failing_since ? timeEl(currentHealth.failing_since) : null],
         ['Last error', currentHealth?.last_error ? h('span', { class: 'error-text' }, currentHealth.last_error) : null],
         ['Event types', current.event_types ? current.event_types.join(', ') : 'All event types'],
+        ['Payload filter', current.filter ? h('code', { 'data-test': 'endpoint-filter' }, current.filter) : 'None'],
         ['Rate limit', current.rate_limit_per_sec ? `${current.rate_limit_per_sec} per second` : 'None'],
         ['Created', dateTime(current.created_at)],
       ]),
