@@ -17,6 +17,7 @@ both_engines!(
     a_gone_endpoint_and_a_manual_disable_are_told_with_their_reasons,
     a_thousand_dead_deliveries_make_one_event_per_window_whose_counts_add_up,
     an_operational_endpoint_that_is_down_makes_no_loop,
+    every_endpoint_change_and_a_finished_bulk_replay_are_told,
 );
 
 /// A Hookline whose breaker stays closed (every failure is an attempt), with one
@@ -289,4 +290,104 @@ async fn an_operational_endpoint_that_is_down_makes_no_loop(engine: Engine) {
             "an event about the operator's own endpoint: {event}"
         );
     }
+}
+
+async fn every_endpoint_change_and_a_finished_bulk_replay_are_told(engine: Engine) {
+    let app = spawn(engine).await;
+    let operator = Receiver::start().await;
+    operational_endpoint(
+        &app,
+        &operator.url,
+        &[
+            "hookline.endpoint.created",
+            "hookline.endpoint.updated",
+            "hookline.endpoint.secret_rotated",
+            "hookline.endpoint.deleted",
+            "hookline.replay.finished",
+        ],
+    )
+    .await;
+    let (customer, _) = switchable(400).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &customer.url).await;
+    let path = format!(
+        "/v1/apps/{app_id}/endpoints/{}",
+        endpoint["id"].as_str().unwrap()
+    );
+    app.call(
+        Method::PATCH,
+        &path,
+        Some(&json!({"description": "orders"})),
+        200,
+    )
+    .await;
+    app.call(
+        Method::POST,
+        &format!("{path}/secret/rotate"),
+        Some(&json!({})),
+        200,
+    )
+    .await;
+    // A dead delivery, replayed in bulk (it dies again: the receiver still refuses it).
+    let delivery =
+        crate::helpers::only_delivery(&app.publish(&app_id, "order.paid", json!({})).await);
+    app.wait_for_delivery_state(&app_id, &delivery, "dead")
+        .await;
+    let replay = app
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/replays"),
+            Some(&json!({})),
+            202,
+        )
+        .await;
+    // (The operator's endpoint is told of its own creation too.)
+    let told_of = |kind: &'static str| {
+        let operator = &operator;
+        move || async move {
+            let got = told(operator);
+            got.iter().any(|(k, _)| k == kind).then_some(got)
+        }
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "the replay told",
+        told_of("hookline.replay.finished"),
+    )
+    .await;
+    // Deleted once the replay is over (a deleted endpoint's deliveries are not replayed).
+    app.call(Method::DELETE, &path, None, 204).await;
+    let got = wait_until(
+        Duration::from_secs(30),
+        "the deletion told",
+        told_of("hookline.endpoint.deleted"),
+    )
+    .await;
+    let about_endpoint: Vec<&str> = got
+        .iter()
+        .filter(|(_, data)| data["endpoint_id"] == endpoint["id"])
+        .map(|(kind, _)| kind.as_str())
+        .collect();
+    assert_eq!(
+        about_endpoint,
+        [
+            "hookline.endpoint.created",
+            "hookline.endpoint.updated",
+            "hookline.endpoint.secret_rotated",
+            "hookline.endpoint.deleted",
+        ],
+        "in order: one ordering key per endpoint; all told: {got:?}"
+    );
+    let finished: Vec<&Value> = got
+        .iter()
+        .filter(|(kind, _)| kind == "hookline.replay.finished")
+        .map(|(_, data)| data)
+        .collect();
+    assert_eq!(
+        finished,
+        [
+            &json!({"app_id": app_id, "replay_id": replay["id"], "state": "completed",
+                 "total": 1, "done": 1, "replayed": 1})
+        ]
+    );
 }

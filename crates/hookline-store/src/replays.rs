@@ -18,7 +18,7 @@ use hookline_core::ids::{AppId, ReplayJobId};
 use hookline_core::model::{DeadReason, ReplayJobState};
 use hookline_core::time::Timestamp;
 
-use crate::db::Row;
+use crate::db::{Row, Tx};
 use crate::listing::Arg;
 use crate::operational::insert_notices;
 use crate::records::{DlqFilter, TimeRange};
@@ -243,14 +243,8 @@ impl Replays<'_> {
             .await?
             .rows_affected();
         if cancelled == 1 {
-            let sql = format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = $1");
-            let row = self
-                .engine
-                .query(&sql)
-                .bind(id.as_str())
-                .fetch_one(&mut tx)
-                .await?;
-            insert_notices(&mut tx, &[finished_notice(&job_from_row(&row)?)], now).await?;
+            let job = job_in(&mut tx, id).await?;
+            insert_notices(&mut tx, &[finished_notice(&job)], now).await?;
         }
         tx.commit().await?;
         self.get_replay_job(app, id).await
@@ -399,22 +393,28 @@ impl Replays<'_> {
             .bind(finished.then(|| now.as_millis()))
             .execute(&mut tx)
             .await?;
-        let sql = format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = $1");
-        let row = self
-            .engine
-            .query(&sql)
-            .bind(id.as_str())
-            .fetch_one(&mut tx)
-            .await?;
+        let job = job_in(&mut tx, id).await?;
         if finished {
-            insert_notices(&mut tx, &[finished_notice(&job_from_row(&row)?)], now).await?;
+            insert_notices(&mut tx, &[finished_notice(&job)], now).await?;
         }
         tx.commit().await?;
         if replayed > 0 {
             self.notify_due();
         }
-        Ok(Some(job_from_row(&row)?))
+        Ok(Some(job))
     }
+}
+
+/// A job as its transaction `tx` sees it.
+async fn job_in(tx: &mut Tx, id: &ReplayJobId) -> Result<ReplayJob> {
+    let sql = format!("SELECT {JOB_COLUMNS} FROM replay_jobs WHERE id = $1");
+    let engine = tx.engine();
+    let row = engine
+        .query(&sql)
+        .bind(id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+    job_from_row(&row)
 }
 
 /// The operational `replay.finished` of a job that ended.
