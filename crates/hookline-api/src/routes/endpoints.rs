@@ -46,7 +46,7 @@ pub(crate) struct CreateEndpoint {
     /// event of its types. (The pattern states a small subset of the language.)
     #[schema(
         max_length = 2048,
-        pattern = r"^/[a-z]{1,10}( exists| = [0-9]{1,5}| > [0-9]{1,5})$"
+        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
     )]
     filter: Option<String>,
     #[serde(default = "enabled_by_default")]
@@ -220,7 +220,7 @@ pub(crate) struct UpdateEndpoint {
     /// event of its types. (The pattern states a small subset of the language.)
     #[schema(
         max_length = 2048,
-        pattern = r"^/[a-z]{1,10}( exists| = [0-9]{1,5}| > [0-9]{1,5})$"
+        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
     )]
     filter: Option<Option<String>>,
     enabled: Option<bool>,
