@@ -75,70 +75,63 @@ impl Secrets {
 }
 
 impl Secrets {
+    /// `value` as JSON, sealed for the endpoint `owner`.
+    fn seal_json(&self, value: &impl serde::Serialize, owner: &str) -> String {
+        let json = serde_json::to_string(value).expect("a sealed value serializes");
+        self.keyring.seal(&json, owner)
+    }
+
+    /// The JSON value a sealed `stored` of the endpoint `owner` holds, opened
+    /// once and then answered from `cache` (`what` names it in errors).
+    fn open_json<T: Clone + serde::de::DeserializeOwned>(
+        &self,
+        cache: &Mutex<HashMap<(String, String), T>>,
+        stored: &str,
+        owner: &str,
+        what: &str,
+    ) -> Result<T> {
+        let key = (owner.to_owned(), stored.to_owned());
+        let mut cache = cache.lock().expect("sealed value cache poisoned");
+        if let Some(value) = cache.get(&key) {
+            return Ok(value.clone());
+        }
+        let text = self
+            .keyring
+            .open(stored, owner)
+            .map_err(|e| StoreError::Sealing(format!("endpoint {owner}: {what}: {e}")))?;
+        let value: T = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Corrupt(format!("endpoint {owner}: {what}: {e}")))?;
+        if cache.len() >= Self::CAPACITY {
+            cache.clear();
+        }
+        cache.insert(key, value.clone());
+        Ok(value)
+    }
+
     /// The stored form of the endpoint `owner`'s custom headers (`None`: none).
     pub(crate) fn seal_headers(&self, headers: &[(String, String)], owner: &str) -> Option<String> {
-        (!headers.is_empty()).then(|| {
-            let json = serde_json::to_string(headers).expect("strings serialize");
-            self.keyring.seal(&json, owner)
-        })
+        (!headers.is_empty()).then(|| self.seal_json(&headers, owner))
     }
 
     /// The custom headers a stored value of the endpoint `owner` holds. A value
     /// in the clear (written by a release before headers were sealed, e.g. by an
     /// older node during a rolling upgrade) is read as it is; the next start seals it.
     pub(crate) fn open_headers(&self, stored: &str, owner: &str) -> Result<Headers> {
-        let corrupt =
-            |e: serde_json::Error| StoreError::Corrupt(format!("endpoint {owner}: headers: {e}"));
         if key_id(stored).is_none() {
-            return serde_json::from_str(stored).map_err(corrupt);
+            return serde_json::from_str(stored)
+                .map_err(|e| StoreError::Corrupt(format!("endpoint {owner}: headers: {e}")));
         }
-        let key = (owner.to_owned(), stored.to_owned());
-        let mut cache = self.opened_headers.lock().expect("header cache poisoned");
-        if let Some(headers) = cache.get(&key) {
-            return Ok(headers.clone());
-        }
-        let text = self
-            .keyring
-            .open(stored, owner)
-            .map_err(|e| StoreError::Sealing(format!("endpoint {owner}: headers: {e}")))?;
-        let headers: Headers = serde_json::from_str(&text).map_err(corrupt)?;
-        if cache.len() >= Self::CAPACITY {
-            cache.clear();
-        }
-        cache.insert(key, headers.clone());
-        Ok(headers)
+        self.open_json(&self.opened_headers, stored, owner, "headers")
     }
-}
 
-impl Secrets {
     /// The stored form of the endpoint `owner`'s outbound authentication.
     pub(crate) fn seal_auth(&self, auth: Option<&OutboundAuth>, owner: &str) -> Option<String> {
-        auth.map(|auth| {
-            let json = serde_json::to_string(auth).expect("auth serializes");
-            self.keyring.seal(&json, owner)
-        })
+        auth.map(|auth| self.seal_json(auth, owner))
     }
 
     /// The outbound authentication a stored (sealed) value of the endpoint `owner` holds.
     pub(crate) fn open_auth(&self, stored: &str, owner: &str) -> Result<Arc<OutboundAuth>> {
-        let key = (owner.to_owned(), stored.to_owned());
-        let mut cache = self.opened_auth.lock().expect("auth cache poisoned");
-        if let Some(auth) = cache.get(&key) {
-            return Ok(auth.clone());
-        }
-        let text = self
-            .keyring
-            .open(stored, owner)
-            .map_err(|e| StoreError::Sealing(format!("endpoint {owner}: auth: {e}")))?;
-        let auth: Arc<OutboundAuth> = Arc::new(
-            serde_json::from_str(&text)
-                .map_err(|e| StoreError::Corrupt(format!("endpoint {owner}: auth: {e}")))?,
-        );
-        if cache.len() >= Self::CAPACITY {
-            cache.clear();
-        }
-        cache.insert(key, auth.clone());
-        Ok(auth)
+        self.open_json(&self.opened_auth, stored, owner, "auth")
     }
 }
 
