@@ -46,7 +46,9 @@ else:
 listed = get_v1_apps_app_events.sync(app.id, client=client, limit=10)
 assert [e.id for e in listed.data] == [published.id], listed
 stats = get_v1_apps_app_endpoints_endpoint_stats.sync(app.id, endpoint.id, client=client)
-assert stats is not None
+assert stats.deliveries["dead"] == 1, stats
+assert stats.dlq_by_reason["client_error"] == 1, stats
+assert stats.windows["hour"].attempts == 1, stats
 
 missing = get_v1_apps_app_events_event.sync(app.id, "msg_01J00000000000000000000000", client=client)
 assert isinstance(missing, Problem) and missing.code == "not_found", missing

@@ -9,6 +9,7 @@ mod helpers;
 mod access;
 mod api;
 mod catalog;
+mod client;
 mod clock;
 mod crash;
 mod dashboard;

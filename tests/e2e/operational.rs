@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hookline_core::time::{ManualClock, Timestamp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -16,6 +17,7 @@ both_engines!(
     twenty_failures_make_one_failing_and_a_success_one_recovered,
     a_gone_endpoint_and_a_manual_disable_are_told_with_their_reasons,
     a_thousand_dead_deliveries_make_one_event_per_window_whose_counts_add_up,
+    a_death_that_reaches_a_window_after_it_was_told_is_told_with_a_later_one,
     an_operational_endpoint_that_is_down_makes_no_loop,
     every_endpoint_change_and_a_finished_bulk_replay_are_told,
 );
@@ -224,6 +226,78 @@ async fn a_thousand_dead_deliveries_make_one_event_per_window_whose_counts_add_u
         assert_eq!(data["last_status"], 400);
         assert!(data["last_event_id"].as_str().unwrap().starts_with("msg_"));
     }
+}
+
+/// A completion reads the clock, then commits: one that read it inside a
+/// window and commits after the window was told (a slow transaction on a busy
+/// database) must not be lost, nor make a second notice of that window. On a
+/// test clock: a death counted in a window already told is told with the next.
+async fn a_death_that_reaches_a_window_after_it_was_told_is_told_with_a_later_one(engine: Engine) {
+    // 2030-01-01T00:00:00Z, the start of a minute.
+    const T0: Timestamp = Timestamp::from_millis(1_893_456_000_000);
+    let minute = Duration::from_secs(60);
+    let clock = Arc::new(ManualClock::new(T0));
+    let app = TestApp::spawn_on_clock(engine, clock.clone(), |c| {
+        c.max_attempts = 1;
+        c.breaker_failure_threshold = 1_000;
+        c.operational_dead_window_secs = 60;
+    })
+    .await;
+    let operator = Receiver::start().await;
+    operational_endpoint(&app, &operator.url, &["hookline.delivery.dead"]).await;
+    let (customer, _) = switchable(400).await;
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &customer.url).await;
+    let die = |n: u64| {
+        let app = &app;
+        let app_id = &app_id;
+        async move {
+            let published = app.publish(app_id, "order.paid", json!({"n": n})).await;
+            let delivery = crate::helpers::only_delivery(&published);
+            app.wait_for_delivery_state(app_id, &delivery, "dead").await;
+        }
+    };
+
+    // A death in the first minute, told once the minute is over.
+    die(1).await;
+    clock.set(T0 + minute);
+    operator.wait_for_requests(1).await;
+    // Another counted in that minute (the clock read before the commit), after it was told.
+    clock.set(T0 + Duration::from_secs(1));
+    die(2).await;
+    // The loop finds it in the told window and carries it into the open one.
+    let server = app.server.as_ref().unwrap();
+    let after = T0 + minute + Duration::from_secs(1);
+    clock.set(after);
+    wait_until(
+        Duration::from_secs(30),
+        "a notice pass at the new time",
+        || async { (server.last_notices() == Some(after)).then_some(()) },
+    )
+    .await;
+    clock.set(T0 + minute * 2);
+    let told = wait_until(Duration::from_secs(30), "two notices", || async {
+        let told = told(&operator);
+        (told.len() >= 2).then_some(told)
+    })
+    .await;
+    let windows: Vec<(&str, u64)> = told
+        .iter()
+        .map(|(_, d)| {
+            (
+                d["window_start"].as_str().unwrap(),
+                d["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        windows,
+        [
+            ("2030-01-01T00:00:00.000Z", 1),
+            ("2030-01-01T00:01:00.000Z", 1)
+        ],
+        "each death told once, each window once"
+    );
 }
 
 async fn an_operational_endpoint_that_is_down_makes_no_loop(engine: Engine) {

@@ -850,6 +850,37 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     assert_eq!(notice.data["window_start"], t(0).to_rfc3339());
     ops.published(&closed).await.unwrap();
     assert!(ops.pending(t(120), WINDOW, 10).await.unwrap().is_empty());
+
+    // A death counted in that window after it was told (its completion read the
+    // clock at t(5)) comes out under the told window's key; carried over into
+    // a later second, it is told with that second's window, and only there.
+    publish(&store, &app, "a", t(5)).await;
+    let late = store
+        .claim_due_deliveries(t(5), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let mut late = record(&late[0], Next::Dead(DeadReason::ClientError), t(5));
+    late.status_code = Some(404);
+    store
+        .events()
+        .complete_attempts(&[late], &BreakerPolicy::default(), t(5))
+        .await
+        .unwrap();
+    let straggler = ops.pending(t(120), WINDOW, 10).await.unwrap();
+    assert_eq!(straggler.len(), 1);
+    assert_eq!(straggler[0].key, notice.key, "the told window's key");
+    assert_eq!(straggler[0].data["count"], 1);
+    let into = hookline_core::operational::window_of(t(121), 1000);
+    ops.carry_over(&straggler[0], into).await.unwrap();
+    assert!(ops.pending(t(179), WINDOW, 10).await.unwrap().is_empty());
+    let carried = ops.pending(t(180), WINDOW, 10).await.unwrap();
+    assert_eq!(carried.len(), 1, "{carried:?}");
+    assert_eq!(carried[0].data["count"], 1);
+    assert_eq!(carried[0].data["last_status"], 404);
+    assert_eq!(carried[0].data["window_start"], t(120).to_rfc3339());
+    ops.published(&carried).await.unwrap();
+    assert!(ops.pending(t(600), WINDOW, 10).await.unwrap().is_empty());
 }
 
 async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {

@@ -12,17 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hookline_store::{EventType, Store};
-use serde::Serialize;
 
 use crate::error::{ApiError, ApiResult};
-
-/// What the catalog found wrong with a publish it accepted anyway.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
-pub(crate) struct Warning {
-    /// `unknown_event_type`, `deprecated_event_type` or `schema_violation`.
-    pub code: &'static str,
-    pub detail: String,
-}
+pub(crate) use hookline_types::Warning;
 
 struct Entry {
     deprecated: bool,
@@ -69,21 +61,21 @@ impl Snapshot {
         }
         let Some(entry) = self.types.get(event_type) else {
             return vec![Warning {
-                code: "unknown_event_type",
+                code: "unknown_event_type".into(),
                 detail: format!("the event type catalog has no type {event_type:?}"),
             }];
         };
         let mut warnings = Vec::new();
         if entry.deprecated {
             warnings.push(Warning {
-                code: "deprecated_event_type",
+                code: "deprecated_event_type".into(),
                 detail: format!("{event_type:?} is deprecated in the event type catalog"),
             });
         }
         if let Some(validator) = &entry.validator {
             if let Some(error) = validator.iter_errors(payload).next() {
                 warnings.push(Warning {
-                    code: "schema_violation",
+                    code: "schema_violation".into(),
                     detail: format!(
                         "the payload does not match the schema of {event_type:?}: {error} (at {})",
                         match error.instance_path().to_string() {
@@ -109,7 +101,7 @@ impl Snapshot {
         if refuse {
             // Deprecation never refuses: the type still exists.
             if let Some(w) = warnings.iter().find(|w| w.code != "deprecated_event_type") {
-                return Err(match w.code {
+                return Err(match w.code.as_ref() {
                     "unknown_event_type" => ApiError::UnknownEventType(w.detail.clone()),
                     _ => ApiError::SchemaViolation(w.detail.clone()),
                 });
@@ -228,8 +220,12 @@ mod tests {
     fn unknown_deprecated_and_invalid_publishes_are_named() {
         let catalog = catalog();
         assert!(catalog.check("order.paid", &json!({"id": 42})).is_empty());
-        let codes = |t: &str, p: serde_json::Value| -> Vec<&'static str> {
-            catalog.check(t, &p).iter().map(|w| w.code).collect()
+        let codes = |t: &str, p: serde_json::Value| -> Vec<String> {
+            catalog
+                .check(t, &p)
+                .iter()
+                .map(|w| w.code.to_string())
+                .collect()
         };
         assert_eq!(codes("order.refunded", json!({})), ["unknown_event_type"]);
         assert_eq!(codes("order.legacy", json!({})), ["deprecated_event_type"]);

@@ -184,14 +184,15 @@ pub(crate) fn problem(status: StatusCode, code: &str, detail: &str) -> Response 
             .any(|p| p.code == code && p.status == status.as_u16()),
         "problem code {code} ({status}) is not in the catalog"
     );
-    let body = serde_json::json!({
-        "type": format!("/problems/{code}"),
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "code": code,
-        "detail": detail,
-    });
-    let mut response = (status, body.to_string()).into_response();
+    let body = hookline_types::Problem {
+        kind: format!("/problems/{code}"),
+        title: status.canonical_reason().unwrap_or("Error").to_owned(),
+        status: status.as_u16(),
+        code: code.to_owned(),
+        detail: detail.to_owned(),
+    };
+    let body = serde_json::to_string(&body).expect("a problem serializes");
+    let mut response = (status, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),

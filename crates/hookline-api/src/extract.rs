@@ -92,44 +92,6 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     }
 }
 
-/// Deserialises a field whose value must be a JSON object (serde would also
-/// read a struct from an array of its fields in order).
-pub(crate) fn object<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: DeserializeOwned,
-{
-    use serde::de::Error as _;
-    optional_object(deserializer)?.ok_or_else(|| D::Error::custom("expected an object"))
-}
-
-/// [`object`] for a field that may be absent or `null`.
-pub(crate) fn optional_object<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: DeserializeOwned,
-{
-    use serde::de::Error as _;
-    use serde::Deserialize;
-    match serde_json::Value::deserialize(deserializer)? {
-        serde_json::Value::Null => Ok(None),
-        value @ serde_json::Value::Object(_) => serde_json::from_value(value)
-            .map(Some)
-            .map_err(D::Error::custom),
-        _ => Err(D::Error::custom("expected an object")),
-    }
-}
-
-/// Deserialises a field that may be absent (`None`), `null` (`Some(None)`) or set.
-pub(crate) fn double_option<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    use serde::Deserialize;
-    Ok(Some(Option::deserialize(deserializer)?))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

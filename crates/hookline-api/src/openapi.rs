@@ -17,6 +17,8 @@ use utoipa::openapi::{
 
 use crate::auth::Access;
 use crate::error::CATALOG;
+pub(crate) use hookline_types::id_pattern;
+pub(crate) use hookline_types::schema::{name, string, FUTURE_PATTERN, NAME_PATTERN, TIME_PATTERN};
 
 /// Schemas the document's components hold, by name.
 pub(crate) type Schemas = Vec<(String, RefOr<Schema>)>;
@@ -194,10 +196,6 @@ fn openapi_path(path: &str) -> String {
     path.replace("{*", "{")
 }
 
-pub(crate) fn string() -> ObjectBuilder {
-    ObjectBuilder::new().schema_type(Type::String)
-}
-
 /// A successful answer's description and body.
 fn answer_of(answer: Answer, schemas: &mut Schemas) -> ResponseBuilder {
     match answer {
@@ -242,56 +240,6 @@ fn answer_of(answer: Answer, schemas: &mut Schemas) -> ResponseBuilder {
         ),
     }
 }
-
-/// An id of one kind: its prefix and a ULID (whose first character is 0–7).
-macro_rules! id_pattern {
-    ($prefix:literal) => {
-        concat!("^", $prefix, "[0-7][0-9A-HJKMNP-TV-Z]{25}$")
-    };
-}
-pub(crate) use id_pattern;
-
-/// A free-text name (event type, ordering key): 1 to 256 characters
-/// (`minLength`/`maxLength`) without control characters.
-pub(crate) const NAME_PATTERN: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
-
-/// A name field's schema ([`NAME_PATTERN`], 1 to 256 characters), for
-/// `#[schema(schema_with = …)]`: the rule written once.
-pub(crate) fn name() -> utoipa::openapi::Object {
-    string()
-        .min_length(Some(1))
-        .max_length(Some(256))
-        .pattern(Some(NAME_PATTERN))
-        .build()
-}
-
-/// [`name`] for a field that may be absent or `null`.
-pub(crate) fn optional_name() -> utoipa::openapi::Object {
-    nullable(name())
-}
-
-/// An optional RFC 3339 UTC time ([`TIME_PATTERN`]).
-pub(crate) fn optional_time() -> utoipa::openapi::Object {
-    nullable(
-        string()
-            .pattern(Some(TIME_PATTERN))
-            .description(Some("an RFC 3339 UTC time such as 2026-12-01T09:30:00Z"))
-            .build(),
-    )
-}
-
-fn nullable(mut schema: utoipa::openapi::Object) -> utoipa::openapi::Object {
-    schema.schema_type = utoipa::openapi::schema::SchemaType::from_iter([Type::String, Type::Null]);
-    schema
-}
-
-/// A time certainly in the future (years 2100 to 2999), for `expires_at`.
-pub(crate) const FUTURE_PATTERN: &str = "^2[1-9][0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z$";
-
-/// An RFC 3339 UTC time as the API reads it (`2026-12-01T09:30:00Z`, with
-/// optional fractions of a second). Days stop at 28 so that every string the
-/// pattern allows is a real date.
-const TIME_PATTERN: &str = "^(19[7-9][0-9]|20[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,3})?Z$";
 
 /// The schema of a query parameter that the API reads more strictly than its
 /// Rust type says (the same names mean the same on every route).

@@ -25,6 +25,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, PortalCode};
 use crate::extract::JsonBody;
 use crate::AppState;
+pub(crate) use hookline_types::{PortalAccess, PortalLink};
 
 /// The portal's files (`crates/hookline-api/portal/`), by their path there.
 macro_rules! files {
@@ -192,27 +193,6 @@ pub(crate) async fn asset(Path((hash, path)): Path<(String, String)>) -> ApiResu
         bytes,
     )
         .into_response())
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PortalAccess {
-    /// What the portal may do besides reading (`read` is always granted):
-    /// `endpoints`, `secrets`, `replay`, `publish` (a test send of an edited payload).
-    #[serde(default)]
-    capabilities: Vec<Capability>,
-    /// How long the link, and the session it opens, last: 60 s to 7 days, default 1 h.
-    #[schema(minimum = 60, maximum = 604_800)]
-    ttl_secs: Option<u64>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct PortalLink {
-    /// The link to hand the customer: it opens the portal once.
-    url: String,
-    /// When the link, and the session it opens, stop working.
-    expires_at: Timestamp,
-    capabilities: Vec<Capability>,
 }
 
 const MIN_SESSION_SECS: u64 = 60;

@@ -1,8 +1,12 @@
-//! The few management calls the benchmark makes to Hookline's HTTP API.
+//! The benchmark's calls to Hookline's HTTP API: the management calls through
+//! `hookline-client`, and what the load producers need to publish with their
+//! own pre-built bodies (the load generator shares the machine it measures, so
+//! it sends bytes it built once rather than serialising a request per event).
 
-use anyhow::{bail, Context};
-use serde::Deserialize;
-use serde_json::json;
+use anyhow::Context;
+use futures_util::TryStreamExt;
+use hookline_client::types::{CreateApp, CreateEndpoint, DeliveryView, DlqQuery};
+use hookline_client::{Client, Retries};
 
 /// Hookline's API at one base URL with one bearer token.
 #[derive(Clone)]
@@ -10,58 +14,52 @@ pub struct Api {
     pub http: reqwest::Client,
     pub base: String,
     pub token: String,
-}
-
-#[derive(Deserialize)]
-struct Created {
-    id: String,
-}
-
-#[derive(Deserialize)]
-struct Page<T> {
-    data: Vec<T>,
-    next_cursor: Option<String>,
-}
-
-/// One entry of the dead-letter queue.
-#[derive(Debug, Deserialize)]
-pub struct DeadLetter {
-    pub event_id: String,
-    pub endpoint_id: String,
+    client: Client,
 }
 
 impl Api {
-    pub fn new(http: reqwest::Client, base: &str, token: &str) -> Self {
-        Self {
+    pub fn new(http: reqwest::Client, base: &str, token: &str) -> anyhow::Result<Self> {
+        let client = Client::builder(base, token)
+            .http_client(http.clone())
+            // A benchmark reports failures; it does not paper over them.
+            .retries(Retries::none())
+            .build()?;
+        Ok(Self {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
-        }
+            client,
+        })
     }
 
-    /// `POST /v1/apps {"name"}` → the app id.
+    /// A new app → its id.
     pub async fn create_app(&self, name: &str) -> anyhow::Result<String> {
-        let created: Created = self
-            .post_json("/v1/apps", &json!({ "name": name }), 201)
+        let app = CreateApp {
+            name: name.to_owned(),
+            ..CreateApp::default()
+        };
+        let created = self
+            .client
+            .create_app(&app)
             .await
             .context("creating the app")?;
         Ok(created.id)
     }
 
-    /// `POST /v1/apps/{app}/endpoints {"url", "filter"}` → the endpoint id.
+    /// An endpoint at `url` for every type, with an optional payload filter → its id.
     pub async fn create_endpoint(
         &self,
         app: &str,
         url: &str,
         filter: Option<&str>,
     ) -> anyhow::Result<String> {
-        let mut body = json!({ "url": url });
-        if let Some(filter) = filter {
-            // Only when given: a Hookline before filters refuses the field.
-            body["filter"] = json!(filter);
-        }
-        let created: Created = self
-            .post_json(&format!("/v1/apps/{app}/endpoints"), &body, 201)
+        let endpoint = CreateEndpoint {
+            filter: filter.map(str::to_owned),
+            ..CreateEndpoint::new(url)
+        };
+        let created = self
+            .client
+            .create_endpoint(app, &endpoint)
             .await
             .with_context(|| {
                 format!(
@@ -72,62 +70,18 @@ impl Api {
         Ok(created.id)
     }
 
-    /// Every entry of the app's dead-letter queue (`GET …/dlq?limit=250`, following `next_cursor`).
-    pub async fn dead_letters(&self, app: &str) -> anyhow::Result<Vec<DeadLetter>> {
-        let mut all = Vec::new();
-        let mut before: Option<String> = None;
-        loop {
-            let mut request = self
-                .http
-                .get(format!("{}/v1/apps/{app}/dlq", self.base))
-                .bearer_auth(&self.token)
-                .query(&[("limit", "250")]);
-            if let Some(cursor) = &before {
-                request = request.query(&[("before", cursor.as_str())]);
-            }
-            let response = request.send().await.context("reading the DLQ")?;
-            let page: Page<DeadLetter> = expect_json(response, 200)
-                .await
-                .context("reading the DLQ")?;
-            all.extend(page.data);
-            match page.next_cursor {
-                Some(cursor) => before = Some(cursor),
-                None => return Ok(all),
-            }
-        }
+    /// Every entry of the app's dead-letter queue.
+    pub async fn dead_letters(&self, app: &str) -> anyhow::Result<Vec<DeliveryView>> {
+        let query = DlqQuery {
+            limit: Some(250),
+            ..DlqQuery::default()
+        };
+        self.client
+            .dlq_stream(app, query)
+            .try_collect()
+            .await
+            .context("reading the DLQ")
     }
-
-    async fn post_json<T: for<'de> Deserialize<'de>>(
-        &self,
-        path: &str,
-        body: &serde_json::Value,
-        status: u16,
-    ) -> anyhow::Result<T> {
-        let response = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .json(body)
-            .send()
-            .await?;
-        expect_json(response, status).await
-    }
-}
-
-/// The body as JSON if the status is `status`, else an error with the status and the body.
-pub async fn expect_json<T: for<'de> Deserialize<'de>>(
-    response: reqwest::Response,
-    status: u16,
-) -> anyhow::Result<T> {
-    let actual = response.status();
-    let bytes = response.bytes().await?;
-    if actual.as_u16() != status {
-        bail!(
-            "expected {status}, got {actual}: {}",
-            String::from_utf8_lossy(&bytes[..bytes.len().min(500)])
-        );
-    }
-    serde_json::from_slice(&bytes).context("unexpected JSON")
 }
 
 /// The ULID of a `msg_…` id as a number.

@@ -71,7 +71,7 @@ use clap::Parser;
 use hookline::Role;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::api::{event_key, Api, DeadLetter};
+use crate::api::{event_key, Api};
 use crate::cli::{Args, StoreKind};
 use crate::load::{Plan, Published};
 use crate::report::{
@@ -80,6 +80,7 @@ use crate::report::{
 };
 use crate::sink::{Sink, SinkLatency, Timebase};
 use crate::target::{FreshStore, Hookline, Mode, Pid};
+use hookline_client::types::DeliveryView as DeadLetter;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -238,7 +239,7 @@ async fn bench(
         (None, 0) => start(Role::Serve).await?,
         (None, _) => start(Role::Api).await?,
     };
-    let mut api = Api::new(http.clone(), &hookline.base_url, &token);
+    let mut api = Api::new(http.clone(), &hookline.base_url, &token)?;
     let autovacuum = match store {
         Some(store) if args.store == StoreKind::Postgres => {
             if args.no_autovacuum {
@@ -355,7 +356,7 @@ async fn bench(
         };
         phase_start_ns = Some(timebase.now_ns());
         hookline = start(Role::Serve).await?;
-        api = Api::new(http.clone(), &hookline.base_url, &token);
+        api = Api::new(http.clone(), &hookline.base_url, &token)?;
     } else {
         cpu_before = match hookline.measured_pid() {
             Some(pid) => {

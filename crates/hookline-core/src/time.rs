@@ -108,6 +108,16 @@ impl serde::Serialize for Timestamp {
     }
 }
 
+/// Reads what [`Serialize`](serde::Serialize) writes (RFC 3339 in UTC).
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Timestamp::parse_rfc3339(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected an RFC 3339 UTC time, got {text:?}"))
+        })
+    }
+}
+
 /// The source of "now". Production uses [`SystemClock`]; tests pass a clock they move.
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;

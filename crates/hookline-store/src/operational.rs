@@ -67,10 +67,18 @@ pub(crate) async fn count_dead(tx: &mut Tx, dead: &[(EndpointId, AppId, DeadCoun
     if dead.is_empty() {
         return Ok(());
     }
-    let mut rows: Vec<(&EndpointId, i64, &AppId, &DeadCount)> = dead
+    let rows: Vec<(&EndpointId, i64, &AppId, &DeadCount)> = dead
         .iter()
         .map(|(e, a, c)| (e, operational::window_of(c.last_at, 1000), a, c))
         .collect();
+    add_dead(tx, rows).await
+}
+
+/// Adds dead counts to the rows of their (endpoint, second, reason).
+async fn add_dead(
+    tx: &mut Tx,
+    mut rows: Vec<(&EndpointId, i64, &AppId, &DeadCount)>,
+) -> Result<()> {
     rows.sort_by(|x, y| (x.0, x.1, x.3.reason.as_str()).cmp(&(y.0, y.1, y.3.reason.as_str())));
     let batch = Batch::default()
         .text(rows.iter().map(|r| Some(r.0.as_str())))
@@ -287,6 +295,60 @@ impl Operational<'_> {
             });
         }
         Ok(pending)
+    }
+
+    /// Moves a dead-count notice's rows into the second `into`, to be told with
+    /// a later window: for counts that reached a window after it was told (a
+    /// completion that read the clock in it and committed after the loop had
+    /// published it), which its notice's key cannot carry again. The rows are
+    /// read and removed by one statement, so none added meanwhile is lost.
+    pub async fn carry_over(&self, notice: &PendingNotice, into: i64) -> Result<()> {
+        let Source::Dead { endpoint, from, to } = &notice.source else {
+            return Ok(());
+        };
+        let mut tx = self.writer.begin().await?;
+        let rows = self
+            .engine
+            .query(
+                "DELETE FROM operational_dead WHERE endpoint_id = $1 \
+                 AND window_index >= $2 AND window_index <= $3 \
+                 RETURNING reason, app_id, count, last_status, last_delivery_id, last_event_id, last_at",
+            )
+            .bind(endpoint.as_str())
+            .bind(*from)
+            .bind(*to)
+            .fetch_all(&mut tx)
+            .await?;
+        // One row per reason (the seconds added up; the latest death's details).
+        let mut counts: Vec<(AppId, DeadCount)> = Vec::new();
+        for row in rows {
+            let count = DeadCount {
+                reason: parse_column(&row, "reason")?,
+                count: row.try_get::<i64, _>("count")?.max(0) as u64,
+                last_status: row
+                    .try_get::<Option<i64>, _>("last_status")?
+                    .map(|s| s as u16),
+                last_delivery: row.try_get("last_delivery_id")?,
+                last_event: row.try_get("last_event_id")?,
+                last_at: Timestamp::from_millis(row.try_get("last_at")?),
+            };
+            match counts.iter_mut().find(|(_, c)| c.reason == count.reason) {
+                Some((_, same)) => {
+                    let total = same.count + count.count;
+                    if count.last_at >= same.last_at {
+                        *same = count;
+                    }
+                    same.count = total;
+                }
+                None => counts.push((parse_column(&row, "app_id")?, count)),
+            }
+        }
+        let rows = counts
+            .iter()
+            .map(|(app, count)| (endpoint, into, app, count))
+            .collect();
+        add_dead(&mut tx, rows).await?;
+        tx.commit().await
     }
 
     /// Deletes published notices.

@@ -7,9 +7,13 @@
 
 use std::io::Write;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use serde_json::{json, Value};
+use hookline_client::types::{
+    BulkReplayRequest, DlqQuery, PageQuery, PortalAccess, UpdateEndpoint,
+};
+use hookline_client::{BulkReplay, Client};
+use serde_json::Value;
 
 #[derive(Debug, Clone, Parser)]
 #[command(name = "hookline admin")]
@@ -118,90 +122,85 @@ pub struct DlqFilter {
 }
 
 impl DlqFilter {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        [
-            ("endpoint_id", &self.endpoint),
-            ("reason", &self.reason),
-            ("event_type", &self.event_type),
-            ("since", &self.since),
-            ("until", &self.until),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| value.clone().map(|v| (name, v)))
-        .collect()
+    /// The DLQ listing's query for this filter.
+    fn query(&self) -> anyhow::Result<DlqQuery> {
+        Ok(DlqQuery {
+            endpoint_id: self.endpoint.clone(),
+            reason: self.reason.as_deref().map(named).transpose()?,
+            event_type: self.event_type.clone(),
+            since: self.since.clone(),
+            until: self.until.clone(),
+            ..DlqQuery::default()
+        })
     }
+}
+
+/// A name the API spells in snake case (a dead reason, a capability), read as its type.
+fn named<T: serde::de::DeserializeOwned>(name: &str) -> anyhow::Result<T> {
+    serde_json::from_value(Value::String(name.to_owned()))
+        .with_context(|| format!("{name:?} is not one of the names the API knows here"))
 }
 
 /// Runs one command, writing what it prints to `out`.
 pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::Result<()> {
-    let api = Api {
-        base: args.url.trim_end_matches('/').to_owned(),
-        token: token.to_owned(),
-        http: reqwest::Client::new(),
-    };
-    let path = |app: &str, rest: &str| format!("/v1/apps/{}{rest}", segment(app));
+    let api = Client::new(&args.url, token)?;
     let (answer, table): (Value, Table) = match &args.command {
         AdminCommand::Dlq { filter, limit } => {
-            let mut query = filter.fields();
-            query.push(("limit", limit.to_string()));
-            let page = api.get(&path(&filter.app, "/dlq"), &query).await?;
+            let query = DlqQuery {
+                limit: Some(*limit),
+                ..filter.query()?
+            };
+            let page = json(&api.list_dlq(&filter.app, &query).await?);
             let table = deliveries_table(&page["data"]);
             (page, table)
         }
         AdminCommand::Show { app, delivery } => {
-            let one = api
-                .get(
-                    &path(app, &format!("/deliveries/{}", segment(delivery))),
-                    &[],
-                )
-                .await?;
-            let attempts = api
-                .get(
-                    &path(app, &format!("/deliveries/{}/attempts", segment(delivery))),
-                    &[("limit", "250".into())],
-                )
-                .await?;
+            let one = json(&api.get_delivery(app, delivery).await?);
+            let page = PageQuery {
+                limit: Some(250),
+                before: None,
+            };
+            let attempts = json(&api.delivery_attempts(app, delivery, &page).await?);
             let mut table = deliveries_table(&Value::Array(vec![one.clone()]));
             table.then = Some(Box::new(attempts_table(&attempts["data"])));
             (
-                json!({"delivery": one, "attempts": attempts["data"]}),
+                serde_json::json!({"delivery": one, "attempts": attempts["data"]}),
                 table,
             )
         }
         AdminCommand::Replay { app, delivery } => {
-            let answer = api
-                .post(
-                    &path(app, &format!("/deliveries/{}/replay", segment(delivery))),
-                    json!({}),
-                )
-                .await?;
+            let answer = json(&api.replay_delivery(app, delivery).await?);
             let table = Table::pairs(&answer, &["replayed", "detail"]);
             (answer, table)
         }
         AdminCommand::ReplayBulk { filter, dry_run } => {
-            let mut body: serde_json::Map<String, Value> = filter
-                .fields()
-                .into_iter()
-                .map(|(name, value)| (name.to_owned(), Value::String(value)))
-                .collect();
-            body.insert("dry_run".into(), Value::Bool(*dry_run));
-            let answer = api
-                .post(&path(&filter.app, "/replays"), Value::Object(body))
-                .await?;
-            let table = if *dry_run {
-                Table::pairs(&answer, &["dry_run", "count"])
-            } else {
-                Table::pairs(
-                    &answer,
-                    &["id", "state", "total", "done", "replayed", "skipped"],
-                )
+            let query = filter.query()?;
+            let request = BulkReplayRequest {
+                endpoint_id: query.endpoint_id,
+                reason: query.reason,
+                event_type: query.event_type,
+                since: query.since,
+                until: query.until,
+                dry_run: *dry_run,
             };
-            (answer, table)
+            match api.replay_dlq(&filter.app, &request).await? {
+                BulkReplay::DryRun(count) => {
+                    let answer = json(&count);
+                    let table = Table::pairs(&answer, &["dry_run", "count"]);
+                    (answer, table)
+                }
+                BulkReplay::Started(job) | BulkReplay::Running(job) => {
+                    let answer = json(&job);
+                    let table = Table::pairs(
+                        &answer,
+                        &["id", "state", "total", "done", "replayed", "skipped"],
+                    );
+                    (answer, table)
+                }
+            }
         }
         AdminCommand::ReplayStatus { app, replay } => {
-            let answer = api
-                .get(&path(app, &format!("/replays/{}", segment(replay))), &[])
-                .await?;
+            let answer = json(&api.get_replay(app, replay).await?);
             let table = Table::pairs(
                 &answer,
                 &[
@@ -218,9 +217,8 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
             (answer, table)
         }
         AdminCommand::Health { app, endpoint } => {
-            let base = path(app, &format!("/endpoints/{}", segment(endpoint)));
-            let health = api.get(&format!("{base}/health"), &[]).await?;
-            let stats = api.get(&format!("{base}/stats"), &[]).await?;
+            let health = json(&api.endpoint_health(app, endpoint).await?);
+            let stats = json(&api.endpoint_stats(app, endpoint).await?);
             let mut table = Table::pairs(
                 &health,
                 &[
@@ -237,16 +235,14 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
                 ],
             );
             table.then = Some(Box::new(windows_table(&stats)));
-            (json!({"health": health, "stats": stats}), table)
+            (serde_json::json!({"health": health, "stats": stats}), table)
         }
         AdminCommand::Pause { app, endpoint } | AdminCommand::Resume { app, endpoint } => {
-            let paused = matches!(args.command, AdminCommand::Pause { .. });
-            let answer = api
-                .patch(
-                    &path(app, &format!("/endpoints/{}", segment(endpoint))),
-                    json!({ "paused": paused }),
-                )
-                .await?;
+            let patch = UpdateEndpoint {
+                paused: Some(matches!(args.command, AdminCommand::Pause { .. })),
+                ..UpdateEndpoint::default()
+            };
+            let answer = json(&api.update_endpoint(app, endpoint, &patch).await?);
             let table = Table::pairs(&answer, &["id", "url", "enabled", "paused"]);
             (answer, table)
         }
@@ -255,12 +251,14 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
             capabilities,
             ttl,
         } => {
-            let answer = api
-                .post(
-                    &path(app, "/portal-access"),
-                    json!({ "capabilities": capabilities, "ttl_secs": ttl.as_secs() }),
-                )
-                .await?;
+            let access = PortalAccess {
+                capabilities: capabilities
+                    .iter()
+                    .map(|name| named(name))
+                    .collect::<anyhow::Result<_>>()?,
+                ttl_secs: Some(ttl.as_secs()),
+            };
+            let answer = json(&api.portal_access(app, &access).await?);
             let table = Table::pairs(&answer, &["url", "expires_at", "capabilities"]);
             (answer, table)
         }
@@ -273,60 +271,9 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
     Ok(())
 }
 
-/// A path segment as the user typed it, percent-encoded.
-fn segment(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-struct Api {
-    base: String,
-    token: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    async fn get(&self, path: &str, query: &[(&str, String)]) -> anyhow::Result<Value> {
-        self.send(self.http.get(format!("{}{path}", self.base)).query(query))
-            .await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
-            .await
-    }
-
-    async fn patch(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.send(self.http.patch(format!("{}{path}", self.base)).json(&body))
-            .await
-    }
-
-    /// The answer's JSON, or the API's problem as the error.
-    async fn send(&self, request: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-        let response = request
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .with_context(|| format!("calling {}", self.base))?;
-        let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            bail!(
-                "{} {}: {}",
-                status.as_u16(),
-                body["code"].as_str().unwrap_or("error"),
-                body["detail"].as_str().unwrap_or("(no detail)")
-            );
-        }
-        Ok(body)
-    }
+/// A view as the API's JSON (what `--json` prints and the tables read).
+fn json(view: &impl serde::Serialize) -> Value {
+    serde_json::to_value(view).expect("views serialize")
 }
 
 /// Rows under a header, columns padded to their widest cell.

@@ -279,6 +279,8 @@ pub struct Server {
     heartbeat: Option<hookline_dispatch::Heartbeat>,
     /// When retention last ran, on the server's clock (milliseconds; 0: never).
     last_retention: Arc<std::sync::atomic::AtomicI64>,
+    /// When the operational-notice loop last finished a pass, the same way.
+    last_notices: Arc<std::sync::atomic::AtomicI64>,
     shutdown: CancellationToken,
     tasks: Vec<JoinHandle<anyhow::Result<()>>>,
 }
@@ -382,6 +384,7 @@ impl Server {
             Ok(())
         }));
         let last_retention = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let last_notices = Arc::new(std::sync::atomic::AtomicI64::new(0));
         if role.runs_api() {
             tasks.push(tokio::spawn(retention_loop(
                 store.clone(),
@@ -399,6 +402,7 @@ impl Server {
                 store.clone(),
                 config.operational_dead_window_secs,
                 clock.clone(),
+                last_notices.clone(),
                 shutdown.clone(),
             )));
         }
@@ -415,6 +419,7 @@ impl Server {
             store,
             heartbeat,
             last_retention,
+            last_notices,
             shutdown,
             tasks,
         })
@@ -429,13 +434,13 @@ impl Server {
     /// When retention last ran, on the server's clock: the `now` its cut-offs
     /// were taken from (`None` before its first pass, or in a role without it).
     pub fn last_retention(&self) -> Option<Timestamp> {
-        match self
-            .last_retention
-            .load(std::sync::atomic::Ordering::SeqCst)
-        {
-            0 => None,
-            millis => Some(Timestamp::from_millis(millis)),
-        }
+        beat(&self.last_retention)
+    }
+
+    /// When the operational-notice loop last finished a pass (whose windows were
+    /// cut at that `now`), on the server's clock; `None` before its first.
+    pub fn last_notices(&self) -> Option<Timestamp> {
+        beat(&self.last_notices)
     }
 
     /// Stops gracefully: no new requests or claims, in-flight work finished or released.
@@ -681,12 +686,17 @@ async fn operational_loop(
     store: Store,
     dead_window_secs: u64,
     clock: Arc<dyn Clock>,
+    last_pass: Arc<std::sync::atomic::AtomicI64>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let window_ms = (dead_window_secs.saturating_mul(1000)).min(i64::MAX as u64) as i64;
     loop {
-        let more = match publish_notices(&store, clock.now(), window_ms).await {
-            Ok(published) => published >= NOTICE_BATCH as usize,
+        let now = clock.now();
+        let more = match publish_notices(&store, now, window_ms).await {
+            Ok(published) => {
+                last_pass.store(now.as_millis(), std::sync::atomic::Ordering::SeqCst);
+                published >= NOTICE_BATCH as usize
+            }
             Err(error) => {
                 tracing::warn!(%error, "publishing operational notices failed");
                 false
@@ -699,6 +709,14 @@ async fn operational_loop(
             _ = shutdown.cancelled() => return Ok(()),
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
+    }
+}
+
+/// A loop's last pass as a time (0: none yet).
+fn beat(last: &std::sync::atomic::AtomicI64) -> Option<Timestamp> {
+    match last.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        millis => Some(Timestamp::from_millis(millis)),
     }
 }
 
@@ -726,17 +744,33 @@ async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyho
                     body: hookline_core::model::envelope(event_type, now, &notice.data),
                     only_endpoint: None,
                 },
+                // The key names the notice, the fingerprint what it says: a notice
+                // published again after a crash is the same request (one event);
+                // counts that reached a window after it was told are another.
                 key: Some(IdempotencyKey {
                     key: notice.key.clone(),
-                    fingerprint: notice.key.clone(),
+                    fingerprint: hookline_core::fingerprint::request_fingerprint(
+                        "NOTICE",
+                        &notice.key,
+                        &notice.data,
+                    ),
                 }),
                 now,
             }
         })
         .collect();
-    hookline_api::publish::publish_group(&store.events(), None, &items).await?;
-    store.operational().published(&pending).await?;
-    Ok(pending.len())
+    let outcomes = hookline_api::publish::publish_group(&store.events(), None, &items).await?;
+    let (told, late): (Vec<_>, Vec<_>) = pending
+        .into_iter()
+        .zip(&outcomes)
+        .partition(|(_, outcome)| !matches!(outcome, hookline_store::PublishOutcome::KeyReused));
+    for (notice, _) in &late {
+        let into = hookline_core::operational::window_of(now, 1000);
+        store.operational().carry_over(notice, into).await?;
+    }
+    let told: Vec<_> = told.into_iter().map(|(notice, _)| notice).collect();
+    store.operational().published(&told).await?;
+    Ok(told.len() + late.len())
 }
 
 /// How many removed rows make retention reclaim their space (`Store::reclaim_space`):

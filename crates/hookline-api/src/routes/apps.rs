@@ -3,51 +3,16 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_core::portal::PortalSettings;
 use hookline_store::{AppPatch, NewApp};
-use serde::Deserialize;
 
 use super::{checked_name, page_of, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::JsonBody;
 use crate::extract::QueryParams;
-use crate::extract::{double_option, JsonBody};
 use crate::views::{AppView, ListView};
 use crate::AppState;
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateApp {
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
-    )]
-    name: String,
-    /// Your own id for the app (not starting with `app_`).
-    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
-    uid: Option<String>,
-    /// The customer portal's branding and framing (docs/portal.md).
-    #[serde(default, deserialize_with = "crate::extract::optional_object")]
-    portal: Option<PortalSettings>,
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateApp {
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
-    )]
-    name: Option<String>,
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
-    uid: Option<Option<String>>,
-    /// Replaces the portal settings as a whole.
-    #[serde(default, deserialize_with = "crate::extract::optional_object")]
-    portal: Option<PortalSettings>,
-}
+pub(crate) use hookline_types::{CreateApp, UpdateApp};
 
 fn validate_name(name: &str) -> ApiResult<()> {
     if name.trim().is_empty() {
@@ -88,17 +53,17 @@ pub(crate) async fn create(
         .apps()
         .create_app(NewApp { uid, name, portal }, state.clock.now())
         .await?;
-    Ok((StatusCode::CREATED, Json(AppView::from(&app))))
+    Ok((StatusCode::CREATED, Json(crate::views::app(&app))))
 }
 
 pub(crate) async fn list_apps(state: &AppState, query: PageQuery) -> ApiResult<ListView<AppView>> {
-    let page = query.page::<hookline_core::ids::AppId>()?;
+    let page = super::id_page::<hookline_core::ids::AppId>(query)?;
     let apps = state.store.apps().list_apps(&page).await?;
     Ok(page_of(
         &apps,
         &page,
         |a| a.id.to_string(),
-        |a| AppView::from(a),
+        crate::views::app,
     ))
 }
 
@@ -115,7 +80,7 @@ pub(crate) async fn get(
     Path(app): Path<String>,
 ) -> ApiResult<Json<AppView>> {
     let app = caller.app(&state, &app).await?;
-    Ok(Json(AppView::from(&app)))
+    Ok(Json(crate::views::app(&app)))
 }
 
 pub(crate) async fn update(
@@ -139,7 +104,7 @@ pub(crate) async fn update(
         .update_app(&app.id, AppPatch { name, uid, portal }, state.clock.now())
         .await?
         .ok_or(ApiError::NotFound("app"))?;
-    Ok(Json(AppView::from(&updated)))
+    Ok(Json(crate::views::app(&updated)))
 }
 
 pub(crate) async fn delete(

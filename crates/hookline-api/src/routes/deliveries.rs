@@ -4,9 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
-use hookline_core::model::DeadReason;
 use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter};
-use serde::{Deserialize, Serialize};
 
 use super::{name_filter, page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
@@ -14,6 +12,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
 use crate::views::{AttemptView, DeliveryView, ListView};
 use crate::AppState;
+pub(crate) use hookline_types::{DeliveriesQuery, DlqQuery, ReplayView, ResendView, StateParam};
 
 pub(crate) async fn get(
     State(state): State<AppState>,
@@ -28,7 +27,7 @@ pub(crate) async fn get(
         .get_delivery(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("delivery"))?;
-    Ok(Json(DeliveryView::from(&delivery)))
+    Ok(Json(crate::views::delivery(&delivery)))
 }
 
 /// Every attempt of a delivery, newest first, across replays.
@@ -49,7 +48,7 @@ pub(crate) async fn attempts(
     {
         return Err(ApiError::NotFound("delivery"));
     }
-    let page = query.page::<AttemptId>()?;
+    let page = super::id_page::<AttemptId>(query)?;
     let attempts = state
         .store
         .listings()
@@ -59,7 +58,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| AttemptView::from(a),
+        crate::views::attempt,
     )))
 }
 
@@ -77,48 +76,18 @@ pub(crate) async fn attempt(
         .get_attempt(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("attempt"))?;
-    Ok(Json(AttemptView::from(&attempt)))
+    Ok(Json(crate::views::attempt(&attempt)))
 }
 
-/// What `state=` names (the stored states, with pending split into due and parked).
-#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum StateParam {
-    Pending,
-    InFlight,
-    Succeeded,
-    Dead,
-    Blocked,
-    Parked,
-}
-
-impl From<StateParam> for StateFilter {
-    fn from(state: StateParam) -> Self {
-        match state {
-            StateParam::Pending => StateFilter::Pending,
-            StateParam::InFlight => StateFilter::InFlight,
-            StateParam::Succeeded => StateFilter::Succeeded,
-            StateParam::Dead => StateFilter::Dead,
-            StateParam::Blocked => StateFilter::Blocked,
-            StateParam::Parked => StateFilter::Parked,
-        }
+fn state_filter(state: StateParam) -> StateFilter {
+    match state {
+        StateParam::Pending => StateFilter::Pending,
+        StateParam::InFlight => StateFilter::InFlight,
+        StateParam::Succeeded => StateFilter::Succeeded,
+        StateParam::Dead => StateFilter::Dead,
+        StateParam::Blocked => StateFilter::Blocked,
+        StateParam::Parked => StateFilter::Parked,
     }
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct DeliveriesQuery {
-    limit: Option<u32>,
-    before: Option<String>,
-    endpoint_id: Option<String>,
-    #[param(inline)]
-    state: Option<StateParam>,
-    event_type: Option<String>,
-    event_id: Option<String>,
-    status: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
 }
 
 /// `GET /v1/apps/{app}/deliveries`: the app's deliveries, newest first, filtered.
@@ -131,7 +100,7 @@ pub(crate) async fn list(
     let app = caller.app(&state, &app).await?;
     let filter = DeliveryFilter {
         endpoint: query_id::<EndpointId>("endpoint_id", query.endpoint_id)?,
-        state: query.state.map(StateFilter::from),
+        state: query.state.map(state_filter),
         event_type: name_filter("event_type", query.event_type)?,
         event: query_id::<EventId>("event_id", query.event_id)?,
         last_status: status_filter(query.status)?,
@@ -151,21 +120,8 @@ pub(crate) async fn list(
         &deliveries,
         &page,
         hookline_store::Listings::delivery_cursor,
-        |d| DeliveryView::from(d),
+        crate::views::delivery,
     )))
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct DlqQuery {
-    limit: Option<u32>,
-    before: Option<String>,
-    endpoint_id: Option<String>,
-    reason: Option<DeadReason>,
-    event_type: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
 }
 
 /// The app's dead-letter queue, most recently dead first, filtered; `since` and
@@ -197,16 +153,8 @@ pub(crate) async fn dlq(
         &dead,
         &page,
         hookline_store::Listings::dlq_cursor,
-        |d| DeliveryView::from(d),
+        crate::views::delivery,
     )))
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ReplayView {
-    /// Whether this request started a new round.
-    replayed: bool,
-    detail: String,
-    delivery: DeliveryView,
 }
 
 /// Replays one dead delivery (same event, same `webhook-id`). Replaying a
@@ -229,7 +177,7 @@ pub(crate) async fn replay(
             Json(ReplayView {
                 replayed: true,
                 detail: "the delivery is pending again and will be attempted now".into(),
-                delivery: DeliveryView::from(&delivery),
+                delivery: crate::views::delivery(&delivery),
             }),
         )),
         ReplayOutcome::Unchanged(delivery) => Ok((
@@ -240,20 +188,12 @@ pub(crate) async fn replay(
                     "the delivery is {}, not dead; nothing changed",
                     delivery.state
                 ),
-                delivery: DeliveryView::from(&delivery),
+                delivery: crate::views::delivery(&delivery),
             }),
         )),
         ReplayOutcome::EndpointDeleted(_) => Err(ApiError::EndpointDeleted),
         ReplayOutcome::NotFound => Err(ApiError::NotFound("delivery")),
     }
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct ResendView {
-    /// Whether this request started a new round.
-    resent: bool,
-    detail: String,
-    delivery: DeliveryView,
 }
 
 /// Sends a succeeded delivery again (a new round, the same `webhook-id`), for a
@@ -300,7 +240,7 @@ pub(crate) async fn resend(
         Json(ResendView {
             resent,
             detail,
-            delivery: DeliveryView::from(&delivery),
+            delivery: crate::views::delivery(&delivery),
         }),
     ))
 }

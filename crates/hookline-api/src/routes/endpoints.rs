@@ -7,167 +7,24 @@ use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::access::Capability;
 use hookline_core::ids::{AttemptId, EndpointId};
-use hookline_core::model::AttemptVerdict;
-use hookline_core::ordering::OnDead;
 use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::signing::EndpointSecret;
 use hookline_store::{
     AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, PublishOutcome, RetryOverrides,
 };
-use serde::Deserialize;
 
 use super::events::{prepare, PublishRequest};
 use super::{checked_name, is_id, page, page_of, path_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
+use crate::extract::JsonBody;
 use crate::extract::QueryParams;
-use crate::extract::{double_option, JsonBody};
 use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateEndpoint {
-    #[schema(
-        pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
-    )]
-    url: String,
-    #[serde(default)]
-    description: String,
-    /// Event type names, or `group.*`; absent: every type.
-    #[schema(
-        min_items = 1,
-        max_items = 100,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
-    )]
-    event_types: Option<Vec<String>>,
-    /// A payload filter (docs/api.md, "Payload filters"), such as
-    /// `/amount >= 100 and /currency in ["EUR", "USD"]`; absent or `null`: every
-    /// event of its types. (The pattern states a small subset of the language.)
-    #[schema(
-        max_length = 2048,
-        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
-    )]
-    filter: Option<String>,
-    #[serde(default = "enabled_by_default")]
-    enabled: bool,
-    #[serde(default)]
-    paused: bool,
-    #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
-    secret: Option<String>,
-    #[schema(schema_with = custom_headers_schema)]
-    headers: Option<BTreeMap<String, String>>,
-    #[schema(schema_with = auth_schema)]
-    auth: Option<OutboundAuth>,
-    #[serde(default, deserialize_with = "crate::extract::object")]
-    retry: RetryOverrides,
-    #[schema(minimum = 1, maximum = 100_000)]
-    rate_limit_per_sec: Option<u32>,
-    #[schema(minimum = 1, maximum = 1024)]
-    max_in_flight: Option<u32>,
-    #[serde(default)]
-    ordering_on_dead: OnDead,
-}
-
-/// Custom headers as the document states them (a safe subset of what
-/// `hookline_core::custom_headers` accepts: `x-` names, visible values).
-fn custom_headers_schema() -> utoipa::openapi::Object {
-    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
-    let string = |pattern: &str| {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some(pattern))
-    };
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
-        .description(Some(
-            "headers added to every request: at most 20, 4 KiB together; not webhook-*, \
-             hookline-*, hop-by-hop or framing headers",
-        ))
-        .max_properties(Some(20))
-        .property_names(Some(string("^x-[a-z0-9-]{1,30}$")))
-        .additional_properties(Some(AdditionalProperties::RefOr(
-            string("^[!-~]([ !-~]{0,60}[!-~])?$").build().into(),
-        )))
-        .build()
-}
-
-/// Outbound authentication as the document states it: one of `oauth2`,
-/// `basic`, `bearer` and `tls` (the API takes `tls` beside one of the others,
-/// too), each in a safe subset of what `hookline_core::outbound_auth` accepts.
-fn auth_schema() -> utoipa::openapi::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
-    let string = |pattern: &str| {
-        ObjectBuilder::new()
-            .schema_type(Type::String)
-            .pattern(Some(pattern))
-    };
-    let object = |fields: &[(&str, &str)], required: &[&str]| {
-        let mut object = ObjectBuilder::new()
-            .schema_type(Type::Object)
-            .additional_properties(Some(
-                utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
-            ));
-        for (name, pattern) in fields {
-            object = object.property(*name, string(pattern));
-        }
-        for name in required {
-            object = object.required(*name);
-        }
-        object
-    };
-    let token = r"^[A-Za-z0-9]{1,20}$";
-    let url = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$";
-    let pem = |label: &str| {
-        format!(r"^-----BEGIN {label}-----\n([A-Za-z0-9]{{4}}){{1,16}}\n-----END {label}-----\n$")
-    };
-    let (certificate, key) = (pem("CERTIFICATE"), pem("PRIVATE KEY"));
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
-        .description(Some(
-            "how Hookline authenticates to the receiver besides the signature (docs/api.md, \
-             \"Outbound authentication\"): at most one of oauth2, basic and bearer, and tls; \
-             sealed at rest; secrets show as `…` to a key without the `secrets` capability",
-        ))
-        .min_properties(Some(1))
-        .max_properties(Some(1))
-        .additional_properties(Some(
-            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
-        ))
-        .property(
-            "oauth2",
-            object(
-                &[
-                    ("token_url", url),
-                    ("client_id", token),
-                    ("client_secret", token),
-                    ("scope", token),
-                    ("audience", token),
-                ],
-                &["token_url", "client_id", "client_secret"],
-            ),
-        )
-        .property(
-            "basic",
-            object(
-                &[("username", token), ("password", token)],
-                &["username", "password"],
-            ),
-        )
-        .property("bearer", string(token))
-        .property(
-            "tls",
-            object(
-                &[
-                    ("client_certificate", &certificate),
-                    ("client_key", &key),
-                    ("server_ca", &certificate),
-                ],
-                &["client_certificate", "client_key"],
-            ),
-        )
-        .build()
-}
+pub(crate) use hookline_types::{
+    AttemptsQuery, CreateEndpoint, EndpointStatsView, Latency, RotateSecret, RotatedSecretView,
+    SecretView, StatsWindow, TestSend, TestSendView, UpdateEndpoint,
+};
 
 /// Outbound authentication that holds together, with the custom headers it
 /// goes with (one `Authorization` only).
@@ -193,52 +50,6 @@ fn validate_auth(
         ));
     }
     Ok(())
-}
-
-fn enabled_by_default() -> bool {
-    true
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateEndpoint {
-    #[schema(
-        pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
-    )]
-    url: Option<String>,
-    description: Option<String>,
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(
-        min_items = 1,
-        max_items = 100,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
-    )]
-    event_types: Option<Option<Vec<String>>>,
-    #[serde(default, deserialize_with = "double_option")]
-    /// A payload filter (docs/api.md, "Payload filters"), such as
-    /// `/amount >= 100 and /currency in ["EUR", "USD"]`; absent or `null`: every
-    /// event of its types. (The pattern states a small subset of the language.)
-    #[schema(
-        max_length = 2048,
-        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
-    )]
-    filter: Option<Option<String>>,
-    enabled: Option<bool>,
-    paused: Option<bool>,
-    #[schema(schema_with = custom_headers_schema)]
-    headers: Option<BTreeMap<String, String>>,
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(schema_with = auth_schema)]
-    auth: Option<Option<OutboundAuth>>,
-    #[serde(default, deserialize_with = "crate::extract::optional_object")]
-    retry: Option<RetryOverrides>,
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(minimum = 1, maximum = 100_000)]
-    rate_limit_per_sec: Option<Option<u32>>,
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(minimum = 1, maximum = 1024)]
-    max_in_flight: Option<Option<u32>>,
-    ordering_on_dead: Option<OnDead>,
 }
 
 /// An endpoint URL: absolute http(s) with a host, no credentials, and — unless
@@ -397,7 +208,7 @@ pub(crate) async fn create(
     // The secret is in the answer only for a caller who may reveal it anyway.
     Ok((
         StatusCode::CREATED,
-        Json(EndpointView::new(
+        Json(crate::views::endpoint(
             &endpoint,
             caller.can(Capability::Secrets),
             caller.can(Capability::Secrets),
@@ -412,7 +223,7 @@ pub(crate) async fn list(
     QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<EndpointView>>> {
     let app = caller.app(&state, &app).await?;
-    let page = query.page::<EndpointId>()?;
+    let page = super::id_page::<EndpointId>(query)?;
     let endpoints = state
         .store
         .endpoints()
@@ -422,7 +233,7 @@ pub(crate) async fn list(
         &endpoints,
         &page,
         |e| e.id.to_string(),
-        |e| EndpointView::new(e, false, caller.can(Capability::Secrets)),
+        |e| crate::views::endpoint(e, false, caller.can(Capability::Secrets)),
     )))
 }
 
@@ -432,7 +243,7 @@ pub(crate) async fn get(
     Path((app, endpoint)): Path<(String, String)>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
-    Ok(Json(EndpointView::new(
+    Ok(Json(crate::views::endpoint(
         &endpoint,
         false,
         caller.can(Capability::Secrets),
@@ -444,20 +255,11 @@ pub(crate) async fn secret(
     State(state): State<AppState>,
     caller: Caller,
     Path((app, endpoint)): Path<(String, String)>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<SecretView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
-    Ok(Json(serde_json::json!({ "key": endpoint.secret.expose() })))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RotateSecret {
-    /// The new secret (`whsec_…`); absent: generated.
-    #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
-    key: Option<String>,
-    /// How long the old secret keeps signing beside the new one (default a day).
-    #[schema(minimum = 0, maximum = 604_800)]
-    grace_secs: Option<u64>,
+    Ok(Json(SecretView {
+        key: endpoint.secret.expose().to_owned(),
+    }))
 }
 
 /// The longest grace a rotation may give the old secret.
@@ -471,7 +273,7 @@ pub(crate) async fn rotate_secret(
     caller: Caller,
     Path((app, endpoint)): Path<(String, String)>,
     body: JsonBody<RotateSecret>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<RotatedSecretView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     let RotateSecret { key, grace_secs } = body.value;
     let new = match key {
@@ -501,10 +303,10 @@ pub(crate) async fn rotate_secret(
         )
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
-    Ok(Json(serde_json::json!({
-        "key": rotated.secret.expose(),
-        "previous_valid_until": rotated.previous_secret.map(|p| p.until),
-    })))
+    Ok(Json(RotatedSecretView {
+        key: rotated.secret.expose().to_owned(),
+        previous_valid_until: rotated.previous_secret.map(|p| p.until),
+    }))
 }
 
 pub(crate) async fn update(
@@ -575,7 +377,7 @@ pub(crate) async fn update(
         )
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
-    Ok(Json(EndpointView::new(
+    Ok(Json(crate::views::endpoint(
         &updated,
         false,
         caller.can(Capability::Secrets),
@@ -614,19 +416,7 @@ pub(crate) async fn health(
         .endpoint_health(&endpoint.app_id, &endpoint.id)
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
-    Ok(Json(EndpointHealthView::new(&endpoint, &health)))
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct AttemptsQuery {
-    limit: Option<u32>,
-    before: Option<String>,
-    verdict: Option<AttemptVerdict>,
-    status: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
+    Ok(Json(crate::views::health(&endpoint, &health)))
 }
 
 /// `GET …/endpoints/{endpoint}/attempts`: every attempt sent to the endpoint, newest
@@ -674,7 +464,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| AttemptView::from(a),
+        crate::views::attempt,
     )))
 }
 
@@ -689,7 +479,7 @@ pub(crate) async fn stats(
     State(state): State<AppState>,
     caller: Caller,
     Path((app, endpoint)): Path<(String, String)>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<EndpointStatsView>> {
     use hookline_core::stats::summarize;
     use std::time::Duration;
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
@@ -699,28 +489,25 @@ pub(crate) async fn stats(
         .endpoint_health(&endpoint.app_id, &endpoint.id)
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
-    let mut by_state = serde_json::Map::new();
-    for name in ["pending", "in_flight", "blocked", "succeeded", "dead"] {
-        by_state.insert(name.into(), 0.into());
-    }
-    let mut by_reason = serde_json::Map::new();
+    let mut by_state: BTreeMap<String, u64> =
+        ["pending", "in_flight", "blocked", "succeeded", "dead"]
+            .into_iter()
+            .map(|name| (name.to_owned(), 0))
+            .collect();
+    let mut by_reason = BTreeMap::new();
     for (delivery_state, reason, count) in state
         .store
         .endpoints()
         .endpoint_delivery_counts(&endpoint.app_id, &endpoint.id)
         .await?
     {
-        let total = by_state
-            .get(&delivery_state)
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        by_state.insert(delivery_state, (total + count).into());
+        *by_state.entry(delivery_state).or_default() += count;
         if let Some(reason) = reason {
-            by_reason.insert(reason, count.into());
+            by_reason.insert(reason, count);
         }
     }
     let now = state.clock.now();
-    let mut windows = serde_json::Map::new();
+    let mut windows = BTreeMap::new();
     for (name, span) in [
         ("hour", Duration::from_secs(3600)),
         ("day", Duration::from_secs(86_400)),
@@ -738,40 +525,33 @@ pub(crate) async fn stats(
             .endpoint_filtered_since(&endpoint.id, now - span)
             .await?;
         windows.insert(
-            name.into(),
-            serde_json::json!({
-                "attempts": summary.attempts,
-                "delivered": summary.delivered,
-                "success_rate": summary.success_rate,
-                "latency_ms": {"p50": summary.p50_ms, "p95": summary.p95_ms, "p99": summary.p99_ms},
+            name.to_owned(),
+            StatsWindow {
+                attempts: summary.attempts,
+                delivered: summary.delivered,
+                success_rate: summary.success_rate,
+                latency_ms: Latency {
+                    p50: summary.p50_ms,
+                    p95: summary.p95_ms,
+                    p99: summary.p99_ms,
+                },
                 // The window held more attempts than the sample: the figures are the latest ones'.
-                "sampled": summary.attempts == u64::from(STATS_SAMPLE),
-                // Events of its types that its payload filter dropped (by the minute).
-                "filtered": filtered,
-            }),
+                sampled: summary.attempts == u64::from(STATS_SAMPLE),
+                filtered,
+            },
         );
     }
-    Ok(Json(serde_json::json!({
-        "endpoint_id": endpoint.id.to_string(),
-        "deliveries": by_state,
-        "dlq_by_reason": by_reason,
-        "breaker": health.breaker.state,
-        "consecutive_failures": health.breaker.consecutive_failures,
-        "last_error": health.last_error,
-        "last_failure_at": health.last_failure_at,
-        "windows": windows,
-        "sample_cap": STATS_SAMPLE,
-    })))
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TestSend {
-    #[schema(schema_with = crate::openapi::name)]
-    event_type: String,
-    /// Absent: the catalog's example of `event_type`; any JSON value.
-    #[schema(value_type = Option<serde_json::Value>)]
-    payload: Option<serde_json::Value>,
+    Ok(Json(EndpointStatsView {
+        endpoint_id: endpoint.id.to_string(),
+        deliveries: by_state,
+        dlq_by_reason: by_reason,
+        breaker: health.breaker.state,
+        consecutive_failures: health.breaker.consecutive_failures,
+        last_error: health.last_error,
+        last_failure_at: health.last_failure_at,
+        windows,
+        sample_cap: STATS_SAMPLE,
+    }))
 }
 
 /// `POST …/endpoints/{endpoint}/test` → 202: an event of `event_type` with the
@@ -782,7 +562,7 @@ pub(crate) async fn test_send(
     caller: Caller,
     Path((app, endpoint)): Path<(String, String)>,
     body: JsonBody<TestSend>,
-) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
+) -> ApiResult<(StatusCode, Json<TestSendView>)> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     let TestSend {
         event_type,
@@ -836,13 +616,13 @@ pub(crate) async fn test_send(
     let delivery = published.deliveries.first().ok_or(ApiError::Conflict(
         "the endpoint is disabled: enable it to send it a test event",
     ))?;
-    let mut answer = serde_json::json!({
-        "event_id": published.event.id.as_str(),
-        "delivery_id": delivery.id.as_str(),
-        "passes_filter": passes_filter,
-    });
-    if !warnings.is_empty() {
-        answer["warnings"] = serde_json::to_value(&warnings).expect("warnings serialize");
-    }
-    Ok((StatusCode::ACCEPTED, Json(answer)))
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(TestSendView {
+            event_id: published.event.id.to_string(),
+            delivery_id: delivery.id.to_string(),
+            passes_filter,
+            warnings,
+        }),
+    ))
 }

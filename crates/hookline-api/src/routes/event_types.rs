@@ -5,90 +5,14 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_store::{EventType, EventTypePatch};
-use serde::{Deserialize, Serialize};
 
 use super::checked_name;
 use crate::catalog::check_definition;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{double_option, JsonBody};
+use crate::extract::JsonBody;
 use crate::views::ListView;
 use crate::AppState;
-
-/// A JSON Schema (2020-12) document: an object, or `true`/`false`.
-fn json_schema_document() -> utoipa::openapi::Object {
-    use utoipa::openapi::schema::{SchemaType, Type};
-    utoipa::openapi::ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([
-            Type::Object,
-            Type::Boolean,
-            Type::Null,
-        ]))
-        .description(Some("a JSON Schema (2020-12): an object, or true/false"))
-        .build()
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateEventType {
-    /// A type's name (no `*`: that is for subscriptions' `group.*`).
-    #[schema(
-        min_length = 1,
-        max_length = 256,
-        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]*$"
-    )]
-    name: String,
-    #[serde(default)]
-    description: String,
-    #[schema(schema_with = json_schema_document)]
-    schema: Option<serde_json::Value>,
-    /// Any JSON value.
-    #[schema(value_type = Option<serde_json::Value>)]
-    example: Option<serde_json::Value>,
-    #[serde(default)]
-    deprecated: bool,
-}
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpdateEventType {
-    description: Option<String>,
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(schema_with = json_schema_document)]
-    schema: Option<Option<serde_json::Value>>,
-    #[serde(default, deserialize_with = "double_option")]
-    /// Any JSON value.
-    #[schema(value_type = Option<serde_json::Value>)]
-    example: Option<Option<serde_json::Value>>,
-    deprecated: Option<bool>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct EventTypeView {
-    name: String,
-    description: String,
-    #[schema(schema_with = json_schema_document)]
-    schema: Option<serde_json::Value>,
-    /// Any JSON value.
-    #[schema(value_type = Option<serde_json::Value>)]
-    example: Option<serde_json::Value>,
-    deprecated: bool,
-    created_at: hookline_core::time::Timestamp,
-    updated_at: hookline_core::time::Timestamp,
-}
-
-impl From<&EventType> for EventTypeView {
-    fn from(t: &EventType) -> Self {
-        Self {
-            name: t.name.clone(),
-            description: t.description.clone(),
-            schema: t.schema.clone(),
-            example: t.example.clone(),
-            deprecated: t.deprecated,
-            created_at: t.created_at,
-            updated_at: t.updated_at,
-        }
-    }
-}
+pub(crate) use hookline_types::{CreateEventType, EventTypeView, UpdateEventType};
 
 fn validate_description(description: &str) -> ApiResult<()> {
     if description.len() > 1024 || description.contains('\0') {
@@ -133,7 +57,10 @@ pub(crate) async fn create(
     };
     state.store.catalog().create_event_type(&event_type).await?;
     state.catalog.invalidate();
-    Ok((StatusCode::CREATED, Json(EventTypeView::from(&event_type))))
+    Ok((
+        StatusCode::CREATED,
+        Json(crate::views::event_type(&event_type)),
+    ))
 }
 
 /// `GET /v1/event-types`: the whole catalog, by name (it holds at most 1,000).
@@ -142,7 +69,7 @@ pub(crate) async fn list(
 ) -> ApiResult<Json<ListView<EventTypeView>>> {
     let types = state.store.catalog().list_event_types().await?;
     Ok(Json(ListView {
-        data: types.iter().map(EventTypeView::from).collect(),
+        data: types.iter().map(crate::views::event_type).collect(),
         next_cursor: None,
     }))
 }
@@ -157,7 +84,7 @@ pub(crate) async fn get(
         .get_event_type(&name)
         .await?
         .ok_or(ApiError::NotFound("event type"))?;
-    Ok(Json(EventTypeView::from(&event_type)))
+    Ok(Json(crate::views::event_type(&event_type)))
 }
 
 /// `PATCH /v1/event-types/{name}`: `schema: null` / `example: null` remove them.
@@ -195,7 +122,7 @@ pub(crate) async fn update(
         .await?
         .ok_or(ApiError::NotFound("event type"))?;
     state.catalog.invalidate();
-    Ok(Json(EventTypeView::from(&updated)))
+    Ok(Json(crate::views::event_type(&updated)))
 }
 
 /// `DELETE /v1/event-types/{name}` → 204; published events keep their type.

@@ -11,27 +11,15 @@ use hookline_core::model::envelope;
 use hookline_store::{
     EventFilter, IdempotencyKey, NewEvent, PublishItem, PublishOutcome, Published, StoredResponse,
 };
-use serde::Deserialize;
 
 use super::{checked_name, is_id, name_filter, page, page_of, path_id, time_range};
 use crate::auth::Caller;
 use crate::catalog::{Snapshot, Warning};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, QueryParams};
-use crate::views::{DeliveryView, EventView, ListView, PublishedView};
+use crate::views::{EventView, ListView, PublishedView};
 use crate::AppState;
-
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PublishRequest {
-    #[schema(schema_with = crate::openapi::name)]
-    pub(crate) event_type: String,
-    /// Any JSON value.
-    #[schema(value_type = serde_json::Value)]
-    pub(crate) payload: serde_json::Value,
-    #[schema(schema_with = crate::openapi::optional_name)]
-    pub(crate) ordering_key: Option<String>,
-}
+pub(crate) use hookline_types::{BatchRequest, EventsQuery, PublishRequest};
 
 /// The most events in one batch request.
 pub(crate) const MAX_BATCH: usize = 1000;
@@ -150,30 +138,6 @@ pub(crate) async fn publish(
     }
 }
 
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct BatchRequest {
-    #[schema(value_type = Vec<BatchItem>, min_items = 1, max_items = 1000)]
-    events: Vec<serde_json::Value>,
-}
-
-/// One event of a batch: a publish's fields, and its own `Idempotency-Key`.
-/// (Only documentation: each item is read as JSON and validated as a publish.)
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub(crate) struct BatchItem {
-    #[schema(schema_with = crate::openapi::name)]
-    event_type: String,
-    /// Any JSON value.
-    #[schema(value_type = serde_json::Value)]
-    payload: serde_json::Value,
-    #[schema(schema_with = crate::openapi::optional_name)]
-    ordering_key: Option<String>,
-    #[schema(pattern = r"^[!-~]{1,255}$")]
-    idempotency_key: Option<String>,
-}
-
 /// `POST /v1/apps/{app}/events/batch`: up to 1,000 events in one transaction.
 ///
 /// Each item is `{"event_type", "payload", "ordering_key"?, "idempotency_key"?}`.
@@ -271,16 +235,16 @@ fn batch_item(stored: &StoredResponse, replayed: bool) -> serde_json::Value {
 /// with what the event type catalog found wrong, if anything.
 pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> StoredResponse {
     let view = PublishedView {
-        warnings,
-        id: published.event.id.as_str(),
-        event_type: &published.event.event_type,
-        ordering_key: published.event.ordering_key.as_deref(),
+        warnings: warnings.to_vec(),
+        id: published.event.id.to_string(),
+        event_type: published.event.event_type.clone(),
+        ordering_key: published.event.ordering_key.clone(),
         sequence: published.event.sequence,
         created_at: published.event.created_at,
         deliveries: published
             .deliveries
             .iter()
-            .map(DeliveryView::from)
+            .map(crate::views::delivery)
             .collect(),
     };
     StoredResponse {
@@ -315,19 +279,7 @@ pub(crate) async fn get(
         .get_event(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("event"))?;
-    Ok(Json(EventView::new(&event, Some(&deliveries))))
-}
-
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct EventsQuery {
-    limit: Option<u32>,
-    before: Option<String>,
-    event_type: Option<String>,
-    ordering_key: Option<String>,
-    since: Option<String>,
-    until: Option<String>,
+    Ok(Json(crate::views::event(&event, Some(&deliveries))))
 }
 
 /// `GET /v1/apps/{app}/events`: the app's events with their payloads, newest
@@ -355,6 +307,6 @@ pub(crate) async fn list(
         &events,
         &page,
         |e| e.id.to_string(),
-        |e| EventView::new(e, None),
+        |e| crate::views::event(e, None),
     )))
 }

@@ -8,8 +8,7 @@ use hookline_core::access::{Capabilities, Capability};
 use hookline_core::ids::ApiKeyId;
 use hookline_core::signing::api_key;
 use hookline_core::time::Timestamp;
-use hookline_store::{ApiKey, KeyScope};
-use serde::{Deserialize, Serialize};
+use hookline_store::KeyScope;
 
 use super::{checked_name, page_of, path_id, PageQuery};
 use crate::auth::Caller;
@@ -17,6 +16,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, QueryParams};
 use crate::views::ListView;
 use crate::AppState;
+pub(crate) use hookline_types::{CreateKey, KeyQuery, KeyView, RevokedView};
 
 /// `POST /v1/keys`'s body as the document states it: an admin key (neither
 /// `app` nor `capabilities`) or an app key (both, at least one capability).
@@ -67,63 +67,6 @@ pub(crate) fn create_key_schema(
             utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
         ));
     OneOfBuilder::new().item(admin).item(app).into()
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateKey {
-    name: String,
-    /// Scope the key to this app (its id or uid); absent: an admin key.
-    app: Option<String>,
-    /// What an app key may do (required for one; refused on an admin key).
-    capabilities: Option<Vec<Capability>>,
-    /// When the key stops working (RFC 3339, in the future); absent: never.
-    expires_at: Option<String>,
-}
-
-#[derive(Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct KeyQuery {
-    limit: Option<u32>,
-    before: Option<String>,
-    /// Only the keys of this app (id or uid).
-    app: Option<String>,
-}
-
-#[derive(Serialize, utoipa::ToSchema)]
-pub(crate) struct KeyView {
-    id: String,
-    name: String,
-    /// `null` for an admin key.
-    app_id: Option<String>,
-    /// What an app key may do; `null` for an admin key (it may do everything).
-    capabilities: Option<Vec<Capability>>,
-    created_at: Timestamp,
-    expires_at: Option<Timestamp>,
-    /// Only in the answer that made it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    key: Option<String>,
-}
-
-impl KeyView {
-    fn new(key: &ApiKey, secret: Option<String>) -> Self {
-        Self {
-            id: key.id.to_string(),
-            name: key.name.clone(),
-            app_id: match &key.scope {
-                KeyScope::Admin => None,
-                KeyScope::App { app, .. } => Some(app.to_string()),
-            },
-            capabilities: match &key.scope {
-                KeyScope::Admin => None,
-                KeyScope::App { capabilities, .. } => Some(capabilities.iter().collect()),
-            },
-            created_at: key.created_at,
-            expires_at: key.expires_at,
-            key: secret,
-        }
-    }
 }
 
 /// `POST /v1/keys` → 201 with the key, shown this once.
@@ -187,7 +130,10 @@ pub(crate) async fn create(
         .apps()
         .create_api_key(&api_key::hash(&secret), &scope, &name, expires_at, now)
         .await?;
-    Ok((StatusCode::CREATED, Json(KeyView::new(&key, Some(secret)))))
+    Ok((
+        StatusCode::CREATED,
+        Json(crate::views::key(&key, Some(secret))),
+    ))
 }
 
 /// `GET /v1/keys[?app=]`: keys newest first, without secrets.
@@ -195,11 +141,10 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<KeyQuery>,
 ) -> ApiResult<Json<ListView<KeyView>>> {
-    let page = PageQuery {
+    let page = super::id_page::<ApiKeyId>(PageQuery {
         limit: query.limit,
         before: query.before,
-    }
-    .page::<ApiKeyId>()?;
+    })?;
     let app = match query.app {
         None => None,
         Some(app) => Some(
@@ -221,7 +166,7 @@ pub(crate) async fn list(
         &keys,
         &page,
         |k| k.id.to_string(),
-        |k| KeyView::new(k, None),
+        |k| crate::views::key(k, None),
     )))
 }
 
@@ -248,11 +193,13 @@ pub(crate) async fn revoke_app(
     State(state): State<AppState>,
     caller: Caller,
     Path(app): Path<String>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<RevokedView>> {
     let app = caller.app(&state, &app).await?;
     let hashes = state.store.apps().revoke_app_keys(&app.id).await?;
     for hash in &hashes {
         state.keys.remove(hash);
     }
-    Ok(Json(serde_json::json!({ "revoked": hashes.len() })))
+    Ok(Json(RevokedView {
+        revoked: hashes.len() as u64,
+    }))
 }

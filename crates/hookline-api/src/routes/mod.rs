@@ -13,12 +13,12 @@ use axum::http::Method;
 use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::Router;
 use hookline_core::access::Capability::{Endpoints, Publish, Read, Replay, Secrets};
-use serde::Deserialize;
 
 use crate::auth::Access::{self, Admin, App, Portal, Public};
 use crate::error::{ApiError, ApiResult};
 use crate::openapi::{params, schema, Answer, Doc};
 use crate::AppState;
+pub(crate) use hookline_types::PageQuery;
 
 /// One route: its method, its path and what it requires of the caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::DELETE, "/v1/apps/{app}", Admin, delete(apps::delete),
             Doc::new("Delete an app and everything it owns (not the internal app `hookline`: 409)").answers(204, Empty).errors(&["conflict"])),
         (M::DELETE, "/v1/apps/{app}/keys", Admin, delete(keys::revoke_app),
-            Doc::new("Revoke every key of an app, portal sessions and unopened portal links included: {\"revoked\": n}").answers(200, Object)),
+            Doc::new("Revoke every key of an app, portal sessions and unopened portal links included").answers(200, Json(schema::<keys::RevokedView>))),
         (M::POST, "/v1/apps/{app}/portal-access", Admin, post(crate::portal::access),
             Doc::new("A link that opens the app's customer portal once (docs/portal.md)").body(schema::<crate::portal::PortalAccess>).answers(201, Json(schema::<crate::portal::PortalLink>))),
         (M::POST, "/v1/apps/{app}/endpoints", App(Endpoints), post(endpoints::create),
@@ -66,17 +66,17 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::DELETE, "/v1/apps/{app}/endpoints/{endpoint}", App(Endpoints), delete(endpoints::delete),
             Doc::new("Delete an endpoint (its history stays)").answers(204, Empty)),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/secret", App(Secrets), get(endpoints::secret),
-            Doc::new("An endpoint's signing secret: {\"key\": \"whsec_…\"}").answers(200, Object)),
+            Doc::new("An endpoint's signing secret").answers(200, Json(schema::<endpoints::SecretView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate", App(Secrets), post(endpoints::rotate_secret),
-            Doc::new("Rotate an endpoint's secret with a grace period: {\"key\", \"previous_valid_until\"}").body(schema::<endpoints::RotateSecret>).answers(200, Object).errors(&["conflict"])),
+            Doc::new("Rotate an endpoint's secret with a grace period").body(schema::<endpoints::RotateSecret>).answers(200, Json(schema::<endpoints::RotatedSecretView>)).errors(&["conflict"])),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/health", App(Read), get(endpoints::health),
             Doc::new("An endpoint's breaker and recent success rate").answers(200, Json(schema::<EndpointHealthView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts),
             Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).cursor(id_pattern!("atm_")).answers(200, List(schema::<AttemptView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
-            Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Object)),
+            Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Json(schema::<endpoints::EndpointStatsView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send),
-            Doc::new("Send a test event to this endpoint only: {\"event_id\", \"delivery_id\", \"passes_filter\", \"warnings\"?}").body(schema::<endpoints::TestSend>).answers(202, Object).errors(&["conflict", "unknown_event_type", "schema_violation", "missing_capability_publish"])),
+            Doc::new("Send a test event to this endpoint only, whatever its filter").body(schema::<endpoints::TestSend>).answers(202, Json(schema::<endpoints::TestSendView>)).errors(&["conflict", "unknown_event_type", "schema_violation", "missing_capability_publish"])),
         (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish),
             Doc::new("Publish an event (honours Idempotency-Key)").body(schema::<events::PublishRequest>).answers(202, Json(schema::<PublishedView>)).errors(&["idempotency_key_reused", "unknown_event_type", "schema_violation"])),
         (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list),
@@ -180,15 +180,6 @@ pub(crate) fn routes(state: &AppState, public_only: bool) -> Router<AppState> {
         .fallback(system::not_found)
 }
 
-/// `?limit=&before=` on every list.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct PageQuery {
-    limit: Option<u32>,
-    before: Option<String>,
-}
-
 /// `{event id}.{delivery id}` ([`hookline_store::Store::delivery_cursor`]).
 const DELIVERY_CURSOR: &str = "^msg_[0-7][0-9A-HJKMNP-TV-Z]{25}\\.dlv_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 /// `{dead_at ms}_{delivery id}` ([`hookline_store::Store::dlq_cursor`]).
@@ -200,11 +191,9 @@ const BATCH_BODY_LIMIT: usize = 32 * 1024 * 1024;
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 250;
 
-impl PageQuery {
-    /// The page of a list whose cursor is an id of kind `T`.
-    pub(crate) fn page<T: std::str::FromStr>(self) -> ApiResult<hookline_store::Page> {
-        page(self.limit, self.before, is_id::<T>)
-    }
+/// The page of a list whose cursor is an id of kind `T`.
+pub(crate) fn id_page<T: std::str::FromStr>(query: PageQuery) -> ApiResult<hookline_store::Page> {
+    page(query.limit, query.before, is_id::<T>)
 }
 
 /// A page of at most `limit` (1 to 250, default 50) rows after the cursor `before`,

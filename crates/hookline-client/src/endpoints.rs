@@ -1,0 +1,135 @@
+//! An app's endpoints: where its events go, their secrets, health and stats.
+
+use futures_util::Stream;
+use reqwest::Method;
+
+use crate::apps::app_path;
+use crate::types::{
+    AttemptView, AttemptsQuery, CreateEndpoint, EndpointHealthView, EndpointStatsView,
+    EndpointView, ListView, PageQuery, RotateSecret, RotatedSecretView, SecretView, TestSend,
+    TestSendView, UpdateEndpoint,
+};
+use crate::{segment, Client, Result};
+
+fn endpoint_path(app: &str, endpoint: &str, rest: &str) -> String {
+    app_path(app, &format!("/endpoints/{}{rest}", segment(endpoint)))
+}
+
+impl Client {
+    /// `POST /v1/apps/{app}/endpoints`: the answer holds its signing secret, this once.
+    pub async fn create_endpoint(
+        &self,
+        app: &str,
+        endpoint: &CreateEndpoint,
+    ) -> Result<EndpointView> {
+        self.write(Method::POST, app_path(app, "/endpoints"), Some(endpoint))
+            .await
+    }
+
+    pub async fn get_endpoint(&self, app: &str, endpoint: &str) -> Result<EndpointView> {
+        self.read(endpoint_path(app, endpoint, ""), None).await
+    }
+
+    /// One page of an app's endpoints.
+    pub async fn list_endpoints(
+        &self,
+        app: &str,
+        page: &PageQuery,
+    ) -> Result<ListView<EndpointView>> {
+        self.read(app_path(app, "/endpoints"), Some(page)).await
+    }
+
+    /// Every endpoint of an app, following the cursor.
+    pub fn endpoints_stream(
+        &self,
+        app: &str,
+        page: PageQuery,
+    ) -> impl Stream<Item = Result<EndpointView>> + Send {
+        self.stream(app_path(app, "/endpoints"), page)
+    }
+
+    /// `PATCH …/endpoints/{endpoint}`: change, pause, resume, enable or disable it.
+    pub async fn update_endpoint(
+        &self,
+        app: &str,
+        endpoint: &str,
+        patch: &UpdateEndpoint,
+    ) -> Result<EndpointView> {
+        self.write(Method::PATCH, endpoint_path(app, endpoint, ""), Some(patch))
+            .await
+    }
+
+    /// `DELETE …/endpoints/{endpoint}` (its history stays).
+    pub async fn delete_endpoint(&self, app: &str, endpoint: &str) -> Result<()> {
+        self.delete(endpoint_path(app, endpoint, "")).await
+    }
+
+    /// `GET …/secret` (a key with the `secrets` capability).
+    pub async fn endpoint_secret(&self, app: &str, endpoint: &str) -> Result<SecretView> {
+        self.read(endpoint_path(app, endpoint, "/secret"), None)
+            .await
+    }
+
+    /// `POST …/secret/rotate`: the old secret keeps signing beside the new one for the grace.
+    pub async fn rotate_endpoint_secret(
+        &self,
+        app: &str,
+        endpoint: &str,
+        rotation: &RotateSecret,
+    ) -> Result<RotatedSecretView> {
+        self.write(
+            Method::POST,
+            endpoint_path(app, endpoint, "/secret/rotate"),
+            Some(rotation),
+        )
+        .await
+    }
+
+    /// `GET …/health`: the breaker and the recent success rate.
+    pub async fn endpoint_health(&self, app: &str, endpoint: &str) -> Result<EndpointHealthView> {
+        self.read(endpoint_path(app, endpoint, "/health"), None)
+            .await
+    }
+
+    /// `GET …/stats`: deliveries by state, the DLQ by reason, windows of attempts.
+    pub async fn endpoint_stats(&self, app: &str, endpoint: &str) -> Result<EndpointStatsView> {
+        self.read(endpoint_path(app, endpoint, "/stats"), None)
+            .await
+    }
+
+    /// `POST …/test`: a test event to this endpoint only.
+    pub async fn test_endpoint(
+        &self,
+        app: &str,
+        endpoint: &str,
+        test: &TestSend,
+    ) -> Result<TestSendView> {
+        self.write(
+            Method::POST,
+            endpoint_path(app, endpoint, "/test"),
+            Some(test),
+        )
+        .await
+    }
+
+    /// One page of every attempt sent to an endpoint.
+    pub async fn endpoint_attempts(
+        &self,
+        app: &str,
+        endpoint: &str,
+        query: &AttemptsQuery,
+    ) -> Result<ListView<AttemptView>> {
+        self.read(endpoint_path(app, endpoint, "/attempts"), Some(query))
+            .await
+    }
+
+    /// Every attempt sent to an endpoint that `query` matches, following the cursor.
+    pub fn endpoint_attempts_stream(
+        &self,
+        app: &str,
+        endpoint: &str,
+        query: AttemptsQuery,
+    ) -> impl Stream<Item = Result<AttemptView>> + Send {
+        self.stream(endpoint_path(app, endpoint, "/attempts"), query)
+    }
+}

@@ -1,0 +1,90 @@
+//! `/v1/apps`: a SaaS's customers, each with its endpoints and events.
+
+use hookline_core::portal::PortalSettings;
+use hookline_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/apps`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApp {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
+    pub name: String,
+    /// Your own id for the app (not starting with `app_`).
+    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The customer portal's branding and framing (docs/portal.md).
+    #[serde(
+        default,
+        deserialize_with = "crate::de::optional_object",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub portal: Option<PortalSettings>,
+}
+
+/// `PATCH /v1/apps/{app}`: absent fields stay as they are.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateApp {
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `Some(None)` (`null`) removes it.
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
+    pub uid: Option<Option<String>>,
+    /// Replaces the portal settings as a whole.
+    #[serde(
+        default,
+        deserialize_with = "crate::de::optional_object",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub portal: Option<PortalSettings>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AppView {
+    pub id: String,
+    pub uid: Option<String>,
+    pub name: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// The customer portal's branding and framing (docs/portal.md).
+    pub portal: PortalSettings,
+}
+
+/// `POST /v1/apps/{app}/portal-access`: a link that opens the app's customer portal once.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PortalAccess {
+    /// What the portal may do besides reading (`read` is always granted):
+    /// `endpoints`, `secrets`, `replay`, `publish` (a test send of an edited payload).
+    #[serde(default)]
+    pub capabilities: Vec<hookline_core::access::Capability>,
+    /// How long the link, and the session it opens, last: 60 s to 7 days, default 1 h.
+    #[schema(minimum = 60, maximum = 604_800)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PortalLink {
+    /// The link to hand the customer: it opens the portal once.
+    pub url: String,
+    /// When the link, and the session it opens, stop working.
+    pub expires_at: Timestamp,
+    pub capabilities: Vec<hookline_core::access::Capability>,
+}

@@ -1,0 +1,312 @@
+//! `/v1/apps/{app}/endpoints`: where an app's events go, and how they get there.
+
+use std::collections::BTreeMap;
+
+use hookline_core::breaker::BreakerState;
+use hookline_core::ordering::OnDead;
+use hookline_core::outbound_auth::OutboundAuth;
+use hookline_core::retry::RetryOverrides;
+use hookline_core::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::events::Warning;
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// `POST /v1/apps/{app}/endpoints`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEndpoint {
+    #[schema(
+        pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
+    )]
+    pub url: String,
+    #[serde(default)]
+    pub description: String,
+    /// Event type names, or `group.*`; absent: every type.
+    #[schema(
+        min_items = 1,
+        max_items = 100,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<String>>,
+    /// A payload filter (docs/api.md, "Payload filters"), such as
+    /// `/amount >= 100 and /currency in ["EUR", "USD"]`; absent or `null`: every
+    /// event of its types. (The pattern states a small subset of the language.)
+    #[schema(
+        max_length = 2048,
+        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub paused: bool,
+    #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    #[schema(schema_with = crate::schema::custom_headers)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    #[schema(schema_with = crate::schema::outbound_auth)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<OutboundAuth>,
+    #[serde(default, deserialize_with = "crate::de::object")]
+    pub retry: RetryOverrides,
+    #[schema(minimum = 1, maximum = 100_000)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_sec: Option<u32>,
+    #[schema(minimum = 1, maximum = 1024)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u32>,
+    #[serde(default)]
+    pub ordering_on_dead: OnDead,
+}
+
+impl CreateEndpoint {
+    /// An enabled endpoint at `url` for every event type, with the deployment's
+    /// defaults for everything else.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            description: String::new(),
+            event_types: None,
+            filter: None,
+            enabled: true,
+            paused: false,
+            secret: None,
+            headers: None,
+            auth: None,
+            retry: RetryOverrides::default(),
+            rate_limit_per_sec: None,
+            max_in_flight: None,
+            ordering_on_dead: OnDead::default(),
+        }
+    }
+}
+
+/// `PATCH /v1/apps/{app}/endpoints/{endpoint}`: absent fields stay as they
+/// are; `Some(None)` (`null`) clears a field that may be empty.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateEndpoint {
+    #[schema(
+        pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(
+        min_items = 1,
+        max_items = 100,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
+    )]
+    pub event_types: Option<Option<Vec<String>>>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    /// A payload filter (docs/api.md, "Payload filters"), such as
+    /// `/amount >= 100 and /currency in ["EUR", "USD"]`; absent or `null`: every
+    /// event of its types. (The pattern states a small subset of the language.)
+    #[schema(
+        max_length = 2048,
+        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
+    )]
+    pub filter: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    #[schema(schema_with = crate::schema::custom_headers)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(schema_with = crate::schema::outbound_auth)]
+    pub auth: Option<Option<OutboundAuth>>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::optional_object",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub retry: Option<RetryOverrides>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1, maximum = 100_000)]
+    pub rate_limit_per_sec: Option<Option<u32>>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1, maximum = 1024)]
+    pub max_in_flight: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordering_on_dead: Option<OnDead>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EndpointView {
+    pub id: String,
+    pub app_id: String,
+    pub url: String,
+    pub description: String,
+    pub event_types: Option<Vec<String>>,
+    /// The payload filter (docs/api.md, "Payload filters"); `null`: every event of its types.
+    pub filter: Option<String>,
+    pub enabled: bool,
+    /// New deliveries are made but held until it is resumed (`paused: false`).
+    pub paused: bool,
+    /// `manual`, `gone` (the endpoint answered 410) or `failing` (the breaker's span ran out).
+    pub disabled_reason: Option<String>,
+    /// Sent with every request (names lower-case); values show as `…` to a key
+    /// without the `secrets` capability.
+    pub headers: BTreeMap<String, String>,
+    /// Outbound authentication (docs/api.md, "Outbound authentication"); its
+    /// secrets show as `…` to a key without the `secrets` capability.
+    #[schema(value_type = Option<Object>)]
+    pub auth: Option<serde_json::Value>,
+    /// After a rotation: until when the previous secret signs beside the current one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_secret_valid_until: Option<Timestamp>,
+    pub retry: RetryOverrides,
+    pub rate_limit_per_sec: Option<u32>,
+    /// This endpoint's ceiling of requests in flight per dispatcher process
+    /// (`null`: the deployment's `max_in_flight_per_endpoint`).
+    pub max_in_flight: Option<u32>,
+    pub ordering_on_dead: OnDead,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Only on creation; afterwards via `GET …/secret`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EndpointHealthView {
+    pub endpoint_id: String,
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub breaker: BreakerState,
+    pub consecutive_failures: u32,
+    /// Open: when the one probe request goes.
+    pub next_probe_at: Option<Timestamp>,
+    pub failing_since: Option<Timestamp>,
+    pub last_error: Option<String>,
+    pub last_failure_at: Option<Timestamp>,
+    /// Over the endpoint's last (up to) 100 attempts; null before any.
+    pub recent_success_rate: Option<f64>,
+    pub recent_attempts: u32,
+}
+
+/// `GET …/endpoints/{endpoint}/secret`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SecretView {
+    /// The signing secret, `whsec_…`.
+    pub key: String,
+}
+
+/// `POST …/endpoints/{endpoint}/secret/rotate`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateSecret {
+    /// The new secret (`whsec_…`); absent: generated.
+    #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// How long the old secret keeps signing beside the new one (default a day).
+    #[schema(minimum = 0, maximum = 604_800)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_secs: Option<u64>,
+}
+
+/// The answer to a rotation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RotatedSecretView {
+    /// The new signing secret.
+    pub key: String,
+    /// Until when the previous secret signs beside it (`null`: no grace).
+    pub previous_valid_until: Option<Timestamp>,
+}
+
+/// `POST …/endpoints/{endpoint}/test`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestSend {
+    #[schema(schema_with = crate::schema::name)]
+    pub event_type: String,
+    /// Absent: the catalog's example of `event_type`; any JSON value.
+    #[schema(value_type = Option<serde_json::Value>)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+}
+
+/// The answer to a test send (202).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TestSendView {
+    pub event_id: String,
+    pub delivery_id: String,
+    /// Whether a publish of this payload would reach the endpoint through its filter.
+    pub passes_filter: bool,
+    /// What the event type catalog found wrong (absent when nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+}
+
+/// `GET …/endpoints/{endpoint}/stats` (docs/api.md#endpoint-stats).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EndpointStatsView {
+    pub endpoint_id: String,
+    /// Deliveries by state: `pending`, `in_flight`, `blocked`, `succeeded`, `dead`.
+    pub deliveries: BTreeMap<String, u64>,
+    /// Dead deliveries by reason.
+    pub dlq_by_reason: BTreeMap<String, u64>,
+    pub breaker: BreakerState,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+    pub last_failure_at: Option<Timestamp>,
+    /// `hour`, `day` and `week`.
+    pub windows: BTreeMap<String, StatsWindow>,
+    /// The most attempts a window reads (the latest ones).
+    pub sample_cap: u32,
+}
+
+/// One window of an endpoint's stats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StatsWindow {
+    pub attempts: u64,
+    pub delivered: u64,
+    /// `null` before any attempt.
+    pub success_rate: Option<f64>,
+    pub latency_ms: Latency,
+    /// The window held more attempts than the sample: the figures are the latest ones'.
+    pub sampled: bool,
+    /// Events of its types that its payload filter dropped (by the minute).
+    pub filtered: u64,
+}
+
+/// Attempt latency percentiles in milliseconds (`null` before any attempt).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Latency {
+    pub p50: Option<u64>,
+    pub p95: Option<u64>,
+    pub p99: Option<u64>,
+}
