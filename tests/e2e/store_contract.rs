@@ -791,6 +791,11 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
 /// Operational notices: an endpoint's creation is recorded with it; dead
 /// deliveries are counted by second and come out as one `delivery.dead` per
 /// closed window; what is published is gone.
+/// Notices settled as told.
+fn told(notices: &[hookline_store::PendingNotice]) -> Vec<(hookline_store::PendingNotice, bool)> {
+    notices.iter().map(|n| (n.clone(), true)).collect()
+}
+
 async fn operational_notices_are_recorded_with_their_cause_and_published_once(engine: Engine) {
     use hookline_core::operational::Kind;
     let (store, _db) = open(engine).await;
@@ -806,7 +811,7 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     assert_eq!(created.len(), 1);
     assert_eq!(created[0].kind, Kind::EndpointCreated);
     assert_eq!(created[0].data["endpoint_id"], endpoint.id.as_str());
-    ops.published(&created).await.unwrap();
+    ops.settle(&told(&created), 0).await.unwrap();
     assert!(ops.pending(t(0), WINDOW, 10).await.unwrap().is_empty());
 
     for _ in 0..3 {
@@ -848,7 +853,7 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     );
     assert_eq!(notice.data["last_status"], 400);
     assert_eq!(notice.data["window_start"], t(0).to_rfc3339());
-    ops.published(&closed).await.unwrap();
+    ops.settle(&told(&closed), 0).await.unwrap();
     assert!(ops.pending(t(120), WINDOW, 10).await.unwrap().is_empty());
 
     // A death counted in that window after it was told (its completion read the
@@ -872,15 +877,49 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     assert_eq!(straggler[0].key, notice.key, "the told window's key");
     assert_eq!(straggler[0].data["count"], 1);
     let into = hookline_core::operational::window_of(t(121), 1000);
-    ops.carry_over(&straggler[0], into).await.unwrap();
+    ops.settle(&[(straggler[0].clone(), false)], into)
+        .await
+        .unwrap();
     assert!(ops.pending(t(179), WINDOW, 10).await.unwrap().is_empty());
     let carried = ops.pending(t(180), WINDOW, 10).await.unwrap();
     assert_eq!(carried.len(), 1, "{carried:?}");
     assert_eq!(carried[0].data["count"], 1);
     assert_eq!(carried[0].data["last_status"], 404);
     assert_eq!(carried[0].data["window_start"], t(120).to_rfc3339());
-    ops.published(&carried).await.unwrap();
+    ops.settle(&told(&carried), into).await.unwrap();
     assert!(ops.pending(t(600), WINDOW, 10).await.unwrap().is_empty());
+
+    // A death that lands in a window between the loop's read and its settling
+    // is not removed with what was told: it is told with the open window.
+    die_at(&store, &app, t(200), 500).await;
+    let read = ops.pending(t(240), WINDOW, 10).await.unwrap();
+    assert_eq!(read[0].data["count"], 1);
+    die_at(&store, &app, t(201), 503).await;
+    let into = hookline_core::operational::window_of(t(241), 1000);
+    ops.settle(&told(&read), into).await.unwrap();
+    let rest = ops.pending(t(300), WINDOW, 10).await.unwrap();
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert_eq!(rest[0].data["count"], 1);
+    assert_eq!(rest[0].data["window_start"], t(240).to_rfc3339());
+    ops.settle(&told(&rest), into).await.unwrap();
+    assert!(ops.pending(t(600), WINDOW, 10).await.unwrap().is_empty());
+}
+
+/// One delivery published, claimed and dead at `at` with `status`.
+async fn die_at(store: &Store, app: &AppId, at: Timestamp, status: u16) {
+    publish(store, app, "a", at).await;
+    let claimed = store
+        .claim_due_deliveries(at, LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let mut dead = record(&claimed[0], Next::Dead(DeadReason::RetriesExhausted), at);
+    dead.status_code = Some(status);
+    store
+        .events()
+        .complete_attempts(&[dead], &BreakerPolicy::default(), at)
+        .await
+        .unwrap();
 }
 
 async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {

@@ -23,7 +23,7 @@ impl Client {
 
     /// `GET /v1/apps/{app}`: by id or by your own uid.
     pub async fn get_app(&self, app: &str) -> Result<AppView> {
-        self.read(app_path(app, ""), None).await
+        self.read(app_path(app, "")?, None).await
     }
 
     /// `GET /v1/apps` (admin): one page.
@@ -33,24 +33,24 @@ impl Client {
 
     /// Every app, following the cursor.
     pub fn apps_stream(&self, page: PageQuery) -> impl Stream<Item = Result<AppView>> + Send {
-        self.stream("/v1/apps".into(), page)
+        self.stream(Ok("/v1/apps".into()), page)
     }
 
     /// `PATCH /v1/apps/{app}` (admin).
     pub async fn update_app(&self, app: &str, patch: &UpdateApp) -> Result<AppView> {
-        self.write(Method::PATCH, app_path(app, ""), Some(patch))
+        self.write(Method::PATCH, app_path(app, "")?, Some(patch))
             .await
     }
 
     /// `DELETE /v1/apps/{app}` (admin): the app and everything it owns.
     pub async fn delete_app(&self, app: &str) -> Result<()> {
-        self.delete(app_path(app, "")).await
+        self.delete(app_path(app, "")?).await
     }
 
     /// `POST /v1/apps/{app}/portal-access` (admin): a link that opens the
     /// app's customer portal once.
     pub async fn portal_access(&self, app: &str, access: &PortalAccess) -> Result<PortalLink> {
-        self.write(Method::POST, app_path(app, "/portal-access"), Some(access))
+        self.write(Method::POST, app_path(app, "/portal-access")?, Some(access))
             .await
     }
 
@@ -109,9 +109,10 @@ impl Client {
     }
 
     /// Every row of a listing from `query`'s page on, page after page.
+    /// (A path that is not one makes a stream of that one error.)
     pub(crate) fn stream<T, Q>(
         &self,
-        path: String,
+        path: Result<String>,
         query: Q,
     ) -> impl Stream<Item = Result<T>> + Send
     where
@@ -121,13 +122,20 @@ impl Client {
         struct State<T, Q> {
             client: Client,
             path: String,
+            /// A path that is not one: the stream's one item.
+            refused: Option<crate::Error>,
             query: Q,
             rows: VecDeque<T>,
             last_page: bool,
         }
+        let (path, refused) = match path {
+            Ok(path) => (path, None),
+            Err(error) => (String::new(), Some(error)),
+        };
         let state = State {
             client: self.clone(),
             path,
+            refused,
             query,
             rows: VecDeque::new(),
             last_page: false,
@@ -139,6 +147,9 @@ impl Client {
                 }
                 if state.last_page {
                     return Ok(None);
+                }
+                if let Some(error) = state.refused.take() {
+                    return Err(error);
                 }
                 let page: ListView<T> = state
                     .client
@@ -159,8 +170,8 @@ pub(crate) fn to_json(body: &(impl Serialize + ?Sized)) -> Result<serde_json::Va
 }
 
 /// `/v1/apps/{app}{rest}`.
-pub(crate) fn app_path(app: &str, rest: &str) -> String {
-    format!("/v1/apps/{}{rest}", segment(app))
+pub(crate) fn app_path(app: &str, rest: &str) -> Result<String> {
+    Ok(format!("/v1/apps/{}{rest}", segment(app)?))
 }
 
 /// A listing's query, continued on its next page.

@@ -11,12 +11,12 @@ use crate::types::{
 };
 use crate::{segment, Client, Result};
 
-fn delivery_path(app: &str, delivery: &str, rest: &str) -> String {
-    app_path(app, &format!("/deliveries/{}{rest}", segment(delivery)))
+fn delivery_path(app: &str, delivery: &str, rest: &str) -> Result<String> {
+    app_path(app, &format!("/deliveries/{}{rest}", segment(delivery)?))
 }
 
-fn replay_path(app: &str, replay: &str, rest: &str) -> String {
-    app_path(app, &format!("/replays/{}{rest}", segment(replay)))
+fn replay_path(app: &str, replay: &str, rest: &str) -> Result<String> {
+    app_path(app, &format!("/replays/{}{rest}", segment(replay)?))
 }
 
 /// The answer to a bulk replay request.
@@ -37,7 +37,7 @@ impl Client {
         app: &str,
         query: &DeliveriesQuery,
     ) -> Result<ListView<DeliveryView>> {
-        self.read(app_path(app, "/deliveries"), Some(query)).await
+        self.read(app_path(app, "/deliveries")?, Some(query)).await
     }
 
     /// Every delivery `query` matches, following the cursor.
@@ -50,7 +50,7 @@ impl Client {
     }
 
     pub async fn get_delivery(&self, app: &str, delivery: &str) -> Result<DeliveryView> {
-        self.read(delivery_path(app, delivery, ""), None).await
+        self.read(delivery_path(app, delivery, "")?, None).await
     }
 
     /// One page of a delivery's attempts, across replays.
@@ -60,7 +60,7 @@ impl Client {
         delivery: &str,
         page: &PageQuery,
     ) -> Result<ListView<AttemptView>> {
-        self.read(delivery_path(app, delivery, "/attempts"), Some(page))
+        self.read(delivery_path(app, delivery, "/attempts")?, Some(page))
             .await
     }
 
@@ -77,26 +77,22 @@ impl Client {
     /// `GET …/attempts/{attempt}`: one attempt in full.
     pub async fn get_attempt(&self, app: &str, attempt: &str) -> Result<AttemptView> {
         self.read(
-            app_path(app, &format!("/attempts/{}", segment(attempt))),
+            app_path(app, &format!("/attempts/{}", segment(attempt)?))?,
             None,
         )
         .await
     }
 
     /// `POST …/deliveries/{delivery}/replay`: a dead delivery is pending again
-    /// (`replayed`); any other changes nothing and says so. Safe to repeat, so retried.
+    /// (`replayed`); any other changes nothing and says so. Sent once: a retry
+    /// after a lost answer would report `replayed: false` for a replay that happened.
     pub async fn replay_delivery(&self, app: &str, delivery: &str) -> Result<ReplayView> {
-        self.inner
-            .call(Call {
-                method: Method::POST,
-                path: delivery_path(app, delivery, "/replay"),
-                query: None,
-                body: None,
-                idempotency_key: None,
-                safe: Safe::Retry,
-            })
-            .await?
-            .json()
+        self.write(
+            Method::POST,
+            delivery_path(app, delivery, "/replay")?,
+            None::<&()>,
+        )
+        .await
     }
 
     /// `POST …/deliveries/{delivery}/resend`: a succeeded delivery is sent again
@@ -104,7 +100,7 @@ impl Client {
     pub async fn resend_delivery(&self, app: &str, delivery: &str) -> Result<ResendView> {
         self.write(
             Method::POST,
-            delivery_path(app, delivery, "/resend"),
+            delivery_path(app, delivery, "/resend")?,
             None::<&()>,
         )
         .await
@@ -112,7 +108,7 @@ impl Client {
 
     /// One page of the dead-letter queue, most recently dead first.
     pub async fn list_dlq(&self, app: &str, query: &DlqQuery) -> Result<ListView<DeliveryView>> {
-        self.read(app_path(app, "/dlq"), Some(query)).await
+        self.read(app_path(app, "/dlq")?, Some(query)).await
     }
 
     /// Every dead delivery `query` matches, following the cursor.
@@ -125,18 +121,19 @@ impl Client {
     }
 
     /// `POST /v1/apps/{app}/replays`: replay the dead deliveries a filter
-    /// matches, or (`dry_run`) count them. A repeat answers the running job, so
-    /// it is retried.
+    /// matches, or (`dry_run`) count them. A repeat while the job runs answers
+    /// that job (`Running`); sent once all the same, since a job that finished
+    /// in between would start again.
     pub async fn replay_dlq(&self, app: &str, request: &BulkReplayRequest) -> Result<BulkReplay> {
         let answer = self
             .inner
             .call(Call {
                 method: Method::POST,
-                path: app_path(app, "/replays"),
+                path: app_path(app, "/replays")?,
                 query: None,
                 body: Some(to_json(request)?),
                 idempotency_key: None,
-                safe: Safe::Retry,
+                safe: Safe::Once,
             })
             .await?;
         Ok(if request.dry_run {
@@ -150,13 +147,13 @@ impl Client {
 
     /// A bulk replay's progress and report.
     pub async fn get_replay(&self, app: &str, replay: &str) -> Result<ReplayJobView> {
-        self.read(replay_path(app, replay, ""), None).await
+        self.read(replay_path(app, replay, "")?, None).await
     }
 
     pub async fn cancel_replay(&self, app: &str, replay: &str) -> Result<ReplayJobView> {
         self.write(
             Method::POST,
-            replay_path(app, replay, "/cancel"),
+            replay_path(app, replay, "/cancel")?,
             None::<&()>,
         )
         .await

@@ -11,8 +11,8 @@ use crate::types::{
 };
 use crate::{segment, Client, Result};
 
-fn endpoint_path(app: &str, endpoint: &str, rest: &str) -> String {
-    app_path(app, &format!("/endpoints/{}{rest}", segment(endpoint)))
+fn endpoint_path(app: &str, endpoint: &str, rest: &str) -> Result<String> {
+    app_path(app, &format!("/endpoints/{}{rest}", segment(endpoint)?))
 }
 
 impl Client {
@@ -22,12 +22,12 @@ impl Client {
         app: &str,
         endpoint: &CreateEndpoint,
     ) -> Result<EndpointView> {
-        self.write(Method::POST, app_path(app, "/endpoints"), Some(endpoint))
+        self.write(Method::POST, app_path(app, "/endpoints")?, Some(endpoint))
             .await
     }
 
     pub async fn get_endpoint(&self, app: &str, endpoint: &str) -> Result<EndpointView> {
-        self.read(endpoint_path(app, endpoint, ""), None).await
+        self.read(endpoint_path(app, endpoint, "")?, None).await
     }
 
     /// One page of an app's endpoints.
@@ -36,7 +36,7 @@ impl Client {
         app: &str,
         page: &PageQuery,
     ) -> Result<ListView<EndpointView>> {
-        self.read(app_path(app, "/endpoints"), Some(page)).await
+        self.read(app_path(app, "/endpoints")?, Some(page)).await
     }
 
     /// Every endpoint of an app, following the cursor.
@@ -55,18 +55,22 @@ impl Client {
         endpoint: &str,
         patch: &UpdateEndpoint,
     ) -> Result<EndpointView> {
-        self.write(Method::PATCH, endpoint_path(app, endpoint, ""), Some(patch))
-            .await
+        self.write(
+            Method::PATCH,
+            endpoint_path(app, endpoint, "")?,
+            Some(patch),
+        )
+        .await
     }
 
     /// `DELETE …/endpoints/{endpoint}` (its history stays).
     pub async fn delete_endpoint(&self, app: &str, endpoint: &str) -> Result<()> {
-        self.delete(endpoint_path(app, endpoint, "")).await
+        self.delete(endpoint_path(app, endpoint, "")?).await
     }
 
     /// `GET …/secret` (a key with the `secrets` capability).
     pub async fn endpoint_secret(&self, app: &str, endpoint: &str) -> Result<SecretView> {
-        self.read(endpoint_path(app, endpoint, "/secret"), None)
+        self.read(endpoint_path(app, endpoint, "/secret")?, None)
             .await
     }
 
@@ -79,7 +83,7 @@ impl Client {
     ) -> Result<RotatedSecretView> {
         self.write(
             Method::POST,
-            endpoint_path(app, endpoint, "/secret/rotate"),
+            endpoint_path(app, endpoint, "/secret/rotate")?,
             Some(rotation),
         )
         .await
@@ -87,13 +91,13 @@ impl Client {
 
     /// `GET …/health`: the breaker and the recent success rate.
     pub async fn endpoint_health(&self, app: &str, endpoint: &str) -> Result<EndpointHealthView> {
-        self.read(endpoint_path(app, endpoint, "/health"), None)
+        self.read(endpoint_path(app, endpoint, "/health")?, None)
             .await
     }
 
     /// `GET …/stats`: deliveries by state, the DLQ by reason, windows of attempts.
     pub async fn endpoint_stats(&self, app: &str, endpoint: &str) -> Result<EndpointStatsView> {
-        self.read(endpoint_path(app, endpoint, "/stats"), None)
+        self.read(endpoint_path(app, endpoint, "/stats")?, None)
             .await
     }
 
@@ -106,7 +110,7 @@ impl Client {
     ) -> Result<TestSendView> {
         self.write(
             Method::POST,
-            endpoint_path(app, endpoint, "/test"),
+            endpoint_path(app, endpoint, "/test")?,
             Some(test),
         )
         .await
@@ -119,7 +123,7 @@ impl Client {
         endpoint: &str,
         query: &AttemptsQuery,
     ) -> Result<ListView<AttemptView>> {
-        self.read(endpoint_path(app, endpoint, "/attempts"), Some(query))
+        self.read(endpoint_path(app, endpoint, "/attempts")?, Some(query))
             .await
     }
 

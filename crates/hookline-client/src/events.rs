@@ -49,7 +49,7 @@ impl Client {
             .inner
             .call(Call {
                 method: Method::POST,
-                path: app_path(app, "/events"),
+                path: app_path(app, "/events")?,
                 query: None,
                 body: Some(to_json(event)?),
                 idempotency_key: Some(idempotency_key),
@@ -82,7 +82,7 @@ impl Client {
             .inner
             .call(Call {
                 method: Method::POST,
-                path: app_path(app, "/events/batch"),
+                path: app_path(app, "/events/batch")?,
                 query: None,
                 body: Some(to_json(&BatchRequest { events })?),
                 idempotency_key: None,
@@ -94,13 +94,16 @@ impl Client {
 
     /// `GET …/events/{event}`: its payload and deliveries.
     pub async fn get_event(&self, app: &str, event: &str) -> Result<EventView> {
-        self.read(app_path(app, &format!("/events/{}", segment(event))), None)
-            .await
+        self.read(
+            app_path(app, &format!("/events/{}", segment(event)?))?,
+            None,
+        )
+        .await
     }
 
     /// One page of an app's events (payloads, without deliveries).
     pub async fn list_events(&self, app: &str, query: &EventsQuery) -> Result<ListView<EventView>> {
-        self.read(app_path(app, "/events"), Some(query)).await
+        self.read(app_path(app, "/events")?, Some(query)).await
     }
 
     /// Every event `query` matches, following the cursor.

@@ -22,17 +22,17 @@ impl Client {
 
     /// Every key (of one app, with `query.app`), following the cursor.
     pub fn keys_stream(&self, query: KeyQuery) -> impl Stream<Item = Result<KeyView>> + Send {
-        self.stream("/v1/keys".into(), query)
+        self.stream(Ok("/v1/keys".into()), query)
     }
 
     /// `DELETE /v1/keys/{key}`.
     pub async fn revoke_key(&self, key: &str) -> Result<()> {
-        self.delete(format!("/v1/keys/{}", segment(key))).await
+        self.delete(format!("/v1/keys/{}", segment(key)?)).await
     }
 
     /// `DELETE /v1/apps/{app}/keys`: every key of an app, portal sessions included.
     pub async fn revoke_app_keys(&self, app: &str) -> Result<RevokedView> {
-        self.write(Method::DELETE, app_path(app, "/keys"), None::<&()>)
+        self.write(Method::DELETE, app_path(app, "/keys")?, None::<&()>)
             .await
     }
 
@@ -48,7 +48,7 @@ impl Client {
     }
 
     pub async fn get_event_type(&self, name: &str) -> Result<EventTypeView> {
-        self.read(format!("/v1/event-types/{}", segment(name)), None)
+        self.read(format!("/v1/event-types/{}", segment(name)?), None)
             .await
     }
 
@@ -59,14 +59,14 @@ impl Client {
     ) -> Result<EventTypeView> {
         self.write(
             Method::PATCH,
-            format!("/v1/event-types/{}", segment(name)),
+            format!("/v1/event-types/{}", segment(name)?),
             Some(patch),
         )
         .await
     }
 
     pub async fn delete_event_type(&self, name: &str) -> Result<()> {
-        self.delete(format!("/v1/event-types/{}", segment(name)))
+        self.delete(format!("/v1/event-types/{}", segment(name)?))
             .await
     }
 }

@@ -28,8 +28,10 @@
 //! `Idempotency-Key` (one is generated when you give none), so sending it
 //! again after a lost answer, a timeout, a 5xx or a 429 yields the same event,
 //! never a second one. Reads (`GET`) are retried the same way. Nothing else is
-//! retried: creating an endpoint twice would make two. Delays are full-jitter
-//! exponential ([`Retries`]), and a `Retry-After` header is honoured.
+//! retried: creating an endpoint twice would make two, and a replay repeated
+//! after a lost answer would report the wrong outcome. Delays are full-jitter
+//! exponential ([`Retries`]); a `Retry-After` header is honoured up to the
+//! backoff's cap.
 //!
 //! # Errors
 //!
@@ -117,6 +119,9 @@ pub enum Error {
     /// An answer this client cannot read (not the server's JSON).
     #[error("an answer of {status} that is not what the API sends: {reason}")]
     Unexpected { status: u16, reason: String },
+    /// An id or name that cannot be a path segment (empty, `.` or `..`).
+    #[error("{0:?} is not an id or name the API has")]
+    Segment(String),
     /// The base URL given to the client is not an absolute http(s) URL.
     #[error("the base URL {0:?} is not an absolute http(s) URL")]
     BaseUrl(String),
@@ -214,18 +219,20 @@ impl ClientBuilder {
     }
 }
 
-/// A path segment, percent-encoded (a uid of only dots, too, so that it
-/// cannot climb the path).
-fn segment(value: &str) -> String {
-    let only_dots = value.bytes().all(|b| b == b'.');
-    value
+/// A path segment, percent-encoded. Empty, `.` and `..` are refused: URL
+/// parsers collapse them (encoded or not), so `..` as an endpoint id would
+/// name the app itself.
+fn segment(value: &str) -> Result<String> {
+    if matches!(value, "" | "." | "..") {
+        return Err(Error::Segment(value.to_owned()));
+    }
+    Ok(value
         .bytes()
         .map(|b| match b {
-            b'.' if only_dots => "%2E".to_owned(),
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
                 (b as char).to_string()
             }
             _ => format!("%{b:02X}"),
         })
-        .collect()
+        .collect())
 }

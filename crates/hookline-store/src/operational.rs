@@ -10,7 +10,7 @@ use hookline_core::model::DeadReason;
 use hookline_core::operational::{self, DeadCount, Kind, Notice};
 use hookline_core::time::Timestamp;
 
-use crate::db::{Batch, Kind as Column, Sql, Tx};
+use crate::db::{Batch, Kind as Column, Row, Sql, Tx};
 use crate::records::{EventType, NewApp};
 use crate::{parse_column, Operational, Result, StoreError};
 
@@ -97,6 +97,34 @@ async fn add_dead(
         .execute(&mut *tx)
         .await?;
     Ok(())
+}
+
+/// Dead-count rows added up by reason, each with its latest death's details.
+fn dead_by_reason(rows: &[Row]) -> Result<Vec<(AppId, DeadCount)>> {
+    let mut counts: Vec<(AppId, DeadCount)> = Vec::new();
+    for row in rows {
+        let count = DeadCount {
+            reason: parse_column(row, "reason")?,
+            count: row.try_get::<i64, _>("count")?.max(0) as u64,
+            last_status: row
+                .try_get::<Option<i64>, _>("last_status")?
+                .map(|s| s as u16),
+            last_delivery: row.try_get("last_delivery_id")?,
+            last_event: row.try_get("last_event_id")?,
+            last_at: Timestamp::from_millis(row.try_get("last_at")?),
+        };
+        match counts.iter_mut().find(|(_, c)| c.reason == count.reason) {
+            Some((_, same)) => {
+                let total = same.count + count.count;
+                if count.last_at >= same.last_at {
+                    *same = count;
+                }
+                same.count = total;
+            }
+            None => counts.push((parse_column(row, "app_id")?, count)),
+        }
+    }
+    Ok(counts)
 }
 
 /// A notice waiting to be published.
@@ -297,80 +325,55 @@ impl Operational<'_> {
         Ok(pending)
     }
 
-    /// Moves a dead-count notice's rows into the second `into`, to be told with
-    /// a later window: for counts that reached a window after it was told (a
-    /// completion that read the clock in it and committed after the loop had
-    /// published it), which its notice's key cannot carry again. The rows are
-    /// read and removed by one statement, so none added meanwhile is lost.
-    pub async fn carry_over(&self, notice: &PendingNotice, into: i64) -> Result<()> {
-        let Source::Dead { endpoint, from, to } = &notice.source else {
-            return Ok(());
-        };
+    /// Settles notices after their publish: `told` ones are removed; a dead-count
+    /// notice's rows are taken out by one statement and whatever it did not
+    /// tell (counts that reached its window after it was read, or all of them
+    /// when `told` is false: its window had been told before, under the same
+    /// key) goes into the second `into`, to be told with a later window. So no
+    /// death is lost between the read and the removal, nor told twice.
+    pub async fn settle(&self, notices: &[(PendingNotice, bool)], into: i64) -> Result<()> {
         let mut tx = self.writer.begin().await?;
-        let rows = self
-            .engine
-            .query(
-                "DELETE FROM operational_dead WHERE endpoint_id = $1 \
-                 AND window_index >= $2 AND window_index <= $3 \
-                 RETURNING reason, app_id, count, last_status, last_delivery_id, last_event_id, last_at",
-            )
-            .bind(endpoint.as_str())
-            .bind(*from)
-            .bind(*to)
-            .fetch_all(&mut tx)
-            .await?;
-        // One row per reason (the seconds added up; the latest death's details).
-        let mut counts: Vec<(AppId, DeadCount)> = Vec::new();
-        for row in rows {
-            let count = DeadCount {
-                reason: parse_column(&row, "reason")?,
-                count: row.try_get::<i64, _>("count")?.max(0) as u64,
-                last_status: row
-                    .try_get::<Option<i64>, _>("last_status")?
-                    .map(|s| s as u16),
-                last_delivery: row.try_get("last_delivery_id")?,
-                last_event: row.try_get("last_event_id")?,
-                last_at: Timestamp::from_millis(row.try_get("last_at")?),
-            };
-            match counts.iter_mut().find(|(_, c)| c.reason == count.reason) {
-                Some((_, same)) => {
-                    let total = same.count + count.count;
-                    if count.last_at >= same.last_at {
-                        *same = count;
-                    }
-                    same.count = total;
+        for (notice, told) in notices {
+            match &notice.source {
+                // An audit notice's key is its own id: refused, it was told before.
+                Source::Notice(id) => {
+                    self.engine
+                        .query("DELETE FROM operational_notices WHERE id = $1")
+                        .bind(id.as_str())
+                        .execute(&mut tx)
+                        .await?;
                 }
-                None => counts.push((parse_column(&row, "app_id")?, count)),
+                Source::Dead { endpoint, from, to } => {
+                    let rows = self
+                        .engine
+                        .query(
+                            "DELETE FROM operational_dead WHERE endpoint_id = $1 \
+                             AND window_index >= $2 AND window_index <= $3 \
+                             RETURNING reason, app_id, count, last_status, last_delivery_id, \
+                               last_event_id, last_at",
+                        )
+                        .bind(endpoint.as_str())
+                        .bind(*from)
+                        .bind(*to)
+                        .fetch_all(&mut tx)
+                        .await?;
+                    let mut untold = dead_by_reason(&rows)?;
+                    if *told {
+                        for (_, count) in &mut untold {
+                            let said = notice.data["reasons"][count.reason.as_str()]
+                                .as_u64()
+                                .unwrap_or(0);
+                            count.count = count.count.saturating_sub(said);
+                        }
+                        untold.retain(|(_, count)| count.count > 0);
+                    }
+                    let rows = untold
+                        .iter()
+                        .map(|(app, count)| (endpoint, into, app, count))
+                        .collect();
+                    add_dead(&mut tx, rows).await?;
+                }
             }
-        }
-        let rows = counts
-            .iter()
-            .map(|(app, count)| (endpoint, into, app, count))
-            .collect();
-        add_dead(&mut tx, rows).await?;
-        tx.commit().await
-    }
-
-    /// Deletes published notices.
-    pub async fn published(&self, notices: &[PendingNotice]) -> Result<()> {
-        let mut tx = self.writer.begin().await?;
-        for notice in notices {
-            let query = match &notice.source {
-                Source::Notice(id) => self
-                    .engine
-                    .query("DELETE FROM operational_notices WHERE id = $1")
-                    .bind(id.as_str()),
-                Source::Dead { endpoint, from, to } => self
-                    .engine
-                    .query(
-                        "DELETE FROM operational_dead WHERE endpoint_id = $1 \
-                         AND window_index >= $2 AND window_index <= $3",
-                    )
-                    .bind(endpoint.as_str())
-                    .bind(*from)
-                    .bind(*to),
-            };
-            query.execute(&mut tx).await?;
         }
         tx.commit().await
     }

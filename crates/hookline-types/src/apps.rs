@@ -14,8 +14,8 @@ pub struct CreateApp {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub name: String,
-    /// Your own id for the app (not starting with `app_`).
-    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
+    /// Your own id for the app (not starting with `app_` or `.`).
+    #[schema(pattern = r"^[B-Zb-z0-9-][A-Za-z0-9._-]{0,255}$")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uid: Option<String>,
     /// The customer portal's branding and framing (docs/portal.md).
@@ -44,7 +44,7 @@ pub struct UpdateApp {
         deserialize_with = "crate::de::double_option",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schema(pattern = r"^[B-Zb-z0-9.-][A-Za-z0-9._-]{0,255}$")]
+    #[schema(pattern = r"^[B-Zb-z0-9-][A-Za-z0-9._-]{0,255}$")]
     pub uid: Option<Option<String>>,
     /// Replaces the portal settings as a whole.
     #[serde(

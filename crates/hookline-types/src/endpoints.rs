@@ -15,6 +15,14 @@ fn enabled_by_default() -> bool {
     true
 }
 
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// `POST /v1/apps/{app}/endpoints`.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -23,7 +31,7 @@ pub struct CreateEndpoint {
         pattern = r"^https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}$"
     )]
     pub url: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
     /// Event type names, or `group.*`; absent: every type.
     #[schema(
@@ -42,9 +50,9 @@ pub struct CreateEndpoint {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<String>,
-    #[serde(default = "enabled_by_default")]
+    #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
     pub enabled: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub paused: bool,
     #[schema(pattern = r"^whsec_([A-Za-z0-9+/]{4}){8,21}$")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -55,7 +63,11 @@ pub struct CreateEndpoint {
     #[schema(schema_with = crate::schema::outbound_auth)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<OutboundAuth>,
-    #[serde(default, deserialize_with = "crate::de::object")]
+    #[serde(
+        default,
+        deserialize_with = "crate::de::object",
+        skip_serializing_if = "is_default"
+    )]
     pub retry: RetryOverrides,
     #[schema(minimum = 1, maximum = 100_000)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -63,7 +75,7 @@ pub struct CreateEndpoint {
     #[schema(minimum = 1, maximum = 1024)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub ordering_on_dead: OnDead,
 }
 
@@ -309,4 +321,47 @@ pub struct Latency {
     pub p50: Option<u64>,
     pub p95: Option<u64>,
     pub p99: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_new_endpoint_sends_only_what_differs_from_the_defaults() {
+        let plain = serde_json::to_value(CreateEndpoint::new("https://a.example/hook")).unwrap();
+        assert_eq!(plain, json!({"url": "https://a.example/hook"}));
+        let read: CreateEndpoint = serde_json::from_value(plain).unwrap();
+        assert!(read.enabled && !read.paused && read.retry == RetryOverrides::default());
+        let paused = CreateEndpoint {
+            paused: true,
+            enabled: false,
+            ..CreateEndpoint::new("https://a.example/hook")
+        };
+        assert_eq!(
+            serde_json::to_value(paused).unwrap(),
+            json!({"url": "https://a.example/hook", "enabled": false, "paused": true})
+        );
+    }
+
+    #[test]
+    fn a_patch_keeps_absent_null_and_set_apart_both_ways() {
+        let patch = UpdateEndpoint {
+            description: Some("orders".into()),
+            filter: Some(None),
+            rate_limit_per_sec: Some(Some(5)),
+            ..UpdateEndpoint::default()
+        };
+        let sent = serde_json::to_value(&patch).unwrap();
+        assert_eq!(
+            sent,
+            json!({"description": "orders", "filter": null, "rate_limit_per_sec": 5})
+        );
+        let read: UpdateEndpoint = serde_json::from_value(sent).unwrap();
+        assert_eq!(read.filter, Some(None));
+        assert_eq!(read.rate_limit_per_sec, Some(Some(5)));
+        assert_eq!(read.event_types, None);
+        assert_eq!(read.url, None);
+    }
 }

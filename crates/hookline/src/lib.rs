@@ -760,17 +760,19 @@ async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyho
         })
         .collect();
     let outcomes = hookline_api::publish::publish_group(&store.events(), None, &items).await?;
-    let (told, late): (Vec<_>, Vec<_>) = pending
+    // Refused (the key came with other counts before): its window was told, and
+    // what is in it now is told with the open window (`settle`).
+    let settled: Vec<_> = pending
         .into_iter()
         .zip(&outcomes)
-        .partition(|(_, outcome)| !matches!(outcome, hookline_store::PublishOutcome::KeyReused));
-    for (notice, _) in &late {
-        let into = hookline_core::operational::window_of(now, 1000);
-        store.operational().carry_over(notice, into).await?;
-    }
-    let told: Vec<_> = told.into_iter().map(|(notice, _)| notice).collect();
-    store.operational().published(&told).await?;
-    Ok(told.len() + late.len())
+        .map(|(notice, outcome)| {
+            let told = !matches!(outcome, hookline_store::PublishOutcome::KeyReused);
+            (notice, told)
+        })
+        .collect();
+    let into = hookline_core::operational::window_of(now, 1000);
+    store.operational().settle(&settled, into).await?;
+    Ok(settled.len())
 }
 
 /// How many removed rows make retention reclaim their space (`Store::reclaim_space`):

@@ -26,6 +26,8 @@ fn validate_uid(uid: &str) -> ApiResult<()> {
     let ok = !uid.is_empty()
         && uid.len() <= 256
         && !uid.starts_with(hookline_core::ids::AppId::PREFIX)
+        // `.` and `..` are collapsed by URL parsers: `/v1/apps/../keys` would name another path.
+        && !uid.starts_with('.')
         && uid
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
@@ -33,7 +35,7 @@ fn validate_uid(uid: &str) -> ApiResult<()> {
         Ok(())
     } else {
         Err(ApiError::Validation(
-            "uid must be 1 to 256 of [A-Za-z0-9-_.] and not start with `app_`".into(),
+            "uid must be 1 to 256 of [A-Za-z0-9-_.], not starting with `.` or `app_`".into(),
         ))
     }
 }
