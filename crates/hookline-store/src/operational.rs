@@ -6,7 +6,6 @@
 //! and the delete publishes nothing twice) and deletes it.
 
 use hookline_core::ids::{AppId, EndpointId};
-use hookline_core::model::DeadReason;
 use hookline_core::operational::{self, DeadCount, Kind, Notice};
 use hookline_core::time::Timestamp;
 
@@ -99,32 +98,32 @@ async fn add_dead(
     Ok(())
 }
 
-/// Dead-count rows added up by reason, each with its latest death's details.
-fn dead_by_reason(rows: &[Row]) -> Result<Vec<(AppId, DeadCount)>> {
-    let mut counts: Vec<(AppId, DeadCount)> = Vec::new();
-    for row in rows {
-        let count = DeadCount {
-            reason: parse_column(row, "reason")?,
-            count: row.try_get::<i64, _>("count")?.max(0) as u64,
-            last_status: row
-                .try_get::<Option<i64>, _>("last_status")?
-                .map(|s| s as u16),
-            last_delivery: row.try_get("last_delivery_id")?,
-            last_event: row.try_get("last_event_id")?,
-            last_at: Timestamp::from_millis(row.try_get("last_at")?),
-        };
-        match counts.iter_mut().find(|(_, c)| c.reason == count.reason) {
-            Some((_, same)) => {
-                let total = same.count + count.count;
-                if count.last_at >= same.last_at {
-                    *same = count;
-                }
-                same.count = total;
+/// A dead-count row's counts.
+fn dead_count(row: &Row) -> Result<DeadCount> {
+    Ok(DeadCount {
+        reason: parse_column(row, "reason")?,
+        count: row.try_get::<i64, _>("count")?.max(0) as u64,
+        last_status: row
+            .try_get::<Option<i64>, _>("last_status")?
+            .map(|s| s as u16),
+        last_delivery: row.try_get("last_delivery_id")?,
+        last_event: row.try_get("last_event_id")?,
+        last_at: Timestamp::from_millis(row.try_get("last_at")?),
+    })
+}
+
+/// Adds `count` to its reason's (the details are the latest death's).
+fn merge_count(counts: &mut Vec<DeadCount>, count: DeadCount) {
+    match counts.iter_mut().find(|c| c.reason == count.reason) {
+        Some(same) => {
+            let total = same.count + count.count;
+            if count.last_at >= same.last_at {
+                *same = count;
             }
-            None => counts.push((parse_column(row, "app_id")?, count)),
+            same.count = total;
         }
+        None => counts.push(count),
     }
-    Ok(counts)
 }
 
 /// A notice waiting to be published.
@@ -266,37 +265,14 @@ impl Operational<'_> {
             let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
             let second: i64 = row.try_get("window_index")?;
             let index = operational::window_of(Timestamp::from_millis(second * 1000), window_ms);
-            let reason: DeadReason = parse_column(&row, "reason")?;
-            let count = DeadCount {
-                reason,
-                count: row.try_get::<i64, _>("count")?.max(0) as u64,
-                last_status: row
-                    .try_get::<Option<i64>, _>("last_status")?
-                    .map(|s| s as u16),
-                last_delivery: row.try_get("last_delivery_id")?,
-                last_event: row.try_get("last_event_id")?,
-                last_at: Timestamp::from_millis(row.try_get("last_at")?),
-            };
+            let count = dead_count(&row)?;
             // Rows come in second order, so one endpoint's window may be interleaved
             // with another's: find its group.
             match windows
                 .iter_mut()
                 .find(|(key, _, _)| *key == (endpoint.clone(), index))
             {
-                Some((_, _, counts)) => {
-                    match counts.iter_mut().find(|c| c.reason == count.reason) {
-                        Some(same) => {
-                            same.count += count.count;
-                            if count.last_at >= same.last_at {
-                                *same = DeadCount {
-                                    count: same.count,
-                                    ..count
-                                };
-                            }
-                        }
-                        None => counts.push(count),
-                    }
-                }
+                Some((_, _, counts)) => merge_count(counts, count),
                 _ => windows.push((
                     (endpoint, index),
                     parse_column(&row, "app_id")?,
@@ -357,19 +333,26 @@ impl Operational<'_> {
                         .bind(*to)
                         .fetch_all(&mut tx)
                         .await?;
-                    let mut untold = dead_by_reason(&rows)?;
+                    let Some(first) = rows.first() else {
+                        continue;
+                    };
+                    let app: AppId = parse_column(first, "app_id")?;
+                    let mut untold = Vec::new();
+                    for row in &rows {
+                        merge_count(&mut untold, dead_count(row)?);
+                    }
                     if *told {
-                        for (_, count) in &mut untold {
+                        for count in &mut untold {
                             let said = notice.data["reasons"][count.reason.as_str()]
                                 .as_u64()
                                 .unwrap_or(0);
                             count.count = count.count.saturating_sub(said);
                         }
-                        untold.retain(|(_, count)| count.count > 0);
+                        untold.retain(|count| count.count > 0);
                     }
                     let rows = untold
                         .iter()
-                        .map(|(app, count)| (endpoint, into, app, count))
+                        .map(|count| (endpoint, into, &app, count))
                         .collect();
                     add_dead(&mut tx, rows).await?;
                 }
