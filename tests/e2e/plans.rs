@@ -33,6 +33,96 @@ async fn hot_statements_use_their_indexes_on_tables_analyzed_tiny_that_have_grow
     check_plans(Statistics::OfTinyTables).await;
 }
 
+/// The deliveries listing with an endpoint, a last status that matches nothing,
+/// a time range and a cursor (the request a schemathesis run found taking 30 s),
+/// on a never-analyzed database of 3,000 events: it walks the app's events
+/// (`events_by_app`) and each event's deliveries through `deliveries_by_event`
+/// — never the endpoint's every delivery once per event, which is 9 million
+/// subqueries here.
+#[tokio::test]
+async fn a_filtered_deliveries_listing_walks_event_by_event_on_a_never_analyzed_database() {
+    use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
+    use hookline_core::time::Timestamp;
+    use hookline_store::{DeliveryFilter, Page, StatusFilter, TimeRange};
+    let db = TestDb::new(Engine::Postgres).await;
+    let store = Store::connect(&store_config(&db.url)).await.unwrap();
+    store.migrate().await.unwrap();
+    let mut sql = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let (app, endpoint) = (AppId::generate(), EndpointId::generate());
+    let events: Vec<String> = (0..3_000)
+        .map(|_| EventId::generate().to_string())
+        .collect();
+    let deliveries: Vec<String> = (0..3_000)
+        .map(|_| DeliveryId::generate().to_string())
+        .collect();
+    for statement in [
+        "INSERT INTO apps (id, name, created_at, updated_at) VALUES ($1, 'acme', 0, 0)",
+        "INSERT INTO endpoints (id, app_id, url, description, enabled, secret, created_at, updated_at) \
+         VALUES ($2, $1, 'https://example.com/', '', true, 'whsec_x', 0, 0)",
+        "INSERT INTO events (id, app_id, event_type, body, created_at) \
+         SELECT e, $1, 'order.paid', '\\x00', 0 FROM unnest($3::text[]) e",
+        "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, attempts, \
+           round_started_at, created_at, updated_at) \
+         SELECT d, $1, e, $2, 'succeeded', 0, 1, 0, 0, 0 FROM unnest($4::text[], $3::text[]) AS x(d, e)",
+    ] {
+        sqlx::query(statement)
+            .bind(app.as_str())
+            .bind(endpoint.as_str())
+            .bind(&events)
+            .bind(&deliveries)
+            .execute(&mut sql)
+            .await
+            .unwrap_or_else(|error| panic!("{error}: {statement}"));
+    }
+    let filter = DeliveryFilter {
+        endpoint: Some(endpoint),
+        last_status: Some(StatusFilter::Class(1)),
+        created: TimeRange {
+            since: Some(Timestamp::from_millis(314_000_000_000)),
+            until: None,
+        },
+        ..DeliveryFilter::default()
+    };
+    let page = Page {
+        limit: 51,
+        before: Some("msg_7ZZZZZZZZZZZZZZZZZZZZZZZZZ.dlv_7ZZZZZZZZZZZZZZZZZZZZZZZZZ".into()),
+    };
+    let plan = store
+        .listings()
+        .explain_list_deliveries(&app, &filter, &page)
+        .await
+        .unwrap()
+        .expect("PostgreSQL has plans");
+    let plan: Value = serde_json::from_str(&plan).unwrap();
+    let mut scans = Vec::new();
+    scans_of(&plan[0]["Plan"], &mut scans);
+    let of_deliveries: Vec<&(String, String, String)> = scans
+        .iter()
+        .filter(|(_, table, _)| table == "deliveries")
+        .collect();
+    assert!(
+        !of_deliveries.is_empty()
+            && of_deliveries
+                .iter()
+                .all(|(kind, _, index)| kind.starts_with("Index") && index == "deliveries_by_event"),
+        "deliveries read event by event: {scans:?}\n{plan}"
+    );
+}
+
+/// Every scan under `node`: its kind, table and index.
+fn scans_of(node: &Value, scans: &mut Vec<(String, String, String)>) {
+    if let Some(table) = node["Relation Name"].as_str() {
+        scans.push((
+            node["Node Type"].as_str().unwrap_or("?").to_owned(),
+            table.to_owned(),
+            node["Index Name"].as_str().unwrap_or("").to_owned(),
+        ));
+    }
+    for child in node["Plans"].as_array().into_iter().flatten() {
+        scans_of(child, scans);
+    }
+}
+
 /// What the planner knows of the tables while the statements first run.
 #[derive(Debug, Clone, Copy)]
 enum Statistics {

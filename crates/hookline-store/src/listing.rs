@@ -185,6 +185,15 @@ impl Engine {
     }
 }
 
+/// A listing page's statement: `limit` is its last parameter.
+fn page_sql(select: &str, filters: &Filters, order: &str) -> String {
+    format!(
+        "SELECT {select} WHERE {} ORDER BY {order} LIMIT ${}",
+        filters.sql(),
+        filters.after()
+    )
+}
+
 impl crate::Store {
     /// The WHERE clause of an app's dead deliveries matching `filter` (`d` is
     /// the deliveries table), shared by the DLQ listing, its count and bulk replays.
@@ -218,15 +227,34 @@ impl crate::Store {
         order: &str,
         limit: u32,
     ) -> crate::Result<Vec<crate::db::Row>> {
-        let sql = format!(
-            "SELECT {select} WHERE {} ORDER BY {order} LIMIT ${}",
-            filters.sql(),
-            filters.after()
-        );
+        let sql = page_sql(select, filters, order);
         filters
             .bind(self.engine.query(&sql))
             .bind(i64::from(limit))
             .fetch_all(&self.reader)
             .await
+    }
+
+    /// The plan PostgreSQL runs [`Self::page_rows`]'s statement with
+    /// (`EXPLAIN (FORMAT JSON)`, with the same arguments), for the plan test;
+    /// `None` on SQLite.
+    pub(crate) async fn page_plan(
+        &self,
+        select: &str,
+        filters: &Filters,
+        order: &str,
+        limit: u32,
+    ) -> crate::Result<Option<String>> {
+        use sqlx::Row as _;
+        let sql = format!("EXPLAIN (FORMAT JSON) {}", page_sql(select, filters, order));
+        let rows = filters
+            .bind(self.engine.query(&sql))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(match rows.first() {
+            Some(crate::db::Row::Postgres(row)) => Some(row.try_get_unchecked::<String, _>(0)?),
+            _ => None,
+        })
     }
 }
