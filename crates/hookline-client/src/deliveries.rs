@@ -3,7 +3,7 @@
 use futures_util::Stream;
 use reqwest::Method;
 
-use crate::apps::{app_path, to_json};
+use crate::request::{app_path, to_json};
 use crate::request::{Call, Safe};
 use crate::types::{
     AttemptView, BulkReplayRequest, DeliveriesQuery, DeliveryView, DlqQuery, DryRunView, ListView,

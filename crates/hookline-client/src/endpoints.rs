@@ -3,7 +3,7 @@
 use futures_util::Stream;
 use reqwest::Method;
 
-use crate::apps::app_path;
+use crate::request::app_path;
 use crate::types::{
     AttemptView, AttemptsQuery, CreateEndpoint, EndpointHealthView, EndpointStatsView,
     EndpointView, ListView, PageQuery, RotateSecret, RotatedSecretView, SecretView, TestSend,

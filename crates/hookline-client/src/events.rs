@@ -4,7 +4,7 @@
 use futures_util::Stream;
 use reqwest::Method;
 
-use crate::apps::{app_path, to_json};
+use crate::request::{app_path, to_json};
 use crate::request::{Call, Safe};
 use crate::types::{
     BatchAnswer, BatchItem, BatchItemAnswer, BatchRequest, EventView, EventsQuery, ListView,

@@ -1,14 +1,20 @@
 //! One request: its URL and key, the answer read as the server's JSON or its
-//! problem, and the retries of what is safe to send again.
+//! problem, and the retries of what is safe to send again; and the calls every
+//! resource makes (reads, writes, deletes, listings that follow their cursor).
 
+use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
+use futures_util::Stream;
 use hookline_core::retry::{RetryPolicy, ThreadJitter};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::{Error, Problem, Result};
+use crate::types::{
+    AttemptsQuery, DeliveriesQuery, DlqQuery, EventsQuery, KeyQuery, ListView, PageQuery,
+};
+use crate::{segment, Client, Error, Problem, Result};
 
 pub(crate) struct Inner {
     pub http: reqwest::Client,
@@ -197,3 +203,149 @@ fn problem(answer: Answer) -> Result<Answer> {
         }),
     }
 }
+
+/// The calls every resource makes: reads, writes, deletes and listings that
+/// follow their cursor.
+impl Client {
+    /// A `GET`, retried when it fails in passing.
+    pub(crate) async fn read<T: DeserializeOwned>(
+        &self,
+        path: String,
+        query: Option<&(dyn ErasedQuery + Sync)>,
+    ) -> Result<T> {
+        self.inner
+            .call(Call {
+                method: Method::GET,
+                path,
+                query,
+                body: None,
+                idempotency_key: None,
+                safe: Safe::Retry,
+            })
+            .await?
+            .json()
+    }
+
+    /// A change, sent once.
+    pub(crate) async fn write<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: String,
+        body: Option<&(impl Serialize + ?Sized)>,
+    ) -> Result<T> {
+        self.inner
+            .call(Call {
+                method,
+                path,
+                query: None,
+                body: body.map(to_json).transpose()?,
+                idempotency_key: None,
+                safe: Safe::Once,
+            })
+            .await?
+            .json()
+    }
+
+    /// A `DELETE` answered with no content.
+    pub(crate) async fn delete(&self, path: String) -> Result<()> {
+        self.inner
+            .call(Call {
+                method: Method::DELETE,
+                path,
+                query: None,
+                body: None,
+                idempotency_key: None,
+                safe: Safe::Once,
+            })
+            .await
+            .map(drop)
+    }
+
+    /// Every row of a listing from `query`'s page on, page after page.
+    /// (A path that is not one makes a stream of that one error.)
+    pub(crate) fn stream<T, Q>(
+        &self,
+        path: Result<String>,
+        query: Q,
+    ) -> impl Stream<Item = Result<T>> + Send
+    where
+        T: DeserializeOwned + Send + 'static,
+        Q: Cursor + Serialize + Send + Sync + 'static,
+    {
+        struct State<T, Q> {
+            client: Client,
+            path: String,
+            /// A path that is not one: the stream's one item.
+            refused: Option<crate::Error>,
+            query: Q,
+            rows: VecDeque<T>,
+            last_page: bool,
+        }
+        let (path, refused) = match path {
+            Ok(path) => (path, None),
+            Err(error) => (String::new(), Some(error)),
+        };
+        let state = State {
+            client: self.clone(),
+            path,
+            refused,
+            query,
+            rows: VecDeque::new(),
+            last_page: false,
+        };
+        futures_util::stream::try_unfold(state, |mut state| async move {
+            loop {
+                if let Some(row) = state.rows.pop_front() {
+                    return Ok(Some((row, state)));
+                }
+                if state.last_page {
+                    return Ok(None);
+                }
+                if let Some(error) = state.refused.take() {
+                    return Err(error);
+                }
+                let page: ListView<T> = state
+                    .client
+                    .read(state.path.clone(), Some(&state.query))
+                    .await?;
+                state.rows = page.data.into();
+                match page.next_cursor {
+                    Some(cursor) => state.query.continue_after(cursor),
+                    None => state.last_page = true,
+                }
+            }
+        })
+    }
+}
+
+pub(crate) fn to_json(body: &(impl Serialize + ?Sized)) -> Result<serde_json::Value> {
+    serde_json::to_value(body).map_err(crate::Error::Encode)
+}
+
+/// `/v1/apps/{app}{rest}`.
+pub(crate) fn app_path(app: &str, rest: &str) -> Result<String> {
+    Ok(format!("/v1/apps/{}{rest}", segment(app)?))
+}
+
+/// A listing's query, continued on its next page.
+pub(crate) trait Cursor {
+    fn continue_after(&mut self, cursor: String);
+}
+
+macro_rules! cursor {
+    ($($query:ty),*) => {$(
+        impl Cursor for $query {
+            fn continue_after(&mut self, cursor: String) {
+                self.before = Some(cursor);
+            }
+        }
+    )*};
+}
+cursor!(
+    PageQuery,
+    DeliveriesQuery,
+    DlqQuery,
+    EventsQuery,
+    AttemptsQuery,
+    KeyQuery
+);

@@ -38,7 +38,7 @@ pub struct UpdateApp {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// `Some(None)` (`null`) removes it.
+    /// `null` removes it.
     #[serde(
         default,
         deserialize_with = "crate::de::double_option",
