@@ -327,7 +327,16 @@ async fn a_client_certificate_is_presented_to_its_endpoint_only(engine: Engine) 
     let refused = delivery_of(&without);
     app.wait_for_delivery_state(&app_id, &refused, "dead").await;
     let attempts = app.attempts(&app_id, &refused).await;
-    assert_eq!(attempts[0]["error_kind"], "tls", "{:?}", attempts[0]);
+    // Refused at the connection, never answered. Under TLS 1.3 the server asks
+    // for the certificate after the client's handshake is done, so its refusal
+    // reaches the client either during the handshake (`tls`) or as the
+    // connection closing under the first request (`io`): which one is a race.
+    assert_eq!(attempts[0]["status_code"], Value::Null, "{:?}", attempts[0]);
+    assert!(
+        ["tls", "io"].contains(&attempts[0]["error_kind"].as_str().unwrap_or("")),
+        "{:?}",
+        attempts[0]
+    );
 
     let bodies = bodies.lock().unwrap().clone();
     assert_eq!(
