@@ -309,15 +309,29 @@ async fn when_the_sqlite_disk_is_full_writes_get_503_and_resume_when_it_is_not()
             break;
         }
     }
-    let (refused_key, answer) = refused.expect("a 3 MiB disk fills up");
-    assert!(accepted.len() >= 2, "some events fit: {}", accepted.len());
-    assert_unavailable(answer, "a publish on a full disk").await;
-
-    // Reads go on, and hold exactly what was accepted.
+    // Every 202 is a stored event. (A failed COMMIT once left the writer's
+    // connection counted as inside a transaction: every later publish was a
+    // savepoint in one that never committed, and answered 202.)
     let mut stored = event_keys(&app, &app_id).await;
     stored.sort();
     let mut expected = accepted.clone();
     expected.sort();
+    assert_eq!(
+        stored, expected,
+        "what was accepted is stored, nothing else"
+    );
+    let (refused_key, answer) = refused.expect("a 3 MiB disk fills up");
+    assert!(accepted.len() >= 2, "some events fit: {}", accepted.len());
+    assert_unavailable(answer, "a publish on a full disk").await;
+    // And the next ones are refused too, while the disk stays full.
+    for n in 0..3 {
+        let answer = publish_big(format!("after-{n}")).await.unwrap();
+        assert_unavailable(answer, "a later publish on the full disk").await;
+    }
+
+    // Reads go on, and hold exactly what was accepted.
+    let mut stored = event_keys(&app, &app_id).await;
+    stored.sort();
     assert_eq!(stored, expected, "nothing refused was written");
 
     disk.grow(64);

@@ -40,6 +40,23 @@ pub(crate) async fn connect(config: &StoreConfig) -> Result<(SqlitePool, SqliteP
             // An in-process file has nothing to ping: the default check costs a
             // round trip to the connection's thread on every transaction.
             .test_before_acquire(false)
+            // A connection given back still inside a transaction is closed, never
+            // reused: when a COMMIT fails (a full disk) SQLite may roll the
+            // transaction back on its own, the driver's ROLLBACK then fails, and
+            // it would count the connection as in a transaction for good — every
+            // later transaction a savepoint inside one that never commits, each
+            // answered as committed (tests/e2e/outage.rs, the full disk).
+            .after_release(|conn, _| {
+                Box::pin(async move {
+                    if !sqlx::Connection::is_in_transaction(conn) {
+                        return Ok(true);
+                    }
+                    // A dropped transaction's rollback may still be queued on the
+                    // connection's thread: let it run, then look again.
+                    sqlx::Connection::ping(conn).await?;
+                    Ok(!sqlx::Connection::is_in_transaction(conn))
+                })
+            })
             .after_connect(move |conn, _| {
                 let pragmas = pragmas.clone();
                 Box::pin(async move {
