@@ -120,6 +120,7 @@ both_engines!(
     idempotency_key_replays_or_refuses,
     concurrent_publishes_with_one_key_write_one_event,
     claim_leases_due_work_and_reclaims_expired_leases,
+    turns_give_back_expired_leases_from_where_the_last_left_off,
     completion_records_attempts_and_moves_deliveries_on,
     operational_notices_are_recorded_with_their_cause_and_published_once,
     stale_lease_cannot_overwrite_the_new_owner,
@@ -786,6 +787,72 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
             .len(),
         3
     );
+}
+
+/// A dispatcher's turns give back expired leases from where its last turn left
+/// off: no more than a turn's limit at once (the next goes on after the last
+/// given back, even within one millisecond), and not a lease that ended before
+/// that mark — a new dispatcher, looking from the beginning, finds that one.
+async fn turns_give_back_expired_leases_from_where_the_last_left_off(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        events.push(publish(&store, &app, "a", t(1)).await);
+    }
+    let claim_for = |lease, now, limit, policy: &ClaimPolicy| {
+        let (store, policy) = (store.clone(), policy.clone());
+        async move {
+            store
+                .claim_due_deliveries(now, lease, limit, &policy)
+                .await
+                .unwrap()
+                .deliveries
+        }
+    };
+    let claim = |now, limit, policy: &ClaimPolicy| claim_for(LEASE, now, limit, policy);
+    // One dispatcher: its turns share the mark.
+    let dispatcher = policy();
+    let leased = claim(t(1), 10, &dispatcher).await;
+    assert_eq!(leased.len(), 3, "all three leased until t(31)");
+    assert!(claim(t(30), 10, &dispatcher).await.is_empty());
+
+    let first = claim(t(31), 2, &dispatcher).await;
+    assert_eq!(first.len(), 2, "the limit bounds what a turn gives back");
+    let second = claim(t(31), 2, &dispatcher).await;
+    assert_eq!(
+        second.len(),
+        1,
+        "the next turn goes on after the last given back"
+    );
+    let mut again: Vec<EventId> = first
+        .iter()
+        .chain(&second)
+        .map(|d| d.event_id.clone())
+        .collect();
+    again.sort();
+    events.sort();
+    assert_eq!(again, events, "each lease given back once");
+    assert!(claim(t(32), 10, &dispatcher).await.is_empty());
+
+    // A lease that had already ended before the mark when it was written (a
+    // clock far behind this dispatcher's): not this dispatcher's to look for.
+    publish(&store, &app, "a", t(20)).await;
+    let late = claim_for(Duration::from_secs(1), t(20), 10, &policy()).await;
+    assert_eq!(late.len(), 1, "leased until t(21)");
+    assert!(claim(t(40), 10, &dispatcher).await.is_empty());
+    let found = claim(t(40), 10, &policy()).await;
+    assert_eq!(
+        found.len(),
+        1,
+        "a dispatcher looking from the beginning finds it"
+    );
+    assert_eq!(found[0].id, late[0].id);
 }
 
 /// Operational notices: an endpoint's creation is recorded with it; dead

@@ -176,6 +176,7 @@ impl Dispatcher {
             probe_hold: this.config.lease,
             rate_lookahead: this.config.rate_lookahead,
             fair_cursor: Default::default(),
+            recovered_until: Default::default(),
         };
 
         while !shutdown.is_cancelled() {

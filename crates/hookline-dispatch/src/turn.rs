@@ -1,7 +1,8 @@
 //! One dispatcher turn: record what finished, claim what is due — one transaction.
 //!
 //! The dispatcher owns the turn. It begins the transaction through the store
-//! (`Store::begin_turn`), has it write the finished attempts, reads its room,
+//! (`Store::begin_turn`), has it write the finished attempts, gives back the
+//! leases that ended since its last turn (`Turn::recover_expired`), reads its room,
 //! leases due rows lane by lane as `hookline_core::claim::Lanes` says (then the
 //! fair pass over endpoints the lanes' heads hid), asks
 //! `hookline_core::claim::plan` what becomes of each leased row, has the store
@@ -42,6 +43,10 @@ pub struct ClaimPolicy {
     pub rate_lookahead: Duration,
     /// Where the fair pass over endpoints continues (shared by clones).
     pub fair_cursor: Arc<Mutex<Option<EndpointId>>>,
+    /// Where the next turn's look for expired leases begins: it gives back those
+    /// that ended after this (`None`: ever), and its commit moves it on (shared
+    /// by clones).
+    pub recovered_until: Arc<Mutex<Option<Timestamp>>>,
 }
 
 impl Default for ClaimPolicy {
@@ -53,6 +58,7 @@ impl Default for ClaimPolicy {
             probe_hold: rules.probe_hold,
             rate_lookahead: rules.rate_lookahead,
             fair_cursor: Arc::default(),
+            recovered_until: Arc::default(),
         }
     }
 }
@@ -117,7 +123,7 @@ pub async fn complete_and_claim(
         &view,
     )
     .await;
-    let (turn, claim) = match planned {
+    let (turn, claim, recovered_until) = match planned {
         Ok(planned) => planned,
         Err(error) => {
             if let Some(room) = room {
@@ -139,6 +145,12 @@ pub async fn complete_and_claim(
         }
         return Err(error);
     }
+    if let Some(until) = recovered_until {
+        *policy
+            .recovered_until
+            .lock()
+            .expect("recovery mark poisoned") = Some(until);
+    }
     Ok(claim)
 }
 
@@ -152,7 +164,7 @@ async fn run(
     limit: u32,
     policy: &ClaimPolicy,
     view: &RoomView,
-) -> Result<(Turn, Claim)> {
+) -> Result<(Turn, Claim, Option<Timestamp>)> {
     let mut turn = store.events().begin_turn(!records.is_empty()).await?;
     let breaker_changes = if records.is_empty() {
         Default::default()
@@ -164,8 +176,22 @@ async fn run(
             breaker_changes,
             ..Claim::default()
         };
-        return Ok((turn, claim));
+        return Ok((turn, claim, None));
     }
+
+    // Leases that ended since the last turn go back to their lane first, to be
+    // claimed like any pending delivery (rooms, breakers and all).
+    let since = *policy
+        .recovered_until
+        .lock()
+        .expect("recovery mark poisoned");
+    let ended = turn.recover_expired(since, now, limit).await?;
+    // All of them, or the next turn goes on after the last given back (less a
+    // millisecond: others may have ended at the same time).
+    let recovered_until = match ended.iter().max() {
+        Some(last) if ended.len() == limit as usize => *last - Duration::from_millis(1),
+        _ => now,
+    };
 
     let lease_until = now + lease;
     let mut rooms = Rooms::new(view);
@@ -234,7 +260,7 @@ async fn run(
         rows,
         breaker_changes,
     };
-    Ok((turn, claim))
+    Ok((turn, claim, Some(recovered_until)))
 }
 
 /// The next few enabled endpoints after the last fair pass's, skipping saturated

@@ -32,13 +32,18 @@ use crate::Events;
 use crate::{parse_column, Engine, Result, Store};
 
 /// A lane's partial-index predicate, spelled exactly as in the migration so both
-/// engines use the index.
+/// engines use the index. A lane holds pending deliveries only: leased ones are
+/// in `deliveries_leased`, read by [`Turn::recover_expired`].
 pub(crate) fn lane_predicate(lane: Lane) -> &'static str {
     match lane {
-        Lane::Fresh => "state IN ('pending', 'in_flight') AND attempts = 0",
-        Lane::Retry => "state IN ('pending', 'in_flight') AND attempts > 0",
+        Lane::Fresh => "state = 'pending' AND attempts = 0",
+        Lane::Retry => "state = 'pending' AND attempts > 0",
     }
 }
+
+/// The leased deliveries' partial-index predicate (`deliveries_leased`, keyed by
+/// the lease's end).
+pub(crate) const LEASED: &str = "state = 'in_flight'";
 
 /// What a claim returns per delivery: the delivery joined with its event's body.
 /// The endpoint side is read once per endpoint of the batch ([`ENDPOINT_COLUMNS`]),
@@ -235,6 +240,35 @@ impl Turn {
             .await?;
         self.due_now |= due_now;
         Ok(changes)
+    }
+
+    /// Gives back, pending, up to `most` of the deliveries whose lease ended after
+    /// `since` (`None`: ever) and by `now`, the earliest ended first: the
+    /// dispatcher that leased them died or stalled. They keep their due time (the
+    /// lease's end), so the lanes claim them next, in this turn or another
+    /// dispatcher's. Returns the lease ends given back. Reading only the leases
+    /// that ended since the last turn keeps this off the versions of every
+    /// delivery finished before (see the `deliveries_leased` migration).
+    pub async fn recover_expired(
+        &mut self,
+        since: Option<Timestamp>,
+        now: Timestamp,
+        most: u32,
+    ) -> Result<Vec<Timestamp>> {
+        let engine = self.store.engine;
+        let rows = engine
+            .query(RECOVER_EXPIRED.text(engine))
+            .bind(since.map_or(i64::MIN, Timestamp::as_millis))
+            .bind(now.as_millis())
+            .bind(i64::from(most))
+            .fetch_all(&mut self.tx)
+            .await?;
+        let ended = rows
+            .iter()
+            .map(|row| Ok(Timestamp::from_millis(row.try_get("due_at")?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.due_now |= !ended.is_empty();
+        Ok(ended)
     }
 
     /// Leases up to `ask` due rows of `read` until `lease_until`, no more per
@@ -483,7 +517,7 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
                          ORDER BY due_at{order} LIMIT $5) window_rows) ranked \
                  LEFT JOIN {rooms} ON v.endpoint_id = ranked.endpoint_id \
                  JOIN deliveries d ON d.id = ranked.id \
-                 WHERE ranked.rn <= COALESCE(v.room, $6) AND d.due_at <= $1 AND d.state IN ('pending', 'in_flight') \
+                 WHERE ranked.rn <= COALESCE(v.room, $6) AND d.due_at <= $1 AND d.state = 'pending' \
                  ORDER BY d.due_at{order} LIMIT $4{lock}",
                 lane = lane_predicate(lane),
                 rooms = engine.rows(7, &[("endpoint_id", Kind::Text), ("room", Kind::Int)]),
@@ -511,6 +545,21 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
         ),
     }
 }
+
+/// Up to `$3` leases that ended in (`$1`, `$2`] given back, pending (`$2`: now),
+/// the earliest first. On PostgreSQL the rows are locked as they are read, and
+/// the read's condition checked again on a row one committed meanwhile (one its
+/// dispatcher recorded is no longer in flight); SQLite has one writer.
+pub(crate) static RECOVER_EXPIRED: Sql = Sql::new(|engine| {
+    format!(
+        "UPDATE deliveries SET state = 'pending', lease_token = NULL, updated_at = $2 \
+         WHERE id IN ( \
+           SELECT id FROM deliveries WHERE {LEASED} AND due_at > $1 AND due_at <= $2 \
+           ORDER BY due_at LIMIT $3{}) \
+         RETURNING due_at",
+        engine.lock(" FOR UPDATE SKIP LOCKED")
+    )
+});
 
 /// The endpoints of a claim's rows, read once each.
 pub(crate) static CLAIMED_TARGETS: Sql = Sql::new(|engine| {

@@ -198,8 +198,9 @@ impl Events<'_> {
         Ok(())
     }
 
-    /// When the earliest pending delivery (or lease) falls due, if any: the
-    /// smaller head of the two lane indexes.
+    /// When the earliest pending delivery falls due, if any: the smaller head of
+    /// the two lane indexes. (A lease's end is not read here: a dispatcher's
+    /// turns, at least one per `idle_poll`, give back the leases that ended.)
     #[tracing::instrument(skip_all)]
     pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
         let mut earliest: Option<i64> = None;

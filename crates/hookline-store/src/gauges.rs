@@ -4,7 +4,7 @@
 
 use hookline_core::time::Timestamp;
 
-use crate::claim::lane_predicate;
+use crate::claim::{lane_predicate, LEASED};
 use crate::db::Sql;
 use crate::deliveries::{NEXT_DUE_FRESH, NEXT_DUE_RETRY};
 use crate::{Result, Store};
@@ -23,9 +23,9 @@ pub const FAILING_AFTER: i64 = 20;
 pub struct LaneGauges {
     /// Pending or in flight, due or not (capped).
     pub depth: i64,
-    /// Due now: what a free dispatcher would claim (capped).
+    /// Pending and due now: what a free dispatcher would claim (capped).
     pub due: i64,
-    /// The due time of the lane's oldest due delivery.
+    /// The due time of the lane's oldest pending due delivery.
     pub oldest_due_at: Option<Timestamp>,
 }
 
@@ -52,26 +52,18 @@ fn capped(filter: &str) -> String {
     format!("SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE {filter} LIMIT {GAUGE_CAP}) AS c")
 }
 
-/// Per lane (each count walks that lane's partial index): pending or in flight;
-/// of those, due by `$1`; of those, in flight (a lease expired by `$1`).
+/// Per lane (each count walks one partial index): pending; of those, due by
+/// `$1`; and the lane's deliveries in flight (the leased index).
 pub(crate) static FRESH_DEPTH: Sql = Sql::new(|_| capped(lane_predicate(Lane::Fresh)));
 pub(crate) static RETRY_DEPTH: Sql = Sql::new(|_| capped(lane_predicate(Lane::Retry)));
 pub(crate) static FRESH_DUE: Sql =
     Sql::new(|_| capped(&format!("{} AND due_at <= $1", lane_predicate(Lane::Fresh))));
 pub(crate) static RETRY_DUE: Sql =
     Sql::new(|_| capped(&format!("{} AND due_at <= $1", lane_predicate(Lane::Retry))));
-pub(crate) static FRESH_EXPIRED: Sql = Sql::new(|_| {
-    capped(&format!(
-        "{} AND state = 'in_flight' AND due_at <= $1",
-        lane_predicate(Lane::Fresh)
-    ))
-});
-pub(crate) static RETRY_EXPIRED: Sql = Sql::new(|_| {
-    capped(&format!(
-        "{} AND state = 'in_flight' AND due_at <= $1",
-        lane_predicate(Lane::Retry)
-    ))
-});
+pub(crate) static FRESH_LEASED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND attempts = 0")));
+pub(crate) static RETRY_LEASED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND attempts > 0")));
+/// In flight with the lease ended by `$1`.
+pub(crate) static EXPIRED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND due_at <= $1")));
 /// The DLQ's size (its partial index).
 pub(crate) static DEAD: Sql = Sql::new(|_| capped("state = 'dead'"));
 
@@ -86,25 +78,30 @@ impl Store {
                 .await
         };
         let mut gauges = QueueGauges::default();
-        for (lane, depth, due, oldest, expired) in [
+        for (lane, depth, due, oldest, leased) in [
             (
                 Lane::Fresh,
                 &FRESH_DEPTH,
                 &FRESH_DUE,
                 &NEXT_DUE_FRESH,
-                &FRESH_EXPIRED,
+                &FRESH_LEASED,
             ),
             (
                 Lane::Retry,
                 &RETRY_DEPTH,
                 &RETRY_DUE,
                 &NEXT_DUE_RETRY,
-                &RETRY_EXPIRED,
+                &RETRY_LEASED,
             ),
         ] {
             let depth: i64 = self
                 .engine
                 .query(depth.text(self.engine))
+                .fetch_scalar(&self.reader)
+                .await?;
+            let leased: i64 = self
+                .engine
+                .query(leased.text(self.engine))
                 .fetch_scalar(&self.reader)
                 .await?;
             let oldest: Option<i64> = self
@@ -113,18 +110,18 @@ impl Store {
                 .fetch_scalar(&self.reader)
                 .await?;
             let lane_gauges = LaneGauges {
-                depth,
+                depth: (depth + leased).min(GAUGE_CAP),
                 due: count(due).await?,
                 oldest_due_at: oldest
                     .filter(|at| *at <= now.as_millis())
                     .map(Timestamp::from_millis),
             };
-            gauges.expired_leases += count(expired).await?;
             match lane {
                 Lane::Fresh => gauges.fresh = lane_gauges,
                 Lane::Retry => gauges.retry = lane_gauges,
             }
         }
+        gauges.expired_leases = count(&EXPIRED).await?;
         gauges.dead = self
             .engine
             .query(DEAD.text(self.engine))

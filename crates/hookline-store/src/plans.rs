@@ -58,6 +58,12 @@ const LANE_ARGS: &[&str] = &[
 pub static HOT_STATEMENTS: &[HotStatement] = &[
     // The claim.
     HotStatement {
+        name: "claim: leases that ended since the last turn",
+        sql: &claim::RECOVER_EXPIRED,
+        args: &["1799999999000::bigint", NOW, "128::bigint"],
+        indexes: &["deliveries_leased", "deliveries_pkey"],
+    },
+    HotStatement {
         name: "claim: fresh lane",
         sql: &claim::TAKE_FRESH,
         args: LANE_ARGS,
@@ -252,16 +258,22 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         indexes: &["deliveries_due_retry"],
     },
     HotStatement {
-        name: "gauge: fresh lane expired leases",
-        sql: &gauges::FRESH_EXPIRED,
-        args: &[NOW],
-        indexes: &["deliveries_due_fresh"],
+        name: "gauge: fresh lane in flight",
+        sql: &gauges::FRESH_LEASED,
+        args: &[],
+        indexes: &["deliveries_leased"],
     },
     HotStatement {
-        name: "gauge: retry lane expired leases",
-        sql: &gauges::RETRY_EXPIRED,
+        name: "gauge: retry lane in flight",
+        sql: &gauges::RETRY_LEASED,
+        args: &[],
+        indexes: &["deliveries_leased"],
+    },
+    HotStatement {
+        name: "gauge: expired leases",
+        sql: &gauges::EXPIRED,
         args: &[NOW],
-        indexes: &["deliveries_due_retry"],
+        indexes: &["deliveries_leased"],
     },
     HotStatement {
         name: "gauge: dead-letter queue",
