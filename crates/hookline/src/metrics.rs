@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Pending or in-flight deliveries by `lane` (`fresh`, `retry`), capped at `GAUGE_CAP`.
 pub const QUEUE_DEPTH: &str = "hookline_queue_depth";
-/// Of those, the ones due now, by `lane`.
+/// Pending deliveries due now, by `lane` (expired leases: [`EXPIRED_LEASES`]).
 pub const QUEUE_DUE: &str = "hookline_queue_due";
-/// Seconds the oldest due delivery of a `lane` has waited past its due time (0: none due).
+/// Seconds the oldest pending due delivery of a `lane` has waited past its due time (0: none due).
 pub const OLDEST_DUE_AGE: &str = "hookline_queue_oldest_due_age_seconds";
 /// In-flight deliveries whose lease has expired (a dispatcher died or stalled).
 pub const EXPIRED_LEASES: &str = "hookline_leases_expired";
