@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
 use hookline_core::concurrency::Pressure;
@@ -29,7 +29,7 @@ use hookline_core::model::AttemptTrigger;
 use hookline_core::retry::ThreadJitter;
 use hookline_core::time::Clock;
 use hookline_store::{AttemptRecord, ClaimedDelivery, Store};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -78,59 +78,6 @@ fn release_held(held: &mut Vec<HeldRoom>, room: &Room) {
     for h in held.drain(..) {
         room.finish_failed(&h.endpoint, h.pressure, h.latency, h.epoch);
     }
-}
-
-/// At most this many turns under way in one dispatcher: the next writes its
-/// records while the last claims and commits (their claims run one after the
-/// other: `ClaimPolicy::claiming`).
-const TURNS_IN_FLIGHT: usize = 2;
-
-/// What a turn was begun with.
-struct Begun {
-    /// The finished attempts it writes.
-    records: Vec<AttemptRecord>,
-    /// The rooms those hold until they are committed.
-    held: Vec<HeldRoom>,
-    /// The send permits of what it may claim.
-    permits: Option<OwnedSemaphorePermit>,
-    limit: u32,
-}
-
-/// A turn that ended.
-struct TurnDone {
-    result: hookline_store::Result<hookline_store::Claim>,
-    begun: Begun,
-    started: Instant,
-}
-
-/// A turn that failed: its records are written by the next.
-struct Failed {
-    error: hookline_store::StoreError,
-    records: Vec<AttemptRecord>,
-    held: Vec<HeldRoom>,
-}
-
-/// Whether the last turn begun has written its records (or ended).
-fn has_recorded(recording: &mut Option<oneshot::Receiver<()>>) -> bool {
-    let Some(receiver) = recording else {
-        return true;
-    };
-    if matches!(
-        receiver.try_recv(),
-        Err(oneshot::error::TryRecvError::Empty)
-    ) {
-        return false;
-    }
-    *recording = None;
-    true
-}
-
-/// Until the last turn begun has written its records.
-async fn wait_recorded(recording: &mut Option<oneshot::Receiver<()>>) {
-    if let Some(receiver) = recording {
-        let _ = receiver.await;
-    }
-    *recording = None;
 }
 
 /// A delivery engine bound to one store.
@@ -215,25 +162,21 @@ impl Dispatcher {
         let mut leases = Leases::default();
         let (records_tx, mut records_rx) = mpsc::unbounded_channel();
         // Finished sends as they arrive, and the attempts the next turn's transaction
-        // writes (given back by a turn that failed).
+        // writes (kept in hand when a turn fails).
         let mut arrived: Vec<Finished> = Vec::new();
         let mut finished: Vec<AttemptRecord> = Vec::new();
         let mut held: Vec<HeldRoom> = Vec::new();
         // Deliveries handed off by publishes, not yet started.
         let mut handed: Vec<HandedOff> = Vec::new();
         let mut sends = JoinSet::new();
-        let mut turns: JoinSet<TurnDone> = JoinSet::new();
-        // The last turn begun, until it has written its records.
-        let mut recording: Option<oneshot::Receiver<()>> = None;
-        // More work may be due at once (the first turn looks).
-        let mut look_again = true;
         let mut failures = 0u32;
         let policy = ClaimPolicy {
             retry: this.config.retry,
             room: Some(room.clone()),
             probe_hold: this.config.lease,
             rate_lookahead: this.config.rate_lookahead,
-            ..ClaimPolicy::default()
+            fair_cursor: Default::default(),
+            recovered_until: Default::default(),
         };
 
         while !shutdown.is_cancelled() {
@@ -253,33 +196,77 @@ impl Dispatcher {
                 };
                 arrived.push(done);
             }
-            let writing = !finished.is_empty() || !arrived.is_empty();
-            // A turn begins once the last has written its records: alone, when work
-            // may be due or attempts finished; beside another (which claims and
-            // commits meanwhile), when attempts finished.
-            if turns.len() < TURNS_IN_FLIGHT
-                && has_recorded(&mut recording)
-                && (writing || (turns.is_empty() && look_again))
+            // The claim's permits are taken before it runs: publishes may take free
+            // permits for hand-offs meanwhile.
+            let mut claim_permits = take_permits(&permits, this.config.batch_size);
+            let limit = claim_permits.as_ref().map_or(0, |p| p.num_permits() as u32);
+            if limit == 0 && finished.is_empty() && arrived.is_empty() {
+                // Every permit is sending: wait for one to finish.
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = records_rx.recv_many(&mut arrived, COMPLETION_BATCH) => continue,
+                    Some(batch) = inbox.recv() => {
+                        handed.extend(batch);
+                        continue;
+                    }
+                }
+            }
+            take_arrived(&mut arrived, &mut finished, &mut held);
+            let turn_started = std::time::Instant::now();
+            let claimed = match turn::complete_and_claim(
+                &this.store,
+                &finished,
+                &this.config.breaker,
+                this.clock.now(),
+                this.config.lease,
+                limit,
+                &policy,
+            )
+            .await
             {
-                // The claim's permits are taken before it runs: publishes may take
-                // free permits for hand-offs meanwhile.
-                let claim_permits = take_permits(&permits, this.config.batch_size);
-                let limit = claim_permits.as_ref().map_or(0, |p| p.num_permits() as u32);
-                if limit > 0 || writing {
-                    take_arrived(&mut arrived, &mut finished, &mut held);
-                    let begun = Begun {
-                        records: std::mem::take(&mut finished),
-                        held: std::mem::take(&mut held),
-                        permits: claim_permits,
-                        limit,
-                    };
-                    recording = Some(this.begin_turn(&mut turns, begun, &policy));
-                    look_again = false;
+                Ok(claimed) => claimed,
+                Err(error) => {
+                    // The finished attempts stay in hand and are written next turn.
+                    failures += 1;
+                    tracing::error!(%error, failures, "dispatch turn failed; retrying");
+                    let backoff = Duration::from_millis(100 * u64::from(failures.min(50)));
+                    sleep_or_shutdown(backoff, &shutdown).await;
                     continue;
                 }
-                // Every permit is sending: a finished send frees one (below).
+            };
+            failures = 0;
+            release_held(&mut held, &room);
+            let now = this.clock.now();
+            metrics::turn(turn_started.elapsed(), finished.len(), claimed.rows, now);
+            metrics::breaker_changes(claimed.breaker_changes);
+            this.heartbeat.beat(now);
+            for record in finished.drain(..) {
+                leases.finish(&record.delivery_id);
             }
-            if turns.is_empty() && !look_again && !writing && handed.is_empty() {
+            // A full batch means more may be due at once; after a write-only turn
+            // (no free permit) the permits the written sends freed are claimable now.
+            let look_again = limit == 0 || claimed.rows as u32 == limit;
+            // Parsed once per endpoint of the batch, not once per delivery.
+            let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
+            for delivery in claimed.deliveries {
+                let url = match urls.get(&delivery.destination.url) {
+                    Some(url) => url.clone(),
+                    None => {
+                        let url = Sender::parse_url(&delivery.destination.url);
+                        urls.insert(delivery.destination.url.clone(), url.clone());
+                        url
+                    }
+                };
+                let permit = claim_permits
+                    .as_mut()
+                    .and_then(|permits| permits.split(1))
+                    .expect("a claim takes no more than its permits");
+                leases.start(&delivery);
+                this.spawn_send(&mut sends, delivery, url, permit, &records_tx, &room);
+            }
+            // Permits the claim did not use go back here.
+            drop(claim_permits);
+            if !look_again && handed.is_empty() {
                 this.wait_for_work(
                     &shutdown,
                     &mut records_rx,
@@ -288,47 +275,9 @@ impl Dispatcher {
                     &mut handed,
                 )
                 .await;
-                look_again = true;
-                continue;
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                Some(done) = turns.join_next() => {
-                    let done = done.expect("a dispatcher turn panicked");
-                    match this.turn_done(done, &mut leases, &mut sends, &records_tx, &room) {
-                        Ok(more) => {
-                            failures = 0;
-                            look_again |= more;
-                        }
-                        Err(mut back) => {
-                            // The finished attempts stay in hand and are written next turn.
-                            failures += 1;
-                            tracing::error!(error = %back.error, failures, "dispatch turn failed; retrying");
-                            finished.append(&mut back.records);
-                            held.append(&mut back.held);
-                            look_again = true;
-                            let backoff = Duration::from_millis(100 * u64::from(failures.min(50)));
-                            sleep_or_shutdown(backoff, &shutdown).await;
-                        }
-                    }
-                }
-                _ = wait_recorded(&mut recording), if recording.is_some() => {}
-                _ = records_rx.recv_many(&mut arrived, COMPLETION_BATCH), if !writing => {}
-                Some(batch) = inbox.recv() => handed.extend(batch),
             }
         }
 
-        // The turns under way finish: what they claimed is sent like the rest of
-        // the drain, and the attempts of one that failed are written below.
-        while let Some(done) = turns.join_next().await {
-            let done = done.expect("a dispatcher turn panicked");
-            if let Err(mut back) = this.turn_done(done, &mut leases, &mut sends, &records_tx, &room)
-            {
-                tracing::error!(error = %back.error, "dispatch turn failed while stopping");
-                finished.append(&mut back.records);
-                held.append(&mut back.held);
-            }
-        }
         // Publishes stop handing work over; what they already handed is sent like
         // the rest of the drain.
         this.handoff.close();
@@ -377,118 +326,6 @@ impl Dispatcher {
                 .await?;
         }
         Ok(())
-    }
-
-    /// Begins a turn as its own task: it writes `begun.records`, then claims up to
-    /// `begun.limit` (once the previous turn's claim counted what it leased) and
-    /// commits. Returns what resolves once its records are written.
-    fn begin_turn(
-        self: &Arc<Self>,
-        turns: &mut JoinSet<TurnDone>,
-        begun: Begun,
-        policy: &ClaimPolicy,
-    ) -> oneshot::Receiver<()> {
-        let (recorded, recorded_rx) = oneshot::channel();
-        let this = self.clone();
-        let policy = policy.clone();
-        turns.spawn(async move {
-            let started = Instant::now();
-            let store = &this.store;
-            let recorded_turn = turn::record(
-                store,
-                &begun.records,
-                &this.config.breaker,
-                this.clock.now(),
-            )
-            .await;
-            // Failed or not, the next turn may begin.
-            drop(recorded);
-            let result = match recorded_turn {
-                Ok(turn) => {
-                    turn.claim(
-                        &begun.records,
-                        this.clock.now(),
-                        this.config.lease,
-                        begun.limit,
-                        &policy,
-                    )
-                    .await
-                }
-                Err(error) => Err(error),
-            };
-            TurnDone {
-                result,
-                begun,
-                started,
-            }
-        });
-        recorded_rx
-    }
-
-    /// After a turn: on success frees the rooms its records held and starts the
-    /// sends it claimed, and says whether more work may be due at once; on
-    /// failure gives back the records it was to write and the rooms they hold.
-    fn turn_done(
-        self: &Arc<Self>,
-        done: TurnDone,
-        leases: &mut Leases,
-        sends: &mut JoinSet<()>,
-        records: &mpsc::UnboundedSender<Finished>,
-        room: &Arc<Room>,
-    ) -> Result<bool, Failed> {
-        let TurnDone {
-            result,
-            begun:
-                Begun {
-                    records: written,
-                    mut held,
-                    permits: mut claim_permits,
-                    limit,
-                },
-            started,
-        } = done;
-        let claimed = match result {
-            Ok(claimed) => claimed,
-            Err(error) => {
-                return Err(Failed {
-                    error,
-                    records: written,
-                    held,
-                })
-            }
-        };
-        release_held(&mut held, room);
-        let now = self.clock.now();
-        metrics::turn(started.elapsed(), written.len(), claimed.rows, now);
-        metrics::breaker_changes(claimed.breaker_changes);
-        self.heartbeat.beat(now);
-        for record in &written {
-            leases.finish(&record.delivery_id);
-        }
-        // A full batch means more may be due at once; after a write-only turn
-        // (no free permit) the permits the written sends freed are claimable now.
-        let look_again = limit == 0 || claimed.rows as u32 == limit;
-        // Parsed once per endpoint of the batch, not once per delivery.
-        let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
-        for delivery in claimed.deliveries {
-            let url = match urls.get(&delivery.destination.url) {
-                Some(url) => url.clone(),
-                None => {
-                    let url = Sender::parse_url(&delivery.destination.url);
-                    urls.insert(delivery.destination.url.clone(), url.clone());
-                    url
-                }
-            };
-            let permit = claim_permits
-                .as_mut()
-                .and_then(|permits| permits.split(1))
-                .expect("a claim takes no more than its permits");
-            leases.start(&delivery);
-            self.spawn_send(sends, delivery, url, permit, records, room);
-        }
-        // Permits the claim did not use go back here.
-        drop(claim_permits);
-        Ok(look_again)
     }
 
     /// Starts the sends of every delivery handed off so far (`handed`, and what

@@ -47,10 +47,6 @@ pub struct ClaimPolicy {
     /// that ended after this (`None`: ever), and its commit moves it on (shared
     /// by clones).
     pub recovered_until: Arc<Mutex<Option<Timestamp>>>,
-    /// Held by a claim from reading the room until it counted what it leased:
-    /// of two overlapping turns, the second claims once the first has counted
-    /// (shared by clones).
-    pub claiming: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Default for ClaimPolicy {
@@ -63,7 +59,6 @@ impl Default for ClaimPolicy {
             rate_lookahead: rules.rate_lookahead,
             fair_cursor: Arc::default(),
             recovered_until: Arc::default(),
-            claiming: Arc::default(),
         }
     }
 }
@@ -112,118 +107,78 @@ pub async fn complete_and_claim(
     limit: u32,
     policy: &ClaimPolicy,
 ) -> Result<Claim> {
-    record(store, records, breaker_policy, now)
-        .await?
-        .claim(records, now, lease, limit, policy)
-        .await
+    let room = policy.room.as_ref().filter(|_| limit > 0);
+    let view = match room {
+        Some(room) => room.begin(records),
+        None => RoomView::unlimited(),
+    };
+    let planned = run(
+        store,
+        records,
+        breaker_policy,
+        now,
+        lease,
+        limit,
+        policy,
+        &view,
+    )
+    .await;
+    let (turn, claim, recovered_until) = match planned {
+        Ok(planned) => planned,
+        Err(error) => {
+            if let Some(room) = room {
+                room.abandoned();
+            }
+            return Err(error);
+        }
+    };
+    // Counted before the commit, so hand-offs pause only while the claim's
+    // statements run, not for the commit's flush too (measured at `518e210`:
+    // counting after the commit let only 7,318 of ~12,000 deliveries of a
+    // light-load run on PostgreSQL be handed off).
+    if let Some(room) = room {
+        room.leased(&claim.deliveries, claim.rows == limit as usize);
+    }
+    if let Err(error) = turn.commit().await {
+        if let Some(room) = room {
+            room.unleased(&claim.deliveries);
+        }
+        return Err(error);
+    }
+    if let Some(until) = recovered_until {
+        *policy
+            .recovered_until
+            .lock()
+            .expect("recovery mark poisoned") = Some(until);
+    }
+    Ok(claim)
 }
 
-/// The first stage of a turn: its transaction has written the finished
-/// attempts; the claim and the commit follow ([`Recorded::claim`]).
-///
-/// Turns overlap in two stages: a dispatcher may begin the next turn and
-/// write its records while this one claims and commits, and that turn's claim
-/// waits for this one's to have counted what it leased (`ClaimPolicy::claiming`).
-pub struct Recorded {
-    turn: Turn,
-    breaker_changes: hookline_store::BreakerChanges,
-}
-
-/// Begins a turn and writes `records` in it (a turn that records nothing
-/// commits without waiting for the flush on PostgreSQL: see `Events::begin_turn`).
-pub async fn record(
+#[allow(clippy::too_many_arguments)]
+async fn run(
     store: &Store,
     records: &[AttemptRecord],
     breaker_policy: &BreakerPolicy,
     now: Timestamp,
-) -> Result<Recorded> {
+    lease: Duration,
+    limit: u32,
+    policy: &ClaimPolicy,
+    view: &RoomView,
+) -> Result<(Turn, Claim, Option<Timestamp>)> {
     let mut turn = store.events().begin_turn(!records.is_empty()).await?;
     let breaker_changes = if records.is_empty() {
         Default::default()
     } else {
         turn.record(records, breaker_policy, now).await?
     };
-    Ok(Recorded {
-        turn,
-        breaker_changes,
-    })
-}
-
-impl Recorded {
-    /// Claims up to `limit` due deliveries (after the dispatcher's previous claim
-    /// counted its own), leasing them until `now + lease`, and commits the turn.
-    /// `records` are those this turn wrote: the rooms they hold are free to its claim.
-    pub async fn claim(
-        self,
-        records: &[AttemptRecord],
-        now: Timestamp,
-        lease: Duration,
-        limit: u32,
-        policy: &ClaimPolicy,
-    ) -> Result<Claim> {
-        let Recorded {
-            mut turn,
+    if limit == 0 {
+        let claim = Claim {
             breaker_changes,
-        } = self;
-        if limit == 0 {
-            turn.commit().await?;
-            return Ok(Claim {
-                breaker_changes,
-                ..Claim::default()
-            });
-        }
-        let claiming = policy.claiming.lock().await;
-        let room = policy.room.as_ref();
-        let view = match room {
-            Some(room) => room.begin(records),
-            None => RoomView::unlimited(),
+            ..Claim::default()
         };
-        let claimed = run(&mut turn, now, lease, limit, policy, &view).await;
-        let (mut claim, recovered_until) = match claimed {
-            Ok(claimed) => claimed,
-            Err(error) => {
-                if let Some(room) = room {
-                    room.abandoned();
-                }
-                return Err(error);
-            }
-        };
-        claim.breaker_changes = breaker_changes;
-        // Counted before the commit, so hand-offs pause only while the claim's
-        // statements run, not for the commit's flush too (measured at `518e210`:
-        // counting after the commit let only 7,318 of ~12,000 deliveries of a
-        // light-load run on PostgreSQL be handed off); the next turn's claim may
-        // begin from here.
-        if let Some(room) = room {
-            room.leased(&claim.deliveries, claim.rows == limit as usize);
-        }
-        drop(claiming);
-        if let Err(error) = turn.commit().await {
-            if let Some(room) = room {
-                room.unleased(&claim.deliveries);
-            }
-            return Err(error);
-        }
-        // Turns commit in any order: the mark only moves on.
-        let mut mark = policy
-            .recovered_until
-            .lock()
-            .expect("recovery mark poisoned");
-        *mark = (*mark).max(Some(recovered_until));
-        Ok(claim)
+        return Ok((turn, claim, None));
     }
-}
 
-/// The claim of a turn: leases, plans and applies; returns what it claimed and
-/// where the next turn's look for expired leases begins.
-async fn run(
-    turn: &mut Turn,
-    now: Timestamp,
-    lease: Duration,
-    limit: u32,
-    policy: &ClaimPolicy,
-    view: &RoomView,
-) -> Result<(Claim, Timestamp)> {
     // Leases that ended since the last turn go back to their lane first, to be
     // claimed like any pending delivery (rooms, breakers and all).
     let since = *policy
@@ -254,7 +209,7 @@ async fn run(
     // endpoints round-robin through their own index, so none starves.
     let saturated = rooms.saturated();
     if leased.len() < limit as usize && !saturated.is_empty() {
-        for endpoint in fair_pass_endpoints(turn, &saturated, &policy.fair_cursor).await? {
+        for endpoint in fair_pass_endpoints(&mut turn, &saturated, &policy.fair_cursor).await? {
             let ask = rooms.of(&endpoint).min(limit as usize - leased.len()) as u32;
             if ask == 0 {
                 continue;
@@ -303,9 +258,9 @@ async fn run(
     let claim = Claim {
         deliveries,
         rows,
-        ..Claim::default()
+        breaker_changes,
     };
-    Ok((claim, recovered_until))
+    Ok((turn, claim, Some(recovered_until)))
 }
 
 /// The next few enabled endpoints after the last fair pass's, skipping saturated
