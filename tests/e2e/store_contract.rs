@@ -855,6 +855,93 @@ async fn turns_give_back_expired_leases_from_where_the_last_left_off(engine: Eng
     assert_eq!(found[0].id, late[0].id);
 }
 
+/// PostgreSQL: a completion locks only the endpoints its plan changes. A
+/// success on an endpoint whose breaker has nothing to reset goes through
+/// while another transaction holds the endpoint's row (two dispatchers' turns
+/// do not queue on it); a failure, which counts on the breaker, waits for that
+/// lock and is written once it is released.
+#[tokio::test]
+async fn a_completion_locks_only_the_endpoints_its_plan_changes() {
+    let (store, db) = open(Engine::Postgres).await;
+    let app = app(&store).await;
+    let endpoint = store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(1)).await;
+    publish(&store, &app, "a", t(1)).await;
+    let claimed = store
+        .claim_due_deliveries(t(1), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(claimed.len(), 2);
+
+    let other = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut holder = other.begin().await.unwrap();
+    sqlx::query("SELECT id FROM endpoints WHERE id = $1 FOR UPDATE")
+        .bind(endpoint.id.as_str())
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let healthy = [record(&claimed[0], Next::Succeeded, t(2))];
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        store
+            .events()
+            .complete_attempts(&healthy, &BreakerPolicy::default(), t(2)),
+    )
+    .await
+    .expect("a success that changes nothing does not wait for the endpoint's row")
+    .unwrap();
+
+    let failing = tokio::spawn({
+        let (store, failed) = (
+            store.clone(),
+            [record(&claimed[1], Next::RetryAt(t(60)), t(2))],
+        );
+        async move {
+            store
+                .events()
+                .complete_attempts(&failed, &BreakerPolicy::default(), t(2))
+                .await
+        }
+    });
+    crate::helpers::wait_until(
+        Duration::from_secs(30),
+        "the failure to wait for the endpoint's row",
+        || {
+            let other = other.clone();
+            async move {
+                let waiting: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                )
+                .fetch_one(&other)
+                .await
+                .unwrap();
+                (waiting > 0).then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(!failing.is_finished(), "still waiting");
+    holder.rollback().await.unwrap();
+    failing.await.unwrap().unwrap();
+    let health = store
+        .endpoints()
+        .endpoint_health(&app, &endpoint.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        health.breaker.consecutive_failures, 1,
+        "the failure counted"
+    );
+}
+
 /// Operational notices: an endpoint's creation is recorded with it; dead
 /// deliveries are counted by second and come out as one `delivery.dead` per
 /// closed window; what is published is gone.

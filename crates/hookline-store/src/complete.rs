@@ -298,8 +298,20 @@ impl Events<'_> {
             .collect();
         let ids: BTreeSet<&EndpointId> = records.iter().map(|r| &r.endpoint_id).collect();
         let ids: Vec<&EndpointId> = ids.into_iter().collect();
-        let rows = self.lock_endpoints(tx, &ids).await?;
-        let plan = completion::plan(&finished, &rows, breaker_policy, now);
+        let mut rows = self.read_endpoints(tx, &ids, false).await?;
+        let mut plan = completion::plan(&finished, &rows, breaker_policy, now);
+        if self.engine == Engine::Postgres && !plan.endpoints.is_empty() {
+            // Only the endpoints the plan changes are locked (in id order), read
+            // again under the lock, and planned again from what it reads: a batch
+            // of healthy answers locks nothing, so dispatchers' turns do not queue
+            // on the same endpoint rows. An endpoint the plan leaves alone commutes
+            // with whatever another turn does to it meanwhile. (SQLite's one
+            // writer already holds them all.)
+            let changed: Vec<&EndpointId> = plan.endpoints.keys().collect();
+            let locked = self.read_endpoints(tx, &changed, true).await?;
+            rows.extend(locked);
+            plan = completion::plan(&finished, &rows, breaker_policy, now);
+        }
 
         for (endpoint, change) in &plan.endpoints {
             if let Some(breaker) = &change.breaker {
@@ -347,17 +359,23 @@ impl Events<'_> {
         Ok((due_now, plan.changes))
     }
 
-    /// Reads (on PostgreSQL: locks, in id order) what the completion plan reads of
-    /// the batch's endpoints.
-    async fn lock_endpoints(
+    /// Reads what the completion plan reads of the batch's endpoints; with `lock`,
+    /// locks them (on PostgreSQL, in id order).
+    async fn read_endpoints(
         &self,
         tx: &mut Tx,
         endpoints: &[&EndpointId],
+        lock: bool,
     ) -> Result<HashMap<EndpointId, completion::EndpointRow>> {
         let ids = Batch::default().text(endpoints.iter().map(|e| Some(e.as_str())));
+        let sql = if lock {
+            &LOCK_ENDPOINTS
+        } else {
+            &READ_ENDPOINTS
+        };
         let found = self
             .engine
-            .query(LOCK_ENDPOINTS.text(self.engine))
+            .query(sql.text(self.engine))
             .bind_batch(ids)
             .fetch_all(&mut *tx)
             .await?;
@@ -376,15 +394,18 @@ impl Events<'_> {
     }
 }
 
-/// The batch's endpoints with their breakers, locked in id order on PostgreSQL.
-pub(crate) static LOCK_ENDPOINTS: Sql = Sql::new(|engine| {
+/// The batch's endpoints with their breakers; [`LOCK_ENDPOINTS`] locks them in
+/// id order on PostgreSQL.
+fn endpoints_sql(engine: Engine, lock: bool) -> String {
     format!(
         "SELECT id, enabled, ordering_on_dead, {BREAKER_COLUMNS} FROM endpoints \
          WHERE id IN (SELECT id FROM {}) ORDER BY id{}",
         engine.rows(1, &[("id", Kind::Text)]),
-        engine.lock(" FOR UPDATE")
+        if lock { engine.lock(" FOR UPDATE") } else { "" }
     )
-});
+}
+pub(crate) static READ_ENDPOINTS: Sql = Sql::new(|engine| endpoints_sql(engine, false));
+pub(crate) static LOCK_ENDPOINTS: Sql = Sql::new(|engine| endpoints_sql(engine, true));
 
 /// Makes the next `blocked` delivery of a partition pending, due at `due` (from
 /// `due_for_new_work`: now, the breaker's probe time, or `PARKED` for a disabled

@@ -147,7 +147,13 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         indexes: &["deliveries_pkey"],
     },
     HotStatement {
-        name: "completion: endpoints locked",
+        name: "completion: endpoints read",
+        sql: &complete::READ_ENDPOINTS,
+        args: &["ARRAY['ep_00001', 'ep_00002']::text[]"],
+        indexes: &["endpoints_pkey"],
+    },
+    HotStatement {
+        name: "completion: endpoints the plan changes, locked",
         sql: &complete::LOCK_ENDPOINTS,
         args: &["ARRAY['ep_00001', 'ep_00002']::text[]"],
         indexes: &["endpoints_pkey"],
