@@ -94,7 +94,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::GET, "/v1/apps/{app}/attempts/{attempt}", App(Read), get(deliveries::attempt),
             Doc::new("One attempt in full").answers(200, Json(schema::<AttemptView>))),
         (M::POST, "/v1/apps/{app}/deliveries/{delivery}/replay", App(Replay), post(deliveries::replay),
-            Doc::new("Replay a dead delivery").answers(202, Json(schema::<deliveries::ReplayView>)).errors(&["endpoint_deleted"])),
+            Doc::new("Replay a dead delivery; 200 when it is not dead (nothing changes)").answers(202, Json(schema::<deliveries::ReplayView>)).also(200, Json(schema::<deliveries::ReplayView>)).errors(&["endpoint_deleted"])),
         (M::POST, "/v1/apps/{app}/deliveries/{delivery}/resend", App(Replay), post(deliveries::resend),
             Doc::new("Send a succeeded delivery again; 200 when it is not succeeded (nothing changes)").answers(202, Json(schema::<deliveries::ResendView>)).also(200, Json(schema::<deliveries::ResendView>)).errors(&["endpoint_deleted"])),
         (M::GET, "/v1/apps/{app}/dlq", App(Read), get(deliveries::dlq),
