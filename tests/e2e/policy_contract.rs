@@ -216,6 +216,7 @@ both_engines!(
     the_breaker_moves_a_queue_larger_than_one_statement,
     publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room,
     a_released_partition_successor_goes_ahead_of_later_work,
+    a_turn_runs_while_the_last_commits_and_sees_what_it_wrote,
 );
 
 async fn breaker_opens_defers_without_charging_and_admits_one_probe(engine: Engine) {
@@ -997,4 +998,69 @@ async fn a_released_partition_successor_goes_ahead_of_later_work(engine: Engine)
     // unordered work published at t(2), so the next claim takes it first.
     let next = f.claim(t(5), 1).await;
     assert_eq!(next[0].event_id, successor);
+}
+
+/// A dispatcher begins its next turn while the last commits
+/// (`hookline_dispatch::turn::Prepared`): here both dead-letter failures on one
+/// endpoint, so both write its breaker and its dead count. The second waits
+/// for the first's locks (PostgreSQL) or its writer (SQLite) and no longer:
+/// both commit, and the second counts on top of what the first wrote.
+async fn a_turn_runs_while_the_last_commits_and_sees_what_it_wrote(engine: Engine) {
+    use hookline_core::operational::Kind;
+    let f = fixture(engine, |_| {}).await;
+    let mut events = Vec::new();
+    for _ in 0..4 {
+        events.push(f.publish(None, t(0)).await);
+    }
+    let claimed = f.claim(t(1), 4).await;
+    assert_eq!(claimed.len(), 4);
+    let dead: Vec<AttemptRecord> = claimed
+        .iter()
+        .map(|c| {
+            attempt(
+                c,
+                Next::Dead(DeadReason::RetriesExhausted),
+                Signal::Failed,
+                t(1),
+            )
+        })
+        .collect();
+    let turn = |records: Vec<AttemptRecord>| {
+        let store = f.store.clone();
+        async move {
+            hookline_dispatch::turn::prepare(
+                &store,
+                &records,
+                &breaker(),
+                t(2),
+                LEASE,
+                10,
+                &policy(),
+            )
+            .await
+        }
+    };
+    let first = turn(dead[..2].to_vec()).await.unwrap();
+    let second = tokio::spawn(turn(dead[2..].to_vec()));
+    first.commit().await.unwrap();
+    let second = second.await.unwrap().unwrap();
+    assert!(second.commit().await.unwrap().deliveries.is_empty());
+
+    for event in &events {
+        assert_eq!(f.delivery_of(event).await.state, DeliveryState::Dead);
+    }
+    let health = f.health().await;
+    assert_eq!(health.breaker.consecutive_failures, 4, "{health:?}");
+    assert_eq!(health.breaker.state, BreakerState::Open);
+    let told: Vec<_> = f
+        .store
+        .operational()
+        .pending(t(60), 60_000, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.kind == Kind::DeliveryDead)
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].data["count"], 4);
 }

@@ -17,10 +17,17 @@
 //! wakes the loop at once. Fresh deliveries that publishes in this process could
 //! hand over (see `crate::room::Handoff`) arrive already leased and skip the
 //! claim; their attempts are recorded by the next turn like any other.
+//!
+//! A turn runs as its own task in two stages (`turn::prepare`, then
+//! `turn::Prepared::commit`), and the next turn may begin — when attempts
+//! finished meanwhile — as soon as the last has run its statements, so its
+//! records and claim run while the last waits for its commit's flush. At most
+//! one turn of a dispatcher is ever running statements: the one that commits
+//! waits for no lock, so the two never wait on each other in a cycle.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
 use hookline_core::concurrency::Pressure;
@@ -29,7 +36,7 @@ use hookline_core::model::AttemptTrigger;
 use hookline_core::retry::ThreadJitter;
 use hookline_core::time::Clock;
 use hookline_store::{AttemptRecord, ClaimedDelivery, Store};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -78,6 +85,59 @@ fn release_held(held: &mut Vec<HeldRoom>, room: &Room) {
     for h in held.drain(..) {
         room.finish_failed(&h.endpoint, h.pressure, h.latency, h.epoch);
     }
+}
+
+/// At most this many turns under way in one dispatcher: the next runs its
+/// statements while the last commits (`turn::Prepared`).
+const TURNS_IN_FLIGHT: usize = 2;
+
+/// What a turn was begun with.
+struct Begun {
+    /// The finished attempts it writes.
+    records: Vec<AttemptRecord>,
+    /// The rooms those hold until they are committed.
+    held: Vec<HeldRoom>,
+    /// The send permits of what it may claim.
+    permits: Option<OwnedSemaphorePermit>,
+    limit: u32,
+}
+
+/// A turn that ended.
+struct TurnDone {
+    result: hookline_store::Result<hookline_store::Claim>,
+    begun: Begun,
+    started: Instant,
+}
+
+/// A turn that failed: its records are written by the next.
+struct Failed {
+    error: hookline_store::StoreError,
+    records: Vec<AttemptRecord>,
+    held: Vec<HeldRoom>,
+}
+
+/// Whether the last turn begun has run its statements (or ended): then the
+/// next may begin while it commits.
+fn has_prepared(preparing: &mut Option<oneshot::Receiver<()>>) -> bool {
+    let Some(receiver) = preparing else {
+        return true;
+    };
+    if matches!(
+        receiver.try_recv(),
+        Err(oneshot::error::TryRecvError::Empty)
+    ) {
+        return false;
+    }
+    *preparing = None;
+    true
+}
+
+/// Until the last turn begun has run its statements (or ended).
+async fn wait_prepared(preparing: &mut Option<oneshot::Receiver<()>>) {
+    if let Some(receiver) = preparing {
+        let _ = receiver.await;
+    }
+    *preparing = None;
 }
 
 /// A delivery engine bound to one store.
@@ -169,14 +229,18 @@ impl Dispatcher {
         // Deliveries handed off by publishes, not yet started.
         let mut handed: Vec<HandedOff> = Vec::new();
         let mut sends = JoinSet::new();
+        let mut turns: JoinSet<TurnDone> = JoinSet::new();
+        // The last turn begun, until it has run its statements.
+        let mut preparing: Option<oneshot::Receiver<()>> = None;
+        // More work may be due at once (the first turn looks).
+        let mut look_again = true;
         let mut failures = 0u32;
         let policy = ClaimPolicy {
             retry: this.config.retry,
             room: Some(room.clone()),
             probe_hold: this.config.lease,
             rate_lookahead: this.config.rate_lookahead,
-            fair_cursor: Default::default(),
-            recovered_until: Default::default(),
+            ..ClaimPolicy::default()
         };
 
         while !shutdown.is_cancelled() {
@@ -196,77 +260,33 @@ impl Dispatcher {
                 };
                 arrived.push(done);
             }
-            // The claim's permits are taken before it runs: publishes may take free
-            // permits for hand-offs meanwhile.
-            let mut claim_permits = take_permits(&permits, this.config.batch_size);
-            let limit = claim_permits.as_ref().map_or(0, |p| p.num_permits() as u32);
-            if limit == 0 && finished.is_empty() && arrived.is_empty() {
-                // Every permit is sending: wait for one to finish.
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = records_rx.recv_many(&mut arrived, COMPLETION_BATCH) => continue,
-                    Some(batch) = inbox.recv() => {
-                        handed.extend(batch);
-                        continue;
-                    }
-                }
-            }
-            take_arrived(&mut arrived, &mut finished, &mut held);
-            let turn_started = std::time::Instant::now();
-            let claimed = match turn::complete_and_claim(
-                &this.store,
-                &finished,
-                &this.config.breaker,
-                this.clock.now(),
-                this.config.lease,
-                limit,
-                &policy,
-            )
-            .await
+            let writing = !finished.is_empty() || !arrived.is_empty();
+            // A turn begins once the last has run its statements: alone, when work
+            // may be due or attempts finished; beside one that commits, when
+            // attempts finished.
+            if turns.len() < TURNS_IN_FLIGHT
+                && has_prepared(&mut preparing)
+                && (writing || (turns.is_empty() && look_again))
             {
-                Ok(claimed) => claimed,
-                Err(error) => {
-                    // The finished attempts stay in hand and are written next turn.
-                    failures += 1;
-                    tracing::error!(%error, failures, "dispatch turn failed; retrying");
-                    let backoff = Duration::from_millis(100 * u64::from(failures.min(50)));
-                    sleep_or_shutdown(backoff, &shutdown).await;
+                // The claim's permits are taken before it runs: publishes may take
+                // free permits for hand-offs meanwhile.
+                let claim_permits = take_permits(&permits, this.config.batch_size);
+                let limit = claim_permits.as_ref().map_or(0, |p| p.num_permits() as u32);
+                if limit > 0 || writing {
+                    take_arrived(&mut arrived, &mut finished, &mut held);
+                    let begun = Begun {
+                        records: std::mem::take(&mut finished),
+                        held: std::mem::take(&mut held),
+                        permits: claim_permits,
+                        limit,
+                    };
+                    preparing = Some(this.begin_turn(&mut turns, begun, &policy));
+                    look_again = false;
                     continue;
                 }
-            };
-            failures = 0;
-            release_held(&mut held, &room);
-            let now = this.clock.now();
-            metrics::turn(turn_started.elapsed(), finished.len(), claimed.rows, now);
-            metrics::breaker_changes(claimed.breaker_changes);
-            this.heartbeat.beat(now);
-            for record in finished.drain(..) {
-                leases.finish(&record.delivery_id);
+                // Every permit is sending: a finished send frees one (below).
             }
-            // A full batch means more may be due at once; after a write-only turn
-            // (no free permit) the permits the written sends freed are claimable now.
-            let look_again = limit == 0 || claimed.rows as u32 == limit;
-            // Parsed once per endpoint of the batch, not once per delivery.
-            let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
-            for delivery in claimed.deliveries {
-                let url = match urls.get(&delivery.destination.url) {
-                    Some(url) => url.clone(),
-                    None => {
-                        let url = Sender::parse_url(&delivery.destination.url);
-                        urls.insert(delivery.destination.url.clone(), url.clone());
-                        url
-                    }
-                };
-                let permit = claim_permits
-                    .as_mut()
-                    .and_then(|permits| permits.split(1))
-                    .expect("a claim takes no more than its permits");
-                leases.start(&delivery);
-                this.spawn_send(&mut sends, delivery, url, permit, &records_tx, &room);
-            }
-            // Permits the claim did not use go back here.
-            drop(claim_permits);
-            if !look_again && handed.is_empty() {
+            if turns.is_empty() && !look_again && !writing && handed.is_empty() {
                 this.wait_for_work(
                     &shutdown,
                     &mut records_rx,
@@ -275,9 +295,47 @@ impl Dispatcher {
                     &mut handed,
                 )
                 .await;
+                look_again = true;
+                continue;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                Some(done) = turns.join_next() => {
+                    let done = done.expect("a dispatcher turn panicked");
+                    match this.turn_done(done, &mut leases, &mut sends, &records_tx, &room) {
+                        Ok(more) => {
+                            failures = 0;
+                            look_again |= more;
+                        }
+                        Err(mut back) => {
+                            // The finished attempts stay in hand and are written next turn.
+                            failures += 1;
+                            tracing::error!(error = %back.error, failures, "dispatch turn failed; retrying");
+                            finished.append(&mut back.records);
+                            held.append(&mut back.held);
+                            look_again = true;
+                            let backoff = Duration::from_millis(100 * u64::from(failures.min(50)));
+                            sleep_or_shutdown(backoff, &shutdown).await;
+                        }
+                    }
+                }
+                _ = wait_prepared(&mut preparing), if preparing.is_some() => {}
+                _ = records_rx.recv_many(&mut arrived, COMPLETION_BATCH), if !writing => {}
+                Some(batch) = inbox.recv() => handed.extend(batch),
             }
         }
 
+        // The turns under way finish: what they claimed is sent like the rest of
+        // the drain, and the attempts of one that failed are written below.
+        while let Some(done) = turns.join_next().await {
+            let done = done.expect("a dispatcher turn panicked");
+            if let Err(mut back) = this.turn_done(done, &mut leases, &mut sends, &records_tx, &room)
+            {
+                tracing::error!(error = %back.error, "dispatch turn failed while stopping");
+                finished.append(&mut back.records);
+                held.append(&mut back.held);
+            }
+        }
         // Publishes stop handing work over; what they already handed is sent like
         // the rest of the drain.
         this.handoff.close();
@@ -326,6 +384,111 @@ impl Dispatcher {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Begins a turn as its own task: it writes `begun.records`, claims up to
+    /// `begun.limit` and commits. Returns what resolves once its statements have
+    /// run (then the next turn may begin while it commits).
+    fn begin_turn(
+        self: &Arc<Self>,
+        turns: &mut JoinSet<TurnDone>,
+        begun: Begun,
+        policy: &ClaimPolicy,
+    ) -> oneshot::Receiver<()> {
+        let (prepared, prepared_rx) = oneshot::channel();
+        let this = self.clone();
+        let policy = policy.clone();
+        turns.spawn(async move {
+            let started = Instant::now();
+            let turn = turn::prepare(
+                &this.store,
+                &begun.records,
+                &this.config.breaker,
+                this.clock.now(),
+                this.config.lease,
+                begun.limit,
+                &policy,
+            )
+            .await;
+            // Failed or not, the next turn may begin.
+            drop(prepared);
+            let result = match turn {
+                Ok(turn) => turn.commit().await,
+                Err(error) => Err(error),
+            };
+            TurnDone {
+                result,
+                begun,
+                started,
+            }
+        });
+        prepared_rx
+    }
+
+    /// After a turn: on success frees the rooms its records held and starts the
+    /// sends it claimed, and says whether more work may be due at once; on
+    /// failure gives back the records it was to write and the rooms they hold.
+    fn turn_done(
+        self: &Arc<Self>,
+        done: TurnDone,
+        leases: &mut Leases,
+        sends: &mut JoinSet<()>,
+        records: &mpsc::UnboundedSender<Finished>,
+        room: &Arc<Room>,
+    ) -> Result<bool, Failed> {
+        let TurnDone {
+            result,
+            begun:
+                Begun {
+                    records: written,
+                    mut held,
+                    permits: mut claim_permits,
+                    limit,
+                },
+            started,
+        } = done;
+        let claimed = match result {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                return Err(Failed {
+                    error,
+                    records: written,
+                    held,
+                })
+            }
+        };
+        release_held(&mut held, room);
+        let now = self.clock.now();
+        metrics::turn(started.elapsed(), written.len(), claimed.rows, now);
+        metrics::breaker_changes(claimed.breaker_changes);
+        self.heartbeat.beat(now);
+        for record in &written {
+            leases.finish(&record.delivery_id);
+        }
+        // A full batch means more may be due at once; after a write-only turn
+        // (no free permit) the permits the written sends freed are claimable now.
+        let look_again = limit == 0 || claimed.rows as u32 == limit;
+        // Parsed once per endpoint of the batch, not once per delivery.
+        let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
+        for delivery in claimed.deliveries {
+            let url = match urls.get(&delivery.destination.url) {
+                Some(url) => url.clone(),
+                None => {
+                    let url = Sender::parse_url(&delivery.destination.url);
+                    urls.insert(delivery.destination.url.clone(), url.clone());
+                    url
+                }
+            };
+            let permit = claim_permits
+                .as_mut()
+                .and_then(|permits| permits.split(1))
+                .expect("a claim takes no more than its permits");
+            leases.start(&delivery);
+            self.spawn_send(sends, delivery, url, permit, records, room);
+        }
+        // Permits the claim did not use go back here.
+        drop(claim_permits);
+        Ok(look_again)
     }
 
     /// Starts the sends of every delivery handed off so far (`handed`, and what

@@ -1,7 +1,7 @@
 //! One dispatcher turn: record what finished, claim what is due — one transaction.
 //!
 //! The dispatcher owns the turn. It begins the transaction through the store
-//! (`Store::begin_turn`), has it write the finished attempts, gives back the
+//! (`Events::begin_turn`), has it write the finished attempts, gives back the
 //! leases that ended since its last turn (`Turn::recover_expired`), reads its room,
 //! leases due rows lane by lane as `hookline_core::claim::Lanes` says (then the
 //! fair pass over endpoints the lanes' heads hid), asks
@@ -43,10 +43,8 @@ pub struct ClaimPolicy {
     pub rate_lookahead: Duration,
     /// Where the fair pass over endpoints continues (shared by clones).
     pub fair_cursor: Arc<Mutex<Option<EndpointId>>>,
-    /// Where the next turn's look for expired leases begins: it gives back those
-    /// that ended after this (`None`: ever), and its commit moves it on (shared
-    /// by clones).
-    pub recovered_until: Arc<Mutex<Option<Timestamp>>>,
+    /// Where the next turn's look for expired leases begins.
+    pub recovery: RecoveryMark,
 }
 
 impl Default for ClaimPolicy {
@@ -58,7 +56,7 @@ impl Default for ClaimPolicy {
             probe_hold: rules.probe_hold,
             rate_lookahead: rules.rate_lookahead,
             fair_cursor: Arc::default(),
-            recovered_until: Arc::default(),
+            recovery: RecoveryMark::default(),
         }
     }
 }
@@ -107,11 +105,44 @@ pub async fn complete_and_claim(
     limit: u32,
     policy: &ClaimPolicy,
 ) -> Result<Claim> {
+    prepare(store, records, breaker_policy, now, lease, limit, policy)
+        .await?
+        .commit()
+        .await
+}
+
+/// A turn whose statements have run — its records written, its claim leased,
+/// planned and counted in the room — waiting only for its commit.
+///
+/// A dispatcher may begin its next turn while this one commits (on PostgreSQL,
+/// the wait for the flush): a turn that commits holds its locks but waits for
+/// none, so the next, which may wait for them, never closes a cycle with it,
+/// and the next turn's claim reads a room that already counts this one's.
+pub struct Prepared {
+    turn: Turn,
+    claim: Claim,
+    room: Option<Arc<Room>>,
+    recovery: Recovery,
+    /// Where this turn's look for expired leases ended, if it looked.
+    recovered_until: Option<Timestamp>,
+}
+
+/// Runs a turn's statements: records `records`, then claims up to `limit`.
+pub async fn prepare(
+    store: &Store,
+    records: &[AttemptRecord],
+    breaker_policy: &BreakerPolicy,
+    now: Timestamp,
+    lease: Duration,
+    limit: u32,
+    policy: &ClaimPolicy,
+) -> Result<Prepared> {
     let room = policy.room.as_ref().filter(|_| limit > 0);
     let view = match room {
         Some(room) => room.begin(records),
         None => RoomView::unlimited(),
     };
+    let recovery = policy.recovery.begin();
     let planned = run(
         store,
         records,
@@ -121,6 +152,7 @@ pub async fn complete_and_claim(
         limit,
         policy,
         &view,
+        recovery.since,
     )
     .await;
     let (turn, claim, recovered_until) = match planned {
@@ -129,6 +161,7 @@ pub async fn complete_and_claim(
             if let Some(room) = room {
                 room.abandoned();
             }
+            recovery.failed();
             return Err(error);
         }
     };
@@ -139,19 +172,89 @@ pub async fn complete_and_claim(
     if let Some(room) = room {
         room.leased(&claim.deliveries, claim.rows == limit as usize);
     }
-    if let Err(error) = turn.commit().await {
-        if let Some(room) = room {
-            room.unleased(&claim.deliveries);
+    Ok(Prepared {
+        turn,
+        claim,
+        room: room.cloned(),
+        recovery,
+        recovered_until,
+    })
+}
+
+impl Prepared {
+    /// Commits the turn; a commit that fails gives back the room its claim counted.
+    pub async fn commit(self) -> Result<Claim> {
+        let Prepared {
+            turn,
+            claim,
+            room,
+            recovery,
+            recovered_until,
+        } = self;
+        if let Err(error) = turn.commit().await {
+            if let Some(room) = room {
+                room.unleased(&claim.deliveries);
+            }
+            recovery.failed();
+            return Err(error);
         }
-        return Err(error);
+        if let Some(until) = recovered_until {
+            recovery.committed(until);
+        }
+        Ok(claim)
     }
-    if let Some(until) = recovered_until {
-        *policy
-            .recovered_until
-            .lock()
-            .expect("recovery mark poisoned") = Some(until);
+}
+
+/// Where a dispatcher's next turn looks for expired leases: it gives back those
+/// that ended after the mark (`None`: ever), and a turn that commits moves the
+/// mark on to where its look ended (shared by clones of a [`ClaimPolicy`]).
+///
+/// Two turns of one dispatcher may be under way (the next begins while the last
+/// commits), so the mark only moves forward; and a turn that fails sets it back
+/// to where that turn began, and the mark of a turn begun before that failure
+/// no longer counts: it may have skipped leases the failed turn held locked
+/// and then gave back unrecovered.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryMark(Arc<Mutex<Mark>>);
+
+#[derive(Debug, Default)]
+struct Mark {
+    until: Option<Timestamp>,
+    /// Turns that failed so far.
+    failures: u64,
+}
+
+/// One turn's view of the mark.
+struct Recovery {
+    mark: RecoveryMark,
+    since: Option<Timestamp>,
+    failures: u64,
+}
+
+impl RecoveryMark {
+    fn begin(&self) -> Recovery {
+        let mark = self.0.lock().expect("recovery mark poisoned");
+        Recovery {
+            mark: self.clone(),
+            since: mark.until,
+            failures: mark.failures,
+        }
     }
-    Ok(claim)
+}
+
+impl Recovery {
+    fn committed(self, until: Timestamp) {
+        let mut mark = self.mark.0.lock().expect("recovery mark poisoned");
+        if mark.failures == self.failures {
+            mark.until = mark.until.max(Some(until));
+        }
+    }
+
+    fn failed(self) {
+        let mut mark = self.mark.0.lock().expect("recovery mark poisoned");
+        mark.until = mark.until.min(self.since);
+        mark.failures += 1;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -164,6 +267,7 @@ async fn run(
     limit: u32,
     policy: &ClaimPolicy,
     view: &RoomView,
+    since: Option<Timestamp>,
 ) -> Result<(Turn, Claim, Option<Timestamp>)> {
     let mut turn = store.events().begin_turn(!records.is_empty()).await?;
     let breaker_changes = if records.is_empty() {
@@ -181,10 +285,6 @@ async fn run(
 
     // Leases that ended since the last turn go back to their lane first, to be
     // claimed like any pending delivery (rooms, breakers and all).
-    let since = *policy
-        .recovered_until
-        .lock()
-        .expect("recovery mark poisoned");
     let ended = turn.recover_expired(since, now, limit).await?;
     // All of them, or the next turn goes on after the last given back (less a
     // millisecond: others may have ended at the same time).
@@ -285,4 +385,40 @@ async fn fair_pass_endpoints(
     }
     *cursor.lock().expect("fair cursor poisoned") = visit.last().cloned();
     Ok(visit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    #[test]
+    fn the_recovery_mark_only_moves_on_and_a_failed_turn_sets_it_back() {
+        let mark = RecoveryMark::default();
+        let first = mark.begin();
+        assert_eq!(first.since, None, "the first turn looks at every lease");
+        first.committed(at(10));
+        // Two turns under way commit out of order: the mark keeps the later end.
+        let (a, b) = (mark.begin(), mark.begin());
+        assert_eq!(a.since, Some(at(10)));
+        b.committed(at(30));
+        a.committed(at(20));
+        assert_eq!(mark.begin().since, Some(at(30)));
+        // A turn fails while another is under way: the mark goes back to where
+        // the failed one began, and the other's end no longer counts (it may have
+        // skipped leases the failed turn held and gave back).
+        let (failing, beside) = (mark.begin(), mark.begin());
+        let later = mark.begin();
+        later.committed(at(40));
+        failing.failed();
+        assert_eq!(mark.begin().since, Some(at(30)));
+        beside.committed(at(50));
+        assert_eq!(mark.begin().since, Some(at(30)));
+        // Turns begun after the failure move it on again.
+        mark.begin().committed(at(60));
+        assert_eq!(mark.begin().since, Some(at(60)));
+    }
 }
