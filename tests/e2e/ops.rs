@@ -562,7 +562,7 @@ fn config_check_names_the_bad_key_and_where_it_came_from() {
     let (ok, text) = run(&[], &["--config", bad.to_str().unwrap(), "config", "check"]);
     assert!(
         !ok && text.contains(&format!(
-            "configuration key `max_attempts` (TOML file {}): must be at least 1, not 0",
+            "configuration key `max_attempts` (TOML file {}): must be 1 to 1000, not 0",
             bad.display()
         )),
         "{text}"

@@ -72,7 +72,7 @@ pub struct RetryOverrides {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604_800_000))]
     pub retry_cap_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub max_attempts: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
@@ -83,28 +83,40 @@ impl RetryOverrides {
     /// What each override may be (the OpenAPI document states the same bounds).
     pub const BASE_MS: std::ops::RangeInclusive<u64> = 1..=3_600_000;
     pub const CAP_MS: std::ops::RangeInclusive<u64> = 1..=7 * 86_400_000;
-    pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=100;
+    pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=1000;
     pub const MAX_AGE_SECS: std::ops::RangeInclusive<u64> = 1..=30 * 86_400;
 
-    /// Every override within its bounds; else what they are.
-    pub fn check(&self) -> Result<(), String> {
-        fn within<T: PartialOrd>(value: Option<T>, range: &std::ops::RangeInclusive<T>) -> bool {
-            value.is_none_or(|v| range.contains(&v))
+    /// Every value within its bounds, and the cap no shorter than the base when
+    /// both are given; else the first that is not, and why. The one rule for
+    /// retry settings: an endpoint's overrides are checked with it, and the
+    /// deployment's configuration as overrides that set every value.
+    pub fn check(&self) -> Result<(), RetryBoundError> {
+        fn within<T: PartialOrd + std::fmt::Display>(
+            field: &'static str,
+            value: Option<T>,
+            range: &std::ops::RangeInclusive<T>,
+        ) -> Result<(), RetryBoundError> {
+            match value {
+                Some(v) if !range.contains(&v) => Err(RetryBoundError {
+                    field,
+                    message: format!("must be {} to {}, not {v}", range.start(), range.end()),
+                }),
+                _ => Ok(()),
+            }
         }
-        if within(self.retry_base_ms, &Self::BASE_MS)
-            && within(self.retry_cap_ms, &Self::CAP_MS)
-            && within(self.max_attempts, &Self::MAX_ATTEMPTS)
-            && within(self.max_age_secs, &Self::MAX_AGE_SECS)
-        {
-            return Ok(());
+        within("retry_base_ms", self.retry_base_ms, &Self::BASE_MS)?;
+        within("retry_cap_ms", self.retry_cap_ms, &Self::CAP_MS)?;
+        within("max_attempts", self.max_attempts, &Self::MAX_ATTEMPTS)?;
+        within("max_age_secs", self.max_age_secs, &Self::MAX_AGE_SECS)?;
+        if let (Some(base), Some(cap)) = (self.retry_base_ms, self.retry_cap_ms) {
+            if cap < base {
+                return Err(RetryBoundError {
+                    field: "retry_cap_ms",
+                    message: format!("must be at least retry_base_ms ({base}), not {cap}"),
+                });
+            }
         }
-        Err(format!(
-            "retry: retry_base_ms {:?}, retry_cap_ms {:?}, max_attempts {:?}, max_age_secs {:?}",
-            Self::BASE_MS,
-            Self::CAP_MS,
-            Self::MAX_ATTEMPTS,
-            Self::MAX_AGE_SECS
-        ))
+        Ok(())
     }
 
     /// The deployment policy with this endpoint's overrides applied.
@@ -122,6 +134,20 @@ impl RetryOverrides {
                 .map_or(defaults.max_age, Duration::from_secs),
             retry_after_cap: defaults.retry_after_cap,
         }
+    }
+}
+
+/// A retry setting out of its bounds ([`RetryOverrides::check`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryBoundError {
+    /// The setting, as the API and the configuration name it.
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for RetryBoundError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "retry.{} {}", self.field, self.message)
     }
 }
 
@@ -397,7 +423,7 @@ mod tests {
         let edge = RetryOverrides {
             retry_base_ms: Some(3_600_000),
             retry_cap_ms: Some(604_800_000),
-            max_attempts: Some(100),
+            max_attempts: Some(1000),
             max_age_secs: Some(2_592_000),
         };
         assert_eq!(edge.check(), Ok(()));
@@ -411,7 +437,7 @@ mod tests {
                 ..edge
             },
             RetryOverrides {
-                max_attempts: Some(101),
+                max_attempts: Some(1001),
                 ..edge
             },
             RetryOverrides {
@@ -419,16 +445,35 @@ mod tests {
                 ..edge
             },
         ] {
-            assert_eq!(
-                beyond.check(),
-                Err(
-                    "retry: retry_base_ms 1..=3600000, retry_cap_ms 1..=604800000, \
-                     max_attempts 1..=100, max_age_secs 1..=2592000"
-                        .into()
-                ),
-                "{beyond:?}"
-            );
+            let error = beyond.check().unwrap_err();
+            assert!(error.message.starts_with("must be 1 to "), "{error}");
         }
+        let field = |overrides: RetryOverrides| overrides.check().unwrap_err().field;
+        assert_eq!(
+            field(RetryOverrides {
+                max_age_secs: Some(0),
+                ..edge
+            }),
+            "max_age_secs"
+        );
+        // The cap is no shorter than the base, when both are set.
+        let short_cap = RetryOverrides {
+            retry_base_ms: Some(5000),
+            retry_cap_ms: Some(10),
+            ..RetryOverrides::default()
+        };
+        assert_eq!(
+            short_cap.check().unwrap_err().to_string(),
+            "retry.retry_cap_ms must be at least retry_base_ms (5000), not 10"
+        );
+        assert_eq!(
+            RetryOverrides {
+                retry_cap_ms: Some(10),
+                ..RetryOverrides::default()
+            }
+            .check(),
+            Ok(())
+        );
     }
 
     #[test]

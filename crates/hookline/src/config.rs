@@ -292,7 +292,6 @@ impl Config {
                 ));
             }
         }
-        at_least("retry_base_ms", self.retry_base_ms, 1)?;
         at_least(
             "operational_failing_after",
             u64::from(self.operational_failing_after),
@@ -309,13 +308,15 @@ impl Config {
         if self.api_rate_limit_per_sec > 0 {
             at_least("api_rate_limit_burst", self.api_rate_limit_burst.into(), 1)?;
         }
-        at_least("retry_cap_ms", self.retry_cap_ms, self.retry_base_ms).map_err(|(key, _)| {
-            (
-                key,
-                format!("must be at least retry_base_ms ({})", self.retry_base_ms),
-            )
-        })?;
-        at_least("max_attempts", self.max_attempts.into(), 1)?;
+        // The retry settings have the bounds an endpoint's overrides have.
+        hookline_core::retry::RetryOverrides {
+            retry_base_ms: Some(self.retry_base_ms),
+            retry_cap_ms: Some(self.retry_cap_ms),
+            max_attempts: Some(self.max_attempts),
+            max_age_secs: Some(self.max_age_secs),
+        }
+        .check()
+        .map_err(|error| (error.field, error.message))?;
         at_least("request_timeout_ms", self.request_timeout_ms, 1)?;
         at_least("max_payload_bytes", self.max_payload_bytes as u64, 1)?;
         at_least("lease_ms", self.lease_ms, 1)?;
@@ -519,6 +520,8 @@ mod tests {
             ("batch_size = 20000\n", "batch_size"),
             ("log_format = \"yaml\"\n", "log_format"),
             ("retry_base_ms = 5000\nretry_cap_ms = 10\n", "retry_cap_ms"),
+            ("max_attempts = 1001\n", "max_attempts"),
+            ("max_age_secs = 0\n", "max_age_secs"),
             (
                 "max_in_flight_per_endpoint = 0\n",
                 "max_in_flight_per_endpoint",

@@ -145,7 +145,9 @@ fn validate_optional_count(
 }
 
 fn validate_retry(retry: &RetryOverrides) -> ApiResult<()> {
-    retry.check().map_err(ApiError::Validation)
+    retry
+        .check()
+        .map_err(|error| ApiError::Validation(error.to_string()))
 }
 
 async fn find(state: &AppState, caller: &Caller, app: &str, endpoint: &str) -> ApiResult<Endpoint> {
