@@ -916,8 +916,15 @@ impl Publishes for hookline_store::Events<'_> {
 }
 
 /// The dispatcher's turn (`hookline_dispatch::turn`), called on a store as the
-/// contract tests read it: `store.claim_due_deliveries(…)`.
+/// contract tests read it: `store.claim_due_deliveries(…)`, `store.complete_attempts(…)`.
 pub trait Claims {
+    fn complete_attempts(
+        &self,
+        records: &[hookline_store::AttemptRecord],
+        breaker: &hookline_core::breaker::BreakerPolicy,
+        now: hookline_core::time::Timestamp,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::BreakerChanges>>;
+
     fn claim_due_deliveries(
         &self,
         now: hookline_core::time::Timestamp,
@@ -939,6 +946,15 @@ pub trait Claims {
 }
 
 impl Claims for hookline_store::Store {
+    fn complete_attempts(
+        &self,
+        records: &[hookline_store::AttemptRecord],
+        breaker: &hookline_core::breaker::BreakerPolicy,
+        now: hookline_core::time::Timestamp,
+    ) -> impl Future<Output = hookline_store::Result<hookline_store::BreakerChanges>> {
+        hookline_dispatch::turn::complete_attempts(self, records, breaker, now)
+    }
+
     fn claim_due_deliveries(
         &self,
         now: hookline_core::time::Timestamp,

@@ -171,7 +171,6 @@ impl Fixture {
             .map(|c| attempt(c, next, signal, now))
             .collect();
         self.store
-            .events()
             .complete_attempts(&records, &breaker(), now)
             .await
             .unwrap();

@@ -889,9 +889,7 @@ async fn a_completion_locks_only_the_endpoints_its_plan_changes() {
     let healthy = [record(&claimed[0], Next::Succeeded, t(2))];
     tokio::time::timeout(
         Duration::from_secs(30),
-        store
-            .events()
-            .complete_attempts(&healthy, &BreakerPolicy::default(), t(2)),
+        store.complete_attempts(&healthy, &BreakerPolicy::default(), t(2)),
     )
     .await
     .expect("a success that changes nothing does not wait for the endpoint's row")
@@ -904,7 +902,6 @@ async fn a_completion_locks_only_the_endpoints_its_plan_changes() {
         );
         async move {
             store
-                .events()
                 .complete_attempts(&failed, &BreakerPolicy::default(), t(2))
                 .await
         }
@@ -985,12 +982,10 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
         })
         .collect();
     store
-        .events()
         .complete_attempts(&dead[..2], &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
     store
-        .events()
         .complete_attempts(&dead[2..], &BreakerPolicy::default(), t(4))
         .await
         .unwrap();
@@ -1022,7 +1017,6 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     let mut late = record(&late[0], Next::Dead(DeadReason::ClientError), t(5));
     late.status_code = Some(404);
     store
-        .events()
         .complete_attempts(&[late], &BreakerPolicy::default(), t(5))
         .await
         .unwrap();
@@ -1070,7 +1064,6 @@ async fn die_at(store: &Store, app: &AppId, at: Timestamp, status: u16) {
     let mut dead = record(&claimed[0], Next::Dead(DeadReason::RetriesExhausted), at);
     dead.status_code = Some(status);
     store
-        .events()
         .complete_attempts(&[dead], &BreakerPolicy::default(), at)
         .await
         .unwrap();
@@ -1099,7 +1092,6 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     dead.status_code = None;
     dead.error = Some((TransportError::Connect, "refused".into()));
     store
-        .events()
         .complete_attempts(&[ok, retry, dead], &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
@@ -1189,7 +1181,6 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .remove(0);
     // The first owner finishes late: its attempt is on record, but the state stays the new owner's.
     store
-        .events()
         .complete_attempts(
             &[record(&old, Next::Dead(DeadReason::ClientError), t(41))],
             &BreakerPolicy::default(),
@@ -1205,7 +1196,6 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .unwrap();
     assert_eq!(delivery.state, DeliveryState::InFlight);
     store
-        .events()
         .complete_attempts(
             &[record(&new, Next::Succeeded, t(42))],
             &BreakerPolicy::default(),
@@ -1426,7 +1416,6 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     let mut gone = record(&first, Next::Dead(DeadReason::Gone), t(1));
     gone.disable_endpoint = true;
     store
-        .events()
         .complete_attempts(&[gone], &BreakerPolicy::default(), t(1))
         .await
         .unwrap();
@@ -1519,7 +1508,6 @@ async fn replay_starts_one_new_round(engine: Engine) {
     let mut attempt = record(&claimed, Next::Dead(DeadReason::RetriesExhausted), t(1));
     attempt.attempt_number = 5;
     store
-        .events()
         .complete_attempts(&[attempt], &BreakerPolicy::default(), t(1))
         .await
         .unwrap();
@@ -1618,7 +1606,6 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
         };
         let at = t(10 + [0, 1, 1, 2, 3][i]);
         store
-            .events()
             .complete_attempts(
                 &[record(claim, completion, at)],
                 &BreakerPolicy::default(),
@@ -2107,7 +2094,6 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     claimed.sort_by(|a, b| a.event_id.cmp(&b.event_id));
     let (succeeded, dead, retrying) = (&claimed[0], &claimed[1], &claimed[2]);
     store
-        .events()
         .complete_attempts(
             &[
                 record(succeeded, Next::Succeeded, t(2)),
@@ -2280,7 +2266,6 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
     let mut ok = record(&claimed[1], Next::Succeeded, t(10));
     ok.status_code = Some(200);
     store
-        .events()
         .complete_attempts(&[failed, ok], &BreakerPolicy::default(), t(11))
         .await
         .unwrap();
@@ -2412,7 +2397,6 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
         .map(|c| record(c, Next::Dead(DeadReason::ClientError), t(2)))
         .collect();
     store
-        .events()
         .complete_attempts(&dead, &BreakerPolicy::default(), t(3))
         .await
         .unwrap();

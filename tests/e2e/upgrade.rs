@@ -196,7 +196,6 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         disable_endpoint: false,
     };
     store
-        .events()
         .complete_attempts(&[record], &BreakerPolicy::default(), t(2))
         .await
         .unwrap();

@@ -4,8 +4,9 @@
 //! endpoint disabled (410 Gone, or failing past `disable_after`), and ordered
 //! partitions whose head finished released.
 //!
-//! The store reads the endpoints' rows (locked, in id order) and executes the
-//! plan in the turn's transaction; nothing here does I/O.
+//! The dispatcher's turn (`hookline_dispatch::turn::record`) has the store read
+//! the endpoints' rows, asks for this plan, and has the store execute it in the
+//! turn's transaction; nothing here does I/O.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -553,11 +553,13 @@ impl Dispatcher {
     async fn write_with_retries(&self, records: &[AttemptRecord]) -> Result<(), DispatchError> {
         let mut failures = 0u32;
         loop {
-            match self
-                .store
-                .events()
-                .complete_attempts(records, &self.config.breaker, self.clock.now())
-                .await
+            match turn::complete_attempts(
+                &self.store,
+                records,
+                &self.config.breaker,
+                self.clock.now(),
+            )
+            .await
             {
                 Ok(changes) => {
                     metrics::breaker_changes(changes);

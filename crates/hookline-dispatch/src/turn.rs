@@ -1,7 +1,9 @@
 //! One dispatcher turn: record what finished, claim what is due — one transaction.
 //!
 //! The dispatcher owns the turn. It begins the transaction through the store
-//! (`Events::begin_turn`), has it write the finished attempts, gives back the
+//! (`Events::begin_turn`), has it write the finished attempts and read their
+//! endpoints, asks `hookline_core::completion::plan` what the attempts do to
+//! those and has the store execute it ([`record`]), gives back the
 //! leases that ended since its last turn (`Turn::recover_expired`), reads its room,
 //! leases due rows lane by lane as `hookline_core::claim::Lanes` says (then the
 //! fair pass over endpoints the lanes' heads hid), asks
@@ -15,16 +17,17 @@
 //! claim counts on; counting before the commit keeps that window to the claim's
 //! statements (docs/BENCHMARKS.md, `518e210`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookline_core::breaker::BreakerPolicy;
 use hookline_core::claim::{self, ClaimRules, Lanes, RoomView, Rooms, FAIR_PASS_ENDPOINTS};
+use hookline_core::completion::{self, BreakerChanges};
 use hookline_core::ids::EndpointId;
 use hookline_core::retry::RetryPolicy;
 use hookline_core::time::Timestamp;
-use hookline_store::{AttemptRecord, Claim, Leased, Result, Store, Turn};
+use hookline_store::{AttemptRecord, Claim, Leased, Next, Result, Store, Turn, Written};
 
 use crate::room::Room;
 
@@ -109,6 +112,103 @@ pub async fn complete_and_claim(
         .await?
         .commit()
         .await
+}
+
+/// Records finished attempts in `turn`: the store writes the attempt rows and
+/// moves each delivery on (those whose lease the record still held), reads
+/// their endpoints, and `hookline_core::completion::plan` says what the
+/// attempts do to them — breakers, last errors, queue moves, disables, dead
+/// counts, released partitions — which the store then executes.
+///
+/// On PostgreSQL the endpoints the plan changes are then locked (in id order),
+/// read again and planned again: a batch of healthy answers locks no endpoint
+/// row, so turns (of two dispatchers, or a dispatcher's next turn beside the
+/// one that commits) do not queue on the same rows, and an endpoint the plan
+/// leaves alone commutes with whatever another turn does to it meanwhile.
+pub async fn record(
+    turn: &mut Turn,
+    records: &[AttemptRecord],
+    breaker_policy: &BreakerPolicy,
+    now: Timestamp,
+) -> Result<BreakerChanges> {
+    if records.is_empty() {
+        return Ok(BreakerChanges::default());
+    }
+    let written = turn.write_attempts(records, now).await?;
+    let finished = finished(records, &written, now);
+    let ids: BTreeSet<&EndpointId> = records.iter().map(|r| &r.endpoint_id).collect();
+    let ids: Vec<&EndpointId> = ids.into_iter().collect();
+    let mut rows = turn.completion_endpoints(&ids).await?;
+    let mut plan = completion::plan(&finished, &rows, breaker_policy, now);
+    if !plan.endpoints.is_empty() {
+        let changed: Vec<&EndpointId> = plan.endpoints.keys().collect();
+        if let Some(locked) = turn.lock_completion_endpoints(&changed).await? {
+            rows.extend(locked);
+            plan = completion::plan(&finished, &rows, breaker_policy, now);
+        }
+    }
+    turn.apply_completion(&plan, now).await?;
+    Ok(plan.changes)
+}
+
+/// What the completion plan reads of each finished attempt: a partition's end
+/// and a death count only for a delivery whose lease the record still held.
+fn finished<'a>(
+    records: &'a [AttemptRecord],
+    written: &'a Written,
+    now: Timestamp,
+) -> Vec<completion::Finished<'a>> {
+    records
+        .iter()
+        .map(|r| completion::Finished {
+            app: &r.app_id,
+            endpoint: &r.endpoint_id,
+            signal: r.signal,
+            gone: r.disable_endpoint,
+            status_code: r.status_code,
+            error: r
+                .error
+                .as_ref()
+                .map(|(kind, message)| (*kind, message.as_str())),
+            partition_end: match written.keyed.get(&r.delivery_id) {
+                Some(key) if !matches!(r.next, Next::RetryAt(_)) => {
+                    Some(completion::PartitionEnd {
+                        app: &r.app_id,
+                        key,
+                        state: r.next.state(),
+                        reason: r.next.dead_reason(),
+                    })
+                }
+                _ => None,
+            },
+            dead: match r.next.dead_reason() {
+                Some(reason) if written.moved.contains(&r.delivery_id) => Some(completion::Death {
+                    reason,
+                    delivery: r.delivery_id.as_str(),
+                    event: r.event_id.as_str(),
+                    at: now,
+                }),
+                _ => None,
+            },
+        })
+        .collect()
+}
+
+/// Records finished attempts in a transaction of their own (the drain's last
+/// writes, after the loop's turns have stopped).
+pub async fn complete_attempts(
+    store: &Store,
+    records: &[AttemptRecord],
+    breaker_policy: &BreakerPolicy,
+    now: Timestamp,
+) -> Result<BreakerChanges> {
+    if records.is_empty() {
+        return Ok(BreakerChanges::default());
+    }
+    let mut turn = store.events().begin_turn(true).await?;
+    let changes = record(&mut turn, records, breaker_policy, now).await?;
+    turn.commit().await?;
+    Ok(changes)
 }
 
 /// A turn whose statements have run — its records written, its claim leased,
@@ -270,11 +370,7 @@ async fn run(
     since: Option<Timestamp>,
 ) -> Result<(Turn, Claim, Option<Timestamp>)> {
     let mut turn = store.events().begin_turn(!records.is_empty()).await?;
-    let breaker_changes = if records.is_empty() {
-        Default::default()
-    } else {
-        turn.record(records, breaker_policy, now).await?
-    };
+    let breaker_changes = record(&mut turn, records, breaker_policy, now).await?;
     if limit == 0 {
         let claim = Claim {
             breaker_changes,

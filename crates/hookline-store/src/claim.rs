@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hookline_core::breaker::BreakerPolicy;
 use hookline_core::claim::{
     Candidate, ClaimPlan, EndpointGate, Lane, LaneRead, Rate, Rooms, Send, SKIP_WINDOW,
 };
@@ -26,7 +25,7 @@ use crate::endpoints::{
     auth_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row,
     retry_from_row, save_breaker, signing_from_row, BREAKER_COLUMNS,
 };
-use crate::records::{AttemptRecord, BreakerChanges, ClaimedDelivery, Destination};
+use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
 use crate::Events;
 use crate::{parse_column, Engine, Result, Store};
@@ -90,11 +89,12 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
 /// leases due rows and executes its claim plan through it, then commits. The
 /// store wakes dispatchers after the commit if the turn made work due now.
 pub struct Turn {
-    store: Store,
-    tx: Tx,
+    pub(crate) store: Store,
+    pub(crate) tx: Tx,
     /// The lease token of every row this turn leases.
     token: String,
-    due_now: bool,
+    /// The turn made work due now: dispatchers are woken after its commit.
+    pub(crate) due_now: bool,
 }
 
 impl std::fmt::Debug for Turn {
@@ -226,22 +226,6 @@ impl Events<'_> {
 }
 
 impl Turn {
-    /// Records finished attempts ([`Events::complete_attempts`](crate::Events::complete_attempts), in this transaction).
-    pub async fn record(
-        &mut self,
-        records: &[AttemptRecord],
-        breaker_policy: &BreakerPolicy,
-        now: Timestamp,
-    ) -> Result<BreakerChanges> {
-        let (due_now, changes) = self
-            .store
-            .events()
-            .complete_in(&mut self.tx, records, breaker_policy, now)
-            .await?;
-        self.due_now |= due_now;
-        Ok(changes)
-    }
-
     /// Gives back, pending, up to `most` of the deliveries whose lease ended after
     /// `since` (`None`: ever) and by `now`, the earliest ended first: the
     /// dispatcher that leased them died or stalled. They keep their due time (the

@@ -1,11 +1,13 @@
-//! Completing attempts: the attempt rows, each delivery's next state, and the
-//! execution of the completion plan (`hookline_core::completion`: breakers,
-//! queue moves, disables, released partitions) — one transaction per batch.
+//! Completing attempts, in a dispatcher's turn: the attempt rows, each
+//! delivery's next state, the endpoint rows the completion plan reads, and the
+//! execution of that plan (`hookline_core::completion`: breakers, queue moves,
+//! disables, released partitions). The dispatcher asks for the plan
+//! (`hookline_dispatch::turn::record`).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
+use crate::claim::Turn;
 use crate::db::Tx;
-use hookline_core::breaker::BreakerPolicy;
 use hookline_core::completion;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
 use hookline_core::model::DeadReason;
@@ -16,8 +18,7 @@ use crate::endpoints::{
     breaker_from_row, disable_endpoint, move_queue, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
 };
 use crate::operational::{count_dead, insert_notices};
-use crate::records::{AttemptRecord, BreakerChanges, Next};
-use crate::Events;
+use crate::records::AttemptRecord;
 use crate::{parse_column, Engine, Result};
 
 static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
@@ -210,115 +211,72 @@ async fn update_deliveries(
     Ok((moved, keyed))
 }
 
-impl Events<'_> {
-    /// Records finished attempts and moves each delivery on, all in one transaction:
-    ///
-    /// - the attempt row, and the delivery's new state (only if this dispatcher still
-    ///   holds its lease: a delivery reclaimed after expiry keeps its new owner's state,
-    ///   though the attempt is recorded all the same, since it happened);
-    /// - each endpoint's breaker: opening defers the endpoint's pending deliveries to
-    ///   the probe time; closing brings the deferred ones back to now; failing past
-    ///   `disable_after` (or a 410) disables the endpoint and parks its queue;
-    /// - ordered partitions: a head that succeeded (or died, when skipping) releases
-    ///   its partition's next delivery.
-    #[tracing::instrument(skip_all, fields(count = records.len()))]
-    pub async fn complete_attempts(
-        &self,
+/// What writing a batch's attempts moved on ([`Turn::write_attempts`]).
+#[derive(Debug, Default)]
+pub struct Written {
+    /// The deliveries whose lease the record still held: only these moved on.
+    pub moved: HashSet<DeliveryId>,
+    /// The ordering keys of the keyed ones among them.
+    pub keyed: HashMap<DeliveryId, String>,
+}
+
+impl Turn {
+    /// Writes the attempt rows and moves each delivery to `Next::state` — only
+    /// those whose lease the record still holds: a delivery reclaimed after its
+    /// lease expired keeps its new owner's state, though the attempt is
+    /// recorded all the same, since it happened.
+    pub async fn write_attempts(
+        &mut self,
         records: &[AttemptRecord],
-        breaker_policy: &BreakerPolicy,
         now: Timestamp,
-    ) -> Result<BreakerChanges> {
+    ) -> Result<Written> {
         if records.is_empty() {
-            return Ok(BreakerChanges::default());
+            return Ok(Written::default());
         }
-        let mut tx = self.writer.begin().await?;
-        let (due_now, changes) = self
-            .complete_in(&mut tx, records, breaker_policy, now)
-            .await?;
-        tx.commit().await?;
-        if due_now {
-            self.notify_due();
-        }
-        Ok(changes)
+        insert_attempts(&mut self.tx, records).await?;
+        let (moved, keyed) = update_deliveries(&mut self.tx, records, now).await?;
+        Ok(Written { moved, keyed })
     }
 
-    /// [`Self::complete_attempts`] inside a caller's transaction: writes the attempt
-    /// rows and moves the deliveries on, then reads the endpoints (locked) and
-    /// executes `hookline_core::completion::plan`. Returns whether it made work due
-    /// now (a released partition head, or a closed breaker's deferred queue: the
-    /// caller wakes dispatchers after the commit, never before) and what it did to
-    /// breakers.
-    pub(crate) async fn complete_in(
-        &self,
-        tx: &mut Tx,
-        records: &[AttemptRecord],
-        breaker_policy: &BreakerPolicy,
-        now: Timestamp,
-    ) -> Result<(bool, BreakerChanges)> {
-        if records.is_empty() {
-            return Ok((false, BreakerChanges::default()));
-        }
-        insert_attempts(tx, records).await?;
-        let (moved, keyed) = update_deliveries(tx, records, now).await?;
-        let finished: Vec<completion::Finished<'_>> = records
-            .iter()
-            .map(|r| completion::Finished {
-                app: &r.app_id,
-                endpoint: &r.endpoint_id,
-                signal: r.signal,
-                gone: r.disable_endpoint,
-                status_code: r.status_code,
-                error: r
-                    .error
-                    .as_ref()
-                    .map(|(kind, message)| (*kind, message.as_str())),
-                // Only a delivery whose lease the record still held moved on.
-                partition_end: match keyed.get(&r.delivery_id) {
-                    Some(key) if !matches!(r.next, Next::RetryAt(_)) => {
-                        Some(completion::PartitionEnd {
-                            app: &r.app_id,
-                            key,
-                            state: r.next.state(),
-                            reason: r.next.dead_reason(),
-                        })
-                    }
-                    _ => None,
-                },
-                // Only a delivery whose lease the record still held went to the DLQ.
-                dead: match r.next.dead_reason() {
-                    Some(reason) if moved.contains(&r.delivery_id) => Some(completion::Death {
-                        reason,
-                        delivery: r.delivery_id.as_str(),
-                        event: r.event_id.as_str(),
-                        at: now,
-                    }),
-                    _ => None,
-                },
-            })
-            .collect();
-        let ids: BTreeSet<&EndpointId> = records.iter().map(|r| &r.endpoint_id).collect();
-        let ids: Vec<&EndpointId> = ids.into_iter().collect();
-        let mut rows = self.read_endpoints(tx, &ids, false).await?;
-        let mut plan = completion::plan(&finished, &rows, breaker_policy, now);
-        if self.engine == Engine::Postgres && !plan.endpoints.is_empty() {
-            // Only the endpoints the plan changes are locked (in id order), read
-            // again under the lock, and planned again from what it reads: a batch
-            // of healthy answers locks nothing, so dispatchers' turns do not queue
-            // on the same endpoint rows. An endpoint the plan leaves alone commutes
-            // with whatever another turn does to it meanwhile. (SQLite's one
-            // writer already holds them all.)
-            let changed: Vec<&EndpointId> = plan.endpoints.keys().collect();
-            let locked = self.read_endpoints(tx, &changed, true).await?;
-            rows.extend(locked);
-            plan = completion::plan(&finished, &rows, breaker_policy, now);
-        }
+    /// What the completion plan reads of these endpoints, without a lock.
+    pub async fn completion_endpoints(
+        &mut self,
+        endpoints: &[&EndpointId],
+    ) -> Result<HashMap<EndpointId, completion::EndpointRow>> {
+        read_endpoints(&mut self.tx, endpoints, false).await
+    }
 
+    /// On PostgreSQL locks these endpoints (in id order) and reads them again,
+    /// for a plan that changes them to be made again from rows no other
+    /// transaction changes before the commit; `None` on SQLite, whose one
+    /// writer already holds them all.
+    pub async fn lock_completion_endpoints(
+        &mut self,
+        endpoints: &[&EndpointId],
+    ) -> Result<Option<HashMap<EndpointId, completion::EndpointRow>>> {
+        if self.store.engine != Engine::Postgres {
+            return Ok(None);
+        }
+        Ok(Some(read_endpoints(&mut self.tx, endpoints, true).await?))
+    }
+
+    /// Executes a completion plan (`hookline_core::completion::plan`): breakers
+    /// and last errors saved, queues moved, endpoints disabled, notices and
+    /// dead counts written, ordered partitions' successors released. Work it
+    /// makes due now wakes dispatchers after the commit, never before.
+    pub async fn apply_completion(
+        &mut self,
+        plan: &completion::CompletionPlan,
+        now: Timestamp,
+    ) -> Result<()> {
+        let engine = self.store.engine;
+        let tx = &mut self.tx;
         for (endpoint, change) in &plan.endpoints {
             if let Some(breaker) = &change.breaker {
                 save_breaker(tx, endpoint, breaker).await?;
             }
             if let Some(error) = &change.last_error {
-                self.engine
+                engine
                     .query(
                         "UPDATE endpoints SET last_error = $2, last_failure_at = $3 WHERE id = $1",
                     )
@@ -341,11 +299,11 @@ impl Events<'_> {
         count_dead(tx, &plan.dead).await?;
         let mut due_now = plan.due_now;
         for release in &plan.releases {
-            if self.engine == Engine::Postgres {
+            if engine == Engine::Postgres {
                 // Serialises with publishes of this key (they upsert the same row), so a
                 // delivery published as `blocked` meanwhile is seen and released here.
-                self.engine
-                    .query(LOCK_ORDERING_KEY.text(self.engine))
+                engine
+                    .query(LOCK_ORDERING_KEY.text(engine))
                     .bind(release.app.as_str())
                     .bind(&release.key)
                     .fetch_optional(&mut *tx)
@@ -356,42 +314,42 @@ impl Events<'_> {
                     .await?
                     && release.due == now;
         }
-        Ok((due_now, plan.changes))
+        self.due_now |= due_now;
+        Ok(())
     }
+}
 
-    /// Reads what the completion plan reads of the batch's endpoints; with `lock`,
-    /// locks them (on PostgreSQL, in id order).
-    async fn read_endpoints(
-        &self,
-        tx: &mut Tx,
-        endpoints: &[&EndpointId],
-        lock: bool,
-    ) -> Result<HashMap<EndpointId, completion::EndpointRow>> {
-        let ids = Batch::default().text(endpoints.iter().map(|e| Some(e.as_str())));
-        let sql = if lock {
-            &LOCK_ENDPOINTS
-        } else {
-            &READ_ENDPOINTS
-        };
-        let found = self
-            .engine
-            .query(sql.text(self.engine))
-            .bind_batch(ids)
-            .fetch_all(&mut *tx)
-            .await?;
-        let mut rows = HashMap::new();
-        for row in found {
-            rows.insert(
-                parse_column(&row, "id")?,
-                completion::EndpointRow {
-                    enabled: row.try_get::<bool, _>("enabled")?,
-                    breaker: breaker_from_row(&row)?,
-                    on_dead: on_dead_from_row(&row)?,
-                },
-            );
-        }
-        Ok(rows)
+/// Reads what the completion plan reads of the batch's endpoints; with `lock`,
+/// locks them (on PostgreSQL, in id order).
+async fn read_endpoints(
+    tx: &mut Tx,
+    endpoints: &[&EndpointId],
+    lock: bool,
+) -> Result<HashMap<EndpointId, completion::EndpointRow>> {
+    let engine = tx.engine();
+    let ids = Batch::default().text(endpoints.iter().map(|e| Some(e.as_str())));
+    let sql = if lock {
+        &LOCK_ENDPOINTS
+    } else {
+        &READ_ENDPOINTS
+    };
+    let found = engine
+        .query(sql.text(engine))
+        .bind_batch(ids)
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut rows = HashMap::new();
+    for row in found {
+        rows.insert(
+            parse_column(&row, "id")?,
+            completion::EndpointRow {
+                enabled: row.try_get::<bool, _>("enabled")?,
+                breaker: breaker_from_row(&row)?,
+                on_dead: on_dead_from_row(&row)?,
+            },
+        );
     }
+    Ok(rows)
 }
 
 /// The batch's endpoints with their breakers; [`LOCK_ENDPOINTS`] locks them in

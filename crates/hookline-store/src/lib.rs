@@ -64,6 +64,7 @@ use std::sync::Arc;
 use db::{Pool, Row};
 
 pub use claim::{ClaimEndpoint, Leased, Turn};
+pub use complete::Written;
 pub use event_types::MAX_EVENT_TYPES;
 pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
 pub use operational::{PendingNotice, Source as NoticeSource};
