@@ -8,7 +8,9 @@
 //! to write. The caller plans each draft's first state
 //! (`hookline_core::publish::first_state`, and whether it hands the delivery to
 //! its dispatcher), and [`Publish::commit`] writes the events, the deliveries
-//! as planned and the keys' receipts, and commits. The store decides nothing.
+//! as planned and the keys' receipts, and commits. The store plans no
+//! delivery; it does route each event (the endpoints subscribed to its type
+//! whose payload filter passes), beside the statement that reads them.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
