@@ -1040,9 +1040,14 @@ async fn a_turn_runs_while_the_last_commits_and_sees_what_it_wrote(engine: Engin
         }
     };
     let first = turn(dead[..2].to_vec()).await.unwrap();
+    // Two failures leave the breaker closed (threshold 3): the next turn may run beside this commit.
+    assert!(first.lets_next_overlap());
     let second = tokio::spawn(turn(dead[2..].to_vec()));
     first.commit().await.unwrap();
     let second = second.await.unwrap().unwrap();
+    // The second counts on top of the first's two and opens the breaker: the turn
+    // after it must wait for its commit to see that.
+    assert!(!second.lets_next_overlap());
     assert!(second.commit().await.unwrap().deliveries.is_empty());
 
     for event in &events {

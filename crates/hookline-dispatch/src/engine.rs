@@ -388,7 +388,9 @@ impl Dispatcher {
 
     /// Begins a turn as its own task: it writes `begun.records`, claims up to
     /// `begun.limit` and commits. Returns what resolves once its statements have
-    /// run (then the next turn may begin while it commits).
+    /// run (then the next turn may begin while it commits) — or, if its records
+    /// opened a breaker or disabled an endpoint, once it has committed
+    /// (`turn::Prepared::lets_next_overlap`).
     fn begin_turn(
         self: &Arc<Self>,
         turns: &mut JoinSet<TurnDone>,
@@ -400,7 +402,8 @@ impl Dispatcher {
         let policy = policy.clone();
         turns.spawn(async move {
             let started = Instant::now();
-            let turn = turn::prepare(
+            let mut prepared = Some(prepared);
+            let result = match turn::prepare(
                 &this.store,
                 &begun.records,
                 &this.config.breaker,
@@ -409,13 +412,18 @@ impl Dispatcher {
                 begun.limit,
                 &policy,
             )
-            .await;
-            // Failed or not, the next turn may begin.
-            drop(prepared);
-            let result = match turn {
-                Ok(turn) => turn.commit().await,
+            .await
+            {
+                Ok(turn) => {
+                    if turn.lets_next_overlap() {
+                        prepared.take();
+                    }
+                    turn.commit().await
+                }
                 Err(error) => Err(error),
             };
+            // Once ended, failed or not, the next turn may begin.
+            drop(prepared);
             TurnDone {
                 result,
                 begun,

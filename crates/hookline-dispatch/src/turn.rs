@@ -143,6 +143,11 @@ pub async fn record(
     if !plan.endpoints.is_empty() {
         let changed: Vec<&EndpointId> = plan.endpoints.keys().collect();
         if let Some(locked) = turn.lock_completion_endpoints(&changed).await? {
+            // An endpoint deleted since the first read is absent from the
+            // second: nothing is left of it to plan for.
+            for id in &changed {
+                rows.remove(*id);
+            }
             rows.extend(locked);
             plan = completion::plan(&finished, &rows, breaker_policy, now);
         }
@@ -237,16 +242,43 @@ pub async fn prepare(
     limit: u32,
     policy: &ClaimPolicy,
 ) -> Result<Prepared> {
-    let room = policy.room.as_ref().filter(|_| limit > 0);
+    let recovery = policy.recovery.begin();
+    let recorded = async {
+        let mut turn = store.events().begin_turn(!records.is_empty()).await?;
+        let breaker_changes = record(&mut turn, records, breaker_policy, now).await?;
+        Ok::<_, hookline_store::StoreError>((turn, breaker_changes))
+    }
+    .await;
+    let (mut turn, breaker_changes) = match recorded {
+        Ok(recorded) => recorded,
+        Err(error) => {
+            recovery.failed();
+            return Err(error);
+        }
+    };
+    if limit == 0 {
+        return Ok(Prepared {
+            turn,
+            claim: Claim {
+                breaker_changes,
+                ..Claim::default()
+            },
+            room: None,
+            recovery,
+            recovered_until: None,
+        });
+    }
+    // The room is read once the records are written, so hand-offs pause only
+    // while the claim's statements run (a turn's first statement may wait for
+    // the previous turn's commit).
+    let room = policy.room.as_ref();
     let view = match room {
         Some(room) => room.begin(records),
         None => RoomView::unlimited(),
     };
-    let recovery = policy.recovery.begin();
-    let planned = run(
-        store,
-        records,
-        breaker_policy,
+    let claimed = claim_in(
+        &mut turn,
+        breaker_changes,
         now,
         lease,
         limit,
@@ -255,8 +287,8 @@ pub async fn prepare(
         recovery.since,
     )
     .await;
-    let (turn, claim, recovered_until) = match planned {
-        Ok(planned) => planned,
+    let (claim, recovered_until) = match claimed {
+        Ok(claimed) => claimed,
         Err(error) => {
             if let Some(room) = room {
                 room.abandoned();
@@ -282,6 +314,18 @@ pub async fn prepare(
 }
 
 impl Prepared {
+    /// Whether the next turn may run its statements while this one commits:
+    /// not if this turn's records opened a breaker or disabled an endpoint.
+    /// The next turn reads endpoints without a lock where their state lets
+    /// anything through (a closed breaker), so it would not see that change
+    /// before this commit and could send to an endpoint that must rest. (Where
+    /// the state does hold work back — a probe, a send slot — it locks the
+    /// endpoint and waits for this commit.)
+    pub fn lets_next_overlap(&self) -> bool {
+        let changes = &self.claim.breaker_changes;
+        changes.opened == 0 && changes.disabled == 0
+    }
+
     /// Commits the turn; a commit that fails gives back the room its claim counted.
     pub async fn commit(self) -> Result<Claim> {
         let Prepared {
@@ -357,28 +401,20 @@ impl Recovery {
     }
 }
 
+/// A turn's claim, after its records: gives back the leases that ended since
+/// the last turn, leases due rows by lane (then the fair pass), plans and
+/// applies the claim. Returns the claim and where its look for expired leases ended.
 #[allow(clippy::too_many_arguments)]
-async fn run(
-    store: &Store,
-    records: &[AttemptRecord],
-    breaker_policy: &BreakerPolicy,
+async fn claim_in(
+    turn: &mut Turn,
+    breaker_changes: BreakerChanges,
     now: Timestamp,
     lease: Duration,
     limit: u32,
     policy: &ClaimPolicy,
     view: &RoomView,
     since: Option<Timestamp>,
-) -> Result<(Turn, Claim, Option<Timestamp>)> {
-    let mut turn = store.events().begin_turn(!records.is_empty()).await?;
-    let breaker_changes = record(&mut turn, records, breaker_policy, now).await?;
-    if limit == 0 {
-        let claim = Claim {
-            breaker_changes,
-            ..Claim::default()
-        };
-        return Ok((turn, claim, None));
-    }
-
+) -> Result<(Claim, Option<Timestamp>)> {
     // Leases that ended since the last turn go back to their lane first, to be
     // claimed like any pending delivery (rooms, breakers and all).
     let ended = turn.recover_expired(since, now, limit).await?;
@@ -405,7 +441,7 @@ async fn run(
     // endpoints round-robin through their own index, so none starves.
     let saturated = rooms.saturated();
     if leased.len() < limit as usize && !saturated.is_empty() {
-        for endpoint in fair_pass_endpoints(&mut turn, &saturated, &policy.fair_cursor).await? {
+        for endpoint in fair_pass_endpoints(turn, &saturated, &policy.fair_cursor).await? {
             let ask = rooms.of(&endpoint).min(limit as usize - leased.len()) as u32;
             if ask == 0 {
                 continue;
@@ -456,7 +492,7 @@ async fn run(
         rows,
         breaker_changes,
     };
-    Ok((turn, claim, Some(recovered_until)))
+    Ok((claim, Some(recovered_until)))
 }
 
 /// The next few enabled endpoints after the last fair pass's, skipping saturated
