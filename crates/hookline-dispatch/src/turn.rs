@@ -3,8 +3,8 @@
 //! The dispatcher owns the turn. It begins the transaction through the store
 //! (`Events::begin_turn`), has it write the finished attempts and read their
 //! endpoints, asks `hookline_core::completion::plan` what the attempts do to
-//! those and has the store execute it ([`record`]), gives back the
-//! leases that ended since its last turn (`Turn::recover_expired`), reads its room,
+//! those and has the store execute it ([`record`]), reads its room, gives
+//! back the leases that ended since its last turn (`Turn::recover_expired`),
 //! leases due rows lane by lane as `hookline_core::claim::Lanes` says (then the
 //! fair pass over endpoints the lanes' heads hid), asks
 //! `hookline_core::claim::plan` what becomes of each leased row, has the store
