@@ -200,20 +200,24 @@ fn finished<'a>(
 }
 
 /// Records finished attempts in a transaction of their own (the drain's last
-/// writes, after the loop's turns have stopped).
+/// writes, after the loop's turns have stopped): a turn that claims nothing.
 pub async fn complete_attempts(
     store: &Store,
     records: &[AttemptRecord],
     breaker_policy: &BreakerPolicy,
     now: Timestamp,
 ) -> Result<BreakerChanges> {
-    if records.is_empty() {
-        return Ok(BreakerChanges::default());
-    }
-    let mut turn = store.events().begin_turn(true).await?;
-    let changes = record(&mut turn, records, breaker_policy, now).await?;
-    turn.commit().await?;
-    Ok(changes)
+    let claim = complete_and_claim(
+        store,
+        records,
+        breaker_policy,
+        now,
+        Duration::ZERO,
+        0,
+        &ClaimPolicy::default(),
+    )
+    .await?;
+    Ok(claim.breaker_changes)
 }
 
 /// A turn whose statements have run — its records written, its claim leased,
