@@ -950,12 +950,23 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
     assert_eq!(row.state, DeliveryState::Pending);
     assert_eq!(room.in_flight(&f.endpoint.id), 0);
 
-    // The last claim filled its batch (1 of 1): older due work may be waiting, so a
-    // fresh delivery queues behind it instead of being handed off, room or not.
+    // The last claim filled its batch (1 of 1): older due work may be waiting, so
+    // fresh deliveries get only the fresh share of the permits (an eighth, at
+    // least one): one is handed off, the next queues behind the older work.
+    // (Here that one also takes the last free permit; `room::tests` shows the
+    // share holding with permits to spare.)
+    let shared = f.publish(None, t(2)).await;
+    let handed_shared = inbox.try_recv().unwrap();
+    assert_eq!(handed_shared[0].delivery.event_id, shared);
     let queued = f.publish(None, t(2)).await;
     assert!(inbox.try_recv().is_err());
     let row = state_of(queued, f.endpoint.id.clone()).await;
     assert_eq!(row.state, DeliveryState::Pending);
+    assert_eq!(room.in_flight(&f.endpoint.id), 1, "room for one more");
+    assert_eq!(permits.available_permits(), 0, "it took the last free permit");
+    // Its answer frees its room and its permits.
+    answered(&room, &f.endpoint.id);
+    drop(handed_shared);
     // A claim that takes less than it asked for has caught up: hand-offs resume.
     let claim = f.claim_as(t(3), 100, &claiming).await;
     assert!(claim.rows < 100);

@@ -41,7 +41,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, EndpointLabels, Heartbeat};
-use crate::room::{holds_room, HandedOff, Handoff, Room};
+use crate::room::{holds_room, HandedOff, Handoff, Room, SendPermit};
 use crate::sender::Sender;
 use crate::turn::{self, ClaimPolicy};
 use crate::{DispatchError, DispatcherConfig};
@@ -57,7 +57,7 @@ struct Finished {
     /// and a claim or hand-off before it is written would send the endpoint one
     /// more request than the breaker allows. (The turn's own claim, which runs
     /// after the record in the same transaction, sees that room as free: see
-    /// `Room::begin`.) Every other answer frees its room as it arrives.
+    /// `Room::view`.) Every other answer frees its room as it arrives.
     held: Option<HeldRoom>,
 }
 
@@ -492,7 +492,7 @@ impl Dispatcher {
                 .and_then(|permits| permits.split(1))
                 .expect("a claim takes no more than its permits");
             leases.start(&delivery);
-            self.spawn_send(sends, delivery, url, permit, records, room);
+            self.spawn_send(sends, delivery, url, permit.into(), records, room);
         }
         // Permits the claim did not use go back here.
         drop(claim_permits);
@@ -529,7 +529,7 @@ impl Dispatcher {
         sends: &mut JoinSet<()>,
         delivery: ClaimedDelivery,
         url: Result<reqwest::Url, String>,
-        permit: OwnedSemaphorePermit,
+        permit: SendPermit,
         records: &mpsc::UnboundedSender<Finished>,
         room: &Arc<Room>,
     ) {

@@ -12,21 +12,26 @@
 //! wrote already leased: each reservation takes a send permit and room, and
 //! the committed deliveries arrive on the dispatcher's inbox with their permits.
 //!
-//! **Races.** A claim reads the room, then leases rows, then counts them (before
-//! its commit; a commit that fails gives them back). A hand-off in between could
-//! push an endpoint past its limit, so while a claim is between reading the room
-//! and counting what it took, hand-offs are refused (publishes write pending rows
-//! instead). A hand-off is also refused while the dispatcher is behind — its last
-//! claim filled its batch, so older due work is waiting that the permit should go to.
-//! An answer arriving during a claim only frees room, which the claim then leaves
-//! unused: never more than the limit.
+//! **Races.** A claim sizes its statements by the room as it was when they
+//! began ([`Room::view`]), then plans what it leased against the room as it is
+//! and counts what the plan sends, under one lock ([`Room::admit`]): rows beyond
+//! the room go back, due now. So a hand-off never waits for a claim and can
+//! never take room the claim counts on; an answer arriving meanwhile only frees
+//! room. Never more than the limit.
+//!
+//! **Behind.** When the last claim filled its batch, older due work is waiting
+//! for the permits. A hand-off then also takes one of the *fresh share*'s
+//! permits — an eighth of the dispatcher's, as a claim under a backlog takes an
+//! eighth of its batch from the newest due work — so what is published now
+//! reaches its endpoint at once beside another tenant's backlog, and a flood of
+//! fresh work cannot starve that backlog of more than its share.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hookline_core::breaker::Signal;
-use hookline_core::claim::RoomView;
+use hookline_core::claim::{RoomView, NEWEST_SHARE_DIVISOR};
 use hookline_core::concurrency::{AdaptiveLimit, ConcurrencyPolicy, Pressure};
 use hookline_core::ids::EndpointId;
 use hookline_core::publish::Handoff as Inbox;
@@ -44,8 +49,6 @@ pub struct Room {
 #[derive(Debug, Default)]
 struct RoomState {
     endpoints: HashMap<EndpointId, EndpointRoom>,
-    /// A claim is between reading the room and counting what it leased.
-    claiming: bool,
     /// The last claim took as many rows as it asked for: more due work may be waiting.
     behind: bool,
 }
@@ -181,13 +184,15 @@ impl Room {
         room.touched = Instant::now();
     }
 
-    /// Takes room for a hand-off, unless a claim is under way, the dispatcher is
-    /// behind, or the endpoint is at its limit.
+    /// Whether the last claim filled its batch (older due work may be waiting).
+    pub fn behind(&self) -> bool {
+        self.lock().behind
+    }
+
+    /// Takes room for a hand-off, unless the endpoint is at its limit or its last
+    /// answer was a failure the breaker counts.
     fn try_take(&self, endpoint: &EndpointId, ceiling: Option<u32>) -> bool {
         let mut state = self.lock();
-        if state.claiming || state.behind {
-            return false;
-        }
         let room = self.entry_with(&mut state, endpoint, ceiling);
         if room.room() == 0 || room.last_failed {
             return false;
@@ -215,14 +220,23 @@ const IDLE_FORGET: Duration = Duration::from_secs(60);
 /// The most endpoints whose room a claim is told individually.
 const MAX_LISTED_ROOMS: usize = 512;
 
-/// A claim's moments in the room (see `crate::turn`): between [`Room::begin`] and
-/// [`Room::leased`] or [`Room::abandoned`], publishes hand nothing off.
+/// A claim in the room (see `crate::turn`): sized by [`Room::view`], planned
+/// and counted by [`Room::admit`], given back by [`Room::unleased`] if its
+/// transaction fails.
 impl Room {
-    /// A claim begins; it will record `recording` first in its transaction. Returns
-    /// the room it may use.
-    pub fn begin(&self, recording: &[AttemptRecord]) -> RoomView {
+    /// The room a claim that will record `recording` first in its transaction may
+    /// size its statements by: at most [`MAX_LISTED_ROOMS`] endpoints listed.
+    pub fn view(&self, recording: &[AttemptRecord]) -> RoomView {
         let mut state = self.lock();
-        state.claiming = true;
+        self.view_in(&mut state, recording, Some(MAX_LISTED_ROOMS))
+    }
+
+    fn view_in(
+        &self,
+        state: &mut RoomState,
+        recording: &[AttemptRecord],
+        most_listed: Option<usize>,
+    ) -> RoomView {
         // The rooms `recording` holds are free for this claim: it runs after those
         // records in the same transaction, so it sees what they did to the breaker.
         let mut freed: HashMap<&EndpointId, usize> = HashMap::new();
@@ -249,12 +263,20 @@ impl Room {
             })
             .filter(|(_, room)| *room != default)
             .collect();
-        if rooms.len() > MAX_LISTED_ROOMS {
+        if let Some(most) = most_listed.filter(|most| rooms.len() > *most) {
             // Each listed room is two parameters of the claim: keep the ones that must
-            // hold it back first (the least room), then the largest. Unlisted ones get
-            // the default room, which for those with more only means a smaller claim.
-            rooms.sort_by_key(|(_, room)| (*room > default, std::cmp::Reverse(*room)));
-            rooms.truncate(MAX_LISTED_ROOMS);
+            // hold it back first (the least room first), then the largest. Unlisted
+            // ones get the default room: for those with more only a smaller claim,
+            // for those with less rows that the plan (`Room::admit`, every room
+            // listed) sends back.
+            rooms.sort_by_key(|(_, room)| {
+                if *room < default {
+                    (false, *room)
+                } else {
+                    (true, usize::MAX - *room)
+                }
+            });
+            rooms.truncate(most);
         }
         RoomView {
             default,
@@ -262,30 +284,56 @@ impl Room {
         }
     }
 
-    /// The claim leased `claimed` (each takes room) and is about to commit;
-    /// `filled`: it took as many rows as it asked for, so more due work may be waiting.
-    pub fn leased(&self, claimed: &[ClaimedDelivery], filled: bool) {
+    /// Plans a claim (`plan`, given the room as it is now, every endpoint listed)
+    /// and counts what the plan sends (`sends`: each send's endpoint and that
+    /// endpoint's own ceiling) under one lock, so no hand-off can take room
+    /// between the two. `recording`: the records the claim's transaction wrote
+    /// first (the rooms they hold are its). `filled`: the claim leased as many rows
+    /// as it asked for, so more due work may be waiting.
+    pub fn admit<'a, P>(
+        &self,
+        recording: &[AttemptRecord],
+        filled: bool,
+        plan: impl FnOnce(&RoomView) -> P,
+        sends: impl FnOnce(&P) -> Vec<(&'a EndpointId, Option<u32>)>,
+    ) -> P {
         let mut state = self.lock();
         state.behind = filled;
-        state.claiming = false;
-        for delivery in claimed {
-            let room = self.entry_with(&mut state, &delivery.endpoint_id, delivery.max_in_flight);
+        let view = self.view_in(&mut state, recording, None);
+        let planned = plan(&view);
+        for (endpoint, ceiling) in sends(&planned) {
+            let room = self.entry_with(&mut state, endpoint, ceiling);
             room.in_flight += 1;
             room.touched = Instant::now();
         }
+        planned
     }
 
-    /// The claim failed before it leased anything.
-    pub fn abandoned(&self) {
-        self.lock().claiming = false;
-    }
-
-    /// The claim's commit failed: what [`Room::leased`] counted is free again.
-    pub fn unleased(&self, claimed: &[ClaimedDelivery]) {
+    /// A claim's transaction failed: the room [`Room::admit`] counted for the
+    /// sends to `endpoints` is free again.
+    pub fn unleased<'a>(&self, endpoints: impl IntoIterator<Item = &'a EndpointId>) {
         let mut state = self.lock();
-        for delivery in claimed {
-            let room = self.entry(&mut state, &delivery.endpoint_id);
+        for endpoint in endpoints {
+            let room = self.entry(&mut state, endpoint);
             room.in_flight = room.in_flight.saturating_sub(1);
+        }
+    }
+}
+
+/// A send's permits: one of the dispatcher's, and for a hand-off while the
+/// dispatcher is behind, one of the fresh share's. Both are held until its
+/// answer arrives.
+#[derive(Debug)]
+pub struct SendPermit {
+    _send: OwnedSemaphorePermit,
+    _fresh: Option<OwnedSemaphorePermit>,
+}
+
+impl From<OwnedSemaphorePermit> for SendPermit {
+    fn from(send: OwnedSemaphorePermit) -> Self {
+        Self {
+            _send: send,
+            _fresh: None,
         }
     }
 }
@@ -294,7 +342,7 @@ impl Room {
 #[derive(Debug)]
 pub struct HandedOff {
     pub delivery: ClaimedDelivery,
-    pub permit: OwnedSemaphorePermit,
+    pub permit: SendPermit,
 }
 
 /// Where publishes hand deliveries to this process's dispatcher.
@@ -302,8 +350,13 @@ pub struct HandedOff {
 pub struct Handoff {
     room: Arc<Room>,
     permits: Arc<Semaphore>,
-    /// Permits of reservations not yet handed over (all alike: any one serves).
-    reserved: Mutex<Vec<OwnedSemaphorePermit>>,
+    /// The fresh share: what hand-offs may hold of the permits while the
+    /// dispatcher is behind.
+    fresh: Arc<Semaphore>,
+    /// Permits of reservations not yet handed over. Which delivery gets which does
+    /// not matter: the fresh share's bound how many sends handed off while behind
+    /// are under way (give or take a reservation cancelled meanwhile).
+    reserved: Mutex<Vec<SendPermit>>,
     lease: Duration,
     inbox: mpsc::UnboundedSender<Vec<HandedOff>>,
     /// The dispatcher is draining: no more reservations.
@@ -319,8 +372,10 @@ impl Handoff {
         lease: Duration,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<Vec<HandedOff>>) {
         let (inbox, receiver) = mpsc::unbounded_channel();
+        let share = permits.available_permits() / NEWEST_SHARE_DIVISOR as usize;
         let handoff = Self {
             room,
+            fresh: Arc::new(Semaphore::new(share.max(1))),
             permits,
             reserved: Mutex::default(),
             lease,
@@ -336,7 +391,7 @@ impl Handoff {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    fn reserved(&self) -> MutexGuard<'_, Vec<OwnedSemaphorePermit>> {
+    fn reserved(&self) -> MutexGuard<'_, Vec<SendPermit>> {
         self.reserved.lock().expect("reserved permits poisoned")
     }
 }
@@ -350,13 +405,24 @@ impl Inbox<ClaimedDelivery> for Handoff {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+        let Ok(send) = self.permits.clone().try_acquire_owned() else {
             return false;
+        };
+        let fresh = if self.room.behind() {
+            match self.fresh.clone().try_acquire_owned() {
+                Ok(fresh) => Some(fresh),
+                Err(_) => return false,
+            }
+        } else {
+            None
         };
         if !self.room.try_take(endpoint, max_in_flight) {
             return false;
         }
-        self.reserved().push(permit);
+        self.reserved().push(SendPermit {
+            _send: send,
+            _fresh: fresh,
+        });
         true
     }
 
@@ -408,24 +474,70 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_sees_the_room_and_pauses_hand_offs_until_it_counted() {
+    fn a_claim_plans_on_the_room_as_it_is_and_a_hand_off_meanwhile_keeps_its_place() {
         let room = Room::new(policy(2));
         let (busy, idle) = (endpoint(), endpoint());
         room.start(&busy);
-        let view = room.begin(&[]);
+        let view = room.view(&[]);
         assert_eq!(view.default, 2);
         assert_eq!(view.room(&busy), 1);
         assert_eq!(view.room(&idle), 2);
-        assert!(
-            !room.try_take(&idle, None),
-            "no hand-off while a claim is reading the room"
-        );
-        room.leased(&[], false);
+        // A publish hands off to `idle` while the claim's statements run, by that
+        // view's room of 2: it does not wait for the claim.
         assert!(room.try_take(&idle, None));
-        // A claim that filled its batch leaves the dispatcher behind: no hand-offs.
-        room.begin(&[]);
-        room.leased(&[], true);
+        // The claim's plan sees the room as it is now, and what it sends is counted.
+        let sent = room.admit(
+            &[],
+            false,
+            |now| now.room(&idle),
+            |&sends| vec![(&idle, None); sends],
+        );
+        assert_eq!(
+            sent, 1,
+            "one of the two rows the claim leased; the other goes back"
+        );
+        assert_eq!(
+            room.in_flight(&idle),
+            2,
+            "the hand-off and the claim's send: the limit"
+        );
         assert!(!room.try_take(&idle, None));
+        // The claim's commit failed: its send's room is free again.
+        room.unleased([&idle]);
+        assert_eq!(room.in_flight(&idle), 1);
+        assert!(!room.behind());
+        room.admit(&[], true, |_| (), |_| vec![]);
+        assert!(
+            room.behind(),
+            "a claim that filled its batch: more may be due"
+        );
+    }
+
+    #[test]
+    fn while_behind_hand_offs_take_at_most_the_fresh_share_of_the_permits() {
+        let room = Room::new(ConcurrencyPolicy::default());
+        let permits = Arc::new(Semaphore::new(16));
+        let (handoff, _inbox) = Handoff::new(room.clone(), permits.clone(), Duration::from_secs(1));
+        let e = endpoint();
+        room.admit(&[], true, |_| (), |_| vec![]);
+        assert!(handoff.reserve(&e, None));
+        assert!(handoff.reserve(&e, None));
+        assert!(
+            !handoff.reserve(&e, None),
+            "an eighth of 16 permits while older work is due"
+        );
+        assert_eq!(permits.available_permits(), 14, "the refused one took none");
+        assert_eq!(room.in_flight(&e), 2, "nor room");
+        handoff.cancel(&e);
+        assert!(
+            handoff.reserve(&e, None),
+            "a cancelled reservation gives its share back"
+        );
+        // Caught up: a hand-off takes any free permit.
+        room.admit(&[], false, |_| (), |_| vec![]);
+        assert!(handoff.reserve(&e, None));
+        assert!(handoff.reserve(&e, None));
+        assert_eq!(permits.available_permits(), 12);
     }
 
     #[test]

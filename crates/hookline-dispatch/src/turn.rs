@@ -7,15 +7,14 @@
 //! back the leases that ended since its last turn (`Turn::recover_expired`),
 //! leases due rows lane by lane as `hookline_core::claim::Lanes` says (then the
 //! fair pass over endpoints the lanes' heads hid), asks
-//! `hookline_core::claim::plan` what becomes of each leased row, has the store
-//! execute that plan, counts what it leased in its room and commits (a commit
-//! that fails gives the count back). The store calls nothing back: every step
-//! is the dispatcher's.
+//! `hookline_core::claim::plan` what becomes of each leased row against the
+//! room as it is then and counts what the plan sends (`Room::admit`, one lock),
+//! has the store execute that plan and commits (a turn that fails gives the
+//! count back). The store calls nothing back: every step is the dispatcher's.
 //!
-//! While a claim is between reading the room and counting what it leased, the
-//! room refuses hand-offs (`Room::begin`), so a publish cannot take room the
-//! claim counts on; counting before the commit keeps that window to the claim's
-//! statements (docs/BENCHMARKS.md, `518e210`).
+//! The claim's statements are sized by the room as it was when they began
+//! (`Room::view`); publishes may hand deliveries off meanwhile, and the plan,
+//! which sees those, sends the rows beyond the room back, due now.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -272,46 +271,32 @@ pub async fn prepare(
             recovered_until: None,
         });
     }
-    // The room is read once the records are written, so hand-offs pause only
-    // while the claim's statements run (a turn's first statement may wait for
-    // the previous turn's commit).
-    let room = policy.room.as_ref();
-    let view = match room {
-        Some(room) => room.begin(records),
-        None => RoomView::unlimited(),
-    };
+    // The room is read once the records are written (a turn's first statement
+    // may wait for the previous turn's commit, which frees room meanwhile).
+    let room = policy.room.as_deref();
     let claimed = claim_in(
         &mut turn,
+        records,
         breaker_changes,
         now,
         lease,
         limit,
         policy,
-        &view,
+        room,
         recovery.since,
     )
     .await;
     let (claim, recovered_until) = match claimed {
         Ok(claimed) => claimed,
         Err(error) => {
-            if let Some(room) = room {
-                room.abandoned();
-            }
             recovery.failed();
             return Err(error);
         }
     };
-    // Counted before the commit, so hand-offs pause only while the claim's
-    // statements run, not for the commit's flush too (measured at `518e210`:
-    // counting after the commit let only 7,318 of ~12,000 deliveries of a
-    // light-load run on PostgreSQL be handed off).
-    if let Some(room) = room {
-        room.leased(&claim.deliveries, claim.rows == limit as usize);
-    }
     Ok(Prepared {
         turn,
         claim,
-        room: room.cloned(),
+        room: policy.room.clone(),
         recovery,
         recovered_until,
     })
@@ -341,7 +326,7 @@ impl Prepared {
         } = self;
         if let Err(error) = turn.commit().await {
             if let Some(room) = room {
-                room.unleased(&claim.deliveries);
+                room.unleased(claim.deliveries.iter().map(|d| &d.endpoint_id));
             }
             recovery.failed();
             return Err(error);
@@ -405,18 +390,20 @@ impl Recovery {
     }
 }
 
-/// A turn's claim, after its records: gives back the leases that ended since
-/// the last turn, leases due rows by lane (then the fair pass), plans and
-/// applies the claim. Returns the claim and where its look for expired leases ended.
+/// A turn's claim, after its records (`recorded`): gives back the leases that
+/// ended since the last turn, leases due rows by lane (then the fair pass),
+/// plans the claim and counts it in `room`, and applies it. Returns the claim
+/// and where its look for expired leases ended.
 #[allow(clippy::too_many_arguments)]
 async fn claim_in(
     turn: &mut Turn,
+    recorded: &[AttemptRecord],
     breaker_changes: BreakerChanges,
     now: Timestamp,
     lease: Duration,
     limit: u32,
     policy: &ClaimPolicy,
-    view: &RoomView,
+    room: Option<&Room>,
     since: Option<Timestamp>,
 ) -> Result<(Claim, Option<Timestamp>)> {
     // Leases that ended since the last turn go back to their lane first, to be
@@ -430,7 +417,11 @@ async fn claim_in(
     };
 
     let lease_until = now + lease;
-    let mut rooms = Rooms::new(view);
+    let view = match room {
+        Some(room) => room.view(recorded),
+        None => RoomView::unlimited(),
+    };
+    let mut rooms = Rooms::new(&view);
     let mut leased: Vec<Leased> = Vec::new();
     let mut lanes = Lanes::new(limit);
     let mut last = 0;
@@ -474,9 +465,26 @@ async fn claim_in(
         .collect();
     let plan = {
         let candidates: Vec<claim::Candidate<'_>> = leased.iter().map(Leased::candidate).collect();
-        claim::plan(&candidates, &gates, view, &policy.rules(), now)
+        let plan = |view: &RoomView| claim::plan(&candidates, &gates, view, &policy.rules(), now);
+        match room {
+            Some(room) => room.admit(recorded, leased.len() == limit as usize, plan, |plan| {
+                plan.send
+                    .iter()
+                    .map(|send| {
+                        let endpoint = &leased[send.index].endpoint_id;
+                        (endpoint, gates[endpoint].max_in_flight)
+                    })
+                    .collect()
+            }),
+            None => plan(&view),
+        }
     };
-    turn.apply_claim(&plan, &leased, now).await?;
+    if let Err(error) = turn.apply_claim(&plan, &leased, now).await {
+        if let Some(room) = room {
+            room.unleased(plan.send.iter().map(|send| &leased[send.index].endpoint_id));
+        }
+        return Err(error);
+    }
 
     let rows = leased.len();
     let mut leased: Vec<Option<Leased>> = leased.into_iter().map(Some).collect();
