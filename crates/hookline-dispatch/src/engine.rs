@@ -41,7 +41,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, EndpointLabels, Heartbeat};
-use crate::room::{holds_room, HandedOff, Handoff, Room, SendPermit};
+use crate::room::{holds_room, HandedOff, Handoff, Room};
 use crate::sender::Sender;
 use crate::turn::{self, ClaimPolicy};
 use crate::{DispatchError, DispatcherConfig};
@@ -492,7 +492,7 @@ impl Dispatcher {
                 .and_then(|permits| permits.split(1))
                 .expect("a claim takes no more than its permits");
             leases.start(&delivery);
-            self.spawn_send(sends, delivery, url, permit.into(), records, room);
+            self.spawn_send(sends, delivery, url, permit, records, room);
         }
         // Permits the claim did not use go back here.
         drop(claim_permits);
@@ -529,7 +529,7 @@ impl Dispatcher {
         sends: &mut JoinSet<()>,
         delivery: ClaimedDelivery,
         url: Result<reqwest::Url, String>,
-        permit: SendPermit,
+        permit: OwnedSemaphorePermit,
         records: &mpsc::UnboundedSender<Finished>,
         room: &Arc<Room>,
     ) {

@@ -20,11 +20,12 @@
 //! room. Never more than the limit.
 //!
 //! **Behind.** When the last claim filled its batch, older due work is waiting
-//! for the permits. A hand-off then also takes one of the *fresh share*'s
-//! permits — an eighth of the dispatcher's, as a claim under a backlog takes an
-//! eighth of its batch from the newest due work — so what is published now
-//! reaches its endpoint at once beside another tenant's backlog, and a flood of
-//! fresh work cannot starve that backlog of more than its share.
+//! for the send permits, and claims hold them nearly all (each takes the free
+//! ones before its statements run). A hand-off then takes a permit of the
+//! *fresh share* instead — a pool of an eighth as many, as a claim under a
+//! backlog takes an eighth of its batch from the newest due work — so what is
+//! published now reaches its endpoint at once beside another tenant's backlog,
+//! and a flood of fresh work takes none of the permits the backlog drains with.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -320,29 +321,11 @@ impl Room {
     }
 }
 
-/// A send's permits: one of the dispatcher's, and for a hand-off while the
-/// dispatcher is behind, one of the fresh share's. Both are held until its
-/// answer arrives.
-#[derive(Debug)]
-pub struct SendPermit {
-    _send: OwnedSemaphorePermit,
-    _fresh: Option<OwnedSemaphorePermit>,
-}
-
-impl From<OwnedSemaphorePermit> for SendPermit {
-    fn from(send: OwnedSemaphorePermit) -> Self {
-        Self {
-            _send: send,
-            _fresh: None,
-        }
-    }
-}
-
 /// A delivery handed from a publish to the dispatcher, with its send permit.
 #[derive(Debug)]
 pub struct HandedOff {
     pub delivery: ClaimedDelivery,
-    pub permit: SendPermit,
+    pub permit: OwnedSemaphorePermit,
 }
 
 /// Where publishes hand deliveries to this process's dispatcher.
@@ -350,13 +333,12 @@ pub struct HandedOff {
 pub struct Handoff {
     room: Arc<Room>,
     permits: Arc<Semaphore>,
-    /// The fresh share: what hand-offs may hold of the permits while the
-    /// dispatcher is behind.
+    /// The fresh share: the permits of hand-offs while the dispatcher is behind.
     fresh: Arc<Semaphore>,
     /// Permits of reservations not yet handed over. Which delivery gets which does
-    /// not matter: the fresh share's bound how many sends handed off while behind
-    /// are under way (give or take a reservation cancelled meanwhile).
-    reserved: Mutex<Vec<SendPermit>>,
+    /// not matter: each pool bounds how many sends hold its permits (give or take
+    /// a reservation cancelled meanwhile).
+    reserved: Mutex<Vec<OwnedSemaphorePermit>>,
     lease: Duration,
     inbox: mpsc::UnboundedSender<Vec<HandedOff>>,
     /// The dispatcher is draining: no more reservations.
@@ -364,7 +346,8 @@ pub struct Handoff {
 }
 
 impl Handoff {
-    /// A hand-off into a dispatcher with this room and these permits; handed-off
+    /// A hand-off into a dispatcher with this room and these send permits (all
+    /// free), and a fresh share of an eighth as many (at least one); handed-off
     /// deliveries are leased for `lease` and arrive on the returned receiver.
     pub fn new(
         room: Arc<Room>,
@@ -391,7 +374,7 @@ impl Handoff {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    fn reserved(&self) -> MutexGuard<'_, Vec<SendPermit>> {
+    fn reserved(&self) -> MutexGuard<'_, Vec<OwnedSemaphorePermit>> {
         self.reserved.lock().expect("reserved permits poisoned")
     }
 }
@@ -405,24 +388,18 @@ impl Inbox<ClaimedDelivery> for Handoff {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        let Ok(send) = self.permits.clone().try_acquire_owned() else {
-            return false;
-        };
-        let fresh = if self.room.behind() {
-            match self.fresh.clone().try_acquire_owned() {
-                Ok(fresh) => Some(fresh),
-                Err(_) => return false,
-            }
+        let pool = if self.room.behind() {
+            &self.fresh
         } else {
-            None
+            &self.permits
+        };
+        let Ok(permit) = pool.clone().try_acquire_owned() else {
+            return false;
         };
         if !self.room.try_take(endpoint, max_in_flight) {
             return false;
         }
-        self.reserved().push(SendPermit {
-            _send: send,
-            _fresh: fresh,
-        });
+        self.reserved().push(permit);
         true
     }
 
@@ -514,30 +491,34 @@ mod tests {
     }
 
     #[test]
-    fn while_behind_hand_offs_take_at_most_the_fresh_share_of_the_permits() {
+    fn while_behind_hand_offs_take_the_fresh_share_not_the_claims_permits() {
         let room = Room::new(ConcurrencyPolicy::default());
         let permits = Arc::new(Semaphore::new(16));
         let (handoff, _inbox) = Handoff::new(room.clone(), permits.clone(), Duration::from_secs(1));
         let e = endpoint();
+        // Claims hold every send permit but one, and the last filled its batch.
+        let claims = permits.clone().try_acquire_many_owned(15).unwrap();
         room.admit(&[], true, |_| (), |_| vec![]);
         assert!(handoff.reserve(&e, None));
         assert!(handoff.reserve(&e, None));
         assert!(
             !handoff.reserve(&e, None),
-            "an eighth of 16 permits while older work is due"
+            "the fresh share is an eighth of 16 permits"
         );
-        assert_eq!(permits.available_permits(), 14, "the refused one took none");
-        assert_eq!(room.in_flight(&e), 2, "nor room");
+        assert_eq!(permits.available_permits(), 1, "none of the claims' pool");
+        assert_eq!(room.in_flight(&e), 2, "a refused hand-off takes no room");
         handoff.cancel(&e);
         assert!(
             handoff.reserve(&e, None),
-            "a cancelled reservation gives its share back"
+            "a cancelled reservation gives its permit back"
         );
-        // Caught up: a hand-off takes any free permit.
+        // Caught up: a hand-off takes a send permit, as a claim would.
         room.admit(&[], false, |_| (), |_| vec![]);
         assert!(handoff.reserve(&e, None));
+        assert!(!handoff.reserve(&e, None), "no send permit left");
+        drop(claims);
         assert!(handoff.reserve(&e, None));
-        assert_eq!(permits.available_permits(), 12);
+        assert_eq!(permits.available_permits(), 14);
     }
 
     #[test]
