@@ -73,6 +73,25 @@ impl EndpointRoom {
     fn room(&self) -> usize {
         self.limit.current().saturating_sub(self.in_flight)
     }
+
+    /// Its room for a claim whose transaction first writes records that hold
+    /// `freed` of the endpoints' rooms.
+    fn free(&self, freed: &HashMap<&EndpointId, usize>, endpoint: &EndpointId) -> usize {
+        let in_flight = self
+            .in_flight
+            .saturating_sub(freed.get(endpoint).copied().unwrap_or(0));
+        self.limit.current().saturating_sub(in_flight)
+    }
+}
+
+/// The rooms `recording` holds, per endpoint: free for a claim that runs after
+/// those records in the same transaction, as it sees what they did to the breaker.
+fn freed_by(recording: &[AttemptRecord]) -> HashMap<&EndpointId, usize> {
+    let mut freed: HashMap<&EndpointId, usize> = HashMap::new();
+    for record in recording.iter().filter(|r| holds_room(r)) {
+        *freed.entry(&record.endpoint_id).or_default() += 1;
+    }
+    freed
 }
 
 impl Room {
@@ -229,47 +248,24 @@ impl Room {
     /// size its statements by: at most [`MAX_LISTED_ROOMS`] endpoints listed.
     pub fn view(&self, recording: &[AttemptRecord]) -> RoomView {
         let mut state = self.lock();
-        self.view_in(&mut state, recording, Some(MAX_LISTED_ROOMS))
-    }
-
-    fn view_in(
-        &self,
-        state: &mut RoomState,
-        recording: &[AttemptRecord],
-        most_listed: Option<usize>,
-    ) -> RoomView {
-        // The rooms `recording` holds are free for this claim: it runs after those
-        // records in the same transaction, so it sees what they did to the breaker.
-        let mut freed: HashMap<&EndpointId, usize> = HashMap::new();
-        for record in recording.iter().filter(|r| holds_room(r)) {
-            *freed.entry(&record.endpoint_id).or_default() += 1;
-        }
         // Endpoints idle for a while forget what they learned (it is stale), so the
         // map — and the claim's list of rooms — holds the endpoints in use.
         state
             .endpoints
             .retain(|_, room| room.in_flight > 0 || room.touched.elapsed() < IDLE_FORGET);
+        let freed = freed_by(recording);
         let default = self.default_limit();
         let mut rooms: Vec<(EndpointId, usize)> = state
             .endpoints
             .iter()
-            .map(|(endpoint, room)| {
-                let in_flight = room
-                    .in_flight
-                    .saturating_sub(freed.get(endpoint).copied().unwrap_or(0));
-                (
-                    endpoint.clone(),
-                    room.limit.current().saturating_sub(in_flight),
-                )
-            })
+            .map(|(endpoint, room)| (endpoint.clone(), room.free(&freed, endpoint)))
             .filter(|(_, room)| *room != default)
             .collect();
-        if let Some(most) = most_listed.filter(|most| rooms.len() > *most) {
+        if rooms.len() > MAX_LISTED_ROOMS {
             // Each listed room is two parameters of the claim: keep the ones that must
             // hold it back first (the least room first), then the largest. Unlisted
             // ones get the default room: for those with more only a smaller claim,
-            // for those with less rows that the plan (`Room::admit`, every room
-            // listed) sends back.
+            // for those with less rows that the plan (`Room::admit`) sends back.
             rooms.sort_by_key(|(_, room)| {
                 if *room < default {
                     (false, *room)
@@ -277,7 +273,7 @@ impl Room {
                     (true, usize::MAX - *room)
                 }
             });
-            rooms.truncate(most);
+            rooms.truncate(MAX_LISTED_ROOMS);
         }
         RoomView {
             default,
@@ -285,23 +281,34 @@ impl Room {
         }
     }
 
-    /// Plans a claim (`plan`, given the room as it is now, every endpoint listed)
-    /// and counts what the plan sends (`sends`: each send's endpoint and that
-    /// endpoint's own ceiling) under one lock, so no hand-off can take room
-    /// between the two. `recording`: the records the claim's transaction wrote
-    /// first (the rooms they hold are its). `filled`: the claim leased as many rows
-    /// as it asked for, so more due work may be waiting.
+    /// Plans a claim and counts what the plan sends under one lock, so no
+    /// hand-off can take room between the two. `plan` is given the room as it is
+    /// now of each of `endpoints` (those of the rows the claim leased);
+    /// `sends` says each send's endpoint and that endpoint's own ceiling.
+    /// `recording`: the records the claim's transaction wrote first (the rooms
+    /// they hold are its). `filled`: the claim leased as many rows as it asked
+    /// for, so more due work may be waiting.
     pub fn admit<'a, P>(
         &self,
         recording: &[AttemptRecord],
         filled: bool,
+        endpoints: impl IntoIterator<Item = &'a EndpointId>,
         plan: impl FnOnce(&RoomView) -> P,
         sends: impl FnOnce(&P) -> Vec<(&'a EndpointId, Option<u32>)>,
     ) -> P {
         let mut state = self.lock();
         state.behind = filled;
-        let view = self.view_in(&mut state, recording, None);
-        let planned = plan(&view);
+        let freed = freed_by(recording);
+        let default = self.default_limit();
+        let mut rooms = HashMap::new();
+        for endpoint in endpoints {
+            if let Some(room) = state.endpoints.get(endpoint) {
+                rooms
+                    .entry(endpoint.clone())
+                    .or_insert_with(|| room.free(&freed, endpoint));
+            }
+        }
+        let planned = plan(&RoomView { default, rooms });
         for (endpoint, ceiling) in sends(&planned) {
             let room = self.entry_with(&mut state, endpoint, ceiling);
             room.in_flight += 1;
@@ -466,6 +473,7 @@ mod tests {
         let sent = room.admit(
             &[],
             false,
+            [&idle],
             |now| now.room(&idle),
             |&sends| vec![(&idle, None); sends],
         );
@@ -483,7 +491,7 @@ mod tests {
         room.unleased([&idle]);
         assert_eq!(room.in_flight(&idle), 1);
         assert!(!room.behind());
-        room.admit(&[], true, |_| (), |_| vec![]);
+        room.admit(&[], true, [], |_| (), |_| vec![]);
         assert!(
             room.behind(),
             "a claim that filled its batch: more may be due"
@@ -498,7 +506,7 @@ mod tests {
         let e = endpoint();
         // Claims hold every send permit but one, and the last filled its batch.
         let claims = permits.clone().try_acquire_many_owned(15).unwrap();
-        room.admit(&[], true, |_| (), |_| vec![]);
+        room.admit(&[], true, [], |_| (), |_| vec![]);
         assert!(handoff.reserve(&e, None));
         assert!(handoff.reserve(&e, None));
         assert!(
@@ -513,7 +521,7 @@ mod tests {
             "a cancelled reservation gives its permit back"
         );
         // Caught up: a hand-off takes a send permit, as a claim would.
-        room.admit(&[], false, |_| (), |_| vec![]);
+        room.admit(&[], false, [], |_| (), |_| vec![]);
         assert!(handoff.reserve(&e, None));
         assert!(!handoff.reserve(&e, None), "no send permit left");
         drop(claims);

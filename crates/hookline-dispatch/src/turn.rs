@@ -467,15 +467,21 @@ async fn claim_in(
         let candidates: Vec<claim::Candidate<'_>> = leased.iter().map(Leased::candidate).collect();
         let plan = |view: &RoomView| claim::plan(&candidates, &gates, view, &policy.rules(), now);
         match room {
-            Some(room) => room.admit(recorded, leased.len() == limit as usize, plan, |plan| {
-                plan.send
-                    .iter()
-                    .map(|send| {
-                        let endpoint = &leased[send.index].endpoint_id;
-                        (endpoint, gates[endpoint].max_in_flight)
-                    })
-                    .collect()
-            }),
+            Some(room) => room.admit(
+                recorded,
+                leased.len() == limit as usize,
+                leased.iter().map(|row| &row.endpoint_id),
+                plan,
+                |plan| {
+                    plan.send
+                        .iter()
+                        .map(|send| {
+                            let endpoint = &leased[send.index].endpoint_id;
+                            (endpoint, gates[endpoint].max_in_flight)
+                        })
+                        .collect()
+                },
+            ),
             None => plan(&view),
         }
     };
