@@ -952,8 +952,10 @@ async fn publishes_hand_fresh_work_to_the_local_dispatcher_within_its_room(engin
 
     // The last claim filled its batch (1 of 1): older due work may be waiting, so
     // fresh deliveries take permits of the fresh share (an eighth as many, at
-    // least one), not the claims': one is handed off, the next queues behind the
-    // older work although a send permit is free.
+    // least one), not the claims', and only while their endpoint has less than
+    // an eighth of its limit (at least one) in flight: one is handed off, the
+    // next queues behind the older work although a send permit is free
+    // (`room::tests` tells the two rules apart).
     let shared = f.publish(None, t(2)).await;
     let handed_shared = inbox.try_recv().unwrap();
     assert_eq!(handed_shared[0].delivery.event_id, shared);

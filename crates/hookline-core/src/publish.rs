@@ -91,9 +91,10 @@ pub fn first_state(
 pub trait Handoff<D>: Send + Sync + std::fmt::Debug {
     /// How long a handed-off delivery is leased.
     fn lease(&self) -> Duration;
-    /// Takes a send permit and room for one delivery to `endpoint` (whose own
-    /// concurrency ceiling is `max_in_flight`), if the dispatcher has both free and
-    /// is caught up.
+    /// Takes room and a permit for one delivery to `endpoint` (whose own
+    /// concurrency ceiling is `max_in_flight`), if the dispatcher has both free
+    /// (beside a backlog: a permit of its fresh share, and only for an endpoint
+    /// with little of its own in flight; see `hookline_dispatch::room`).
     fn reserve(&self, endpoint: &EndpointId, max_in_flight: Option<u32>) -> bool;
     /// Gives back a reservation whose delivery was not committed.
     fn cancel(&self, endpoint: &EndpointId);

@@ -9,8 +9,8 @@
 //! the limit learns from the answer's latency and status.
 //!
 //! [`Handoff`] is where publishes of this process put fresh deliveries they
-//! wrote already leased: each reservation takes a send permit and room, and
-//! the committed deliveries arrive on the dispatcher's inbox with their permits.
+//! wrote already leased: each reservation takes room and a permit, and the
+//! committed deliveries arrive on the dispatcher's inbox with their permits.
 //!
 //! **Races.** A claim sizes its statements by the room as it was when they
 //! began ([`Room::view`]), then plans what it leased against the room as it is
@@ -23,9 +23,12 @@
 //! for the send permits, and claims hold them nearly all (each takes the free
 //! ones before its statements run). A hand-off then takes a permit of the
 //! *fresh share* instead — a pool of an eighth as many, as a claim under a
-//! backlog takes an eighth of its batch from the newest due work — so what is
-//! published now reaches its endpoint at once beside another tenant's backlog,
-//! and a flood of fresh work takes none of the permits the backlog drains with.
+//! backlog takes an eighth of its batch from the newest due work — and only to
+//! an endpoint with less than an eighth of its limit in flight: one that has
+//! older work of its own to send (claims fill its room) keeps its room for
+//! that. So what is published now reaches an endpoint with nothing waiting at
+//! once beside another tenant's backlog, and a flood of fresh work takes
+//! neither the permits nor an endpoint's room the backlog drains with.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -210,16 +213,22 @@ impl Room {
     }
 
     /// Takes room for a hand-off, unless the endpoint is at its limit or its last
-    /// answer was a failure the breaker counts.
-    fn try_take(&self, endpoint: &EndpointId, ceiling: Option<u32>) -> bool {
+    /// answer was a failure the breaker counts, or the dispatcher is behind and the
+    /// endpoint has an eighth of its limit (at least one) in flight. Returns
+    /// whether the dispatcher is behind (then the hand-off takes a permit of the
+    /// fresh share), or `None`.
+    fn try_take(&self, endpoint: &EndpointId, ceiling: Option<u32>) -> Option<bool> {
         let mut state = self.lock();
+        let behind = state.behind;
         let room = self.entry_with(&mut state, endpoint, ceiling);
-        if room.room() == 0 || room.last_failed {
-            return false;
+        let busy = behind
+            && room.in_flight >= (room.limit.current() / NEWEST_SHARE_DIVISOR as usize).max(1);
+        if room.room() == 0 || room.last_failed || busy {
+            return None;
         }
         room.in_flight += 1;
         room.touched = Instant::now();
-        true
+        Some(behind)
     }
 
     fn give_back(&self, endpoint: &EndpointId) {
@@ -283,34 +292,33 @@ impl Room {
 
     /// Plans a claim and counts what the plan sends under one lock, so no
     /// hand-off can take room between the two. `plan` is given the room as it is
-    /// now of each of `endpoints` (those of the rows the claim leased);
-    /// `sends` says each send's endpoint and that endpoint's own ceiling.
-    /// `recording`: the records the claim's transaction wrote first (the rooms
-    /// they hold are its). `filled`: the claim leased as many rows as it asked
-    /// for, so more due work may be waiting.
+    /// now of each of `endpoints` (those of the rows the claim leased, each with
+    /// its own ceiling as the claim read it, applied first); `sends` says each
+    /// send's endpoint. `recording`: the records the claim's transaction wrote
+    /// first (the rooms they hold are its). `filled`: the claim leased as many
+    /// rows as it asked for, so more due work may be waiting.
     pub fn admit<'a, P>(
         &self,
         recording: &[AttemptRecord],
         filled: bool,
-        endpoints: impl IntoIterator<Item = &'a EndpointId>,
+        endpoints: impl IntoIterator<Item = (&'a EndpointId, Option<u32>)>,
         plan: impl FnOnce(&RoomView) -> P,
-        sends: impl FnOnce(&P) -> Vec<(&'a EndpointId, Option<u32>)>,
+        sends: impl FnOnce(&P) -> Vec<&'a EndpointId>,
     ) -> P {
         let mut state = self.lock();
         state.behind = filled;
         let freed = freed_by(recording);
         let default = self.default_limit();
         let mut rooms = HashMap::new();
-        for endpoint in endpoints {
-            if let Some(room) = state.endpoints.get(endpoint) {
-                rooms
-                    .entry(endpoint.clone())
-                    .or_insert_with(|| room.free(&freed, endpoint));
+        for (endpoint, ceiling) in endpoints {
+            if !rooms.contains_key(endpoint) {
+                let room = self.entry_with(&mut state, endpoint, ceiling);
+                rooms.insert(endpoint.clone(), room.free(&freed, endpoint));
             }
         }
         let planned = plan(&RoomView { default, rooms });
-        for (endpoint, ceiling) in sends(&planned) {
-            let room = self.entry_with(&mut state, endpoint, ceiling);
+        for endpoint in sends(&planned) {
+            let room = self.entry(&mut state, endpoint);
             room.in_flight += 1;
             room.touched = Instant::now();
         }
@@ -395,17 +403,14 @@ impl Inbox<ClaimedDelivery> for Handoff {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        let pool = if self.room.behind() {
-            &self.fresh
-        } else {
-            &self.permits
+        let Some(behind) = self.room.try_take(endpoint, max_in_flight) else {
+            return false;
         };
+        let pool = if behind { &self.fresh } else { &self.permits };
         let Ok(permit) = pool.clone().try_acquire_owned() else {
+            self.room.give_back(endpoint);
             return false;
         };
-        if !self.room.try_take(endpoint, max_in_flight) {
-            return false;
-        }
         self.reserved().push(permit);
         true
     }
@@ -468,14 +473,14 @@ mod tests {
         assert_eq!(view.room(&idle), 2);
         // A publish hands off to `idle` while the claim's statements run, by that
         // view's room of 2: it does not wait for the claim.
-        assert!(room.try_take(&idle, None));
+        assert_eq!(room.try_take(&idle, None), Some(false));
         // The claim's plan sees the room as it is now, and what it sends is counted.
         let sent = room.admit(
             &[],
             false,
-            [&idle],
+            [(&idle, None)],
             |now| now.room(&idle),
-            |&sends| vec![(&idle, None); sends],
+            |&sends| vec![&idle; sends],
         );
         assert_eq!(
             sent, 1,
@@ -486,7 +491,7 @@ mod tests {
             2,
             "the hand-off and the claim's send: the limit"
         );
-        assert!(!room.try_take(&idle, None));
+        assert!(room.try_take(&idle, None).is_none());
         // The claim's commit failed: its send's room is free again.
         room.unleased([&idle]);
         assert_eq!(room.in_flight(&idle), 1);
@@ -503,30 +508,52 @@ mod tests {
         let room = Room::new(ConcurrencyPolicy::default());
         let permits = Arc::new(Semaphore::new(16));
         let (handoff, _inbox) = Handoff::new(room.clone(), permits.clone(), Duration::from_secs(1));
-        let e = endpoint();
+        let (a, b, c) = (endpoint(), endpoint(), endpoint());
         // Claims hold every send permit but one, and the last filled its batch.
         let claims = permits.clone().try_acquire_many_owned(15).unwrap();
         room.admit(&[], true, [], |_| (), |_| vec![]);
-        assert!(handoff.reserve(&e, None));
-        assert!(handoff.reserve(&e, None));
+        assert!(handoff.reserve(&a, None));
+        assert!(handoff.reserve(&b, None));
         assert!(
-            !handoff.reserve(&e, None),
+            !handoff.reserve(&c, None),
             "the fresh share is an eighth of 16 permits"
         );
         assert_eq!(permits.available_permits(), 1, "none of the claims' pool");
-        assert_eq!(room.in_flight(&e), 2, "a refused hand-off takes no room");
-        handoff.cancel(&e);
+        assert_eq!(room.in_flight(&c), 0, "a refused hand-off takes no room");
+        handoff.cancel(&b);
         assert!(
-            handoff.reserve(&e, None),
+            handoff.reserve(&c, None),
             "a cancelled reservation gives its permit back"
         );
         // Caught up: a hand-off takes a send permit, as a claim would.
         room.admit(&[], false, [], |_| (), |_| vec![]);
-        assert!(handoff.reserve(&e, None));
-        assert!(!handoff.reserve(&e, None), "no send permit left");
+        assert!(handoff.reserve(&b, None));
+        assert!(!handoff.reserve(&b, None), "no send permit left");
+        assert_eq!(room.in_flight(&b), 1);
         drop(claims);
-        assert!(handoff.reserve(&e, None));
+        assert!(handoff.reserve(&b, None));
         assert_eq!(permits.available_permits(), 14);
+    }
+
+    #[test]
+    fn while_behind_an_endpoint_busy_with_its_own_work_keeps_its_room_for_it() {
+        let room = Room::new(ConcurrencyPolicy::default());
+        let permits = Arc::new(Semaphore::new(256));
+        let (handoff, _inbox) = Handoff::new(room.clone(), permits, Duration::from_secs(1));
+        let (busy, idle) = (endpoint(), endpoint());
+        assert_eq!(room.limit(&busy), 16);
+        // Claims took two of `busy`'s 16 and filled their batch: an eighth of its
+        // limit is in flight, and older work of its own may be due.
+        room.admit(&[], true, [(&busy, None)], |_| 2, |&n| vec![&busy; n]);
+        assert!(
+            !handoff.reserve(&busy, None),
+            "its room is for its older work"
+        );
+        assert_eq!(room.in_flight(&busy), 2);
+        assert!(handoff.reserve(&idle, None), "nothing of its own in flight");
+        // Caught up, `busy` takes hand-offs up to its limit again.
+        room.admit(&[], false, [], |_| (), |_| vec![]);
+        assert!(handoff.reserve(&busy, None));
     }
 
     #[test]
@@ -536,20 +563,26 @@ mod tests {
         room.start(&e);
         let epoch = room.epoch(&e);
         room.finish_failed(&e, Pressure::Overloaded, Duration::from_millis(5), epoch);
-        assert!(!room.try_take(&e, None), "the breaker may just have opened");
+        assert!(
+            room.try_take(&e, None).is_none(),
+            "the breaker may just have opened"
+        );
         room.start(&e);
         room.finish(&e, Pressure::Answered, Duration::from_millis(5), epoch);
-        assert!(room.try_take(&e, None));
+        assert!(room.try_take(&e, None).is_some());
     }
 
     #[test]
     fn an_endpoint_ceiling_bounds_its_room() {
         let room = Room::new(ConcurrencyPolicy::default());
         let e = endpoint();
-        assert!(room.try_take(&e, Some(1)));
-        assert!(!room.try_take(&e, Some(1)), "its own ceiling of 1 is taken");
+        assert!(room.try_take(&e, Some(1)).is_some());
+        assert!(
+            room.try_take(&e, Some(1)).is_none(),
+            "its own ceiling of 1 is taken"
+        );
         assert_eq!(room.limit(&e), 1);
         // The ceiling removed (a PATCH): the deployment's policy again, from the floor up.
-        assert!(room.try_take(&e, None));
+        assert!(room.try_take(&e, None).is_some());
     }
 }

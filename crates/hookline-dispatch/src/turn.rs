@@ -36,8 +36,9 @@ pub struct ClaimPolicy {
     /// The deployment's retry policy: a delivery deferred past its max age is dead-lettered.
     pub retry: RetryPolicy,
     /// The claiming dispatcher's room per endpoint (`None`: no cap, a claim outside
-    /// any dispatcher): an endpoint without room is skipped, and a claim takes no
-    /// more than the room. What a claim leased is counted there before its commit.
+    /// any dispatcher): an endpoint without room is skipped, and a claim sends no
+    /// more than the room (leased rows beyond it go back, due now). What a claim
+    /// sends is counted there before its commit.
     pub room: Option<Arc<Room>>,
     /// How long a half-open probe holds the right to be its endpoint's only request.
     pub probe_hold: Duration,
@@ -470,15 +471,15 @@ async fn claim_in(
             Some(room) => room.admit(
                 recorded,
                 leased.len() == limit as usize,
-                leased.iter().map(|row| &row.endpoint_id),
+                leased.iter().map(|row| {
+                    let ceiling = gates.get(&row.endpoint_id).and_then(|g| g.max_in_flight);
+                    (&row.endpoint_id, ceiling)
+                }),
                 plan,
                 |plan| {
                     plan.send
                         .iter()
-                        .map(|send| {
-                            let endpoint = &leased[send.index].endpoint_id;
-                            (endpoint, gates[endpoint].max_in_flight)
-                        })
+                        .map(|send| &leased[send.index].endpoint_id)
                         .collect()
                 },
             ),
