@@ -208,7 +208,8 @@ impl Room {
     }
 
     /// Whether the last claim filled its batch (older due work may be waiting).
-    pub fn behind(&self) -> bool {
+    #[cfg(test)]
+    fn behind(&self) -> bool {
         self.lock().behind
     }
 
@@ -231,10 +232,15 @@ impl Room {
         Some(behind)
     }
 
-    fn give_back(&self, endpoint: &EndpointId) {
+    /// Frees the room taken for requests to `endpoints` that will not be sent: a
+    /// claim whose transaction failed (what [`Room::admit`] counted), or a
+    /// hand-off reservation given back.
+    pub fn give_back<'a>(&self, endpoints: impl IntoIterator<Item = &'a EndpointId>) {
         let mut state = self.lock();
-        let room = self.entry(&mut state, endpoint);
-        room.in_flight = room.in_flight.saturating_sub(1);
+        for endpoint in endpoints {
+            let room = self.entry(&mut state, endpoint);
+            room.in_flight = room.in_flight.saturating_sub(1);
+        }
     }
 }
 
@@ -250,7 +256,7 @@ const IDLE_FORGET: Duration = Duration::from_secs(60);
 const MAX_LISTED_ROOMS: usize = 512;
 
 /// A claim in the room (see `crate::turn`): sized by [`Room::view`], planned
-/// and counted by [`Room::admit`], given back by [`Room::unleased`] if its
+/// and counted by [`Room::admit`], given back by [`Room::give_back`] if its
 /// transaction fails.
 impl Room {
     /// The room a claim that will record `recording` first in its transaction may
@@ -323,16 +329,6 @@ impl Room {
             room.touched = Instant::now();
         }
         planned
-    }
-
-    /// A claim's transaction failed: the room [`Room::admit`] counted for the
-    /// sends to `endpoints` is free again.
-    pub fn unleased<'a>(&self, endpoints: impl IntoIterator<Item = &'a EndpointId>) {
-        let mut state = self.lock();
-        for endpoint in endpoints {
-            let room = self.entry(&mut state, endpoint);
-            room.in_flight = room.in_flight.saturating_sub(1);
-        }
     }
 }
 
@@ -408,7 +404,7 @@ impl Inbox<ClaimedDelivery> for Handoff {
         };
         let pool = if behind { &self.fresh } else { &self.permits };
         let Ok(permit) = pool.clone().try_acquire_owned() else {
-            self.room.give_back(endpoint);
+            self.room.give_back([endpoint]);
             return false;
         };
         self.reserved().push(permit);
@@ -416,7 +412,7 @@ impl Inbox<ClaimedDelivery> for Handoff {
     }
 
     fn cancel(&self, endpoint: &EndpointId) {
-        self.room.give_back(endpoint);
+        self.room.give_back([endpoint]);
         self.reserved().pop();
     }
 
@@ -493,7 +489,7 @@ mod tests {
         );
         assert!(room.try_take(&idle, None).is_none());
         // The claim's commit failed: its send's room is free again.
-        room.unleased([&idle]);
+        room.give_back([&idle]);
         assert_eq!(room.in_flight(&idle), 1);
         assert!(!room.behind());
         room.admit(&[], true, [], |_| (), |_| vec![]);

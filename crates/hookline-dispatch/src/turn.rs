@@ -327,7 +327,7 @@ impl Prepared {
         } = self;
         if let Err(error) = turn.commit().await {
             if let Some(room) = room {
-                room.unleased(claim.deliveries.iter().map(|d| &d.endpoint_id));
+                room.give_back(claim.deliveries.iter().map(|d| &d.endpoint_id));
             }
             recovery.failed();
             return Err(error);
@@ -488,7 +488,7 @@ async fn claim_in(
     };
     if let Err(error) = turn.apply_claim(&plan, &leased, now).await {
         if let Some(room) = room {
-            room.unleased(plan.send.iter().map(|send| &leased[send.index].endpoint_id));
+            room.give_back(plan.send.iter().map(|send| &leased[send.index].endpoint_id));
         }
         return Err(error);
     }
