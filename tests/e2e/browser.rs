@@ -1,10 +1,11 @@
 //! A real browser for the portal's tests: Debian's Chromium, headless, driven
 //! through its ChromeDriver over WebDriver (fantoccini).
 //!
-//! Without Chromium or ChromeDriver a test that needs them fails, saying what
-//! to install — it never passes without having looked at a page.
+//! Missing Chromium or ChromeDriver are installed on first use
+//! (`prerequisites::browser`); where they cannot be, a test that needs them
+//! fails, saying what to install — it never passes without having looked at a
+//! page.
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,20 +18,12 @@ use crate::helpers::free_port;
 /// How long a page may take to show what a step waits for.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// What the last steps of starting a browser need, should they fail.
 const INSTALL: &str = "the portal's browser tests need Chromium and ChromeDriver: \
                        apt-get install -y chromium chromium-driver";
 
 /// The accessibility checker, injected into pages by the tests only.
 const AXE: &str = include_str!("../fixtures/axe/axe.min.js");
-
-fn find_program(names: &[&str]) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    names.iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|candidate| candidate.is_file())
-    })
-}
 
 /// The ChromeDriver process, killed when dropped.
 struct Driver(Child);
@@ -70,10 +63,7 @@ mod tempdir {
 impl Browser {
     /// A fresh headless Chromium with a window of `width` × `height`.
     pub async fn start(width: u32, height: u32) -> Self {
-        let chromium = find_program(&["chromium", "chromium-browser", "google-chrome"])
-            .unwrap_or_else(|| panic!("no chromium on PATH: {INSTALL}"));
-        let chromedriver = find_program(&["chromedriver"])
-            .unwrap_or_else(|| panic!("no chromedriver on PATH: {INSTALL}"));
+        let (chromium, chromedriver) = crate::prerequisites::browser();
         let port = free_port();
         let driver = Driver(
             Command::new(chromedriver)

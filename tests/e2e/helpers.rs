@@ -36,10 +36,13 @@ pub enum Engine {
     Postgres,
 }
 
-/// The PostgreSQL server the tests use (each test gets a fresh database on it).
+/// The PostgreSQL server the tests use (each test gets a fresh database on
+/// it), started first if it is this machine's and down.
 pub fn postgres_admin_url() -> String {
-    std::env::var("HOOKLINE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    let url = std::env::var("HOOKLINE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    crate::prerequisites::postgres(&url);
+    url
 }
 
 /// A fresh, empty database for one test, removed when dropped.
@@ -81,7 +84,7 @@ impl TestDb {
                 use sqlx::Connection;
                 let admin = postgres_admin_url();
                 let mut conn = sqlx::PgConnection::connect(&admin).await.expect(
-                    "PostgreSQL must be reachable at 127.0.0.1:5432 (see README: .ci/run starts it)",
+                    "connecting to the test PostgreSQL server (HOOKLINE_TEST_POSTGRES_URL)",
                 );
                 sqlx::query(&format!("CREATE DATABASE {name}"))
                     .execute(&mut conn)

@@ -5,6 +5,7 @@
 
 mod browser;
 mod helpers;
+mod prerequisites;
 
 mod access;
 mod api;
