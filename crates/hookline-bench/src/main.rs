@@ -58,6 +58,7 @@ mod load;
 mod report;
 mod sink;
 mod target;
+mod writes;
 
 use std::collections::{HashMap, HashSet};
 use std::io::IsTerminal;
@@ -319,6 +320,7 @@ async fn bench(
     let mut backlog = None;
     let mut backlog_ids = HashSet::new();
     let cpu_before;
+    let write_start;
     let phase_start_ns;
     let mut peak_reset = false;
     let measured = hookline.measured_pid();
@@ -354,6 +356,16 @@ async fn bench(
                 0.0
             }
         };
+        write_start = writes::Start {
+            machine: writes::MachineTicks::read()?,
+            process: match measured {
+                Some(Pid::SelfProcess) => Some(writes::ProcessIo::read(Pid::SelfProcess)?),
+                // A fresh child: its whole life is the measured phase.
+                Some(Pid::Child(_)) => Some(writes::ProcessIo::default()),
+                None => None,
+            },
+            postgres: postgres_counters(store).await?,
+        };
         phase_start_ns = Some(timebase.now_ns());
         hookline = start(Role::Serve).await?;
         api = Api::new(http.clone(), &hookline.base_url, &token)?;
@@ -364,6 +376,11 @@ async fn bench(
                 pid.cpu_seconds()?
             }
             None => 0.0,
+        };
+        write_start = writes::Start {
+            machine: writes::MachineTicks::read()?,
+            process: measured.map(writes::ProcessIo::read).transpose()?,
+            postgres: postgres_counters(store).await?,
         };
         phase_start_ns = None;
     }
@@ -440,6 +457,9 @@ async fn bench(
         Some(pid) => (pid.cpu_seconds()?, Some(pid.peak_rss_bytes()?)),
         None => (0.0, None),
     };
+    let machine_after = writes::MachineTicks::read()?;
+    let process_io_after = measured.map(writes::ProcessIo::read).transpose()?;
+    let wal_after = postgres_counters(store).await?.map(|c| c.wal_lsn);
     deliver_bar.finish();
     let Some(published) = published else {
         publishing.abort();
@@ -451,6 +471,28 @@ async fn bench(
     // The final word on the DLQ (deliveries may have died since the last look).
     let dead: Vec<DeadLetter> = dead_letters(api.clone()).await?;
     hookline.stop().await.context("stopping Hookline")?;
+    let mut notes = Vec::new();
+    // The table counters once Hookline's sessions have published theirs.
+    let postgres_after = match (write_start.postgres.is_some(), store) {
+        (true, Some(store)) => {
+            let (counters, gone) = writes::read_once_sessions_end(&store.url).await?;
+            if !gone {
+                notes.push(
+                    "Hookline's PostgreSQL sessions outlived its stop by 10 s: the row counts of \
+                     the write budget may miss their last second"
+                        .into(),
+                );
+            }
+            Some(counters)
+        }
+        _ => None,
+    };
+    let write_end = writes::End {
+        machine: machine_after,
+        process: process_io_after,
+        wal_lsn: wal_after,
+        postgres: postgres_after,
+    };
 
     // 5. Fold the sink's records into the results.
     let live_due: HashMap<u128, u64> = published.accepted.iter().copied().collect();
@@ -636,7 +678,6 @@ async fn bench(
         })
         .collect();
 
-    let mut notes = Vec::new();
     // 6. The ceiling, on the same sink, after Hookline has stopped.
     let ceiling = if args.no_ceiling || !ledger.balanced {
         if !ledger.balanced && !args.no_ceiling {
@@ -808,6 +849,7 @@ async fn bench(
         latency_delivered: Percentiles::of(&folded.delivered_hist),
         windows,
         resources,
+        writes: writes::WriteBudget::of(&write_start, &write_end, folded.delivered),
         database: args
             .history_retention_secs
             .and_then(|retention| report::DatabaseSize::new(retention, &sizes)),
@@ -830,6 +872,20 @@ struct Folded {
 }
 
 /// Microseconds from 1 µs to 1 hour, 3 significant digits.
+/// PostgreSQL's WAL position and table counters for a managed PostgreSQL store.
+async fn postgres_counters(
+    store: Option<&FreshStore>,
+) -> anyhow::Result<Option<writes::PostgresCounters>> {
+    match store {
+        Some(store) if store.url.starts_with("postgres") => Ok(Some(
+            writes::PostgresCounters::read(&store.url)
+                .await
+                .context("reading PostgreSQL's write counters")?,
+        )),
+        _ => Ok(None),
+    }
+}
+
 fn histogram() -> hdrhistogram::Histogram<u64> {
     hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
 }

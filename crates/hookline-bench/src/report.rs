@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::ceiling::Ceiling;
 use crate::cli::Args;
 use crate::target::{Effective, Mode};
+use crate::writes::WriteBudget;
 
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -23,6 +24,8 @@ pub struct Report {
     /// Per --window-secs window of the live events' due times (empty without it).
     pub windows: Vec<Window>,
     pub resources: Option<Resources>,
+    /// What the live phase wrote, per delivery, and how busy the machine was.
+    pub writes: WriteBudget,
     /// The database's size through the live phase (with --history-retention-secs).
     pub database: Option<DatabaseSize>,
     pub ledger: Ledger,
@@ -481,6 +484,65 @@ impl Report {
                     format!("{:.1} MiB (VmHWM, {})", r.peak_rss_mib, r.peak_rss_scope),
                 );
             }
+        }
+
+        t.section("Write budget (live phase)");
+        let w = &self.writes;
+        t.row(
+            "machine busy (all cores, /proc/stat)",
+            format!("{:.0} %", w.machine_busy_share * 100.0),
+        );
+        if let Some(pg) = &w.postgres {
+            t.row(
+                "PostgreSQL WAL per delivery",
+                format!(
+                    "{:.0} bytes ({:.1} MiB in all)",
+                    pg.wal_bytes_per_delivery,
+                    pg.wal_bytes as f64 / (1024.0 * 1024.0)
+                ),
+            );
+            t.row(
+                "row writes per delivery",
+                format!(
+                    "{:.2} ({:.0} % of updates HOT)",
+                    pg.row_writes_per_delivery,
+                    pg.hot_update_share * 100.0
+                ),
+            );
+            t.row(
+                "index entries per delivery",
+                format!("at most {:.1}", pg.index_entries_per_delivery_at_most),
+            );
+            for table in &pg.tables {
+                t.row(
+                    &format!("  {} ({} indexes)", table.table, table.indexes),
+                    format!(
+                        "{} ins, {} upd ({} HOT), {} del",
+                        int(table.inserts),
+                        int(table.updates),
+                        int(table.hot_updates),
+                        int(table.deletes)
+                    ),
+                );
+            }
+        }
+        if let Some(p) = &w.process {
+            t.row(
+                "Hookline write() bytes per delivery",
+                format!(
+                    "{:.0} ({:.1} MiB in all)",
+                    p.write_syscall_bytes_per_delivery,
+                    p.write_syscall_bytes as f64 / (1024.0 * 1024.0)
+                ),
+            );
+            t.row(
+                "Hookline bytes to storage per delivery",
+                format!(
+                    "{:.0} ({:.1} MiB in all)",
+                    p.storage_write_bytes_per_delivery,
+                    p.storage_write_bytes as f64 / (1024.0 * 1024.0)
+                ),
+            );
         }
 
         if let Some(d) = &self.database {

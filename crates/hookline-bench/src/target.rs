@@ -456,7 +456,7 @@ pub enum Pid {
 }
 
 impl Pid {
-    fn dir(self) -> String {
+    pub fn dir(self) -> String {
         match self {
             Pid::SelfProcess => "/proc/self".into(),
             Pid::Child(pid) => format!("/proc/{pid}"),
