@@ -528,14 +528,6 @@ impl Report {
         }
         if let Some(p) = &w.process {
             t.row(
-                "Hookline write() bytes per delivery",
-                format!(
-                    "{:.0} ({:.1} MiB in all)",
-                    p.write_syscall_bytes_per_delivery,
-                    p.write_syscall_bytes as f64 / (1024.0 * 1024.0)
-                ),
-            );
-            t.row(
                 "Hookline bytes to storage per delivery",
                 format!(
                     "{:.0} ({:.1} MiB in all)",

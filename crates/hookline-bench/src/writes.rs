@@ -9,9 +9,9 @@
 //!   index entries, so the report gives their upper bound, every index counted.
 //!   Backends publish their table counters at most once a second, so the
 //!   closing count is read once Hookline has stopped and its sessions are gone.
-//! - **Every engine**: the Hookline process's writes from `/proc/<pid>/io`:
-//!   `wchar` (bytes handed to `write()`: SQLite's WAL appends and checkpoints)
-//!   and `write_bytes` (bytes the process caused to be sent to storage).
+//! - **Every engine**: the bytes the Hookline process caused to be sent to
+//!   storage (`write_bytes` of `/proc/<pid>/io`: on SQLite its WAL frames and
+//!   checkpoints; not `wchar`, which counts socket writes too).
 //! - **The machine's busy share**: `/proc/stat`, all cores, busy time (not
 //!   idle, not iowait) over all time, at the phase's start and end.
 
@@ -58,11 +58,9 @@ impl MachineTicks {
     }
 }
 
-/// A process's write counters from `/proc/<pid>/io`.
+/// A process's storage writes from `/proc/<pid>/io`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcessIo {
-    /// Bytes handed to `write()` and its kind.
-    pub wchar: u64,
     /// Bytes the process caused to be sent to storage.
     pub write_bytes: u64,
 }
@@ -79,7 +77,6 @@ impl ProcessIo {
                 .with_context(|| format!("malformed {name} in /proc/<pid>/io"))
         };
         Ok(Self {
-            wchar: field("wchar")?,
             write_bytes: field("write_bytes")?,
         })
     }
@@ -202,8 +199,6 @@ pub struct PostgresWrites {
 
 #[derive(Debug, Serialize)]
 pub struct ProcessWrites {
-    pub write_syscall_bytes: u64,
-    pub write_syscall_bytes_per_delivery: f64,
     pub storage_write_bytes: u64,
     pub storage_write_bytes_per_delivery: f64,
 }
@@ -279,13 +274,8 @@ impl WriteBudget {
                 }
             });
         let process = start.process.zip(end.process).map(|(before, after)| {
-            let (syscall, storage) = (
-                after.wchar.saturating_sub(before.wchar),
-                after.write_bytes.saturating_sub(before.write_bytes),
-            );
+            let storage = after.write_bytes.saturating_sub(before.write_bytes);
             ProcessWrites {
-                write_syscall_bytes: syscall,
-                write_syscall_bytes_per_delivery: per(syscall),
                 storage_write_bytes: storage,
                 storage_write_bytes_per_delivery: per(storage),
             }
@@ -324,10 +314,7 @@ mod tests {
                 busy: 10,
                 total: 100,
             },
-            process: Some(ProcessIo {
-                wchar: 1_000,
-                write_bytes: 0,
-            }),
+            process: Some(ProcessIo { write_bytes: 1_000 }),
             postgres: Some(PostgresCounters {
                 wal_lsn: 5_000,
                 tables: vec![table(10, 0, 0)],
@@ -338,10 +325,7 @@ mod tests {
                 busy: 70,
                 total: 200,
             },
-            process: Some(ProcessIo {
-                wchar: 3_000,
-                write_bytes: 4_096,
-            }),
+            process: Some(ProcessIo { write_bytes: 5_096 }),
             wal_lsn: Some(15_000),
             postgres: Some(PostgresCounters {
                 wal_lsn: 99_999,
@@ -361,7 +345,7 @@ mod tests {
         // (10 inserts + 10 non-HOT updates) x 3 indexes.
         assert_eq!(pg.index_entries_per_delivery_at_most, 6.0);
         let process = budget.process.unwrap();
-        assert_eq!(process.write_syscall_bytes_per_delivery, 200.0);
         assert_eq!(process.storage_write_bytes, 4_096);
+        assert_eq!(process.storage_write_bytes_per_delivery, 409.6);
     }
 }
