@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 cycles=${CYCLES:-200}; events=${EVENTS:-32}; batch=$((events * 10))
-designs=("$@"); [ ${#designs[@]} -eq 0 ] && designs=(current.sql narrow-queue.sql record-at-end.sql one-record.sql)
+designs=("$@"); [ ${#designs[@]} -eq 0 ] && designs=(current.sql narrow-queue.sql record-at-end.sql one-record.sql one-record-16-byte-ids.sql)
 psql_() { psql -h 127.0.0.1 -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 bin=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
 data=$(psql_ -Atc 'SHOW data_directory')
