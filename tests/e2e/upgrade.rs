@@ -11,6 +11,7 @@ use hookline_core::time::Timestamp;
 use hookline_store::*;
 
 use crate::helpers::{attempts_of, both_engines, Claims, Engine, Publishes, TestDb};
+use hookline_core::model::DeadReason;
 
 /// The newest migration of each earlier release: `bd24c4a` (3) and `d979ff1` (4).
 const EARLIER_SCHEMAS: [i64; 2] = [3, 4];
@@ -231,4 +232,304 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         })
     );
     assert_eq!(store.listings().count_events(&app).await.unwrap(), 2);
+}
+
+/// The newest migration at `d55b255` (engine v3), the base engine v4 migrates
+/// from: PostgreSQL's `0017_leases_apart`, SQLite's `0015_leases_apart`.
+const ENGINE_V3_SCHEMA: (i64, i64) = (15, 17);
+
+both_engines!(a_database_of_engine_v3_carries_every_delivery_state_forward);
+
+/// One delivery in each state engine v3 leaves behind, written as `d55b255`
+/// wrote them (raw rows, so this arrangement stays what that release wrote
+/// while the engine changes): after today's migrations each ends as it would
+/// have — pending and leased work is sent (a lease that ended is taken back),
+/// a retry waits for its time and is attempt 2, a parked delivery waits for its
+/// endpoint, a dead one stays in the DLQ until replayed, a succeeded one keeps
+/// its history, and an ordered successor waits for its head.
+async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: Engine) {
+    let db = TestDb::new(engine).await;
+    let keyring = crate::helpers::store_config(&db.url).keyring;
+    let app = AppId::generate();
+    let (live, off) = (EndpointId::generate(), EndpointId::generate());
+    let [pending, leased, retrying, parked, dead, done, head, successor] =
+        std::array::from_fn(|_| DeliveryId::generate());
+    let events: [EventId; 8] = std::array::from_fn(|_| EventId::generate());
+    let [e_pending, e_leased, e_retrying, e_parked, e_dead, e_done, e_head, e_successor] =
+        events.clone();
+    let (retry_attempt, dead_attempt, done_attempt) = (
+        AttemptId::generate(),
+        AttemptId::generate(),
+        AttemptId::generate(),
+    );
+    let secret = EndpointSecret::generate();
+    let (sealed_live, sealed_off) = (
+        keyring.seal(secret.expose(), live.as_str()),
+        keyring.seal(secret.expose(), off.as_str()),
+    );
+    let key_id = keyring.current().id().to_owned();
+    let body = br#"{"type":"order.paid","timestamp":"2027-01-15T08:00:00Z","data":{}}"#;
+    let [t0, t10, t20, t30, t200] = [0, 10, 20, 30, 200].map(|s| t(s).as_millis());
+    let parked_at = PARKED.as_millis();
+    let statements = format!(
+        "INSERT INTO sealing (id, key_id) VALUES (1, '{key_id}'); \
+         INSERT INTO apps (id, uid, name, created_at, updated_at) VALUES ('{app}', 'acme', 'Acme', {t0}, {t0}); \
+         INSERT INTO endpoints (id, app_id, url, description, enabled, secret, created_at, updated_at) \
+           VALUES ('{live}', '{app}', 'https://hooks.example/live', '', TRUE, '{sealed_live}', {t0}, {t0}); \
+         INSERT INTO endpoints (id, app_id, url, description, enabled, secret, created_at, updated_at, disabled_reason) \
+           VALUES ('{off}', '{app}', 'https://hooks.example/off', '', FALSE, '{sealed_off}', {t0}, {t0}, 'manual'); \
+         INSERT INTO ordering_keys (app_id, ordering_key, last_sequence) VALUES ('{app}', 'order-7', 2); \
+         INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, lease_token, attempts, \
+             round_started_at, last_attempt_at, dead_reason, dead_at, created_at, updated_at, ordering_key, sequence) VALUES \
+           ('{pending}', '{app}', '{e_pending}', '{live}', 'pending', {t0}, NULL, 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
+           ('{leased}', '{app}', '{e_leased}', '{live}', 'in_flight', {t30}, 'lease-of-a-dead-process', 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
+           ('{retrying}', '{app}', '{e_retrying}', '{live}', 'pending', {t200}, NULL, 1, {t0}, {t10}, NULL, NULL, {t0}, {t10}, NULL, NULL), \
+           ('{parked}', '{app}', '{e_parked}', '{off}', 'pending', {parked_at}, NULL, 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
+           ('{dead}', '{app}', '{e_dead}', '{live}', 'dead', {t20}, NULL, 1, {t0}, {t20}, 'client_error', {t20}, {t0}, {t20}, NULL, NULL), \
+           ('{done}', '{app}', '{e_done}', '{live}', 'succeeded', {t10}, NULL, 1, {t0}, {t10}, NULL, NULL, {t0}, {t10}, NULL, NULL), \
+           ('{head}', '{app}', '{e_head}', '{live}', 'pending', {t0}, NULL, 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, 'order-7', 1), \
+           ('{successor}', '{app}', '{e_successor}', '{live}', 'blocked', {t0}, NULL, 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, 'order-7', 2); \
+         INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
+             status_code, response_body, verdict, next_attempt_at, dead_reason) VALUES \
+           ('{retry_attempt}', '{retrying}', '{app}', '{live}', 1, {t10}, 9, 503, 'busy', 'retry', {t200}, NULL), \
+           ('{dead_attempt}', '{dead}', '{app}', '{live}', 1, {t20}, 7, 400, 'bad request', 'dead', NULL, 'client_error'), \
+           ('{done_attempt}', '{done}', '{app}', '{live}', 1, {t10}, 5, 200, 'ok', 'delivered', NULL, NULL);"
+    );
+    let ordered = |e: &EventId| match e {
+        e if *e == e_head => (Some("order-7"), Some(1i64)),
+        e if *e == e_successor => (Some("order-7"), Some(2)),
+        _ => (None, None),
+    };
+    macro_rules! engine_v3_database {
+        ($pool:ty, $migrator:expr, $url:expr, $version:expr) => {{
+            use sqlx::Executor;
+            let pool = <$pool>::connect($url).await.unwrap();
+            let mut migrator = $migrator;
+            migrator.migrations = migrator
+                .migrations
+                .iter()
+                .filter(|m| m.version <= $version)
+                .cloned()
+                .collect::<Vec<_>>()
+                .into();
+            migrator.run(&pool).await.unwrap();
+            pool.execute(statements.as_str()).await.unwrap();
+            for event in &events {
+                let (key, sequence) = ordered(event);
+                sqlx::query(
+                    "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) \
+                     VALUES ($1, $2, 'order.paid', $3, $4, $5, $6)",
+                )
+                .bind(event.as_str())
+                .bind(app.as_str())
+                .bind(key)
+                .bind(sequence)
+                .bind(&body[..])
+                .bind(t0)
+                .execute(&pool)
+                .await
+                .unwrap();
+            }
+            pool.close().await;
+        }};
+    }
+    match engine {
+        Engine::Sqlite => engine_v3_database!(
+            sqlx::SqlitePool,
+            sqlx::migrate!("../migrations/sqlite"),
+            &format!("{}?mode=rwc", db.url),
+            ENGINE_V3_SCHEMA.0
+        ),
+        Engine::Postgres => engine_v3_database!(
+            sqlx::PgPool,
+            sqlx::migrate!("../migrations/postgres"),
+            &db.url,
+            ENGINE_V3_SCHEMA.1
+        ),
+    }
+
+    // Today's Hookline opens it and migrates forward.
+    let store = Store::connect(&crate::helpers::store_config(&db.url))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    let state_of = |id: &DeliveryId| {
+        let (store, app, id) = (&store, &app, id.clone());
+        async move {
+            let delivery = store
+                .events()
+                .get_delivery(app, &id)
+                .await
+                .unwrap()
+                .unwrap();
+            (delivery.state, delivery.attempts)
+        }
+    };
+    let policy = hookline_dispatch::turn::ClaimPolicy::default();
+    let lease = Duration::from_secs(30);
+    let claim = |now| {
+        let (store, policy) = (&store, &policy);
+        async move {
+            let mut claimed = store
+                .claim_due_deliveries(now, lease, 100, policy)
+                .await
+                .unwrap()
+                .deliveries;
+            claimed.sort_by(|a, b| a.id.cmp(&b.id));
+            claimed
+        }
+    };
+    let succeed = |claimed: &[ClaimedDelivery], at| {
+        let records: Vec<AttemptRecord> = claimed.iter().map(|c| success(c, at)).collect();
+        let store = &store;
+        async move {
+            store
+                .complete_attempts(&records, &BreakerPolicy::default(), at)
+                .await
+                .unwrap();
+        }
+    };
+    let ids = |claimed: &[ClaimedDelivery]| -> Vec<DeliveryId> {
+        claimed.iter().map(|c| c.id.clone()).collect()
+    };
+    let sorted = |mut v: Vec<DeliveryId>| {
+        v.sort();
+        v
+    };
+
+    // The history is all there: the succeeded delivery with its attempt, the
+    // dead one in the DLQ with its reason.
+    assert_eq!(state_of(&done).await, (DeliveryState::Succeeded, 1));
+    assert_eq!(
+        attempts_of(&store, &app, &done)
+            .await
+            .iter()
+            .map(|a| (a.verdict, a.status_code))
+            .collect::<Vec<_>>(),
+        [(AttemptVerdict::Delivered, Some(200))]
+    );
+    let dlq = store
+        .listings()
+        .list_dlq(
+            &app,
+            &DlqFilter::default(),
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        dlq.iter()
+            .map(|d| (d.id.clone(), d.dead_reason))
+            .collect::<Vec<_>>(),
+        [(dead.clone(), Some(DeadReason::ClientError))]
+    );
+
+    // At t(100): the pending delivery, the leased one whose lease ended at
+    // t(30), and the partition's head — not the retry (due at t(200)), not the
+    // parked one, not the successor behind its head.
+    let first = claim(t(100)).await;
+    assert_eq!(
+        ids(&first),
+        sorted(vec![pending.clone(), leased.clone(), head.clone()])
+    );
+    assert!(first.iter().all(|c| c.attempts == 0 && &*c.body == body));
+    assert_eq!(state_of(&successor).await, (DeliveryState::Blocked, 0));
+    assert_eq!(state_of(&parked).await, (DeliveryState::Pending, 0));
+    succeed(&first, t(101)).await;
+    for id in [&pending, &leased, &head] {
+        assert_eq!(state_of(id).await, (DeliveryState::Succeeded, 1));
+    }
+
+    // The head's success releases its successor.
+    let second = claim(t(102)).await;
+    assert_eq!(ids(&second), vec![successor.clone()]);
+    succeed(&second, t(103)).await;
+    assert_eq!(state_of(&successor).await, (DeliveryState::Succeeded, 1));
+
+    // The retry is due at t(200), and is its second attempt.
+    assert_eq!(claim(t(150)).await.len(), 0);
+    let third = claim(t(200)).await;
+    assert_eq!(ids(&third), vec![retrying.clone()]);
+    assert_eq!(third[0].attempts, 1, "one attempt made before the upgrade");
+    succeed(&third, t(201)).await;
+    assert_eq!(state_of(&retrying).await, (DeliveryState::Succeeded, 2));
+    assert_eq!(attempts_of(&store, &app, &retrying).await.len(), 2);
+
+    // The parked delivery goes once its endpoint is enabled.
+    store
+        .endpoints()
+        .update_endpoint(
+            &app,
+            &off,
+            EndpointPatch {
+                enabled: Some(true),
+                ..EndpointPatch::default()
+            },
+            t(300),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let fourth = claim(t(300)).await;
+    assert_eq!(ids(&fourth), vec![parked.clone()]);
+    assert_eq!(
+        fourth[0].destination.url.as_str(),
+        "https://hooks.example/off"
+    );
+    succeed(&fourth, t(301)).await;
+
+    // The dead delivery waits in the DLQ until replayed, then goes with its event id.
+    assert_eq!(claim(t(400)).await.len(), 0);
+    assert!(matches!(
+        store
+            .events()
+            .replay_delivery(&app, &dead, t(400))
+            .await
+            .unwrap(),
+        ReplayOutcome::Replayed(_)
+    ));
+    let fifth = claim(t(400)).await;
+    assert_eq!(
+        fifth
+            .iter()
+            .map(|c| (&c.id, &c.event_id))
+            .collect::<Vec<_>>(),
+        [(&dead, &e_dead)]
+    );
+    succeed(&fifth, t(401)).await;
+    assert_eq!(state_of(&dead).await, (DeliveryState::Succeeded, 1));
+    assert_eq!(attempts_of(&store, &app, &dead).await.len(), 2);
+    assert_eq!(claim(t(500)).await.len(), 0, "nothing left, nothing twice");
+}
+
+/// A 200 for `claimed`, answered at `at`.
+fn success(claimed: &ClaimedDelivery, at: Timestamp) -> AttemptRecord {
+    AttemptRecord {
+        delivery_id: claimed.id.clone(),
+        event_id: claimed.event_id.clone(),
+        app_id: claimed.app_id.clone(),
+        endpoint_id: claimed.endpoint_id.clone(),
+        lease_token: claimed.lease_token.clone(),
+        attempt_number: claimed.attempts + 1,
+        started_at: at,
+        duration: Duration::from_millis(3),
+        status_code: Some(200),
+        response_body: None,
+        error: None,
+        destination: claimed.destination.clone(),
+        signature: Some("v1,test".into()),
+        response_headers: Vec::new(),
+        response_truncated: false,
+        trigger: hookline_core::model::AttemptTrigger::of(
+            claimed.probe,
+            claimed.attempts,
+            claimed.replayed,
+        ),
+        next: Next::Succeeded,
+        signal: hookline_core::breaker::Signal::Healthy,
+        disable_endpoint: false,
+    }
 }
