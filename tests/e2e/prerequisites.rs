@@ -59,7 +59,9 @@ fn ensure_postgres(url: &str) -> Result<(), String> {
              and it is not this machine's to start: {start_by_hand}"
         ));
     }
-    let _lock = machine_lock()?;
+    let _lock = machine_lock().map_err(|e| {
+        format!("PostgreSQL does not answer at {host}:{port}, and {e}: {start_by_hand}")
+    })?;
     if postgres_ready(&host, port) {
         return Ok(()); // another test process started it meanwhile
     }
@@ -86,11 +88,23 @@ fn ensure_postgres(url: &str) -> Result<(), String> {
     eprintln!(
         "tests: PostgreSQL does not answer at {host}:{port}; starting cluster {version}/{name}"
     );
-    // "already running" (another process won the race) is fine: readiness decides.
     let started = run(
         "pg_ctlcluster",
         &["--skip-systemctl-redirect", version, name, "start"],
     );
+    // "already running" (another process won the race) is fine: readiness decides.
+    let refused = match &started {
+        Ok(output) if output.status.success() => None,
+        Ok(output) => Some(String::from_utf8_lossy(&output.stderr).trim().to_owned())
+            .filter(|stderr| !stderr.contains("already running")),
+        Err(e) => Some(e.clone()),
+    };
+    if let Some(why) = refused {
+        return Err(format!(
+            "PostgreSQL does not answer at {host}:{port} and starting cluster {version}/{name} \
+             failed ({why}): {start_by_hand}"
+        ));
+    }
     let deadline = Instant::now() + POSTGRES_PATIENCE;
     while Instant::now() < deadline {
         if postgres_ready(&host, port) {
@@ -99,13 +113,8 @@ fn ensure_postgres(url: &str) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     Err(format!(
-        "PostgreSQL cluster {version}/{name} did not come up at {host}:{port} within {:?} \
-         (pg_ctlcluster: {}): {start_by_hand}",
-        POSTGRES_PATIENCE,
-        match started {
-            Ok(output) => String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            Err(e) => e,
-        }
+        "PostgreSQL cluster {version}/{name} was started but does not answer at {host}:{port} \
+         after {POSTGRES_PATIENCE:?} (its log: `pg_lsclusters`): {start_by_hand}"
     ))
 }
 
@@ -156,7 +165,7 @@ fn ensure_browser() -> Result<(PathBuf, PathBuf), String> {
             "{by_hand} (as root; the tests install them only when run as root)"
         ));
     }
-    let _lock = machine_lock()?;
+    let _lock = machine_lock().map_err(|e| format!("{by_hand} ({e})"))?;
     if let Some(found) = find_browser() {
         return Ok(found); // another test process installed them meanwhile
     }
@@ -222,22 +231,44 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// One provisioning at a time on this machine, across test processes.
+/// One provisioning at a time on this machine, across test processes. The
+/// file is opened read-only when it exists (another user's file in the sticky
+/// temporary directory cannot be opened for writing, by root neither); a
+/// read-only descriptor takes the lock as well.
 fn machine_lock() -> Result<File, String> {
     let path = std::env::temp_dir().join("hookline-tests-prerequisites.lock");
-    let file = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = File::open(&path)
+        .or_else(|_| File::create(&path))
+        .map_err(|e| format!("the lock {} cannot be opened: {e}", path.display()))?;
     file.lock()
-        .map_err(|e| format!("locking {}: {e}", path.display()))?;
+        .map_err(|e| format!("the lock {} cannot be taken: {e}", path.display()))?;
     Ok(file)
 }
 
+/// Runs `program` to its end. Its output goes to files, not pipes: a daemon
+/// it starts may keep its output open, and a pipe would then never close.
 fn run(program: &str, args: &[&str]) -> Result<Output, String> {
-    Command::new(program)
+    let out = std::env::temp_dir().join(format!("hookline-tests-{}.out", ulid::Ulid::new()));
+    let err = out.with_extension("err");
+    let create = |path: &std::path::Path| File::create(path).map_err(|e| format!("{program}: {e}"));
+    let status = Command::new(program)
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{program}: {e}"))
+        .stdout(create(&out)?)
+        .stderr(create(&err)?)
+        .status();
+    let take = |path: &std::path::Path| {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let _ = std::fs::remove_file(path);
+        bytes
+    };
+    let (stdout, stderr) = (take(&out), take(&err));
+    Ok(Output {
+        status: status.map_err(|e| format!("{program}: {e}"))?,
+        stdout,
+        stderr,
+    })
 }
 
 /// The last lines of a command's output, for a failure message.
