@@ -8,10 +8,15 @@
 //!   table's indexes whose predicate the row meets; the statistics do not count
 //!   index entries, so the report gives their upper bound, every index counted.
 //!   Backends publish their table counters at most once a second, so the
-//!   closing count is read once Hookline has stopped and its sessions are gone.
+//!   closing count is read once Hookline has stopped and its sessions are gone:
+//!   it covers, besides the live phase, what Hookline wrote between the
+//!   phase's end and its stop (the last completions, retries to a dead
+//!   endpoint, leases given back), which the WAL figure, read at the phase's
+//!   end, does not.
 //! - **Every engine**: the bytes the Hookline process caused to be sent to
 //!   storage (`write_bytes` of `/proc/<pid>/io`: on SQLite its WAL frames and
-//!   checkpoints; not `wchar`, which counts socket writes too).
+//!   checkpoints, and its log, a few lines at the default level; not `wchar`,
+//!   which counts socket writes too).
 //! - **The machine's busy share**: `/proc/stat`, all cores, busy time (not
 //!   idle, not iowait) over all time, at the phase's start and end.
 
@@ -31,7 +36,8 @@ impl MachineTicks {
     pub fn read() -> anyhow::Result<Self> {
         let stat = std::fs::read_to_string("/proc/stat")?;
         let line = stat.lines().next().context("empty /proc/stat")?;
-        // cpu user nice system idle iowait irq softirq steal (guest time is within user).
+        // cpu user nice system idle iowait irq softirq steal (guest time is within user);
+        // steal, time the hypervisor gave another guest, is left out of both.
         let ticks: Vec<u64> = line
             .split_whitespace()
             .skip(1)
@@ -40,11 +46,10 @@ impl MachineTicks {
             .collect::<Result<_, _>>()
             .context("unexpected /proc/stat")?;
         anyhow::ensure!(ticks.len() == 8, "unexpected /proc/stat: {line}");
-        let total: u64 = ticks.iter().sum();
-        let idle = ticks[3] + ticks[4];
+        let busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6];
         Ok(Self {
-            busy: total - idle,
-            total,
+            busy,
+            total: busy + ticks[3] + ticks[4],
         })
     }
 
@@ -136,8 +141,8 @@ pub async fn read_once_sessions_end(url: &str) -> anyhow::Result<(PostgresCounte
     let mut conn = sqlx::PgConnection::connect(url).await?;
     let gone = loop {
         let others: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
         )
         .fetch_one(&mut conn)
         .await?;
@@ -249,7 +254,8 @@ impl WriteBudget {
                             hot_updates,
                             deletes: since(|t| t.deletes),
                             indexes: a.indexes,
-                            index_entries_at_most: (inserts + updates - hot_updates) * a.indexes,
+                            index_entries_at_most: (inserts + updates).saturating_sub(hot_updates)
+                                * a.indexes,
                         }
                     })
                     .filter(|t| t.row_writes() > 0)

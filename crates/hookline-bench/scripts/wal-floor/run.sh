@@ -13,9 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 cycles=${CYCLES:-200}; events=${EVENTS:-32}; batch=$((events * 10))
-designs=("$@"); [ ${#designs[@]} -eq 0 ] && designs=(current.sql narrow-queue.sql record-at-end.sql one-record.sql one-record-16-byte-ids.sql)
+designs=("$@"); [ ${#designs[@]} -eq 0 ] && designs=(current.sql narrow-queue.sql narrow-queue-ff50.sql record-at-end.sql one-record.sql one-record-16-byte-ids.sql)
 psql_() { psql -h 127.0.0.1 -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
-bin=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
+bin=/usr/lib/postgresql/$(psql_ -Atc "SELECT current_setting('server_version_num')::int / 10000")/bin  # the server's own pg_waldump
 data=$(psql_ -Atc 'SHOW data_directory')
 for design in "${designs[@]}"; do
   db=walfloor_$$
