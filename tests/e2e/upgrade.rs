@@ -22,13 +22,10 @@ fn t(secs: i64) -> Timestamp {
     Timestamp::from_millis(1_800_000_000_000 + secs * 1000)
 }
 
-/// Applies the migrations up to and including `version` (as that release did)
-/// to the database at `url`, then runs `statements`, inserts `events` (id, app,
-/// body, created_at) and one stored answer of an idempotency key (app, key,
-/// fingerprint, body, created_at), through the engine's native driver.
-macro_rules! old_release {
-    ($pool:ty, $migrator:expr, $url:expr, $version:expr, $statements:expr, $events:expr, $answer:expr) => {{
-        use sqlx::Executor;
+/// A pool of the engine's native driver on the database at `url`, with the
+/// migrations up to and including `version` applied (as that release did).
+macro_rules! pool_at_version {
+    ($pool:ty, $migrator:expr, $url:expr, $version:expr) => {{
         let pool = <$pool>::connect($url).await.unwrap();
         let mut migrator = $migrator;
         migrator.migrations = migrator
@@ -39,6 +36,18 @@ macro_rules! old_release {
             .collect::<Vec<_>>()
             .into();
         migrator.run(&pool).await.unwrap();
+        pool
+    }};
+}
+
+/// Migrates the database at `url` to `version`, then runs `statements`,
+/// inserts `events` (id, app, body, created_at) and one stored answer of an
+/// idempotency key (app, key, fingerprint, body, created_at), through the
+/// engine's native driver.
+macro_rules! old_release {
+    ($pool:ty, $migrator:expr, $url:expr, $version:expr, $statements:expr, $events:expr, $answer:expr) => {{
+        use sqlx::Executor;
+        let pool = pool_at_version!($pool, $migrator, $url, $version);
         pool.execute($statements).await.unwrap();
         for (id, app, body, at) in $events {
             sqlx::query(
@@ -175,27 +184,11 @@ async fn migrates_and_drains_from(engine: Engine, version: i64) {
         ),
         (&pending, "https://hooks.example/in", &body[..])
     );
-    let record = AttemptRecord {
-        delivery_id: claimed[0].id.clone(),
-        event_id: claimed[0].event_id.clone(),
-        app_id: claimed[0].app_id.clone(),
-        endpoint_id: claimed[0].endpoint_id.clone(),
-        lease_token: claimed[0].lease_token.clone(),
-        attempt_number: 1,
-        started_at: t(2),
-        duration: Duration::from_millis(3),
-        status_code: Some(200),
-        response_body: None,
-        error: None,
-        destination: claimed[0].destination.clone(),
-        signature: Some("v1,test".into()),
-        response_headers: Vec::new(),
-        response_truncated: false,
-        trigger: hookline_core::model::AttemptTrigger::First,
-        next: Next::Succeeded,
-        signal: hookline_core::breaker::Signal::Healthy,
-        disable_endpoint: false,
-    };
+    let record = success(&claimed[0], t(2));
+    assert_eq!(
+        (record.attempt_number, record.trigger),
+        (1, hookline_core::model::AttemptTrigger::First)
+    );
     store
         .complete_attempts(&[record], &BreakerPolicy::default(), t(2))
         .await
@@ -242,8 +235,10 @@ both_engines!(a_database_of_engine_v3_carries_every_delivery_state_forward);
 
 /// One delivery in each state engine v3 leaves behind, written as `d55b255`
 /// wrote them (raw rows, so this arrangement stays what that release wrote
-/// while the engine changes): after today's migrations each ends as it would
-/// have — pending and leased work is sent (a lease that ended is taken back),
+/// while the engine changes; the secrets sealed by `Keyring::seal`, whose
+/// format is that release's): after today's migrations each ends as it would
+/// have — pending and leased work is sent (a lease that ended is taken back,
+/// one still running is left to its holder until it ends),
 /// a retry waits for its time and is attempt 2, a parked delivery waits for its
 /// endpoint, a dead one stays in the DLQ until replayed, a succeeded one keeps
 /// its history, and an ordered successor waits for its head.
@@ -252,10 +247,10 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
     let keyring = crate::helpers::store_config(&db.url).keyring;
     let app = AppId::generate();
     let (live, off) = (EndpointId::generate(), EndpointId::generate());
-    let [pending, leased, retrying, parked, dead, done, head, successor] =
+    let [pending, leased, live_lease, retrying, parked, dead, done, head, successor] =
         std::array::from_fn(|_| DeliveryId::generate());
-    let events: [EventId; 8] = std::array::from_fn(|_| EventId::generate());
-    let [e_pending, e_leased, e_retrying, e_parked, e_dead, e_done, e_head, e_successor] =
+    let events: [EventId; 9] = std::array::from_fn(|_| EventId::generate());
+    let [e_pending, e_leased, e_live_lease, e_retrying, e_parked, e_dead, e_done, e_head, e_successor] =
         events.clone();
     let (retry_attempt, dead_attempt, done_attempt) = (
         AttemptId::generate(),
@@ -269,7 +264,7 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
     );
     let key_id = keyring.current().id().to_owned();
     let body = br#"{"type":"order.paid","timestamp":"2027-01-15T08:00:00Z","data":{}}"#;
-    let [t0, t10, t20, t30, t200] = [0, 10, 20, 30, 200].map(|s| t(s).as_millis());
+    let [t0, t10, t20, t30, t200, t250] = [0, 10, 20, 30, 200, 250].map(|s| t(s).as_millis());
     let parked_at = PARKED.as_millis();
     let statements = format!(
         "INSERT INTO sealing (id, key_id) VALUES (1, '{key_id}'); \
@@ -283,6 +278,7 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
              round_started_at, last_attempt_at, dead_reason, dead_at, created_at, updated_at, ordering_key, sequence) VALUES \
            ('{pending}', '{app}', '{e_pending}', '{live}', 'pending', {t0}, NULL, 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
            ('{leased}', '{app}', '{e_leased}', '{live}', 'in_flight', {t30}, 'lease-of-a-dead-process', 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
+           ('{live_lease}', '{app}', '{e_live_lease}', '{live}', 'in_flight', {t250}, 'lease-of-a-live-process', 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
            ('{retrying}', '{app}', '{e_retrying}', '{live}', 'pending', {t200}, NULL, 1, {t0}, {t10}, NULL, NULL, {t0}, {t10}, NULL, NULL), \
            ('{parked}', '{app}', '{e_parked}', '{off}', 'pending', {parked_at}, NULL, 0, {t0}, NULL, NULL, NULL, {t0}, {t0}, NULL, NULL), \
            ('{dead}', '{app}', '{e_dead}', '{live}', 'dead', {t20}, NULL, 1, {t0}, {t20}, 'client_error', {t20}, {t0}, {t20}, NULL, NULL), \
@@ -303,16 +299,7 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
     macro_rules! engine_v3_database {
         ($pool:ty, $migrator:expr, $url:expr, $version:expr) => {{
             use sqlx::Executor;
-            let pool = <$pool>::connect($url).await.unwrap();
-            let mut migrator = $migrator;
-            migrator.migrations = migrator
-                .migrations
-                .iter()
-                .filter(|m| m.version <= $version)
-                .cloned()
-                .collect::<Vec<_>>()
-                .into();
-            migrator.run(&pool).await.unwrap();
+            let pool = pool_at_version!($pool, $migrator, $url, $version);
             pool.execute(statements.as_str()).await.unwrap();
             for event in &events {
                 let (key, sequence) = ordered(event);
@@ -428,8 +415,9 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
     );
 
     // At t(100): the pending delivery, the leased one whose lease ended at
-    // t(30), and the partition's head — not the retry (due at t(200)), not the
-    // parked one, not the successor behind its head.
+    // t(30), and the partition's head — not the one whose lease runs to t(250),
+    // not the retry (due at t(200)), not the parked one, not the successor
+    // behind its head.
     let first = claim(t(100)).await;
     assert_eq!(
         ids(&first),
@@ -458,7 +446,8 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
     assert_eq!(state_of(&retrying).await, (DeliveryState::Succeeded, 2));
     assert_eq!(attempts_of(&store, &app, &retrying).await.len(), 2);
 
-    // The parked delivery goes once its endpoint is enabled.
+    // The parked delivery goes once its endpoint is enabled; the live lease,
+    // once it has ended.
     store
         .endpoints()
         .update_endpoint(
@@ -474,12 +463,20 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
         .unwrap()
         .unwrap();
     let fourth = claim(t(300)).await;
-    assert_eq!(ids(&fourth), vec![parked.clone()]);
     assert_eq!(
-        fourth[0].destination.url.as_str(),
-        "https://hooks.example/off"
+        ids(&fourth),
+        sorted(vec![parked.clone(), live_lease.clone()])
     );
+    let urls = |claimed: &[ClaimedDelivery]| -> Vec<(DeliveryId, String)> {
+        claimed
+            .iter()
+            .map(|c| (c.id.clone(), c.destination.url.to_string()))
+            .collect()
+    };
+    assert!(urls(&fourth).contains(&(parked.clone(), "https://hooks.example/off".into())));
     succeed(&fourth, t(301)).await;
+    assert_eq!(state_of(&parked).await, (DeliveryState::Succeeded, 1));
+    assert_eq!(state_of(&live_lease).await, (DeliveryState::Succeeded, 1));
 
     // The dead delivery waits in the DLQ until replayed, then goes with its event id.
     assert_eq!(claim(t(400)).await.len(), 0);
