@@ -17,9 +17,10 @@ designs=("$@"); [ ${#designs[@]} -eq 0 ] && designs=(current.sql narrow-queue.sq
 psql_() { psql -h 127.0.0.1 -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 bin=/usr/lib/postgresql/$(psql_ -Atc "SELECT current_setting('server_version_num')::int / 10000")/bin  # the server's own pg_waldump
 data=$(psql_ -Atc 'SHOW data_directory')
+db=walfloor_$$
+trap 'psql_ -c "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1' EXIT
 for design in "${designs[@]}"; do
-  db=walfloor_$$
-  psql_ -c "CREATE DATABASE $db"
+  psql_ -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   psql_ -d "$db" -f common.sql -f "$design"
   steps=$(mktemp)
   for _ in $(seq 1 "$cycles"); do
