@@ -850,6 +850,25 @@ pub async fn attempts_of(
         .unwrap()
 }
 
+/// The first page (ten, newest first) of an app's whole DLQ.
+pub async fn dlq_of(
+    store: &hookline_store::Store,
+    app: &hookline_core::ids::AppId,
+) -> Vec<hookline_store::Delivery> {
+    store
+        .listings()
+        .list_dlq(
+            app,
+            &hookline_store::DlqFilter::default(),
+            &hookline_store::Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap()
+}
+
 /// An enabled endpoint at `url` with default settings and a fresh secret.
 pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store::NewEndpoint {
     hookline_store::NewEndpoint {

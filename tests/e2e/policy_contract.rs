@@ -14,7 +14,7 @@ use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
 use crate::helpers::{
-    attempts_of, both_engines, item, new_endpoint, Claims, Engine, Publishes, TestDb,
+    attempts_of, both_engines, dlq_of, item, new_endpoint, Claims, Engine, Publishes, TestDb,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -663,19 +663,7 @@ async fn deferral_past_max_age_dead_letters(engine: Engine) {
     // The breaker would defer the fourth to t(11), beyond its 5 s max age: dead, not deferred.
     let claimed = f.claim(t(11), 10).await;
     assert_eq!(claimed.len(), 1, "the probe");
-    let dlq = f
-        .store
-        .listings()
-        .list_dlq(
-            &f.app,
-            &DlqFilter::default(),
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let dlq = dlq_of(&f.store, &f.app).await;
     assert!(!dlq.is_empty());
     assert!(dlq
         .iter()

@@ -15,7 +15,7 @@ use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
 use crate::helpers::{
-    attempts_of, both_engines, item, new_endpoint, Claims, Engine, Publishes, TestDb,
+    attempts_of, both_engines, dlq_of, item, new_endpoint, Claims, Engine, Publishes, TestDb,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -485,18 +485,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
         0
     );
     // What it owed is dead-lettered, not forgotten, and stays dead: nowhere to send it.
-    let dlq = store
-        .listings()
-        .list_dlq(
-            &app,
-            &DlqFilter::default(),
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let dlq = dlq_of(&store, &app).await;
     assert_eq!(dlq.len(), 1);
     assert_eq!(dlq[0].endpoint_id, created.id);
     assert_eq!(dlq[0].dead_reason, Some(DeadReason::EndpointDeleted));
@@ -519,19 +508,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     // Nothing can replay it, so retention removes it like delivered history.
     let purged = store.purge_history(t(100)).await.unwrap();
     assert_eq!(purged.deliveries, 1);
-    assert!(store
-        .listings()
-        .list_dlq(
-            &app,
-            &DlqFilter::default(),
-            &Page {
-                limit: 10,
-                before: None
-            }
-        )
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(dlq_of(&store, &app).await.is_empty());
 }
 
 async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
@@ -1445,18 +1422,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         (deliveries[0].state, deliveries[0].due_at),
         (DeliveryState::Pending, PARKED)
     );
-    let dlq = store
-        .listings()
-        .list_dlq(
-            &app,
-            &DlqFilter::default(),
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let dlq = dlq_of(&store, &app).await;
     assert_eq!(dlq.len(), 1, "only the 410 itself is dead");
     // New events are not fanned out to it.
     publish(&store, &app, "a", t(12)).await;
@@ -1641,19 +1607,7 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
             .all(|w| (w[0].dead_at, &w[0].id) > (w[1].dead_at, &w[1].id)),
         "newest first"
     );
-    assert!(store
-        .listings()
-        .list_dlq(
-            &self::app(&store).await,
-            &DlqFilter::default(),
-            &Page {
-                limit: 10,
-                before: None
-            }
-        )
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(dlq_of(&store, &self::app(&store).await).await.is_empty());
 }
 
 async fn api_keys_by_hash_and_scope(engine: Engine) {

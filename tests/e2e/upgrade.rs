@@ -10,7 +10,7 @@ use hookline_core::signing::EndpointSecret;
 use hookline_core::time::Timestamp;
 use hookline_store::*;
 
-use crate::helpers::{attempts_of, both_engines, Claims, Engine, Publishes, TestDb};
+use crate::helpers::{attempts_of, both_engines, dlq_of, Claims, Engine, Publishes, TestDb};
 use hookline_core::model::DeadReason;
 
 /// The newest migration of each earlier release: `bd24c4a` (3) and `d979ff1` (4).
@@ -395,18 +395,7 @@ async fn a_database_of_engine_v3_carries_every_delivery_state_forward(engine: En
             .collect::<Vec<_>>(),
         [(AttemptVerdict::Delivered, Some(200))]
     );
-    let dlq = store
-        .listings()
-        .list_dlq(
-            &app,
-            &DlqFilter::default(),
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let dlq = dlq_of(&store, &app).await;
     assert_eq!(
         dlq.iter()
             .map(|d| (d.id.clone(), d.dead_reason))
