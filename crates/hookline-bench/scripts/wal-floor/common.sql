@@ -17,3 +17,19 @@ CREATE FUNCTION detail() RETURNS text LANGUAGE sql AS $$
   SELECT '{"url":"http://127.0.0.1:35183/e3","signature":"v1,' || md5(random()::text)
       || '=","response_headers":[["content-length","0"],["date","Fri, 04 Dec 2026 18:39:22 GMT"]],'
       || '"response_truncated":false,"trigger":"first"}' $$;
+
+-- The event and attempt tables as Hookline has them (text ids), for the designs
+-- that keep them: call create_events() and create_attempts().
+CREATE FUNCTION create_events() RETURNS void LANGUAGE plpgsql AS $f$ BEGIN
+CREATE TABLE events (id text PRIMARY KEY, app_id text NOT NULL, event_type text NOT NULL,
+  ordering_key text, body bytea NOT NULL, created_at bigint NOT NULL);
+CREATE INDEX events_by_app ON events (app_id, id);
+END $f$;
+CREATE FUNCTION create_attempts() RETURNS void LANGUAGE plpgsql AS $f$ BEGIN
+CREATE TABLE attempts (id text PRIMARY KEY, delivery_id text NOT NULL, app_id text NOT NULL,
+  endpoint_id text NOT NULL, attempt_number bigint NOT NULL, started_at bigint NOT NULL,
+  duration_ms bigint NOT NULL, status_code bigint, response_body text, error_kind text,
+  error_message text, verdict text NOT NULL, next_attempt_at bigint, dead_reason text, detail text);
+CREATE INDEX attempts_by_delivery ON attempts (delivery_id, id);
+CREATE INDEX attempts_by_endpoint ON attempts (endpoint_id, id);
+END $f$;

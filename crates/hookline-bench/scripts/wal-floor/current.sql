@@ -1,9 +1,7 @@
 -- The design at d55b255: a delivery row with nine indexes, inserted pending,
 -- updated to in_flight by the claim and to succeeded by the completion; an
 -- attempt row with three.
-CREATE TABLE events (id text PRIMARY KEY, app_id text NOT NULL, event_type text NOT NULL,
-  ordering_key text, body bytea NOT NULL, created_at bigint NOT NULL);
-CREATE INDEX events_by_app ON events (app_id, id);
+SELECT create_events();
 CREATE TABLE deliveries (id text PRIMARY KEY, app_id text NOT NULL, event_id text NOT NULL,
   endpoint_id text NOT NULL, state text NOT NULL, due_at bigint NOT NULL, lease_token text,
   attempts bigint NOT NULL, round_started_at bigint NOT NULL, last_attempt_at bigint,
@@ -19,12 +17,7 @@ CREATE INDEX deliveries_endpoint_pending ON deliveries (endpoint_id, due_at)
 CREATE INDEX deliveries_leased ON deliveries (due_at) WHERE state = 'in_flight';
 CREATE INDEX deliveries_partition ON deliveries (endpoint_id, ordering_key, sequence)
   WHERE ordering_key IS NOT NULL AND state <> 'succeeded';
-CREATE TABLE attempts (id text PRIMARY KEY, delivery_id text NOT NULL, app_id text NOT NULL,
-  endpoint_id text NOT NULL, attempt_number bigint NOT NULL, started_at bigint NOT NULL,
-  duration_ms bigint NOT NULL, status_code bigint, response_body text, error_kind text,
-  error_message text, verdict text NOT NULL, next_attempt_at bigint, dead_reason text, detail text);
-CREATE INDEX attempts_by_delivery ON attempts (delivery_id, id);
-CREATE INDEX attempts_by_endpoint ON attempts (endpoint_id, id);
+SELECT create_attempts();
 
 CREATE FUNCTION publish(events int) RETURNS void LANGUAGE sql AS $$
   WITH e AS (

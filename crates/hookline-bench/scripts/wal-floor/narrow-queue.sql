@@ -3,9 +3,7 @@
 -- one update, at the terminal state, can be HOT (where its page has room: at
 -- fillfactor 80 few do; narrow-queue-ff50.sql leaves room for all); what is due and its lease live in
 -- `queue`, inserted at publish, updated by the claim, deleted by the completion.
-CREATE TABLE events (id text PRIMARY KEY, app_id text NOT NULL, event_type text NOT NULL,
-  ordering_key text, body bytea NOT NULL, created_at bigint NOT NULL);
-CREATE INDEX events_by_app ON events (app_id, id);
+SELECT create_events();
 CREATE TABLE deliveries (id text PRIMARY KEY, app_id text NOT NULL, event_id text NOT NULL,
   endpoint_id text NOT NULL, ordering_key text, sequence bigint, created_at bigint NOT NULL,
   state text NOT NULL, attempts int NOT NULL, last_attempt_at bigint, last_status int,
@@ -19,12 +17,7 @@ CREATE INDEX queue_due_fresh ON queue (due_at) WHERE leased_until IS NULL AND at
 CREATE INDEX queue_due_retry ON queue (due_at) WHERE leased_until IS NULL AND attempts > 0;
 CREATE INDEX queue_endpoint ON queue (endpoint_id, due_at) WHERE leased_until IS NULL;
 CREATE INDEX queue_leased ON queue (leased_until) WHERE leased_until IS NOT NULL;
-CREATE TABLE attempts (id text PRIMARY KEY, delivery_id text NOT NULL, app_id text NOT NULL,
-  endpoint_id text NOT NULL, attempt_number bigint NOT NULL, started_at bigint NOT NULL,
-  duration_ms bigint NOT NULL, status_code bigint, response_body text, error_kind text,
-  error_message text, verdict text NOT NULL, next_attempt_at bigint, dead_reason text, detail text);
-CREATE INDEX attempts_by_delivery ON attempts (delivery_id, id);
-CREATE INDEX attempts_by_endpoint ON attempts (endpoint_id, id);
+SELECT create_attempts();
 
 CREATE FUNCTION publish(events int) RETURNS void LANGUAGE sql AS $$
   WITH e AS (

@@ -2,9 +2,7 @@
 -- in one row: a first-try success is one insert (the delivery, with its
 -- attempt's status, timing and detail); an attempts row is written only for
 -- deliveries that needed more than one. Ids as Hookline's text ULIDs.
-CREATE TABLE events (id text PRIMARY KEY, app_id text NOT NULL, event_type text NOT NULL,
-  ordering_key text, body bytea NOT NULL, created_at bigint NOT NULL);
-CREATE INDEX events_by_app ON events (app_id, id);
+SELECT create_events();
 CREATE TABLE event_queue (event_id text PRIMARY KEY, due_at bigint NOT NULL,
   leased_until bigint, lease_token text) WITH (fillfactor = 70);
 CREATE INDEX event_queue_due ON event_queue (due_at) WHERE leased_until IS NULL;

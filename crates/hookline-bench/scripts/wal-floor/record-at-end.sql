@@ -3,9 +3,7 @@
 -- endpoint's delivery is written once, when its outcome is known, beside its
 -- attempt. A failure would write the delivery then, with its retry in the
 -- queue; the happy path never updates a delivery.
-CREATE TABLE events (id text PRIMARY KEY, app_id text NOT NULL, event_type text NOT NULL,
-  ordering_key text, body bytea NOT NULL, created_at bigint NOT NULL);
-CREATE INDEX events_by_app ON events (app_id, id);
+SELECT create_events();
 CREATE TABLE event_queue (event_id text PRIMARY KEY, due_at bigint NOT NULL,
   leased_until bigint, lease_token text) WITH (fillfactor = 70);
 CREATE INDEX event_queue_due ON event_queue (due_at) WHERE leased_until IS NULL;
@@ -16,12 +14,7 @@ CREATE TABLE deliveries (id text PRIMARY KEY, app_id text NOT NULL, event_id tex
   dead_reason text, dead_at bigint, updated_at bigint NOT NULL) WITH (fillfactor = 80);
 CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id, id);
 CREATE INDEX deliveries_by_event ON deliveries (event_id);
-CREATE TABLE attempts (id text PRIMARY KEY, delivery_id text NOT NULL, app_id text NOT NULL,
-  endpoint_id text NOT NULL, attempt_number bigint NOT NULL, started_at bigint NOT NULL,
-  duration_ms bigint NOT NULL, status_code bigint, response_body text, error_kind text,
-  error_message text, verdict text NOT NULL, next_attempt_at bigint, dead_reason text, detail text);
-CREATE INDEX attempts_by_delivery ON attempts (delivery_id, id);
-CREATE INDEX attempts_by_endpoint ON attempts (endpoint_id, id);
+SELECT create_attempts();
 
 CREATE FUNCTION publish(events int) RETURNS void LANGUAGE sql AS $$
   WITH e AS (
