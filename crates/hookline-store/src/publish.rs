@@ -271,7 +271,9 @@ impl Publish<'_> {
             while let Some(((_, target), first)) =
                 planned.next_if(|((draft, _), _)| draft.item == index)
             {
-                let id = DeliveryId::generate();
+                // Known from the event and the target's place, as the fan-out row
+                // will tell it (docs/engine-v4.md).
+                let id = DeliveryId::of_target(&item.event.id, deliveries.len());
                 if first.state == DeliveryState::InFlight {
                     let body = body
                         .get_or_insert_with(|| Arc::from(item.event.body.as_slice()))
