@@ -315,7 +315,12 @@ async fn fill(sql: &mut sqlx::PgConnection, first: i64, count: i64, mix: Mix) {
                       CASE WHEN i % 2 = 0 THEN 'key_' || lpad((i % 500)::text, 5, '0') END,
                       CASE WHEN i % 2 = 0 THEN i END
                FROM generate_series({first}, {last}) i, generate_series(1, 10) e,
-                    LATERAL (SELECT {state} AS state) s;"
+                    LATERAL (SELECT {state} AS state) s;
+             INSERT INTO fanout (event_id, app_id, targets, n, due_at, lease_token, created_at)
+               SELECT 'evt_' || lpad(i::text, 8, '0'), 'app_1', ',ep_00001,ep_00002,', 2,
+                      1800000000000 - ({last} - i) * 20 + (i % 7 - 3) * 1000,
+                      CASE WHEN i % 4 = 1 THEN 'token' END, 1800000000000 - ({last} - i) * 20
+               FROM generate_series({first}, {last}) i WHERE i % 2 = 1;"
         ),
     )
     .await;

@@ -180,7 +180,7 @@ impl Lanes {
         loop {
             let step = self.step;
             self.step += 1;
-            let remaining = self.limit - self.taken;
+            let remaining = self.limit.saturating_sub(self.taken);
             let read = match step {
                 0 => {
                     let share = (self.limit / 4).max(1).min(self.limit);

@@ -475,7 +475,7 @@ impl Dispatcher {
         }
         // A full batch means more may be due at once; after a write-only turn
         // (no free permit) the permits the written sends freed are claimable now.
-        let look_again = limit == 0 || claimed.rows as u32 == limit;
+        let look_again = limit == 0 || claimed.rows as u32 >= limit;
         // Parsed once per endpoint of the batch, not once per delivery.
         let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
         for delivery in claimed.deliveries {

@@ -446,7 +446,7 @@ async fn claim_in(
                 .lease_endpoint(&endpoint, ask, &mut rooms, now, lease_until)
                 .await?;
             leased.extend(rows);
-            if leased.len() == limit as usize {
+            if leased.len() >= limit as usize {
                 break;
             }
         }
@@ -470,7 +470,7 @@ async fn claim_in(
         match room {
             Some(room) => room.admit(
                 recorded,
-                leased.len() == limit as usize,
+                leased.len() >= limit as usize,
                 leased.iter().map(|row| {
                     let ceiling = gates.get(&row.endpoint_id).and_then(|g| g.max_in_flight);
                     (&row.endpoint_id, ceiling)

@@ -156,6 +156,7 @@ impl Apps<'_> {
         for table in [
             "attempts",
             "deliveries",
+            "fanout",
             "events",
             "endpoints",
             "idempotency_keys",

@@ -25,10 +25,17 @@ use crate::endpoints::{
     auth_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row,
     retry_from_row, save_breaker, signing_from_row, BREAKER_COLUMNS,
 };
+#[cfg(doc)]
+use crate::fanout::FanoutLeases;
+use crate::fanout::{
+    decode_targets, delete_fanout, existing, insert_targets, Held, TargetRow, RECOVER_FANOUT,
+    TAKE_FANOUT, TAKE_NEWEST_FANOUT,
+};
 use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
 use crate::Events;
-use crate::{parse_column, Engine, Result, Store};
+use crate::{parse_column, Engine, Result, Store, StoreError};
+use hookline_core::model::DeliveryState;
 
 /// A lane's partial-index predicate, spelled exactly as in the migration so both
 /// engines use the index. A lane holds pending deliveries only: leased ones are
@@ -95,6 +102,16 @@ pub struct Turn {
     token: String,
     /// The turn made work due now: dispatchers are woken after its commit.
     pub(crate) due_now: bool,
+    /// The end of the leases this turn takes.
+    lease_until: Timestamp,
+    /// The `fanout` rows this turn leased (event, created), until its plan
+    /// is applied.
+    fanout_rows: Vec<(EventId, Timestamp)>,
+    /// `fanout` leases this turn took, held once it commits.
+    pub(crate) holds: Vec<(EventId, Held)>,
+    /// Targets of held `fanout` leases this turn recorded, settled once it
+    /// commits: (event, token, how many, whether the turn deleted the row).
+    pub(crate) settles: Vec<(EventId, String, usize, bool)>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -118,6 +135,8 @@ pub struct Leased {
     pub ordering_key: Option<String>,
     pub sequence: Option<u64>,
     pub body: Arc<[u8]>,
+    /// One target of a `fanout` row this turn leased: it has no row yet.
+    pub fanout: bool,
 }
 
 impl Leased {
@@ -182,6 +201,7 @@ fn leased_from_row(row: &Row) -> Result<Leased> {
         ordering_key: row.try_get("ordering_key")?,
         sequence: row.try_get::<Option<i64>, _>("sequence")?.map(|s| s as u64),
         body: Arc::from(body),
+        fanout: false,
     })
 }
 
@@ -221,6 +241,10 @@ impl Events<'_> {
             tx,
             token: ulid::Ulid::new().to_string(),
             due_now: false,
+            lease_until: Timestamp::from_millis(0),
+            fanout_rows: Vec::new(),
+            holds: Vec::new(),
+            settles: Vec::new(),
         })
     }
 }
@@ -247,12 +271,113 @@ impl Turn {
             .bind(i64::from(most))
             .fetch_all(&mut self.tx)
             .await?;
-        let ended = rows
+        let fanout = engine
+            .query(RECOVER_FANOUT.text(engine))
+            .bind(since.map_or(i64::MIN, Timestamp::as_millis))
+            .bind(now.as_millis())
+            .bind(i64::from(most))
+            .fetch_all(&mut self.tx)
+            .await?;
+        let mut ended = rows
             .iter()
+            .chain(&fanout)
             .map(|row| Ok(Timestamp::from_millis(row.try_get("due_at")?)))
             .collect::<Result<Vec<_>>>()?;
+        // Of both, the earliest `most` (the caller goes on after the last).
+        ended.sort_unstable();
+        ended.truncate(most as usize);
         self.due_now |= !ended.is_empty();
+        self.delete_finished().await?;
         Ok(ended)
+    }
+
+    /// Deletes the `fanout` rows whose last targets other turns recorded
+    /// (see [`FanoutLeases::finished`]).
+    pub(crate) async fn delete_finished(&mut self) -> Result<()> {
+        let finished = self.store.fanout.take_finished();
+        let done: Vec<(&EventId, &str)> = finished
+            .iter()
+            .map(|(event, token)| (event, token.as_str()))
+            .collect();
+        delete_fanout(&mut self.tx, &done).await
+    }
+
+    /// Leases whole due `fanout` rows until they hold `ask` targets (the
+    /// first row whatever its size), each target a [`Leased`] without a row.
+    /// A reclaimed row's targets that have rows are left out, and a row left
+    /// with none is deleted.
+    async fn lease_fanout(
+        &mut self,
+        newest: bool,
+        ask: u32,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Leased>> {
+        let engine = self.store.engine;
+        let sql = if newest {
+            &TAKE_NEWEST_FANOUT
+        } else {
+            &TAKE_FANOUT
+        };
+        let rows = engine
+            .query(sql.text(engine))
+            .bind(now.as_millis())
+            .bind(lease_until.as_millis())
+            .bind(self.token.as_str())
+            .bind(i64::from(ask))
+            .fetch_all(&mut self.tx)
+            .await?;
+        let mut leased = Vec::new();
+        let mut reclaimed = Vec::new();
+        for row in &rows {
+            let event_id: EventId = parse_column(row, "event_id")?;
+            let app_id: AppId = parse_column(row, "app_id")?;
+            let created_at = Timestamp::from_millis(row.try_get("created_at")?);
+            let body: Arc<[u8]> = Arc::from(row.try_get::<Vec<u8>, _>("body")?);
+            let targets: String = row.try_get("targets")?;
+            if row.try_get::<i64, _>("reclaimed")? != 0 {
+                reclaimed.push(event_id.clone());
+            }
+            self.fanout_rows.push((event_id.clone(), created_at));
+            for (place, endpoint) in decode_targets(&targets) {
+                leased.push(Leased {
+                    id: DeliveryId::of_target(&event_id, place),
+                    app_id: app_id.clone(),
+                    event_id: event_id.clone(),
+                    endpoint_id: endpoint
+                        .parse()
+                        .map_err(|e| StoreError::Corrupt(format!("fanout targets: {e}")))?,
+                    lease_token: self.token.clone(),
+                    attempts: 0,
+                    round_started_at: created_at,
+                    replayed: false,
+                    ordering_key: None,
+                    sequence: None,
+                    body: body.clone(),
+                    fanout: true,
+                });
+            }
+        }
+        if !reclaimed.is_empty() {
+            let ids: Vec<DeliveryId> = leased
+                .iter()
+                .filter(|l| reclaimed.contains(&l.event_id))
+                .map(|l| l.id.clone())
+                .collect();
+            let written = existing(engine, &mut self.tx, &ids).await?;
+            leased.retain(|l| !written.contains(&l.id));
+            let empty: Vec<&EventId> = reclaimed
+                .iter()
+                .filter(|event| !leased.iter().any(|l| &l.event_id == *event))
+                .collect();
+            let token = self.token.clone();
+            let done: Vec<(&EventId, &str)> =
+                empty.iter().map(|event| (*event, token.as_str())).collect();
+            delete_fanout(&mut self.tx, &done).await?;
+            self.fanout_rows
+                .retain(|(event, _)| !empty.contains(&event));
+        }
+        Ok(leased)
     }
 
     /// Leases up to `ask` due rows of `read` until `lease_until`, no more per
@@ -293,7 +418,53 @@ impl Turn {
             .bind_batch(batch)
             .fetch_all(&mut self.tx)
             .await?;
-        counted(&rows, rooms)
+        let mut leased = counted(&rows, rooms)?;
+        self.lease_until = lease_until;
+        // Fresh work is in two places: rows (deferred, released, published to
+        // wait) ahead, then `fanout` rows, the targets a plan will not send now
+        // written as rows of their own (`apply_claim`).
+        let newest = match read {
+            LaneRead::Oldest(Lane::Fresh) => Some(false),
+            LaneRead::Newest(Lane::Fresh) => Some(true),
+            LaneRead::Oldest(Lane::Retry) | LaneRead::Newest(Lane::Retry) => None,
+        };
+        if let Some(newest) = newest {
+            // A target beyond its endpoint's room is not leased only to be
+            // handed back: it waits as a row of its own, due now, for the lanes
+            // to claim within the room (and the fair pass to find past it).
+            // Rows of full endpoints only are read past, each read asking for
+            // more, up to a window in all, so a full endpoint's backlog does
+            // not hide the work behind it.
+            let mut full: Vec<Leased> = Vec::new();
+            let mut read = 0;
+            loop {
+                let wanted = ask.saturating_sub(leased.len() as u32);
+                if wanted == 0 || read >= FANOUT_WINDOW {
+                    break;
+                }
+                let asked = wanted.max((full.len() as u32).min(SKIP_WINDOW));
+                let targets = self.lease_fanout(newest, asked, now, lease_until).await?;
+                if targets.is_empty() {
+                    break;
+                }
+                read += targets.len() as u32;
+                for target in targets {
+                    if rooms.of(&target.endpoint_id) == 0 {
+                        full.push(target);
+                    } else {
+                        rooms.took(&target.endpoint_id);
+                        leased.push(target);
+                    }
+                }
+            }
+            let token = self.token.as_str();
+            let waiting: Vec<TargetRow<'_>> = full
+                .iter()
+                .map(|target| target_row(token, target, DeliveryState::Pending, now, None, now))
+                .collect();
+            insert_targets(&mut self.tx, &waiting, now).await?;
+        }
+        Ok(leased)
     }
 
     /// Leases up to `ask` of one endpoint's pending due rows (its own index).
@@ -421,8 +592,20 @@ impl Turn {
                 .execute(&mut self.tx)
                 .await?;
         }
+        let mut written: Vec<TargetRow<'_>> = Vec::new();
         for (index, reason) in &plan.dead {
             let row = &leased[*index];
+            if row.fanout {
+                written.push(target_row(
+                    &self.token,
+                    row,
+                    DeliveryState::Dead,
+                    now,
+                    Some(reason.as_str()),
+                    now,
+                ));
+                continue;
+            }
             engine
                 .query(
                     "UPDATE deliveries SET state = 'dead', dead_reason = $3, dead_at = $4, due_at = $4, \
@@ -446,7 +629,22 @@ impl Turn {
                 .await?;
         }
         for (until, indices) in &plan.defer {
-            let ids = Batch::default().text(indices.iter().map(|i| Some(leased[*i].id.as_str())));
+            for &index in indices.iter().filter(|i| leased[**i].fanout) {
+                written.push(target_row(
+                    &self.token,
+                    &leased[index],
+                    DeliveryState::Pending,
+                    *until,
+                    None,
+                    now,
+                ));
+            }
+            let ids = Batch::default().text(
+                indices
+                    .iter()
+                    .filter(|i| !leased[**i].fanout)
+                    .map(|i| Some(leased[*i].id.as_str())),
+            );
             engine
                 .query(DEFER.text(engine))
                 .bind(until.as_millis())
@@ -455,18 +653,87 @@ impl Turn {
                 .execute(&mut self.tx)
                 .await?;
         }
+        insert_targets(&mut self.tx, &written, now).await?;
+        // Each `fanout` row leased: held while its sent targets are out, or
+        // deleted now if the plan sends none of them.
+        let fanout_rows = std::mem::take(&mut self.fanout_rows);
+        let mut sent: Vec<(&EventId, Timestamp, usize)> = fanout_rows
+            .iter()
+            .map(|(event, created_at)| (event, *created_at, 0))
+            .collect();
+        for send in &plan.send {
+            let row = &leased[send.index];
+            if let Some(entry) = sent
+                .iter_mut()
+                .find(|(event, _, _)| *event == &row.event_id)
+            {
+                entry.2 += row.fanout as usize;
+            }
+        }
+        let token = self.token.clone();
+        let done: Vec<(&EventId, &str)> = sent
+            .iter()
+            .filter(|(_, _, n)| *n == 0)
+            .map(|(event, _, _)| (*event, token.as_str()))
+            .collect();
+        delete_fanout(&mut self.tx, &done).await?;
+        for (event, created_at, remaining) in sent.into_iter().filter(|(_, _, n)| *n > 0) {
+            let held = Held {
+                remaining,
+                created_at,
+                until: self.lease_until,
+            };
+            self.holds.push((event.clone(), held));
+        }
         Ok(())
     }
 
-    /// Commits the turn, then wakes dispatchers if it made work due now.
+    /// Commits the turn, then wakes dispatchers if it made work due now, and
+    /// holds and settles the `fanout` leases it took and recorded.
     pub async fn commit(self) -> Result<()> {
         self.tx.commit().await?;
+        let leases = &self.store.fanout;
+        for (event, held) in &self.holds {
+            leases.hold(event, &self.token, *held);
+        }
+        for (event, token, done, deleted) in &self.settles {
+            leases.settle(event, token, *done, *deleted);
+        }
         if self.due_now {
             self.store.notify_due();
         }
         Ok(())
     }
 }
+
+/// The row of a leased `fanout` target that a claim plan does not send now.
+fn target_row<'a>(
+    token: &'a str,
+    row: &'a Leased,
+    state: DeliveryState,
+    due_at: Timestamp,
+    reason: Option<&'a str>,
+    now: Timestamp,
+) -> TargetRow<'a> {
+    TargetRow {
+        id: &row.id,
+        app_id: &row.app_id,
+        event_id: &row.event_id,
+        endpoint_id: &row.endpoint_id,
+        token: Some(token),
+        state,
+        due_at,
+        attempts: 0,
+        last_attempt_at: None,
+        dead_reason: reason,
+        dead_at: reason.map(|_| now),
+        created_at: row.round_started_at,
+    }
+}
+
+/// How many `fanout` targets one lane read looks through at most for ones
+/// with room (the rest become rows, due now).
+const FANOUT_WINDOW: u32 = 16 * SKIP_WINDOW;
 
 /// The claim statements, one per source. Parameters: $1 now, $2 lease end,
 /// $3 token, $4 limit, $5 window (or the endpoint), $6 the default room, then

@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 
 use crate::claim::Turn;
 use crate::db::Tx;
+use crate::fanout::{delete_fanout, insert_targets, Held, TargetRow};
 use hookline_core::completion;
-use hookline_core::ids::{AttemptId, DeliveryId, EndpointId};
+use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
 use hookline_core::time::Timestamp;
 
@@ -170,28 +171,24 @@ pub(crate) static UPDATE_DELIVERIES: Sql = Sql::new(|engine| {
 
 /// One `UPDATE` moving the batch's deliveries on — only those whose lease the
 /// record still holds. Returns those updated, and the ordering keys of the keyed ones.
-async fn update_deliveries(
+async fn update_deliveries<'r>(
     tx: &mut Tx,
-    records: &[AttemptRecord],
+    records: impl Iterator<Item = &'r AttemptRecord> + Clone,
     now: Timestamp,
 ) -> Result<(HashSet<DeliveryId>, HashMap<DeliveryId, String>)> {
+    if records.clone().next().is_none() {
+        return Ok(Default::default());
+    }
+    let records = || records.clone();
     let batch = Batch::default()
-        .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
-        .text(records.iter().map(|r| Some(r.lease_token.as_str())))
-        .text(records.iter().map(|r| Some(r.next.state().as_str())))
-        .int(records.iter().map(|r| Some(r.next.due_at(now).as_millis())))
-        .int(records.iter().map(|r| Some(i64::from(r.attempt_number))))
-        .int(records.iter().map(|r| Some(r.started_at.as_millis())))
-        .text(
-            records
-                .iter()
-                .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
-        )
-        .int(
-            records
-                .iter()
-                .map(|r| r.next.dead_reason().map(|_| now.as_millis())),
-        );
+        .text(records().map(|r| Some(r.delivery_id.as_str())))
+        .text(records().map(|r| Some(r.lease_token.as_str())))
+        .text(records().map(|r| Some(r.next.state().as_str())))
+        .int(records().map(|r| Some(r.next.due_at(now).as_millis())))
+        .int(records().map(|r| Some(i64::from(r.attempt_number))))
+        .int(records().map(|r| Some(r.started_at.as_millis())))
+        .text(records().map(|r| r.next.dead_reason().map(DeadReason::as_str)))
+        .int(records().map(|r| r.next.dead_reason().map(|_| now.as_millis())));
     let engine = tx.engine();
     let rows = engine
         .query(UPDATE_DELIVERIES.text(engine))
@@ -233,8 +230,63 @@ impl Turn {
         if records.is_empty() {
             return Ok(Written::default());
         }
+        self.delete_finished().await?;
         insert_attempts(&mut self.tx, records).await?;
-        let (moved, keyed) = update_deliveries(&mut self.tx, records, now).await?;
+        // A target of a `fanout` lease this process holds has no row yet: its
+        // row is written now, in its next state (unless a holder of an earlier
+        // lease of the row wrote it first). The others are rows moved on.
+        let leases = &self.store.fanout;
+        let mut held: Vec<(&EventId, &str, Held, usize)> = Vec::new();
+        let mut targets: Vec<TargetRow<'_>> = Vec::new();
+        let mut rows: Vec<&AttemptRecord> = Vec::with_capacity(records.len());
+        for r in records {
+            let lease = match held
+                .iter_mut()
+                .find(|(event, token, _, _)| *event == &r.event_id && *token == r.lease_token)
+            {
+                Some(entry) => Some(entry),
+                None => match leases.get(&r.event_id, &r.lease_token) {
+                    Some(lease) => {
+                        held.push((&r.event_id, r.lease_token.as_str(), lease, 0));
+                        held.last_mut()
+                    }
+                    None => None,
+                },
+            };
+            let Some((_, _, lease, done)) = lease else {
+                rows.push(r);
+                continue;
+            };
+            *done += 1;
+            targets.push(TargetRow {
+                id: &r.delivery_id,
+                app_id: &r.app_id,
+                event_id: &r.event_id,
+                endpoint_id: &r.endpoint_id,
+                token: Some(&r.lease_token),
+                state: r.next.state(),
+                due_at: r.next.due_at(now),
+                attempts: r.attempt_number,
+                last_attempt_at: Some(r.started_at),
+                dead_reason: r.next.dead_reason().map(DeadReason::as_str),
+                dead_at: r.next.dead_reason().map(|_| now),
+                created_at: lease.created_at,
+            });
+        }
+        let (mut moved, keyed) = update_deliveries(&mut self.tx, rows.iter().copied(), now).await?;
+        moved.extend(insert_targets(&mut self.tx, &targets, now).await?);
+        // A lease whose last targets these are: its row goes in this turn.
+        let done: Vec<(&EventId, &str)> = held
+            .iter()
+            .filter(|(_, _, lease, done)| lease.remaining == *done)
+            .map(|(event, token, _, _)| (*event, *token))
+            .collect();
+        delete_fanout(&mut self.tx, &done).await?;
+        for (event, token, lease, done) in held {
+            let deleted = lease.remaining == done;
+            self.settles
+                .push((event.clone(), token.to_owned(), done, deleted));
+        }
         Ok(Written { moved, keyed })
     }
 
@@ -288,7 +340,7 @@ impl Turn {
             }
             if let Some(queue) = &change.queue_move {
                 let due = queue.from.as_millis()..=queue.to.as_millis();
-                move_queue(tx, endpoint, due, queue.at).await?;
+                move_queue(tx, endpoint, due, queue.at, now).await?;
             }
             if let Some(reason) = change.disable {
                 tracing::warn!(endpoint = %endpoint, reason = reason.as_str(), "disabling endpoint");

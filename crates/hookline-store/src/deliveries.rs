@@ -9,9 +9,11 @@ use hookline_core::model::DeliveryState;
 use hookline_core::time::Timestamp;
 
 use crate::claim::lane_predicate;
+use crate::fanout::{self, NEXT_DUE_FANOUT, RELEASE_FANOUT};
 use crate::listing::{Arg, Filters};
 use crate::records::{
     Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, SentRequest,
+    StateFilter,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
 use crate::{Events, Listings};
@@ -185,6 +187,20 @@ impl Events<'_> {
         }
         let mut tx = self.writer.begin().await?;
         for (id, token) in claims {
+            // A target of a `fanout` lease gives the whole row back, reclaimed:
+            // its targets recorded meanwhile have rows and are not sent again.
+            let (event, _) = id.target();
+            if self.fanout.get(&event, token).is_some() {
+                self.engine
+                    .query(RELEASE_FANOUT.text(self.engine))
+                    .bind(event.as_str())
+                    .bind(token)
+                    .bind(now.as_millis())
+                    .execute(&mut tx)
+                    .await?;
+                self.fanout.forget(&event, token);
+                continue;
+            }
             self.engine
                 .query(RELEASE_DELIVERY.text(self.engine))
                 .bind(id.as_str())
@@ -198,13 +214,13 @@ impl Events<'_> {
         Ok(())
     }
 
-    /// When the earliest pending delivery falls due, if any: the smaller head of
-    /// the two lane indexes. (A lease's end is not read here: a dispatcher's
+    /// When the earliest pending delivery falls due, if any: the smallest head of
+    /// the lane indexes (`fanout`'s too). (A lease's end is not read here: a dispatcher's
     /// turns, at least one per `idle_poll`, give back the leases that ended.)
     #[tracing::instrument(skip_all)]
     pub async fn next_due_at(&self) -> Result<Option<Timestamp>> {
         let mut earliest: Option<i64> = None;
-        for lane in [&NEXT_DUE_FRESH, &NEXT_DUE_RETRY] {
+        for lane in [&NEXT_DUE_FRESH, &NEXT_DUE_FANOUT, &NEXT_DUE_RETRY] {
             let due: Option<i64> = self
                 .engine
                 .query(lane.text(self.engine))
@@ -236,10 +252,20 @@ impl Events<'_> {
     /// One delivery of an app.
     #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
     pub async fn get_delivery(&self, app: &AppId, id: &DeliveryId) -> Result<Option<Delivery>> {
-        self.app_row(DELIVERY_COLUMNS, "deliveries", app, id.as_str())
+        // A target of its event's `fanout` row, if it is one, unless its row
+        // is written (read after, so a target recorded meanwhile is found).
+        let (event, _) = id.target();
+        let target = fanout::targets_of_event(self, app, &event)
             .await?
-            .map(|row| delivery_from_row(&row))
-            .transpose()
+            .into_iter()
+            .find(|d| d.id == *id);
+        match self
+            .app_row(DELIVERY_COLUMNS, "deliveries", app, id.as_str())
+            .await?
+        {
+            Some(row) => delivery_from_row(&row).map(Some),
+            None => Ok(target),
+        }
     }
 
     /// Moves a dead delivery back to pending, due now, in a new round (attempt
@@ -462,11 +488,107 @@ impl Listings<'_> {
         filter: &DeliveryFilter,
         page: &Page,
     ) -> Result<Vec<Delivery>> {
+        // The `fanout` targets first, then the rows: a target recorded
+        // between the two reads is among the rows.
+        let targets = self.fanout_page(app, filter, page).await?;
         let (select, f) = self.deliveries_page(app, filter, page);
         let rows = self
             .page_rows(&select, &f, DELIVERIES_ORDER, page.limit)
             .await?;
-        rows.iter().map(delivery_from_row).collect()
+        let mut deliveries = rows
+            .iter()
+            .map(delivery_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        if !targets.is_empty() {
+            let listed: std::collections::HashSet<DeliveryId> =
+                deliveries.iter().map(|d| d.id.clone()).collect();
+            deliveries.extend(targets.into_iter().filter(|d| !listed.contains(&d.id)));
+            deliveries.sort_by(|a, b| (&b.event_id, &b.id).cmp(&(&a.event_id, &a.id)));
+            deliveries.truncate(page.limit as usize);
+        }
+        Ok(deliveries)
+    }
+
+    /// At least a page (unless there are fewer) of the deliveries that
+    /// `fanout` rows stand for — targets without rows of their own, pending or
+    /// in flight — that `filter` and `page` let through, newest first.
+    async fn fanout_page(
+        &self,
+        app: &AppId,
+        filter: &DeliveryFilter,
+        page: &Page,
+    ) -> Result<Vec<Delivery>> {
+        let leased = match filter.state {
+            None => None,
+            Some(StateFilter::Pending) => Some(false),
+            Some(StateFilter::InFlight) => Some(true),
+            Some(_) => return Ok(Vec::new()),
+        };
+        // Never attempted: no status to match.
+        if filter.last_status.is_some() {
+            return Ok(Vec::new());
+        }
+        let cursor = page.before.as_deref().and_then(parse_delivery_cursor);
+        let select = format!(
+            "f.event_id, f.app_id, f.targets, f.due_at, f.lease_token, f.created_at \
+             FROM events e{} JOIN fanout f ON f.event_id = e.id",
+            self.engine.indexed_by("events_by_app"),
+        );
+        let mut targets = Vec::new();
+        // Events newest first, a page of them at a time, until their targets
+        // fill the page: the cursor's own event, and targets that have rows,
+        // take a place without giving one.
+        let mut after: Option<String> = None;
+        loop {
+            let mut f = Filters::new();
+            f.text("e.app_id = $?", app.as_str());
+            f.text_if("e.id = $?", filter.event.as_ref().map(|e| e.as_str()));
+            match (&after, &cursor) {
+                (Some(last), _) => f.text("e.id < $?", last.clone()),
+                (None, Some((event, _))) => f.text("e.id <= $?", event.clone()),
+                (None, None) => {}
+            }
+            f.id_range("e.id", filter.created, |ms| {
+                EventId::first_of_millisecond(ms).to_string()
+            });
+            f.text_if("e.event_type = $?", filter.event_type.as_deref());
+            if let Some(endpoint) = &filter.endpoint {
+                f.text("f.targets LIKE $?", format!("%,{endpoint},%"));
+            }
+            match leased {
+                Some(true) => f.fixed("f.lease_token IS NOT NULL"),
+                Some(false) => f.fixed("f.lease_token IS NULL"),
+                None => {}
+            }
+            let rows = self.page_rows(&select, &f, "e.id DESC", page.limit).await?;
+            let mut found = Vec::new();
+            for row in &rows {
+                for delivery in fanout::fanout_from_row(row)?.pending() {
+                    let before = cursor.as_ref().is_none_or(|(event, id)| {
+                        (delivery.event_id.as_str(), delivery.id.as_str())
+                            < (event.as_str(), id.as_str())
+                    });
+                    let endpoint = filter
+                        .endpoint
+                        .as_ref()
+                        .is_none_or(|e| *e == delivery.endpoint_id);
+                    if before && endpoint {
+                        found.push(delivery);
+                    }
+                }
+            }
+            let ids: Vec<DeliveryId> = found.iter().map(|d| d.id.clone()).collect();
+            let written = fanout::existing(self.engine, &self.reader, &ids).await?;
+            targets.extend(found.into_iter().filter(|d| !written.contains(&d.id)));
+            match rows.last() {
+                Some(last)
+                    if rows.len() == page.limit as usize && targets.len() < page.limit as usize =>
+                {
+                    after = Some(last.try_get("event_id")?);
+                }
+                _ => return Ok(targets),
+            }
+        }
     }
 
     /// The plan of [`Listings::list_deliveries`]'s statement on PostgreSQL

@@ -10,6 +10,7 @@ use hookline_core::ordering::OnDead;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::time::Timestamp;
 
+use crate::fanout;
 use crate::operational::insert_notices;
 use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
@@ -206,7 +207,7 @@ pub(crate) async fn disable_endpoint(
         .bind(now.as_millis())
         .execute(&mut *tx)
         .await?;
-    move_queue(tx, endpoint, i64::MIN..=PARKED.as_millis() - 1, PARKED).await
+    move_queue(tx, endpoint, i64::MIN..=PARKED.as_millis() - 1, PARKED, now).await
 }
 
 /// `$1` endpoint: up to `$5` of its pending deliveries due in `$2..=$3` made due at `$4`.
@@ -229,7 +230,14 @@ pub(crate) async fn move_queue(
     endpoint: &EndpointId,
     due: std::ops::RangeInclusive<i64>,
     to: Timestamp,
+    now: Timestamp,
 ) -> Result<()> {
+    // Its targets in `fanout` rows move too: rows of their own, due at `to`.
+    let queue = fanout::Move::Queue {
+        due: due.clone(),
+        to,
+    };
+    fanout::endpoint_targets(tx, endpoint, queue, now).await?;
     loop {
         // `due_at <> $4`: a moved row never matches again, so the loop ends.
         let engine = tx.engine();
@@ -453,12 +461,12 @@ impl Endpoints<'_> {
         let sending = endpoint.enabled && !endpoint.paused;
         if was_sending && !sending && endpoint.enabled {
             // Paused while enabled (disabling parked the queue above).
-            move_queue(&mut tx, id, i64::MIN..=PARKED.as_millis() - 1, PARKED).await?;
+            move_queue(&mut tx, id, i64::MIN..=PARKED.as_millis() - 1, PARKED, now).await?;
         }
         let resumed = !was_sending && sending;
         if resumed {
             let parked = PARKED.as_millis()..=PARKED.as_millis();
-            move_queue(&mut tx, id, parked, now).await?;
+            move_queue(&mut tx, id, parked, now, now).await?;
         }
         let mut notices = vec![Notice::endpoint(Kind::EndpointUpdated, app, id)];
         match (was_enabled, endpoint.enabled) {
@@ -568,6 +576,7 @@ impl Endpoints<'_> {
             .bind(now.as_millis())
             .execute(&mut tx)
             .await?;
+        fanout::endpoint_targets(&mut tx, id, fanout::Move::Kill, now).await?;
         let deleted = self
             .engine
             .query("DELETE FROM endpoints WHERE id = $1 AND app_id = $2")
@@ -694,7 +703,8 @@ impl Endpoints<'_> {
             .bind(app.as_str())
             .fetch_all(&self.reader)
             .await?;
-        rows.iter()
+        let mut counts = rows
+            .iter()
             .map(|row| {
                 Ok((
                     row.try_get("state")?,
@@ -702,7 +712,19 @@ impl Endpoints<'_> {
                     row.try_get::<i64, _>("n")? as u64,
                 ))
             })
-            .collect()
+            .collect::<Result<Vec<(String, Option<String>, u64)>>>()?;
+        // Targets of `fanout` rows: pending or in flight, without rows yet.
+        for target in fanout::targets_of_endpoint(self, app, id).await? {
+            let state = target.state.as_str();
+            match counts
+                .iter_mut()
+                .find(|(s, reason, _)| s == state && reason.is_none())
+            {
+                Some((_, _, n)) => *n += 1,
+                None => counts.push((state.to_owned(), None, 1)),
+            }
+        }
+        Ok(counts)
     }
 
     /// How many of an endpoint's deliveries are in `state` (for tests and the health view).
@@ -715,7 +737,29 @@ impl Endpoints<'_> {
             .bind(state.as_str())
             .fetch_scalar(&self.reader)
             .await?;
-        Ok(count as u64)
+        // Targets of `fanout` rows too (pending or in flight, without rows yet).
+        let app: Option<String> = self
+            .engine
+            .query("SELECT app_id FROM endpoints WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|row| row.try_get("app_id"))
+            .transpose()?;
+        let targets = match app {
+            Some(app) => {
+                let app: AppId = app
+                    .parse()
+                    .map_err(|e| crate::StoreError::Corrupt(format!("app_id: {e}")))?;
+                fanout::targets_of_endpoint(self, &app, id)
+                    .await?
+                    .iter()
+                    .filter(|d| d.state == state)
+                    .count()
+            }
+            None => 0,
+        };
+        Ok(count as u64 + targets as u64)
     }
 }
 

@@ -1,10 +1,11 @@
 //! Reading events. (Writing them is `publish`; removing old ones is `retention`.)
 
 use crate::db::Row;
-use hookline_core::ids::{AppId, EventId};
+use hookline_core::ids::{AppId, DeliveryId, EventId};
 use hookline_core::time::Timestamp;
 
 use crate::deliveries::{delivery_from_row, DELIVERY_COLUMNS};
+use crate::fanout;
 use crate::listing::Filters;
 use crate::records::{Delivery, Event, EventFilter, Page};
 use crate::{parse_column, Result};
@@ -39,10 +40,13 @@ impl Events<'_> {
             return Ok(None);
         };
         let event = event_from_row(&row)?;
+        // The targets of its `fanout` row first, then the rows: a target
+        // recorded between the two reads is among the rows.
+        let targets = fanout::targets_of_event(self, app, id).await?;
         let sql = format!(
             "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY id"
         );
-        let deliveries = self
+        let mut deliveries: Vec<Delivery> = self
             .engine
             .query(&sql)
             .bind(app.as_str())
@@ -52,6 +56,10 @@ impl Events<'_> {
             .iter()
             .map(delivery_from_row)
             .collect::<Result<_>>()?;
+        let written: std::collections::HashSet<DeliveryId> =
+            deliveries.iter().map(|d| d.id.clone()).collect();
+        deliveries.extend(targets.into_iter().filter(|d| !written.contains(&d.id)));
+        deliveries.sort_by(|a, b| a.id.cmp(&b.id));
         Ok(Some((event, deliveries)))
     }
 }

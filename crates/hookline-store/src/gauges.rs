@@ -7,6 +7,7 @@ use hookline_core::time::Timestamp;
 use crate::claim::{lane_predicate, LEASED};
 use crate::db::Sql;
 use crate::deliveries::{NEXT_DUE_FRESH, NEXT_DUE_RETRY};
+use crate::fanout::NEXT_DUE_FANOUT;
 use crate::{Result, Store};
 use hookline_core::claim::Lane;
 
@@ -64,6 +65,21 @@ pub(crate) static FRESH_LEASED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND
 pub(crate) static RETRY_LEASED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND attempts > 0")));
 /// In flight with the lease ended by `$1`.
 pub(crate) static EXPIRED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND due_at <= $1")));
+/// The targets of `fanout` rows matching `filter`, over at most [`GAUGE_CAP`] rows.
+fn capped_targets(filter: &str) -> String {
+    format!(
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) \
+         FROM (SELECT n FROM fanout WHERE {filter} LIMIT {GAUGE_CAP}) AS c"
+    )
+}
+/// Fresh work is in `fanout` rows too: pending, due by `$1`, leased, and leased
+/// with the lease ended by `$1` (each walks one partial index).
+pub(crate) static FANOUT_DEPTH: Sql = Sql::new(|_| capped_targets("lease_token IS NULL"));
+pub(crate) static FANOUT_DUE: Sql =
+    Sql::new(|_| capped_targets("lease_token IS NULL AND due_at <= $1"));
+pub(crate) static FANOUT_LEASED: Sql = Sql::new(|_| capped_targets("lease_token IS NOT NULL"));
+pub(crate) static FANOUT_EXPIRED: Sql =
+    Sql::new(|_| capped_targets("lease_token IS NOT NULL AND due_at <= $1"));
 /// The DLQ's size (its partial index).
 pub(crate) static DEAD: Sql = Sql::new(|_| capped("state = 'dead'"));
 
@@ -121,7 +137,30 @@ impl Store {
                 Lane::Retry => gauges.retry = lane_gauges,
             }
         }
-        gauges.expired_leases = count(&EXPIRED).await?;
+        let unbound = |sql: &'static Sql| async move {
+            self.engine
+                .query(sql.text(self.engine))
+                .fetch_scalar::<i64>(&self.reader)
+                .await
+        };
+        let (depth, due, leased) = (
+            unbound(&FANOUT_DEPTH).await?,
+            count(&FANOUT_DUE).await?,
+            unbound(&FANOUT_LEASED).await?,
+        );
+        gauges.fresh.depth = (gauges.fresh.depth + depth + leased).min(GAUGE_CAP);
+        gauges.fresh.due = (gauges.fresh.due + due).min(GAUGE_CAP);
+        let head: Option<i64> = self
+            .engine
+            .query(NEXT_DUE_FANOUT.text(self.engine))
+            .fetch_scalar(&self.reader)
+            .await?;
+        if let Some(head) = head.filter(|at| *at <= now.as_millis()) {
+            let oldest = &mut gauges.fresh.oldest_due_at;
+            let head = Timestamp::from_millis(head);
+            *oldest = Some(oldest.map_or(head, |at| at.min(head)));
+        }
+        gauges.expired_leases = count(&EXPIRED).await? + count(&FANOUT_EXPIRED).await?;
         gauges.dead = self
             .engine
             .query(DEAD.text(self.engine))

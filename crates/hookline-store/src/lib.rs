@@ -43,6 +43,7 @@ mod deliveries;
 mod endpoints;
 mod event_types;
 mod events;
+mod fanout;
 mod gauges;
 mod keys;
 mod listing;
@@ -196,6 +197,8 @@ pub struct Store {
     /// Writes. On SQLite a single connection: the one writer SQLite allows.
     writer: Pool,
     wake: Arc<wake::Wake>,
+    /// The `fanout` leases this process holds (`fanout`).
+    fanout: Arc<fanout::FanoutLeases>,
     /// Seals and opens endpoint secrets (at rest they are never in the clear).
     secrets: Arc<secrets::Secrets>,
     database_url: Arc<str>,
@@ -237,6 +240,7 @@ impl Store {
             reader,
             writer,
             wake: Arc::new(wake::Wake::new(engine)),
+            fanout: Arc::default(),
             secrets: Arc::new(secrets::Secrets::new(config.keyring.clone())),
             database_url: url.into(),
         };

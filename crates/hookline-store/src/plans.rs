@@ -21,7 +21,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Postgres, Row as _};
 
 use crate::db::{Pool, Sql};
-use crate::{apps, claim, complete, deliveries, endpoints, gauges, keys, publish};
+use crate::{apps, claim, complete, deliveries, endpoints, fanout, gauges, keys, publish};
 use crate::{Result, Store};
 
 /// A statement on a hot path.
@@ -54,6 +54,8 @@ const LANE_ARGS: &[&str] = &[
     "ARRAY[4]::bigint[]",
 ];
 
+const FANOUT_ARGS: &[&str] = &[NOW, "1800000030000::bigint", "'token'::text", "128::bigint"];
+
 /// Every hot statement, in the order a turn meets them.
 pub static HOT_STATEMENTS: &[HotStatement] = &[
     // The claim.
@@ -80,6 +82,59 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         sql: &claim::TAKE_NEWEST_FRESH,
         args: LANE_ARGS,
         indexes: &["deliveries_due_fresh", "deliveries_pkey", "events_pkey"],
+    },
+    HotStatement {
+        name: "claim: fan-out leases that ended since the last turn",
+        sql: &fanout::RECOVER_FANOUT,
+        args: &["1799999999000::bigint", NOW, "128::bigint"],
+        indexes: &["fanout_leased", "fanout_pkey"],
+    },
+    HotStatement {
+        name: "claim: fan-out lane",
+        sql: &fanout::TAKE_FANOUT,
+        args: FANOUT_ARGS,
+        indexes: &["fanout_due", "fanout_pkey", "events_pkey"],
+    },
+    HotStatement {
+        name: "claim: newest of the fan-out lane",
+        sql: &fanout::TAKE_NEWEST_FANOUT,
+        args: FANOUT_ARGS,
+        indexes: &["fanout_due", "fanout_pkey", "events_pkey"],
+    },
+    HotStatement {
+        name: "claim: which targets of reclaimed fan-out rows have rows",
+        sql: &fanout::EXISTING,
+        args: &["ARRAY['dlv_a', 'dlv_b']::text[]"],
+        indexes: &["deliveries_pkey"],
+    },
+    HotStatement {
+        name: "claim, completion: rows of fan-out targets",
+        sql: &fanout::INSERT_TARGETS,
+        args: &[
+            NOW,
+            "ARRAY['dlv_a', 'dlv_b']::text[]",
+            "ARRAY['app_1', 'app_1']::text[]",
+            "ARRAY['evt_00000001', 'evt_00000003']::text[]",
+            "ARRAY['ep_00001', 'ep_00002']::text[]",
+            "ARRAY['token', NULL]::text[]",
+            "ARRAY['succeeded', 'pending']::text[]",
+            "ARRAY[1800000000000, 1800000060000]::bigint[]",
+            "ARRAY[1, 1]::bigint[]",
+            "ARRAY[1800000000000, 1800000000000]::bigint[]",
+            "ARRAY[NULL, NULL]::text[]",
+            "ARRAY[NULL, NULL]::bigint[]",
+            "ARRAY[1800000000000, 1800000000000]::bigint[]",
+        ],
+        indexes: &["fanout_pkey", "deliveries_pkey"],
+    },
+    HotStatement {
+        name: "completion: fan-out rows whose targets are all recorded",
+        sql: &fanout::DELETE_FANOUT,
+        args: &[
+            "ARRAY['evt_00000001', 'evt_00000003']::text[]",
+            "ARRAY['token', 'token']::text[]",
+        ],
+        indexes: &["fanout_pkey"],
     },
     HotStatement {
         name: "claim: one endpoint (fair pass)",
@@ -234,6 +289,12 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         indexes: &["deliveries_due_fresh"],
     },
     HotStatement {
+        name: "next due: fan-out lane",
+        sql: &fanout::NEXT_DUE_FANOUT,
+        args: &[],
+        indexes: &["fanout_due"],
+    },
+    HotStatement {
         name: "next due: retry lane",
         sql: &deliveries::NEXT_DUE_RETRY,
         args: &[],
@@ -280,6 +341,30 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         sql: &gauges::EXPIRED,
         args: &[NOW],
         indexes: &["deliveries_leased"],
+    },
+    HotStatement {
+        name: "gauge: fan-out targets pending",
+        sql: &gauges::FANOUT_DEPTH,
+        args: &[],
+        indexes: &["fanout_due"],
+    },
+    HotStatement {
+        name: "gauge: fan-out targets due",
+        sql: &gauges::FANOUT_DUE,
+        args: &[NOW],
+        indexes: &["fanout_due"],
+    },
+    HotStatement {
+        name: "gauge: fan-out targets in flight",
+        sql: &gauges::FANOUT_LEASED,
+        args: &[],
+        indexes: &["fanout_leased"],
+    },
+    HotStatement {
+        name: "gauge: fan-out targets past their lease",
+        sql: &gauges::FANOUT_EXPIRED,
+        args: &[NOW],
+        indexes: &["fanout_leased"],
     },
     HotStatement {
         name: "gauge: dead-letter queue",

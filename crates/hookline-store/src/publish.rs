@@ -26,6 +26,7 @@ use hookline_core::time::Timestamp;
 use crate::claim::{self, ENDPOINT_COLUMNS};
 use crate::db::{Batch, Kind, Sql};
 use crate::endpoints::event_types_from_json;
+use crate::fanout::{encode_targets, insert_fanout, Held, NewFanout};
 use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
@@ -245,6 +246,9 @@ impl Publish<'_> {
         let mut events = Vec::new();
         let mut keys = Vec::new();
         let mut woke = false;
+        // Per event written as a `fanout` row: (item, targets, n, due, leased).
+        let mut fanout: Vec<(usize, String, usize, Timestamp, bool)> = Vec::new();
+        let mut lazy_ids: HashSet<DeliveryId> = HashSet::new();
         for (index, (item, resolved)) in self.items.iter().zip(&self.resolved).enumerate() {
             let sequence = match resolved {
                 Resolved::New { sequence } => *sequence,
@@ -298,6 +302,35 @@ impl Publish<'_> {
                     created_at: item.now,
                 });
             }
+            // Deliveries with nothing to say yet are one `fanout` row, not rows
+            // of their own (docs/engine-v4.md): those handed to this process's
+            // dispatcher (the row leased), else those due now. An ordered event's
+            // deliveries are state of their partition and are all written.
+            if item.event.ordering_key.is_none() {
+                let handed_here = deliveries
+                    .iter()
+                    .any(|d| d.state == DeliveryState::InFlight);
+                let lazy = |d: &Delivery| match handed_here {
+                    true => d.state == DeliveryState::InFlight,
+                    false => d.state == DeliveryState::Pending && d.due_at <= item.now,
+                };
+                let n = deliveries.iter().filter(|d| lazy(d)).count();
+                if n > 0 {
+                    lazy_ids.extend(deliveries.iter().filter(|d| lazy(d)).map(|d| d.id.clone()));
+                    fanout.push((
+                        index,
+                        encode_targets(
+                            deliveries.iter().map(|d| lazy(d).then_some(&d.endpoint_id)),
+                        ),
+                        n,
+                        match handed_here {
+                            true => deliveries.iter().map(|d| d.due_at).max().expect("handed"),
+                            false => item.now,
+                        },
+                        handed_here,
+                    ));
+                }
+            }
             let published = Published {
                 event: Event {
                     id: item.event.id.clone(),
@@ -326,8 +359,25 @@ impl Publish<'_> {
                 _ => None,
             })
             .flatten()
+            .filter(|d| !lazy_ids.contains(&d.id))
+            .collect();
+        let rows: Vec<NewFanout<'_>> = fanout
+            .iter()
+            .map(|(index, targets, n, due_at, leased)| {
+                let item = &self.items[*index];
+                NewFanout {
+                    event_id: &item.event.id,
+                    app_id: &item.app,
+                    targets: targets.clone(),
+                    n: *n,
+                    due_at: *due_at,
+                    leased: *leased,
+                    created_at: item.now,
+                }
+            })
             .collect();
         insert_events(&mut self.tx, &events).await?;
+        insert_fanout(&mut self.tx, &rows, &lease_token).await?;
         insert_deliveries(&mut self.tx, &deliveries, &lease_token).await?;
         count_drops(&mut self.tx, &self.dropped).await?;
         if !insert_keys(&mut self.tx, &keys).await? {
@@ -335,6 +385,14 @@ impl Publish<'_> {
             return Ok(None);
         }
         self.tx.commit().await?;
+        for row in rows.iter().filter(|row| row.leased) {
+            let held = Held {
+                remaining: row.n,
+                created_at: row.created_at,
+                until: row.due_at,
+            };
+            self.store.fanout.hold(row.event_id, &lease_token, held);
+        }
         if woke {
             self.store.notify_due();
         }

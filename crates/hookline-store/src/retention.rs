@@ -99,13 +99,15 @@ impl Store {
                 .await?
                 .rows_affected();
         }
-        // Events without any delivery left (each probe is an index lookup by event).
+        // Events without any delivery left, nor a `fanout` row still to send
+        // (each probe is an index lookup by event).
         purged.events = self
             .engine
             .query(
                 "DELETE FROM events WHERE id IN ( \
                SELECT id FROM events e WHERE e.id < $1 \
                AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = e.id) \
+               AND NOT EXISTS (SELECT 1 FROM fanout f WHERE f.event_id = e.id) \
                ORDER BY e.id LIMIT $2)",
             )
             .bind(EventId::first_of_millisecond(cutoff_ms).as_str())

@@ -1,0 +1,637 @@
+//! Lazy fan-out (docs/engine-v4.md, step 2): one narrow `fanout` row per
+//! published event whose deliveries have nothing to say yet, instead of one
+//! delivery row per endpoint.
+//!
+//! A delivery's row is written when it first has state of its own — its
+//! attempt's outcome (`complete`), or a reason to wait that a claim plan gives
+//! (`claim`: a full endpoint, a breaker, a parked endpoint) — and its id is
+//! known before ([`DeliveryId::of_target`]: its event's, with its place among
+//! the row's targets), so reads show a target without a row as a pending (or,
+//! leased, in-flight) delivery under that id ([`pending`]).
+//!
+//! A claim leases whole rows. The dispatcher that holds a row's lease sends its
+//! targets, and the turn that records the last of their outcomes deletes the
+//! row; how many of a lease's targets are still out is this process's own
+//! count ([`Held`]), settled only when the turn that records them commits. A
+//! lease that ends (its holder died or stalled) or is given back puts the row
+//! back, `reclaimed`: whoever leases it next skips the targets that have rows.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
+use hookline_core::model::DeliveryState;
+use hookline_core::time::Timestamp;
+
+use crate::db::{Batch, Kind, On, Row, Sql, Tx};
+use crate::records::Delivery;
+use crate::{parse_column, Engine, Result};
+
+/// `targets` as stored: `,ep_a,,ep_c,` — the endpoint at each place, empty
+/// where the delivery has a row of its own.
+pub(crate) fn encode_targets<'a>(
+    places: impl IntoIterator<Item = Option<&'a EndpointId>>,
+) -> String {
+    let mut text = String::from(",");
+    for place in places {
+        if let Some(endpoint) = place {
+            text.push_str(endpoint.as_str());
+        }
+        text.push(',');
+    }
+    text
+}
+
+/// The places of stored `targets` that name an endpoint, with their place.
+pub(crate) fn decode_targets(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let inner = text
+        .strip_prefix(',')
+        .and_then(|t| t.strip_suffix(','))
+        .unwrap_or("");
+    inner
+        .split(',')
+        .enumerate()
+        .filter(|(_, endpoint)| !endpoint.is_empty())
+}
+
+/// A `fanout` row as reads see it.
+#[derive(Debug, Clone)]
+pub(crate) struct FanoutRow {
+    pub event_id: EventId,
+    pub app_id: AppId,
+    pub targets: String,
+    pub due_at: Timestamp,
+    pub leased: bool,
+    pub created_at: Timestamp,
+}
+
+pub(crate) const FANOUT_COLUMNS: &str =
+    "event_id, app_id, targets, due_at, lease_token, created_at";
+
+pub(crate) fn fanout_from_row(row: &Row) -> Result<FanoutRow> {
+    Ok(FanoutRow {
+        event_id: parse_column(row, "event_id")?,
+        app_id: parse_column(row, "app_id")?,
+        targets: row.try_get("targets")?,
+        due_at: Timestamp::from_millis(row.try_get("due_at")?),
+        leased: row.try_get::<Option<String>, _>("lease_token")?.is_some(),
+        created_at: Timestamp::from_millis(row.try_get("created_at")?),
+    })
+}
+
+impl FanoutRow {
+    /// The deliveries its targets stand for (some may have rows since: the
+    /// caller leaves those out).
+    pub(crate) fn pending(&self) -> Vec<Delivery> {
+        decode_targets(&self.targets)
+            .filter_map(|(place, endpoint)| {
+                Some(pending(
+                    &self.event_id,
+                    &self.app_id,
+                    place,
+                    endpoint.parse().ok()?,
+                    self,
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The delivery a target without a row stands for.
+fn pending(
+    event: &EventId,
+    app: &AppId,
+    place: usize,
+    endpoint: EndpointId,
+    row: &FanoutRow,
+) -> Delivery {
+    Delivery {
+        id: DeliveryId::of_target(event, place),
+        app_id: app.clone(),
+        event_id: event.clone(),
+        endpoint_id: endpoint,
+        state: if row.leased {
+            DeliveryState::InFlight
+        } else {
+            DeliveryState::Pending
+        },
+        due_at: row.due_at,
+        ordering_key: None,
+        sequence: None,
+        attempts: 0,
+        round_started_at: row.created_at,
+        last_attempt_at: None,
+        dead_reason: None,
+        dead_at: None,
+        created_at: row.created_at,
+    }
+}
+
+/// Of `ids`, those that have a delivery row.
+pub(crate) async fn existing(
+    engine: Engine,
+    on: impl Into<On<'_>>,
+    ids: &[DeliveryId],
+) -> Result<std::collections::HashSet<DeliveryId>> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
+    engine
+        .query(EXISTING.text(engine))
+        .bind_batch(batch)
+        .fetch_all(on)
+        .await?
+        .iter()
+        .map(|row| parse_column(row, "id"))
+        .collect()
+}
+
+/// Which of a batch of delivery ids have rows.
+pub(crate) static EXISTING: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT d.id FROM {} JOIN deliveries d ON d.id = v.id",
+        engine.rows(1, &[("id", Kind::Text)])
+    )
+});
+
+/// A lease of a `fanout` row this process holds: how many of its targets are
+/// still being sent, and what writing their rows needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub remaining: usize,
+    pub created_at: Timestamp,
+    /// When the lease ends.
+    pub until: Timestamp,
+}
+
+/// The `fanout` leases this process holds, by (event, lease token).
+#[derive(Debug, Default)]
+pub(crate) struct FanoutLeases {
+    held: Mutex<HashMap<(EventId, String), Held>>,
+    /// Rows whose last targets were recorded by a turn that did not know it
+    /// was the last (another turn's records were not committed yet when it
+    /// ran): the next turn deletes them.
+    finished: Mutex<Vec<(EventId, String)>>,
+}
+
+impl FanoutLeases {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(EventId, String), Held>> {
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn get(&self, event: &EventId, token: &str) -> Option<Held> {
+        self.lock().get(&(event.clone(), token.to_owned())).copied()
+    }
+
+    /// Holds a lease with `held.remaining` targets out (after its commit).
+    pub(crate) fn hold(&self, event: &EventId, token: &str, held: Held) {
+        let mut leases = self.lock();
+        // Leases whose holder lost track of them (a send abandoned) end with
+        // their lease; forget those long over, so the map stays small.
+        if leases.len() >= 4096 {
+            let horizon = held.until - std::time::Duration::from_secs(600);
+            leases.retain(|_, lease| lease.until >= horizon);
+        }
+        leases.insert((event.clone(), token.to_owned()), held);
+    }
+
+    /// `done` more targets of a lease recorded, by a turn that has committed
+    /// and (`deleted`) deleted the row if they were the last it knew of.
+    pub(crate) fn settle(&self, event: &EventId, token: &str, done: usize, deleted: bool) {
+        let key = (event.clone(), token.to_owned());
+        let mut leases = self.lock();
+        let Some(held) = leases.get_mut(&key) else {
+            return;
+        };
+        held.remaining = held.remaining.saturating_sub(done);
+        if held.remaining == 0 {
+            leases.remove(&key);
+            if !deleted {
+                drop(leases);
+                self.finished
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .push(key);
+            }
+        }
+    }
+
+    /// The rows to delete that [`FanoutLeases::settle`] found finished.
+    pub(crate) fn take_finished(&self) -> Vec<(EventId, String)> {
+        std::mem::take(
+            &mut *self
+                .finished
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
+    pub(crate) fn forget(&self, event: &EventId, token: &str) {
+        self.lock().remove(&(event.clone(), token.to_owned()));
+    }
+}
+
+/// A publish's rows: `$1` the lease token of the handed-off ones (NULL in the
+/// batch for rows not leased), then the batch.
+pub(crate) static INSERT_FANOUT: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO fanout (event_id, app_id, targets, n, due_at, lease_token, created_at) \
+         SELECT event_id, app_id, targets, n, due_at, \
+                CASE WHEN leased = 1 THEN $1 ELSE NULL END, created_at FROM {}",
+        engine.rows(
+            2,
+            &[
+                ("event_id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("targets", Kind::Text),
+                ("n", Kind::Int),
+                ("due_at", Kind::Int),
+                ("leased", Kind::Int),
+                ("created_at", Kind::Int),
+            ]
+        )
+    )
+});
+
+/// One row of a publish's `fanout` batch.
+pub(crate) struct NewFanout<'a> {
+    pub event_id: &'a EventId,
+    pub app_id: &'a AppId,
+    pub targets: String,
+    pub n: usize,
+    pub due_at: Timestamp,
+    pub leased: bool,
+    pub created_at: Timestamp,
+}
+
+pub(crate) async fn insert_fanout(tx: &mut Tx, rows: &[NewFanout<'_>], token: &str) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let batch = Batch::default()
+        .text(rows.iter().map(|r| Some(r.event_id.as_str())))
+        .text(rows.iter().map(|r| Some(r.app_id.as_str())))
+        .text(rows.iter().map(|r| Some(r.targets.as_str())))
+        .int(rows.iter().map(|r| Some(r.n as i64)))
+        .int(rows.iter().map(|r| Some(r.due_at.as_millis())))
+        .int(rows.iter().map(|r| Some(i64::from(r.leased))))
+        .int(rows.iter().map(|r| Some(r.created_at.as_millis())));
+    let engine = tx.engine();
+    engine
+        .query(INSERT_FANOUT.text(engine))
+        .bind(token)
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// The fan-out lane: leases due rows, oldest (or newest) first, whole rows
+/// until they hold `$4` targets (the first row whatever its size). Parameters:
+/// `$1` now, `$2` lease end, `$3` token, `$4` targets wanted.
+fn take_sql(engine: Engine, newest: bool) -> String {
+    let order = if newest { " DESC" } else { "" };
+    let due = format!(
+        "SELECT event_id FROM ( \
+           SELECT event_id, n, SUM(n) OVER (ORDER BY due_at{order}, event_id{order}) AS upto \
+           FROM (SELECT event_id, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
+                 ORDER BY due_at{order} LIMIT $4{lock}) head) counted \
+         WHERE upto - n < $4",
+        lock = engine.lock(" FOR UPDATE SKIP LOCKED"),
+    );
+    match engine {
+        // `= ANY(ARRAY(…))`: the rows by primary key, one probe each, whatever
+        // the statistics say of the table's size (a join was planned as a walk
+        // of the whole primary key on a table analyzed while tiny).
+        Engine::Postgres => format!(
+            "WITH c AS ( \
+               UPDATE fanout f SET lease_token = $3, due_at = $2 \
+               WHERE f.event_id = ANY(ARRAY({due})) \
+               RETURNING f.event_id, f.app_id, f.targets, f.reclaimed, f.created_at) \
+             SELECT c.event_id, c.app_id, c.targets, c.reclaimed, c.created_at, e.body \
+             FROM c JOIN events e ON e.id = c.event_id"
+        ),
+        Engine::Sqlite => format!(
+            "UPDATE fanout SET lease_token = $3, due_at = $2 WHERE event_id IN ({due}) \
+             RETURNING event_id, app_id, targets, reclaimed, created_at, \
+                       (SELECT body FROM events WHERE events.id = fanout.event_id) AS body"
+        ),
+    }
+}
+pub(crate) static TAKE_FANOUT: Sql = Sql::new(|engine| take_sql(engine, false));
+pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, true));
+
+/// Up to `$3` leases of rows that ended in (`$1`, `$2`] given back, reclaimed,
+/// the earliest first; their lease ends returned.
+pub(crate) static RECOVER_FANOUT: Sql = Sql::new(|engine| {
+    let ended = format!(
+        "SELECT event_id FROM fanout WHERE lease_token IS NOT NULL AND due_at > $1 AND due_at <= $2 \
+         ORDER BY due_at LIMIT $3{}",
+        engine.lock(" FOR UPDATE SKIP LOCKED")
+    );
+    let rows = match engine {
+        Engine::Postgres => format!("event_id = ANY(ARRAY({ended}))"),
+        Engine::Sqlite => format!("event_id IN ({ended})"),
+    };
+    format!("UPDATE fanout SET lease_token = NULL, reclaimed = 1 WHERE {rows} RETURNING due_at")
+});
+
+/// A lease given back unfinished (a draining dispatcher): the row due at `$3`, reclaimed.
+pub(crate) static RELEASE_FANOUT: Sql = Sql::new(|_| {
+    "UPDATE fanout SET lease_token = NULL, reclaimed = 1, due_at = $3 \
+     WHERE event_id = $1 AND lease_token = $2"
+        .into()
+});
+
+/// Rows whose every target has its row, by (event, lease token).
+pub(crate) static DELETE_FANOUT: Sql = Sql::new(|engine| {
+    format!(
+        "DELETE FROM fanout WHERE event_id IN ( \
+           SELECT f.event_id FROM {} JOIN fanout f ON f.event_id = v.event_id AND f.lease_token = v.token)",
+        engine.rows(1, &[("event_id", Kind::Text), ("token", Kind::Text)])
+    )
+});
+
+pub(crate) async fn delete_fanout(tx: &mut Tx, done: &[(&EventId, &str)]) -> Result<()> {
+    if done.is_empty() {
+        return Ok(());
+    }
+    let batch = Batch::default()
+        .text(done.iter().map(|(event, _)| Some(event.as_str())))
+        .text(done.iter().map(|(_, token)| Some(*token)));
+    let engine = tx.engine();
+    engine
+        .query(DELETE_FANOUT.text(engine))
+        .bind_batch(batch)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+/// Delivery rows written for targets of `fanout` rows, `$1` being now: only
+/// while the row is leased under the batch's token (a holder whose lease was
+/// taken over writes nothing: the new holder's outcome stands), or, with no
+/// token, while it exists; never over a row written first. Returns the ids
+/// written.
+pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, attempts, \
+           round_started_at, last_attempt_at, dead_reason, dead_at, created_at, updated_at) \
+         SELECT v.id, v.app_id, v.event_id, v.endpoint_id, v.state, v.due_at, v.attempts, \
+           v.created_at, v.last_attempt_at, v.dead_reason, v.dead_at, v.created_at, $1 FROM {} \
+         JOIN fanout f ON f.event_id = v.event_id AND (v.token IS NULL OR f.lease_token = v.token) \
+         WHERE true ON CONFLICT (id) DO NOTHING RETURNING id",
+        engine.rows(
+            2,
+            &[
+                ("id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("event_id", Kind::Text),
+                ("endpoint_id", Kind::Text),
+                ("token", Kind::Text),
+                ("state", Kind::Text),
+                ("due_at", Kind::Int),
+                ("attempts", Kind::Int),
+                ("last_attempt_at", Kind::Int),
+                ("dead_reason", Kind::Text),
+                ("dead_at", Kind::Int),
+                ("created_at", Kind::Int),
+            ]
+        )
+    )
+});
+
+/// One delivery row written for a target.
+pub(crate) struct TargetRow<'a> {
+    pub id: &'a DeliveryId,
+    pub app_id: &'a AppId,
+    pub event_id: &'a EventId,
+    pub endpoint_id: &'a EndpointId,
+    /// The lease of the `fanout` row the writer holds; `None`: it holds none.
+    pub token: Option<&'a str>,
+    pub state: DeliveryState,
+    pub due_at: Timestamp,
+    pub attempts: u32,
+    pub last_attempt_at: Option<Timestamp>,
+    pub dead_reason: Option<&'a str>,
+    pub dead_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+}
+
+pub(crate) async fn insert_targets(
+    tx: &mut Tx,
+    rows: &[TargetRow<'_>],
+    now: Timestamp,
+) -> Result<std::collections::HashSet<DeliveryId>> {
+    if rows.is_empty() {
+        return Ok(Default::default());
+    }
+    let batch = Batch::default()
+        .text(rows.iter().map(|r| Some(r.id.as_str())))
+        .text(rows.iter().map(|r| Some(r.app_id.as_str())))
+        .text(rows.iter().map(|r| Some(r.event_id.as_str())))
+        .text(rows.iter().map(|r| Some(r.endpoint_id.as_str())))
+        .text(rows.iter().map(|r| r.token))
+        .text(rows.iter().map(|r| Some(r.state.as_str())))
+        .int(rows.iter().map(|r| Some(r.due_at.as_millis())))
+        .int(rows.iter().map(|r| Some(i64::from(r.attempts))))
+        .int(
+            rows.iter()
+                .map(|r| r.last_attempt_at.map(Timestamp::as_millis)),
+        )
+        .text(rows.iter().map(|r| r.dead_reason))
+        .int(rows.iter().map(|r| r.dead_at.map(Timestamp::as_millis)))
+        .int(rows.iter().map(|r| Some(r.created_at.as_millis())));
+    let engine = tx.engine();
+    engine
+        .query(INSERT_TARGETS.text(engine))
+        .bind(now.as_millis())
+        .bind_batch(batch)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|row| parse_column(row, "id"))
+        .collect()
+}
+
+/// The due time of the fan-out lane's head, or NULL.
+pub(crate) static NEXT_DUE_FANOUT: Sql = Sql::new(|_| {
+    "SELECT (SELECT due_at FROM fanout WHERE lease_token IS NULL ORDER BY due_at LIMIT 1)".into()
+});
+
+/// One row of an event, by its id.
+pub(crate) static FANOUT_OF_EVENT: Sql = Sql::new(|_| {
+    format!("SELECT {FANOUT_COLUMNS} FROM fanout WHERE event_id = $1 AND app_id = $2")
+});
+
+/// The deliveries an event's `fanout` row stands for (some may have rows
+/// since: a caller reads the rows after this, and they win).
+pub(crate) async fn targets_of_event(
+    store: &crate::Store,
+    app: &AppId,
+    event: &EventId,
+) -> Result<Vec<Delivery>> {
+    let engine = store.engine;
+    let row = engine
+        .query(FANOUT_OF_EVENT.text(engine))
+        .bind(event.as_str())
+        .bind(app.as_str())
+        .fetch_optional(&store.reader)
+        .await?;
+    match row {
+        Some(row) => Ok(fanout_from_row(&row)?.pending()),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The `fanout` rows of an app naming an endpoint among their targets.
+pub(crate) static FANOUT_OF_ENDPOINT: Sql = Sql::new(|_| {
+    format!(
+        "SELECT {FANOUT_COLUMNS} FROM fanout WHERE app_id = $1 AND targets LIKE '%,' || $2 || ',%'"
+    )
+});
+
+/// The deliveries to `endpoint` that `fanout` rows stand for, without rows.
+pub(crate) async fn targets_of_endpoint(
+    store: &crate::Store,
+    app: &AppId,
+    endpoint: &EndpointId,
+) -> Result<Vec<Delivery>> {
+    let engine = store.engine;
+    let rows = engine
+        .query(FANOUT_OF_ENDPOINT.text(engine))
+        .bind(app.as_str())
+        .bind(endpoint.as_str())
+        .fetch_all(&store.reader)
+        .await?;
+    let mut targets = Vec::new();
+    for row in &rows {
+        let row = fanout_from_row(row)?;
+        targets.extend(
+            row.pending()
+                .into_iter()
+                .filter(|d| d.endpoint_id == *endpoint),
+        );
+    }
+    let ids: Vec<DeliveryId> = targets.iter().map(|d| d.id.clone()).collect();
+    let written = existing(engine, &store.reader, &ids).await?;
+    targets.retain(|d| !written.contains(&d.id));
+    Ok(targets)
+}
+
+/// What becomes of an endpoint's targets in `fanout` rows ([`endpoint_targets`]).
+pub(crate) enum Move {
+    /// The endpoint is deleted: every target, leased or not, dead
+    /// (`endpoint_deleted`).
+    Kill,
+    /// Its queue moves (a breaker opening, a pause, a disable): the targets
+    /// of rows not leased and due in the range, pending and due at `to`.
+    Queue {
+        due: std::ops::RangeInclusive<i64>,
+        to: Timestamp,
+    },
+}
+
+/// Gives an endpoint's targets in `fanout` rows rows of their own, as `how`
+/// says, and empties their places; a row left with no target and no lease is
+/// deleted. In the caller's transaction.
+pub(crate) async fn endpoint_targets(
+    tx: &mut Tx,
+    endpoint: &EndpointId,
+    how: Move,
+    now: Timestamp,
+) -> Result<()> {
+    let engine = tx.engine();
+    let (lease, due) = match &how {
+        Move::Kill => ("", (i64::MIN, i64::MAX)),
+        Move::Queue { due, .. } => (" AND lease_token IS NULL", (*due.start(), *due.end())),
+    };
+    let rows = engine
+        .query(&format!(
+            "SELECT {FANOUT_COLUMNS} FROM fanout WHERE targets LIKE '%,' || $1 || ',%' \
+             AND due_at >= $2 AND due_at <= $3{lease}{}",
+            engine.lock(" FOR UPDATE")
+        ))
+        .bind(endpoint.as_str())
+        .bind(due.0)
+        .bind(due.1)
+        .fetch_all(&mut *tx)
+        .await?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let rows = rows
+        .iter()
+        .map(fanout_from_row)
+        .collect::<Result<Vec<_>>>()?;
+    let targets: Vec<Delivery> = rows
+        .iter()
+        .flat_map(FanoutRow::pending)
+        .filter(|d| d.endpoint_id == *endpoint)
+        .collect();
+    let (state, due_at, reason) = match how {
+        Move::Kill => (DeliveryState::Dead, now, Some("endpoint_deleted")),
+        Move::Queue { to, .. } => (DeliveryState::Pending, to, None),
+    };
+    let written: Vec<TargetRow<'_>> = targets
+        .iter()
+        .map(|d| TargetRow {
+            id: &d.id,
+            app_id: &d.app_id,
+            event_id: &d.event_id,
+            endpoint_id: &d.endpoint_id,
+            token: None,
+            state,
+            due_at,
+            attempts: 0,
+            last_attempt_at: None,
+            dead_reason: reason,
+            dead_at: reason.map(|_| now),
+            created_at: d.created_at,
+        })
+        .collect();
+    insert_targets(tx, &written, now).await?;
+    let events = || Batch::default().text(rows.iter().map(|r| Some(r.event_id.as_str())));
+    engine
+        .query(&format!(
+            "UPDATE fanout SET targets = replace(targets, ',' || $1 || ',', ',,'), n = n - 1 \
+             WHERE event_id IN (SELECT event_id FROM {})",
+            engine.rows(2, &[("event_id", Kind::Text)])
+        ))
+        .bind(endpoint.as_str())
+        .bind_batch(events())
+        .execute(&mut *tx)
+        .await?;
+    engine
+        .query(&format!(
+            "DELETE FROM fanout WHERE event_id IN (SELECT event_id FROM {}) \
+             AND n = 0 AND lease_token IS NULL",
+            engine.rows(1, &[("event_id", Kind::Text)])
+        ))
+        .bind_batch(events())
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_keep_each_endpoints_place() {
+        let (a, c): (EndpointId, EndpointId) = (
+            "ep_01J0000000000000000000000A".parse().unwrap(),
+            "ep_01J0000000000000000000000C".parse().unwrap(),
+        );
+        let text = encode_targets([Some(&a), None, Some(&c)]);
+        assert_eq!(text, format!(",{a},,{c},"));
+        let decoded: Vec<(usize, &str)> = decode_targets(&text).collect();
+        assert_eq!(decoded, vec![(0, a.as_str()), (2, c.as_str())]);
+        assert_eq!(decode_targets(&format!(",{a},")).count(), 1);
+        assert_eq!(decode_targets(",,").count(), 0);
+    }
+}
