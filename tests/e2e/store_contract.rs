@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hookline_core::access::{Capabilities, Capability};
 use hookline_core::breaker::{BreakerPolicy, Signal};
-use hookline_core::ids::{AppId, EndpointId, EventId};
+use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{
     AttemptVerdict, DeadReason, DeliveryState, ReplayJobState, TransportError,
 };
@@ -124,6 +124,9 @@ both_engines!(
     completion_records_attempts_and_moves_deliveries_on,
     operational_notices_are_recorded_with_their_cause_and_published_once,
     stale_lease_cannot_overwrite_the_new_owner,
+    a_claim_takes_no_more_than_its_limit_of_one_events_deliveries,
+    claims_of_every_size_stay_within_their_limit,
+    an_events_row_and_its_fanout_targets_leased_together_keep_apart,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
     pause_parks_new_and_queued_work_until_resumed,
@@ -1133,6 +1136,199 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
         .unwrap()
         .deliveries;
     assert_eq!((again.len(), again[0].attempts), (1, 1));
+}
+
+async fn a_claim_takes_no_more_than_its_limit_of_one_events_deliveries(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    for url in [
+        "https://a.example",
+        "https://b.example",
+        "https://c.example",
+    ] {
+        store
+            .endpoints()
+            .create_endpoint(&app, new_endpoint(url, None), t(0))
+            .await
+            .unwrap();
+    }
+    let event = publish(&store, &app, "a", t(0)).await;
+    // One free send slot: at most one delivery, though the event has three
+    // (a dispatcher never starts more sends than it has slots).
+    let first = store
+        .claim_due_deliveries(t(1), LEASE, 1, &policy())
+        .await
+        .unwrap();
+    assert!(first.deliveries.len() <= 1);
+    // The others wait, pending and due, and the next claim takes them.
+    let (_, deliveries) = store
+        .events()
+        .get_event(&app, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    let states: Vec<DeliveryState> = deliveries.iter().map(|d| d.state).collect();
+    assert_eq!(states.len(), 3);
+    assert_eq!(
+        states
+            .iter()
+            .filter(|s| **s == DeliveryState::InFlight)
+            .count(),
+        first.deliveries.len()
+    );
+    assert_eq!(
+        states
+            .iter()
+            .filter(|s| **s == DeliveryState::Pending)
+            .count(),
+        3 - first.deliveries.len()
+    );
+    let rest = store
+        .claim_due_deliveries(t(2), LEASE, 10, &policy())
+        .await
+        .unwrap();
+    let mut sent: Vec<DeliveryId> = rest
+        .deliveries
+        .iter()
+        .chain(&first.deliveries)
+        .map(|d| d.id.clone())
+        .collect();
+    sent.sort();
+    let mut all: Vec<DeliveryId> = deliveries.iter().map(|d| d.id.clone()).collect();
+    all.sort();
+    assert_eq!(sent, all, "each delivery claimed once");
+    // All three succeed: the event is done, nothing is left to claim.
+    let records: Vec<AttemptRecord> = rest
+        .deliveries
+        .iter()
+        .chain(&first.deliveries)
+        .map(|d| record(d, Next::Succeeded, t(3)))
+        .collect();
+    store
+        .complete_attempts(&records, &BreakerPolicy::default(), t(3))
+        .await
+        .unwrap();
+    let (_, deliveries) = store
+        .events()
+        .get_event(&app, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(deliveries
+        .iter()
+        .all(|d| d.state == DeliveryState::Succeeded));
+    assert!(store
+        .claim_due_deliveries(t(100), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries
+        .is_empty());
+}
+
+async fn claims_of_every_size_stay_within_their_limit(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    for n in 0..10 {
+        store
+            .endpoints()
+            .create_endpoint(
+                &app,
+                new_endpoint(&format!("https://{n}.example"), None),
+                t(0),
+            )
+            .await
+            .unwrap();
+    }
+    for _ in 0..60 {
+        publish(&store, &app, "a", t(0)).await;
+    }
+    let mut claimed = std::collections::HashSet::new();
+    for limit in (1..=40).cycle().take(200) {
+        let claim = store
+            .claim_due_deliveries(t(1), LEASE, limit, &policy())
+            .await
+            .unwrap();
+        assert!(
+            claim.deliveries.len() <= limit as usize,
+            "{} claimed of {limit}",
+            claim.deliveries.len()
+        );
+        for delivery in claim.deliveries {
+            assert!(claimed.insert(delivery.id.clone()), "{} twice", delivery.id);
+        }
+    }
+    assert_eq!(claimed.len(), 600, "every delivery claimed once");
+}
+
+/// One turn can lease an event's delivery that has a row of its own (a retry)
+/// beside the same event's fan-out row: each outcome moves only its own.
+async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    for url in ["https://a.example", "https://b.example"] {
+        store
+            .endpoints()
+            .create_endpoint(&app, new_endpoint(url, None), t(0))
+            .await
+            .unwrap();
+    }
+    let event = publish(&store, &app, "a", t(0)).await;
+    let first = store
+        .claim_due_deliveries(t(1), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(first.len(), 2);
+    // One fails (a retry of its own, due at t(2)); the other is lost with its
+    // dispatcher, so the event's fan-out row comes back when the lease ends.
+    store
+        .complete_attempts(
+            &[record(&first[0], Next::RetryAt(t(2)), t(1))],
+            &BreakerPolicy::default(),
+            t(1),
+        )
+        .await
+        .unwrap();
+    let later = t(1) + LEASE + std::time::Duration::from_secs(1);
+    let again = store
+        .claim_due_deliveries(later, LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let mut ids: Vec<&DeliveryId> = again.iter().map(|d| &d.id).collect();
+    ids.sort();
+    let mut expected = vec![&first[0].id, &first[1].id];
+    expected.sort();
+    assert_eq!(ids, expected, "the retry and the lost one, each once");
+    // The retry's outcome first, then the lost one's: both are recorded.
+    let (retry, lost): (Vec<&ClaimedDelivery>, Vec<&ClaimedDelivery>) =
+        again.iter().partition(|d| d.id == first[0].id);
+    for claimed in [retry[0], lost[0]] {
+        store
+            .complete_attempts(
+                &[record(claimed, Next::Succeeded, later)],
+                &BreakerPolicy::default(),
+                later,
+            )
+            .await
+            .unwrap();
+    }
+    let (_, deliveries) = store
+        .events()
+        .get_event(&app, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        deliveries.iter().map(|d| d.state).collect::<Vec<_>>(),
+        vec![DeliveryState::Succeeded, DeliveryState::Succeeded]
+    );
+    assert!(store
+        .claim_due_deliveries(later + LEASE * 2, LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries
+        .is_empty());
 }
 
 async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {

@@ -196,7 +196,10 @@ impl Lanes {
                     if self.asked == 0 || leased < self.asked {
                         continue;
                     }
-                    (LaneRead::Newest(Lane::Fresh), self.newest_share)
+                    (
+                        LaneRead::Newest(Lane::Fresh),
+                        self.newest_share.min(remaining),
+                    )
                 }
                 3 => {
                     if !self.retries_full {

@@ -428,7 +428,14 @@ async fn claim_in(
     let mut last = 0;
     while let Some((read, ask)) = lanes.next(last) {
         let rows = turn
-            .lease_lane(read, ask, &mut rooms, now, lease_until)
+            .lease_lane(
+                read,
+                ask,
+                limit - leased.len() as u32,
+                &mut rooms,
+                now,
+                lease_until,
+            )
             .await?;
         last = rows.len() as u32;
         leased.extend(rows);

@@ -28,8 +28,8 @@ use crate::endpoints::{
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
 use crate::fanout::{
-    decode_targets, delete_fanout, existing, insert_targets, Held, TargetRow, RECOVER_FANOUT,
-    TAKE_FANOUT, TAKE_NEWEST_FANOUT,
+    decode_targets, delete_fanout, existing, insert_targets, Held, TargetRow, NEXT_DUE_FANOUT,
+    RECOVER_FANOUT, TAKE_FANOUT, TAKE_NEWEST_FANOUT,
 };
 use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
@@ -98,8 +98,15 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
 pub struct Turn {
     pub(crate) store: Store,
     pub(crate) tx: Tx,
-    /// The lease token of every row this turn leases.
+    /// The lease token of every delivery row this turn leases.
     token: String,
+    /// The lease token of every `fanout` row it leases: another than the
+    /// rows', so an outcome tells which it was leased as (an event can have
+    /// a row of its own leased beside its `fanout` row in one turn).
+    fanout_token: String,
+    /// The finished `fanout` rows ([`FanoutLeases::finished`]) this turn
+    /// deletes: no longer queued once it commits.
+    finishing: Vec<(EventId, String)>,
     /// The turn made work due now: dispatchers are woken after its commit.
     pub(crate) due_now: bool,
     /// The end of the leases this turn takes.
@@ -236,10 +243,14 @@ impl Events<'_> {
                 .execute(&mut tx)
                 .await?;
         }
+        let token = ulid::Ulid::new().to_string();
+        let fanout_token = format!("{token}f");
         Ok(Turn {
             store: Store::clone(self),
             tx,
-            token: ulid::Ulid::new().to_string(),
+            token,
+            fanout_token,
+            finishing: Vec::new(),
             due_now: false,
             lease_until: Timestamp::from_millis(0),
             fanout_rows: Vec::new(),
@@ -294,8 +305,9 @@ impl Turn {
     /// Deletes the `fanout` rows whose last targets other turns recorded
     /// (see [`FanoutLeases::finished`]).
     pub(crate) async fn delete_finished(&mut self) -> Result<()> {
-        let finished = self.store.fanout.take_finished();
-        let done: Vec<(&EventId, &str)> = finished
+        self.finishing = self.store.fanout.finished();
+        let done: Vec<(&EventId, &str)> = self
+            .finishing
             .iter()
             .map(|(event, token)| (event, token.as_str()))
             .collect();
@@ -310,9 +322,10 @@ impl Turn {
         &mut self,
         newest: bool,
         ask: u32,
+        most: u32,
         now: Timestamp,
         lease_until: Timestamp,
-    ) -> Result<Vec<Leased>> {
+    ) -> Result<(Vec<Leased>, usize)> {
         let engine = self.store.engine;
         let sql = if newest {
             &TAKE_NEWEST_FANOUT
@@ -323,8 +336,9 @@ impl Turn {
             .query(sql.text(engine))
             .bind(now.as_millis())
             .bind(lease_until.as_millis())
-            .bind(self.token.as_str())
+            .bind(self.fanout_token.as_str())
             .bind(i64::from(ask))
+            .bind(i64::from(most))
             .fetch_all(&mut self.tx)
             .await?;
         let mut leased = Vec::new();
@@ -347,7 +361,7 @@ impl Turn {
                     endpoint_id: endpoint
                         .parse()
                         .map_err(|e| StoreError::Corrupt(format!("fanout targets: {e}")))?,
-                    lease_token: self.token.clone(),
+                    lease_token: self.fanout_token.clone(),
                     attempts: 0,
                     round_started_at: created_at,
                     replayed: false,
@@ -370,19 +384,70 @@ impl Turn {
                 .iter()
                 .filter(|event| !leased.iter().any(|l| &l.event_id == *event))
                 .collect();
-            let token = self.token.clone();
+            let token = self.fanout_token.clone();
             let done: Vec<(&EventId, &str)> =
                 empty.iter().map(|event| (*event, token.as_str())).collect();
             delete_fanout(&mut self.tx, &done).await?;
             self.fanout_rows
                 .retain(|(event, _)| !empty.contains(&event));
         }
-        Ok(leased)
+        Ok((leased, rows.len()))
     }
 
     /// Leases up to `ask` due rows of `read` until `lease_until`, no more per
     /// endpoint than its room in `rooms` (which counts what was leased).
     pub async fn lease_lane(
+        &mut self,
+        read: LaneRead,
+        ask: u32,
+        most: u32,
+        rooms: &mut Rooms<'_>,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Leased>> {
+        self.lease_until = lease_until;
+        // A `fanout` read may go up to a row past its ask: no read after it
+        // goes past the claim's whole room.
+        let ask = ask.min(most);
+        // Fresh work is in two places: rows (deferred, released, ordered,
+        // published to wait) and `fanout` rows, each in due order. The oldest
+        // first: rows due before the `fanout` lane's head, then `fanout` rows,
+        // then the other rows due (a released partition successor, due since
+        // its publication, goes ahead of work published after it).
+        let newest = match read {
+            LaneRead::Oldest(Lane::Fresh) => false,
+            LaneRead::Newest(Lane::Fresh) => true,
+            LaneRead::Oldest(Lane::Retry) | LaneRead::Newest(Lane::Retry) => {
+                return self.lease_rows(read, ask, rooms, now, lease_until).await;
+            }
+        };
+        let cut = match newest {
+            true => now,
+            false => {
+                let engine = self.store.engine;
+                let head: Option<i64> = engine
+                    .query(NEXT_DUE_FANOUT.text(engine))
+                    .fetch_scalar(&mut self.tx)
+                    .await?;
+                head.map_or(now, |head| now.min(Timestamp::from_millis(head)))
+            }
+        };
+        let mut leased = self.lease_rows(read, ask, rooms, cut, lease_until).await?;
+        self.lease_targets(newest, ask, most, &mut leased, rooms, now, lease_until)
+            .await?;
+        let wanted = ask.saturating_sub(leased.len() as u32);
+        if wanted > 0 && cut < now {
+            leased.extend(
+                self.lease_rows(read, wanted, rooms, now, lease_until)
+                    .await?,
+            );
+        }
+        Ok(leased)
+    }
+
+    /// Leases up to `ask` delivery rows of `read` due by `now`, no more per
+    /// endpoint than its room in `rooms`.
+    async fn lease_rows(
         &mut self,
         read: LaneRead,
         ask: u32,
@@ -418,53 +483,64 @@ impl Turn {
             .bind_batch(batch)
             .fetch_all(&mut self.tx)
             .await?;
-        let mut leased = counted(&rows, rooms)?;
-        self.lease_until = lease_until;
-        // Fresh work is in two places: rows (deferred, released, published to
-        // wait) ahead, then `fanout` rows, the targets a plan will not send now
-        // written as rows of their own (`apply_claim`).
-        let newest = match read {
-            LaneRead::Oldest(Lane::Fresh) => Some(false),
-            LaneRead::Newest(Lane::Fresh) => Some(true),
-            LaneRead::Oldest(Lane::Retry) | LaneRead::Newest(Lane::Retry) => None,
-        };
-        if let Some(newest) = newest {
-            // A target beyond its endpoint's room is not leased only to be
-            // handed back: it waits as a row of its own, due now, for the lanes
-            // to claim within the room (and the fair pass to find past it).
-            // Rows of full endpoints only are read past, each read asking for
-            // more, up to a window in all, so a full endpoint's backlog does
-            // not hide the work behind it.
-            let mut full: Vec<Leased> = Vec::new();
-            let mut read = 0;
-            loop {
-                let wanted = ask.saturating_sub(leased.len() as u32);
-                if wanted == 0 || read >= FANOUT_WINDOW {
-                    break;
-                }
-                let asked = wanted.max((full.len() as u32).min(SKIP_WINDOW));
-                let targets = self.lease_fanout(newest, asked, now, lease_until).await?;
-                if targets.is_empty() {
-                    break;
-                }
-                read += targets.len() as u32;
-                for target in targets {
-                    if rooms.of(&target.endpoint_id) == 0 {
-                        full.push(target);
-                    } else {
-                        rooms.took(&target.endpoint_id);
-                        leased.push(target);
-                    }
+        counted(&rows, rooms)
+    }
+
+    /// Leases `fanout` rows for `ask` targets in all in `leased`, or up to one
+    /// row's more, but never more than `most`.
+    #[allow(clippy::too_many_arguments)]
+    async fn lease_targets(
+        &mut self,
+        newest: bool,
+        ask: u32,
+        most: u32,
+        leased: &mut Vec<Leased>,
+        rooms: &mut Rooms<'_>,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<()> {
+        // A target beyond its endpoint's room, or beyond the claim's ask, is
+        // not leased only to be handed back: it waits as a row of its own, due
+        // now, for the lanes to claim within the room (and the fair pass to
+        // find past it). Rows of full endpoints only are read past, each read
+        // asking for more, up to a window in all, so a full endpoint's backlog
+        // does not hide the work behind it.
+        let mut full: Vec<Leased> = Vec::new();
+        let mut read = 0;
+        loop {
+            let wanted = ask.saturating_sub(leased.len() as u32);
+            if wanted == 0 || read >= FANOUT_WINDOW {
+                break;
+            }
+            let asked = wanted.max((full.len() as u32).min(SKIP_WINDOW));
+            let room = most.saturating_sub(leased.len() as u32).max(asked);
+            let (targets, rows) = self
+                .lease_fanout(newest, asked, room, now, lease_until)
+                .await?;
+            if rows == 0 {
+                break;
+            }
+            read += targets.len() as u32;
+            let skipped = full.len();
+            for target in targets {
+                if rooms.of(&target.endpoint_id) == 0 || leased.len() >= most as usize {
+                    full.push(target);
+                } else {
+                    rooms.took(&target.endpoint_id);
+                    leased.push(target);
                 }
             }
-            let token = self.token.as_str();
-            let waiting: Vec<TargetRow<'_>> = full
-                .iter()
-                .map(|target| target_row(token, target, DeliveryState::Pending, now, None, now))
-                .collect();
-            insert_targets(&mut self.tx, &waiting, now).await?;
+            // Read on only past full endpoints' targets.
+            if full.len() == skipped {
+                break;
+            }
         }
-        Ok(leased)
+        let waiting: Vec<TargetRow<'_>> = full
+            .iter()
+            .map(|target| target_row(target, DeliveryState::Pending, now, None, now))
+            .collect();
+        insert_targets(&mut self.tx, &waiting, now).await?;
+        Ok(())
     }
 
     /// Leases up to `ask` of one endpoint's pending due rows (its own index).
@@ -597,7 +673,6 @@ impl Turn {
             let row = &leased[*index];
             if row.fanout {
                 written.push(target_row(
-                    &self.token,
                     row,
                     DeliveryState::Dead,
                     now,
@@ -631,7 +706,6 @@ impl Turn {
         for (until, indices) in &plan.defer {
             for &index in indices.iter().filter(|i| leased[**i].fanout) {
                 written.push(target_row(
-                    &self.token,
                     &leased[index],
                     DeliveryState::Pending,
                     *until,
@@ -670,7 +744,7 @@ impl Turn {
                 entry.2 += row.fanout as usize;
             }
         }
-        let token = self.token.clone();
+        let token = self.fanout_token.clone();
         let done: Vec<(&EventId, &str)> = sent
             .iter()
             .filter(|(_, _, n)| *n == 0)
@@ -693,8 +767,9 @@ impl Turn {
     pub async fn commit(self) -> Result<()> {
         self.tx.commit().await?;
         let leases = &self.store.fanout;
+        leases.finished_done(&self.finishing);
         for (event, held) in &self.holds {
-            leases.hold(event, &self.token, *held);
+            leases.hold(event, &self.fanout_token, *held);
         }
         for (event, token, done, deleted) in &self.settles {
             leases.settle(event, token, *done, *deleted);
@@ -708,7 +783,6 @@ impl Turn {
 
 /// The row of a leased `fanout` target that a claim plan does not send now.
 fn target_row<'a>(
-    token: &'a str,
     row: &'a Leased,
     state: DeliveryState,
     due_at: Timestamp,
@@ -720,7 +794,7 @@ fn target_row<'a>(
         app_id: &row.app_id,
         event_id: &row.event_id,
         endpoint_id: &row.endpoint_id,
-        token: Some(token),
+        token: Some(&row.lease_token),
         state,
         due_at,
         attempts: 0,

@@ -211,22 +211,27 @@ impl FanoutLeases {
             leases.remove(&key);
             if !deleted {
                 drop(leases);
-                self.finished
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .push(key);
+                self.finished_rows().push(key);
             }
         }
     }
 
+    fn finished_rows(&self) -> std::sync::MutexGuard<'_, Vec<(EventId, String)>> {
+        self.finished
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The rows to delete that [`FanoutLeases::settle`] found finished.
-    pub(crate) fn take_finished(&self) -> Vec<(EventId, String)> {
-        std::mem::take(
-            &mut *self
-                .finished
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        )
+    pub(crate) fn finished(&self) -> Vec<(EventId, String)> {
+        self.finished_rows().clone()
+    }
+
+    /// These of them deleted, by a turn that committed.
+    pub(crate) fn finished_done(&self, deleted: &[(EventId, String)]) {
+        if !deleted.is_empty() {
+            self.finished_rows().retain(|row| !deleted.contains(row));
+        }
     }
 
     pub(crate) fn forget(&self, event: &EventId, token: &str) {
@@ -289,9 +294,16 @@ pub(crate) async fn insert_fanout(tx: &mut Tx, rows: &[NewFanout<'_>], token: &s
     Ok(())
 }
 
+/// An event with this many targets or more is leased whole by a claim that
+/// asks for at least as many, though it has more: what is beyond the ask
+/// becomes rows of their own. (Rows are leased whole: without this an event
+/// with more targets than any claim asks for would never be.)
+pub(crate) const WHOLE: u32 = 64;
+
 /// The fan-out lane: leases due rows, oldest (or newest) first, whole rows
-/// until they hold `$4` targets (the first row whatever its size). Parameters:
-/// `$1` now, `$2` lease end, `$3` token, `$4` targets wanted.
+/// until they hold `$4` targets, up to a row's more, but never more than `$5`
+/// (or the first row, if it alone has more, see [`WHOLE`]). Parameters:
+/// `$1` now, `$2` lease end, `$3` token, `$4` targets wanted, `$5` the most.
 fn take_sql(engine: Engine, newest: bool) -> String {
     let order = if newest { " DESC" } else { "" };
     let due = format!(
@@ -299,7 +311,7 @@ fn take_sql(engine: Engine, newest: bool) -> String {
            SELECT event_id, n, SUM(n) OVER (ORDER BY due_at{order}, event_id{order}) AS upto \
            FROM (SELECT event_id, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
                  ORDER BY due_at{order} LIMIT $4{lock}) head) counted \
-         WHERE upto - n < $4",
+         WHERE (upto - n < $4 AND upto <= $5) OR (upto = n AND n >= {WHOLE} AND $5 >= {WHOLE})",
         lock = engine.lock(" FOR UPDATE SKIP LOCKED"),
     );
     match engine {
@@ -553,7 +565,11 @@ pub(crate) async fn endpoint_targets(
         .query(&format!(
             "SELECT {FANOUT_COLUMNS} FROM fanout WHERE targets LIKE '%,' || $1 || ',%' \
              AND due_at >= $2 AND due_at <= $3{lease}{}",
-            engine.lock(" FOR UPDATE")
+            // A row a claim is leasing meanwhile is left to it: its plan
+            // defers, parks or kills the target (it reads the endpoint after).
+            // Waiting for it could close a cycle with the claim's wait for the
+            // endpoint's row, which a completion holds.
+            engine.lock(" FOR UPDATE SKIP LOCKED")
         ))
         .bind(endpoint.as_str())
         .bind(due.0)

@@ -54,7 +54,13 @@ const LANE_ARGS: &[&str] = &[
     "ARRAY[4]::bigint[]",
 ];
 
-const FANOUT_ARGS: &[&str] = &[NOW, "1800000030000::bigint", "'token'::text", "128::bigint"];
+const FANOUT_ARGS: &[&str] = &[
+    NOW,
+    "1800000030000::bigint",
+    "'token'::text",
+    "112::bigint",
+    "128::bigint",
+];
 
 /// Every hot statement, in the order a turn meets them.
 pub static HOT_STATEMENTS: &[HotStatement] = &[

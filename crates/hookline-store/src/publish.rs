@@ -240,6 +240,8 @@ impl Publish<'_> {
     pub async fn commit(mut self, plan: &[FirstState]) -> Result<Option<Committed>> {
         assert_eq!(plan.len(), self.drafts.len(), "one first state per draft");
         let lease_token = ulid::Ulid::new().to_string();
+        // The `fanout` rows' lease token is another than the rows' (see `Turn`).
+        let fanout_token = format!("{lease_token}f");
         let mut planned = self.drafts.iter().zip(&self.targets).zip(plan).peekable();
         let mut outcomes: Vec<PublishOutcome> = Vec::with_capacity(self.items.len());
         let mut handed = Vec::new();
@@ -282,7 +284,12 @@ impl Publish<'_> {
                     let body = body
                         .get_or_insert_with(|| Arc::from(item.event.body.as_slice()))
                         .clone();
-                    handed.push(target.handed_off(&id, item, sequence, &lease_token, body));
+                    // An unordered event's handed deliveries are its `fanout` row's.
+                    let token = match item.event.ordering_key {
+                        None => &fanout_token,
+                        Some(_) => &lease_token,
+                    };
+                    handed.push(target.handed_off(&id, item, sequence, token, body));
                 }
                 woke |= first.state == DeliveryState::Pending && first.due_at <= item.now;
                 deliveries.push(Delivery {
@@ -324,7 +331,13 @@ impl Publish<'_> {
                         ),
                         n,
                         match handed_here {
-                            true => deliveries.iter().map(|d| d.due_at).max().expect("handed"),
+                            // The lease's end: that of the handed deliveries.
+                            true => deliveries
+                                .iter()
+                                .filter(|d| d.state == DeliveryState::InFlight)
+                                .map(|d| d.due_at)
+                                .max()
+                                .expect("handed"),
                             false => item.now,
                         },
                         handed_here,
@@ -377,7 +390,7 @@ impl Publish<'_> {
             })
             .collect();
         insert_events(&mut self.tx, &events).await?;
-        insert_fanout(&mut self.tx, &rows, &lease_token).await?;
+        insert_fanout(&mut self.tx, &rows, &fanout_token).await?;
         insert_deliveries(&mut self.tx, &deliveries, &lease_token).await?;
         count_drops(&mut self.tx, &self.dropped).await?;
         if !insert_keys(&mut self.tx, &keys).await? {
@@ -391,7 +404,7 @@ impl Publish<'_> {
                 created_at: row.created_at,
                 until: row.due_at,
             };
-            self.store.fanout.hold(row.event_id, &lease_token, held);
+            self.store.fanout.hold(row.event_id, &fanout_token, held);
         }
         if woke {
             self.store.notify_due();
