@@ -46,23 +46,41 @@ pub async fn publish_group(
     loop {
         let publish = store.events().begin_publish(items).await?;
         let mut reserved = Reserved::new(handoff);
-        let plan: Vec<FirstState> = publish
-            .drafts()
-            .iter()
-            .map(|draft| {
-                let now = items[draft.item].now;
-                let first = first_state(&draft.gate, draft.partition.as_ref(), now);
-                match handoff {
-                    Some(handoff)
-                        if first.may_hand_off
-                            && reserved.take(&draft.endpoint, draft.gate.max_in_flight) =>
-                    {
-                        first.handed(now, handoff.lease())
-                    }
+        let drafts = publish.drafts();
+        let mut plan: Vec<FirstState> = Vec::with_capacity(drafts.len());
+        // One event's drafts at a time: an unordered event's deliveries are
+        // handed off all or none, since those not handed would be written as
+        // rows of their own beside its `fanout` row (docs/engine-v4.md).
+        for event in drafts.chunk_by(|a, b| a.item == b.item) {
+            let now = items[event[0].item].now;
+            let firsts: Vec<FirstState> = event
+                .iter()
+                .map(|draft| first_state(&draft.gate, draft.partition.as_ref(), now))
+                .collect();
+            let unordered = event.iter().all(|draft| draft.partition.is_none());
+            let before = reserved.endpoints.len();
+            let mut handed = Vec::with_capacity(event.len());
+            for (draft, first) in event.iter().zip(&firsts) {
+                handed.push(
+                    first.may_hand_off && reserved.take(&draft.endpoint, draft.gate.max_in_flight),
+                );
+            }
+            let all = event
+                .iter()
+                .zip(&firsts)
+                .zip(&handed)
+                .all(|((_, first), handed)| !first.may_hand_off || *handed);
+            if unordered && !all {
+                reserved.cancel_since(before);
+                handed.iter_mut().for_each(|handed| *handed = false);
+            }
+            for (first, handed) in firsts.into_iter().zip(handed) {
+                plan.push(match handoff {
+                    Some(handoff) if handed => first.handed(now, handoff.lease()),
                     _ => first,
-                }
-            })
-            .collect();
+                });
+            }
+        }
         match publish.commit(&plan).await? {
             Some(committed) => {
                 reserved.hand_over(committed.handed);
@@ -101,6 +119,15 @@ impl<'h> Reserved<'h> {
             self.endpoints.push(endpoint.clone());
         }
         taken
+    }
+
+    /// Cancels the reservations after the first `kept`.
+    fn cancel_since(&mut self, kept: usize) {
+        if let Some(handoff) = self.handoff {
+            for endpoint in self.endpoints.drain(kept..) {
+                handoff.cancel(&endpoint);
+            }
+        }
     }
 
     /// Passes the committed deliveries, one per reservation, to the dispatcher.
