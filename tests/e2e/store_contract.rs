@@ -126,6 +126,7 @@ both_engines!(
     stale_lease_cannot_overwrite_the_new_owner,
     a_claim_takes_no_more_than_its_limit_of_one_events_deliveries,
     claims_of_every_size_stay_within_their_limit,
+    claims_smaller_than_an_events_fan_out_still_take_it,
     an_events_row_and_its_fanout_targets_leased_together_keep_apart,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
@@ -1258,6 +1259,39 @@ async fn claims_of_every_size_stay_within_their_limit(engine: Engine) {
         }
     }
     assert_eq!(claimed.len(), 600, "every delivery claimed once");
+}
+
+async fn claims_smaller_than_an_events_fan_out_still_take_it(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    for n in 0..5 {
+        store
+            .endpoints()
+            .create_endpoint(
+                &app,
+                new_endpoint(&format!("https://{n}.example"), None),
+                t(0),
+            )
+            .await
+            .unwrap();
+    }
+    for _ in 0..3 {
+        publish(&store, &app, "a", t(0)).await;
+    }
+    // Every claim has room for 3, every event has 5 deliveries: the events
+    // still go, what a claim has no room for waiting as rows of their own.
+    let mut claimed = std::collections::HashSet::new();
+    for second in 1..=10 {
+        let claim = store
+            .claim_due_deliveries(t(second), LEASE, 3, &policy())
+            .await
+            .unwrap();
+        assert!(claim.deliveries.len() <= 3);
+        for delivery in claim.deliveries {
+            assert!(claimed.insert(delivery.id.clone()), "{} twice", delivery.id);
+        }
+    }
+    assert_eq!(claimed.len(), 15, "every delivery claimed once");
 }
 
 /// One turn can lease an event's delivery that has a row of its own (a retry)

@@ -60,17 +60,15 @@ pub async fn publish_group(
             let unordered = event.iter().all(|draft| draft.partition.is_none());
             let before = reserved.endpoints.len();
             let mut handed = Vec::with_capacity(event.len());
+            let mut refused = false;
             for (draft, first) in event.iter().zip(&firsts) {
-                handed.push(
-                    first.may_hand_off && reserved.take(&draft.endpoint, draft.gate.max_in_flight),
-                );
+                // Once one is refused, an unordered event reserves no more.
+                let take = first.may_hand_off && !(unordered && refused);
+                let taken = take && reserved.take(&draft.endpoint, draft.gate.max_in_flight);
+                refused |= take && !taken;
+                handed.push(taken);
             }
-            let all = event
-                .iter()
-                .zip(&firsts)
-                .zip(&handed)
-                .all(|((_, first), handed)| !first.may_hand_off || *handed);
-            if unordered && !all {
+            if unordered && refused {
                 reserved.cancel_since(before);
                 handed.iter_mut().for_each(|handed| *handed = false);
             }

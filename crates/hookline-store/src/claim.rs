@@ -28,8 +28,8 @@ use crate::endpoints::{
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
 use crate::fanout::{
-    decode_targets, delete_fanout, existing, insert_targets, Held, TargetRow, NEXT_DUE_FANOUT,
-    RECOVER_FANOUT, TAKE_FANOUT, TAKE_NEWEST_FANOUT,
+    decode_targets, delete_fanout, existing, insert_targets, Fate, Held, Target, TargetRow,
+    NEXT_DUE_FANOUT, RECOVER_FANOUT, TAKE_FANOUT, TAKE_NEWEST_FANOUT,
 };
 use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
@@ -537,7 +537,7 @@ impl Turn {
         }
         let waiting: Vec<TargetRow<'_>> = full
             .iter()
-            .map(|target| target_row(target, DeliveryState::Pending, now, None, now))
+            .map(|target| target_row(target, Fate::waiting(now), now))
             .collect();
         insert_targets(&mut self.tx, &waiting, now).await?;
         Ok(())
@@ -672,13 +672,12 @@ impl Turn {
         for (index, reason) in &plan.dead {
             let row = &leased[*index];
             if row.fanout {
-                written.push(target_row(
-                    row,
-                    DeliveryState::Dead,
-                    now,
-                    Some(reason.as_str()),
-                    now,
-                ));
+                let dead = Fate {
+                    state: DeliveryState::Dead,
+                    due_at: now,
+                    reason: Some(reason.as_str()),
+                };
+                written.push(target_row(row, dead, now));
                 continue;
             }
             engine
@@ -705,13 +704,7 @@ impl Turn {
         }
         for (until, indices) in &plan.defer {
             for &index in indices.iter().filter(|i| leased[**i].fanout) {
-                written.push(target_row(
-                    &leased[index],
-                    DeliveryState::Pending,
-                    *until,
-                    None,
-                    now,
-                ));
+                written.push(target_row(&leased[index], Fate::waiting(*until), now));
             }
             let ids = Batch::default().text(
                 indices
@@ -781,28 +774,16 @@ impl Turn {
     }
 }
 
-/// The row of a leased `fanout` target that a claim plan does not send now.
-fn target_row<'a>(
-    row: &'a Leased,
-    state: DeliveryState,
-    due_at: Timestamp,
-    reason: Option<&'a str>,
-    now: Timestamp,
-) -> TargetRow<'a> {
-    TargetRow {
+/// The row of a leased `fanout` target that is not sent now, as `fate` says.
+fn target_row<'a>(row: &'a Leased, fate: Fate<'a>, now: Timestamp) -> TargetRow<'a> {
+    let target = Target {
         id: &row.id,
         app_id: &row.app_id,
         event_id: &row.event_id,
         endpoint_id: &row.endpoint_id,
-        token: Some(&row.lease_token),
-        state,
-        due_at,
-        attempts: 0,
-        last_attempt_at: None,
-        dead_reason: reason,
-        dead_at: reason.map(|_| now),
         created_at: row.round_started_at,
-    }
+    };
+    TargetRow::unattempted(target, Some(&row.lease_token), fate, now)
 }
 
 /// How many `fanout` targets one lane read looks through at most for ones

@@ -294,24 +294,31 @@ pub(crate) async fn insert_fanout(tx: &mut Tx, rows: &[NewFanout<'_>], token: &s
     Ok(())
 }
 
-/// An event with this many targets or more is leased whole by a claim that
-/// asks for at least as many, though it has more: what is beyond the ask
-/// becomes rows of their own. (Rows are leased whole: without this an event
-/// with more targets than any claim asks for would never be.)
+/// The head row of the lane is leased by a claim with room for all its
+/// targets, or for this many if it has more, or (it has waited
+/// [`PATIENCE_MS`]) by any claim: what is beyond the claim's room becomes rows
+/// of their own. Rows are leased whole, and claims are as small as the
+/// dispatcher's free permits: without this, a row with more targets than
+/// any claim has room for would hold the lane back for good.
 pub(crate) const WHOLE: u32 = 64;
+
+/// See [`WHOLE`].
+pub(crate) const PATIENCE_MS: i64 = 1_000;
 
 /// The fan-out lane: leases due rows, oldest (or newest) first, whole rows
 /// until they hold `$4` targets, up to a row's more, but never more than `$5`
-/// (or the first row, if it alone has more, see [`WHOLE`]). Parameters:
+/// (the head row, if it alone has more, as [`WHOLE`] says). Parameters:
 /// `$1` now, `$2` lease end, `$3` token, `$4` targets wanted, `$5` the most.
 fn take_sql(engine: Engine, newest: bool) -> String {
     let order = if newest { " DESC" } else { "" };
     let due = format!(
         "SELECT event_id FROM ( \
-           SELECT event_id, n, SUM(n) OVER (ORDER BY due_at{order}, event_id{order}) AS upto \
+           SELECT event_id, n, due_at, SUM(n) OVER (ORDER BY due_at{order}, event_id{order}) AS upto \
            FROM (SELECT event_id, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
                  ORDER BY due_at{order} LIMIT $4{lock}) head) counted \
-         WHERE (upto - n < $4 AND upto <= $5) OR (upto = n AND n >= {WHOLE} AND $5 >= {WHOLE})",
+         WHERE (upto - n < $4 AND upto <= $5) \
+            OR (upto = n AND ($5 >= CASE WHEN n < {WHOLE} THEN n ELSE {WHOLE} END \
+                              OR due_at <= $1 - {PATIENCE_MS}))",
         lock = engine.lock(" FOR UPDATE SKIP LOCKED"),
     );
     match engine {
@@ -431,6 +438,73 @@ pub(crate) struct TargetRow<'a> {
     pub dead_reason: Option<&'a str>,
     pub dead_at: Option<Timestamp>,
     pub created_at: Timestamp,
+}
+
+/// What becomes of a target that gets its row before any attempt: its state,
+/// when due, and (dead) why.
+#[derive(Clone, Copy)]
+pub(crate) struct Fate<'a> {
+    pub state: DeliveryState,
+    pub due_at: Timestamp,
+    pub reason: Option<&'a str>,
+}
+
+/// Which delivery a target is, and since when.
+pub(crate) struct Target<'a> {
+    pub id: &'a DeliveryId,
+    pub app_id: &'a AppId,
+    pub event_id: &'a EventId,
+    pub endpoint_id: &'a EndpointId,
+    pub created_at: Timestamp,
+}
+
+impl<'a> From<&'a Delivery> for Target<'a> {
+    fn from(d: &'a Delivery) -> Self {
+        Target {
+            id: &d.id,
+            app_id: &d.app_id,
+            event_id: &d.event_id,
+            endpoint_id: &d.endpoint_id,
+            created_at: d.created_at,
+        }
+    }
+}
+
+impl Fate<'_> {
+    /// Pending, due at `due_at`.
+    pub(crate) fn waiting(due_at: Timestamp) -> Self {
+        Fate {
+            state: DeliveryState::Pending,
+            due_at,
+            reason: None,
+        }
+    }
+}
+
+impl<'a> TargetRow<'a> {
+    /// The row of `target`, never attempted, as `fate` says, written under
+    /// `token` (see [`INSERT_TARGETS`]) at `now`.
+    pub(crate) fn unattempted(
+        target: Target<'a>,
+        token: Option<&'a str>,
+        fate: Fate<'a>,
+        now: Timestamp,
+    ) -> Self {
+        TargetRow {
+            id: target.id,
+            app_id: target.app_id,
+            event_id: target.event_id,
+            endpoint_id: target.endpoint_id,
+            token,
+            state: fate.state,
+            due_at: fate.due_at,
+            attempts: 0,
+            last_attempt_at: None,
+            dead_reason: fate.reason,
+            dead_at: fate.reason.map(|_| now),
+            created_at: target.created_at,
+        }
+    }
 }
 
 pub(crate) async fn insert_targets(
@@ -588,26 +662,17 @@ pub(crate) async fn endpoint_targets(
         .flat_map(FanoutRow::pending)
         .filter(|d| d.endpoint_id == *endpoint)
         .collect();
-    let (state, due_at, reason) = match how {
-        Move::Kill => (DeliveryState::Dead, now, Some("endpoint_deleted")),
-        Move::Queue { to, .. } => (DeliveryState::Pending, to, None),
+    let fate = match how {
+        Move::Kill => Fate {
+            state: DeliveryState::Dead,
+            due_at: now,
+            reason: Some("endpoint_deleted"),
+        },
+        Move::Queue { to, .. } => Fate::waiting(to),
     };
     let written: Vec<TargetRow<'_>> = targets
         .iter()
-        .map(|d| TargetRow {
-            id: &d.id,
-            app_id: &d.app_id,
-            event_id: &d.event_id,
-            endpoint_id: &d.endpoint_id,
-            token: None,
-            state,
-            due_at,
-            attempts: 0,
-            last_attempt_at: None,
-            dead_reason: reason,
-            dead_at: reason.map(|_| now),
-            created_at: d.created_at,
-        })
+        .map(|target| TargetRow::unattempted(target.into(), None, fate, now))
         .collect();
     insert_targets(tx, &written, now).await?;
     let events = || Batch::default().text(rows.iter().map(|r| Some(r.event_id.as_str())));
