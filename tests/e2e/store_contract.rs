@@ -1226,27 +1226,31 @@ async fn a_claim_takes_no_more_than_its_limit_of_one_events_deliveries(engine: E
         .is_empty());
 }
 
-async fn claims_of_every_size_stay_within_their_limit(engine: Engine) {
+/// Claims of `claims` (when, limit) over `events` events, each to `endpoints`
+/// endpoints: each within its limit, no delivery twice; the ones claimed.
+async fn claim_fan_outs(
+    engine: Engine,
+    endpoints: usize,
+    events: usize,
+    claims: impl IntoIterator<Item = (Timestamp, u32)>,
+) -> std::collections::HashSet<DeliveryId> {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
-    for n in 0..10 {
+    for n in 0..endpoints {
+        let url = format!("https://{n}.example");
         store
             .endpoints()
-            .create_endpoint(
-                &app,
-                new_endpoint(&format!("https://{n}.example"), None),
-                t(0),
-            )
+            .create_endpoint(&app, new_endpoint(&url, None), t(0))
             .await
             .unwrap();
     }
-    for _ in 0..60 {
+    for _ in 0..events {
         publish(&store, &app, "a", t(0)).await;
     }
     let mut claimed = std::collections::HashSet::new();
-    for limit in (1..=40).cycle().take(200) {
+    for (at, limit) in claims {
         let claim = store
-            .claim_due_deliveries(t(1), LEASE, limit, &policy())
+            .claim_due_deliveries(at, LEASE, limit, &policy())
             .await
             .unwrap();
         assert!(
@@ -1258,39 +1262,20 @@ async fn claims_of_every_size_stay_within_their_limit(engine: Engine) {
             assert!(claimed.insert(delivery.id.clone()), "{} twice", delivery.id);
         }
     }
+    claimed
+}
+
+async fn claims_of_every_size_stay_within_their_limit(engine: Engine) {
+    let claims = (1..=40).cycle().take(200).map(|limit| (t(1), limit));
+    let claimed = claim_fan_outs(engine, 10, 60, claims).await;
     assert_eq!(claimed.len(), 600, "every delivery claimed once");
 }
 
 async fn claims_smaller_than_an_events_fan_out_still_take_it(engine: Engine) {
-    let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    for n in 0..5 {
-        store
-            .endpoints()
-            .create_endpoint(
-                &app,
-                new_endpoint(&format!("https://{n}.example"), None),
-                t(0),
-            )
-            .await
-            .unwrap();
-    }
-    for _ in 0..3 {
-        publish(&store, &app, "a", t(0)).await;
-    }
     // Every claim has room for 3, every event has 5 deliveries: the events
     // still go, what a claim has no room for waiting as rows of their own.
-    let mut claimed = std::collections::HashSet::new();
-    for second in 1..=10 {
-        let claim = store
-            .claim_due_deliveries(t(second), LEASE, 3, &policy())
-            .await
-            .unwrap();
-        assert!(claim.deliveries.len() <= 3);
-        for delivery in claim.deliveries {
-            assert!(claimed.insert(delivery.id.clone()), "{} twice", delivery.id);
-        }
-    }
+    let claims = (1..=10).map(|second| (t(second), 3));
+    let claimed = claim_fan_outs(engine, 5, 3, claims).await;
     assert_eq!(claimed.len(), 15, "every delivery claimed once");
 }
 
