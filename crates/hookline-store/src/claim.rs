@@ -107,6 +107,7 @@ pub struct Turn {
     /// The finished `fanout` rows ([`FanoutLeases::finished`]) this turn
     /// deletes: no longer queued once it commits.
     finishing: Vec<(EventId, String)>,
+    finishing_read: bool,
     /// The turn made work due now: dispatchers are woken after its commit.
     pub(crate) due_now: bool,
     /// The end of the leases this turn takes.
@@ -251,6 +252,7 @@ impl Events<'_> {
             token,
             fanout_token,
             finishing: Vec::new(),
+            finishing_read: false,
             due_now: false,
             lease_until: Timestamp::from_millis(0),
             fanout_rows: Vec::new(),
@@ -305,6 +307,11 @@ impl Turn {
     /// Deletes the `fanout` rows whose last targets other turns recorded
     /// (see [`FanoutLeases::finished`]).
     pub(crate) async fn delete_finished(&mut self) -> Result<()> {
+        // Once a turn (its records, then its claim, each ask).
+        if self.finishing_read {
+            return Ok(());
+        }
+        self.finishing_read = true;
         self.finishing = self.store.fanout.finished();
         let done: Vec<(&EventId, &str)> = self
             .finishing

@@ -171,24 +171,31 @@ pub(crate) static UPDATE_DELIVERIES: Sql = Sql::new(|engine| {
 
 /// One `UPDATE` moving the batch's deliveries on — only those whose lease the
 /// record still holds. Returns those updated, and the ordering keys of the keyed ones.
-async fn update_deliveries<'r>(
+async fn update_deliveries(
     tx: &mut Tx,
-    records: impl Iterator<Item = &'r AttemptRecord> + Clone,
+    records: &[&AttemptRecord],
     now: Timestamp,
 ) -> Result<(HashSet<DeliveryId>, HashMap<DeliveryId, String>)> {
-    if records.clone().next().is_none() {
+    if records.is_empty() {
         return Ok(Default::default());
     }
-    let records = || records.clone();
     let batch = Batch::default()
-        .text(records().map(|r| Some(r.delivery_id.as_str())))
-        .text(records().map(|r| Some(r.lease_token.as_str())))
-        .text(records().map(|r| Some(r.next.state().as_str())))
-        .int(records().map(|r| Some(r.next.due_at(now).as_millis())))
-        .int(records().map(|r| Some(i64::from(r.attempt_number))))
-        .int(records().map(|r| Some(r.started_at.as_millis())))
-        .text(records().map(|r| r.next.dead_reason().map(DeadReason::as_str)))
-        .int(records().map(|r| r.next.dead_reason().map(|_| now.as_millis())));
+        .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
+        .text(records.iter().map(|r| Some(r.lease_token.as_str())))
+        .text(records.iter().map(|r| Some(r.next.state().as_str())))
+        .int(records.iter().map(|r| Some(r.next.due_at(now).as_millis())))
+        .int(records.iter().map(|r| Some(i64::from(r.attempt_number))))
+        .int(records.iter().map(|r| Some(r.started_at.as_millis())))
+        .text(
+            records
+                .iter()
+                .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
+        )
+        .int(
+            records
+                .iter()
+                .map(|r| r.next.dead_reason().map(|_| now.as_millis())),
+        );
     let engine = tx.engine();
     let rows = engine
         .query(UPDATE_DELIVERIES.text(engine))
@@ -273,7 +280,7 @@ impl Turn {
                 created_at: lease.created_at,
             });
         }
-        let (mut moved, keyed) = update_deliveries(&mut self.tx, rows.iter().copied(), now).await?;
+        let (mut moved, keyed) = update_deliveries(&mut self.tx, &rows, now).await?;
         moved.extend(insert_targets(&mut self.tx, &targets, now).await?);
         // A lease whose last targets these are: its row goes in this turn.
         let done: Vec<(&EventId, &str)> = held

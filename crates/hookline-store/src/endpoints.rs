@@ -714,7 +714,7 @@ impl Endpoints<'_> {
             })
             .collect::<Result<Vec<(String, Option<String>, u64)>>>()?;
         // Targets of `fanout` rows: pending or in flight, without rows yet.
-        for target in fanout::targets_of_endpoint(self, app, id).await? {
+        for target in fanout::targets_of_endpoint(self, id).await? {
             let state = target.state.as_str();
             match counts
                 .iter_mut()
@@ -738,27 +738,11 @@ impl Endpoints<'_> {
             .fetch_scalar(&self.reader)
             .await?;
         // Targets of `fanout` rows too (pending or in flight, without rows yet).
-        let app: Option<String> = self
-            .engine
-            .query("SELECT app_id FROM endpoints WHERE id = $1")
-            .bind(id.as_str())
-            .fetch_optional(&self.reader)
+        let targets = fanout::targets_of_endpoint(self, id)
             .await?
-            .map(|row| row.try_get("app_id"))
-            .transpose()?;
-        let targets = match app {
-            Some(app) => {
-                let app: AppId = app
-                    .parse()
-                    .map_err(|e| crate::StoreError::Corrupt(format!("app_id: {e}")))?;
-                fanout::targets_of_endpoint(self, &app, id)
-                    .await?
-                    .iter()
-                    .filter(|d| d.state == state)
-                    .count()
-            }
-            None => 0,
-        };
+            .iter()
+            .filter(|d| d.state == state)
+            .count();
         Ok(count as u64 + targets as u64)
     }
 }

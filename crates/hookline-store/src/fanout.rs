@@ -573,35 +573,35 @@ pub(crate) async fn targets_of_event(
     }
 }
 
-/// The `fanout` rows of an app naming an endpoint among their targets.
-pub(crate) static FANOUT_OF_ENDPOINT: Sql = Sql::new(|_| {
-    format!(
-        "SELECT {FANOUT_COLUMNS} FROM fanout WHERE app_id = $1 AND targets LIKE '%,' || $2 || ',%'"
-    )
-});
+/// A `fanout` row names endpoint `$1` among its targets (endpoint ids are
+/// unique across apps). No index serves it: `fanout` holds live work only.
+const NAMES_ENDPOINT: &str = "targets LIKE '%,' || $1 || ',%'";
+
+/// The targets to `endpoint` among `rows`.
+fn targets_to(rows: &[FanoutRow], endpoint: &EndpointId) -> Vec<Delivery> {
+    rows.iter()
+        .flat_map(FanoutRow::pending)
+        .filter(|d| d.endpoint_id == *endpoint)
+        .collect()
+}
 
 /// The deliveries to `endpoint` that `fanout` rows stand for, without rows.
 pub(crate) async fn targets_of_endpoint(
     store: &crate::Store,
-    app: &AppId,
     endpoint: &EndpointId,
 ) -> Result<Vec<Delivery>> {
     let engine = store.engine;
     let rows = engine
-        .query(FANOUT_OF_ENDPOINT.text(engine))
-        .bind(app.as_str())
+        .query(&format!(
+            "SELECT {FANOUT_COLUMNS} FROM fanout WHERE {NAMES_ENDPOINT}"
+        ))
         .bind(endpoint.as_str())
         .fetch_all(&store.reader)
-        .await?;
-    let mut targets = Vec::new();
-    for row in &rows {
-        let row = fanout_from_row(row)?;
-        targets.extend(
-            row.pending()
-                .into_iter()
-                .filter(|d| d.endpoint_id == *endpoint),
-        );
-    }
+        .await?
+        .iter()
+        .map(fanout_from_row)
+        .collect::<Result<Vec<_>>>()?;
+    let mut targets = targets_to(&rows, endpoint);
     let ids: Vec<DeliveryId> = targets.iter().map(|d| d.id.clone()).collect();
     let written = existing(engine, &store.reader, &ids).await?;
     targets.retain(|d| !written.contains(&d.id));
@@ -637,7 +637,7 @@ pub(crate) async fn endpoint_targets(
     };
     let rows = engine
         .query(&format!(
-            "SELECT {FANOUT_COLUMNS} FROM fanout WHERE targets LIKE '%,' || $1 || ',%' \
+            "SELECT {FANOUT_COLUMNS} FROM fanout WHERE {NAMES_ENDPOINT} \
              AND due_at >= $2 AND due_at <= $3{lease}{}",
             // A row a claim is leasing meanwhile is left to it: its plan
             // defers, parks or kills the target (it reads the endpoint after).
@@ -657,11 +657,7 @@ pub(crate) async fn endpoint_targets(
         .iter()
         .map(fanout_from_row)
         .collect::<Result<Vec<_>>>()?;
-    let targets: Vec<Delivery> = rows
-        .iter()
-        .flat_map(FanoutRow::pending)
-        .filter(|d| d.endpoint_id == *endpoint)
-        .collect();
+    let targets = targets_to(&rows, endpoint);
     let fate = match how {
         Move::Kill => Fate {
             state: DeliveryState::Dead,
