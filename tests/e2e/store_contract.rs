@@ -135,6 +135,7 @@ both_engines!(
     replay_starts_one_new_round,
     dlq_lists_newest_first_with_cursor,
     listings_filter_and_page_newest_first,
+    attempts_read_alike_whether_their_delivery_row_holds_them_or_not,
     bulk_replay_works_in_batches_resumes_and_stops_when_cancelled,
     api_keys_by_hash_and_scope,
     portal_settings_round_trip,
@@ -2538,6 +2539,220 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
         of_y.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
         [events[3].0.clone(), events[1].0.clone()]
     );
+}
+
+/// A delivery written at its first attempt's outcome holds that attempt in
+/// its row; its later attempts are rows of their own. Every read of attempts
+/// sees both alike: by delivery, by id, by endpoint, the newest attempt's
+/// status, the endpoint's health and stats.
+async fn attempts_read_alike_whether_their_delivery_row_holds_them_or_not(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let endpoint = store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "x", t(1)).await;
+    publish(&store, &app, "x", t(1)).await;
+    let mut first = store
+        .claim_due_deliveries(t(1), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    first.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(first.len(), 2);
+    // One answers 503 (a retry at t(60)), the other 200: one batch.
+    let mut failed = record(&first[0], Next::RetryAt(t(60)), t(2));
+    failed.status_code = Some(503);
+    let mut ok = record(&first[1], Next::Succeeded, t(2));
+    ok.status_code = Some(200);
+    store
+        .complete_attempts(&[failed, ok], &BreakerPolicy::default(), t(3))
+        .await
+        .unwrap();
+    let retry = store
+        .claim_due_deliveries(t(60), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0].id, first[0].id);
+    let mut again = record(&retry[0], Next::Succeeded, t(61));
+    again.status_code = Some(200);
+    store
+        .complete_attempts(&[again], &BreakerPolicy::default(), t(62))
+        .await
+        .unwrap();
+
+    // By delivery: newest first, each as it was recorded, on every page size.
+    let retried = attempts_of(&store, &app, &first[0].id).await;
+    let fields = |a: &Attempt| {
+        (
+            a.attempt_number,
+            a.started_at,
+            a.status_code,
+            a.verdict,
+            a.next_attempt_at,
+            a.duration_ms,
+            a.response_body.clone(),
+            a.url.clone(),
+            a.sent
+                .as_ref()
+                .map(|s| (s.signature.clone(), s.event_id.clone())),
+            a.response_headers.clone(),
+        )
+    };
+    let expect = |n, at, status, verdict, next| {
+        (
+            n,
+            at,
+            Some(status),
+            verdict,
+            next,
+            12,
+            Some("oops".to_owned()),
+            Some("https://a.example".to_owned()),
+            Some(("v1,test".to_owned(), first[0].event_id.clone())),
+            vec![("server".to_owned(), "test".to_owned())],
+        )
+    };
+    assert_eq!(
+        retried.iter().map(fields).collect::<Vec<_>>(),
+        [
+            expect(2, t(61), 200, AttemptVerdict::Delivered, None),
+            expect(1, t(2), 503, AttemptVerdict::Retry, Some(t(60))),
+        ]
+    );
+    let paged = pages(
+        1,
+        |a: &Attempt| a.id.to_string(),
+        |page| {
+            let (store, app, id) = (store.clone(), app.clone(), first[0].id.clone());
+            async move {
+                store
+                    .listings()
+                    .list_attempts(&app, &id, &page)
+                    .await
+                    .unwrap()
+            }
+        },
+    )
+    .await;
+    assert_eq!(paged, retried);
+    let once = attempts_of(&store, &app, &first[1].id).await;
+    assert_eq!(once.len(), 1);
+    assert_eq!(
+        (once[0].attempt_number, once[0].status_code),
+        (1, Some(200))
+    );
+
+    // By id, each of the three.
+    let every: Vec<Attempt> = retried.iter().chain(&once).cloned().collect();
+    for attempt in &every {
+        assert_eq!(
+            store
+                .events()
+                .get_attempt(&app, &attempt.id)
+                .await
+                .unwrap()
+                .as_ref(),
+            Some(attempt)
+        );
+    }
+
+    // By endpoint: all three once, newest first, a page at a time.
+    let by_endpoint = pages(
+        1,
+        |a: &Attempt| a.id.to_string(),
+        |page| {
+            let (store, app, endpoint) = (store.clone(), app.clone(), endpoint.id.clone());
+            async move {
+                store
+                    .listings()
+                    .list_endpoint_attempts(&app, &endpoint, &AttemptFilter::default(), &page)
+                    .await
+                    .unwrap()
+            }
+        },
+    )
+    .await;
+    assert_eq!(by_endpoint.len(), 3);
+    assert!(
+        by_endpoint.windows(2).all(|w| w[0].id > w[1].id),
+        "newest first"
+    );
+    let mut sorted = every.clone();
+    sorted.sort_by(|a, b| b.id.cmp(&a.id));
+    assert_eq!(by_endpoint, sorted);
+    let first_tries = store
+        .listings()
+        .list_endpoint_attempts(
+            &app,
+            &endpoint.id,
+            &AttemptFilter {
+                started: TimeRange {
+                    since: None,
+                    until: Some(t(3)),
+                },
+                ..Default::default()
+            },
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(first_tries.len(), 2);
+
+    // The newest attempt's status: the retried delivery's is now 200.
+    let by_status = |status| {
+        let (store, app) = (store.clone(), app.clone());
+        async move {
+            let mut ids: Vec<DeliveryId> = store
+                .listings()
+                .list_deliveries(
+                    &app,
+                    &DeliveryFilter {
+                        last_status: Some(status),
+                        ..Default::default()
+                    },
+                    &Page {
+                        limit: 10,
+                        before: None,
+                    },
+                )
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| d.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert!(by_status(StatusFilter::Class(5)).await.is_empty());
+    assert_eq!(
+        by_status(StatusFilter::Exact(200)).await,
+        [first[0].id.clone(), first[1].id.clone()]
+    );
+
+    // The endpoint's health and stats count all three.
+    let health = store
+        .endpoints()
+        .endpoint_health(&app, &endpoint.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((health.recent_attempts, health.recent_delivered), (3, 2));
+    let sample = store
+        .endpoints()
+        .endpoint_attempt_sample(&app, &endpoint.id, t(0), 10)
+        .await
+        .unwrap();
+    assert_eq!(sample.len(), 3);
+    assert_eq!(sample.iter().filter(|s| s.delivered).count(), 2);
 }
 
 async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: Engine) {

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::claim::Turn;
 use crate::db::Tx;
-use crate::fanout::{delete_fanout, insert_targets, Held, TargetRow};
+use crate::fanout::{delete_fanout, Held};
 use hookline_core::completion;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
@@ -21,35 +21,6 @@ use crate::endpoints::{
 use crate::operational::{count_dead, insert_notices};
 use crate::records::AttemptRecord;
 use crate::{parse_column, Engine, Result};
-
-static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
-    const COLUMNS: &str = "id, delivery_id, app_id, endpoint_id, attempt_number, started_at, duration_ms, \
-        status_code, response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
-        detail";
-    format!(
-        "INSERT INTO attempts ({COLUMNS}) SELECT {COLUMNS} FROM {}",
-        engine.rows(
-            1,
-            &[
-                ("id", Kind::Text),
-                ("delivery_id", Kind::Text),
-                ("app_id", Kind::Text),
-                ("endpoint_id", Kind::Text),
-                ("attempt_number", Kind::Int),
-                ("started_at", Kind::Int),
-                ("duration_ms", Kind::Int),
-                ("status_code", Kind::Int),
-                ("response_body", Kind::LongText),
-                ("error_kind", Kind::Text),
-                ("error_message", Kind::LongText),
-                ("verdict", Kind::Text),
-                ("next_attempt_at", Kind::Int),
-                ("dead_reason", Kind::Text),
-                ("detail", Kind::LongText),
-            ]
-        )
-    )
-});
 
 /// An attempt's `detail` column: what was sent and what came back, beyond the
 /// columns listings filter on (read back by `deliveries::attempt_from_row`).
@@ -67,75 +38,136 @@ pub(crate) struct AttemptDetail<'a> {
     pub trigger: hookline_core::model::AttemptTrigger,
 }
 
-/// The attempt rows of a batch, in one statement.
-async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
-    let ids: Vec<String> = records
-        .iter()
-        .map(|_| AttemptId::generate().to_string())
-        .collect();
-    let errors = || {
-        records.iter().map(|r| match &r.error {
-            Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
-            None => (None, None),
-        })
-    };
-    // Every detail into one buffer (one allocation per batch, not a growing
-    // String per attempt), each row's a slice of it.
-    let mut buffer = Vec::with_capacity(records.len() * 320);
-    let mut ends = Vec::with_capacity(records.len());
-    for r in records {
-        serde_json::to_writer(
-            &mut buffer,
-            &AttemptDetail {
-                url: &r.destination.url,
-                signature: r.signature.as_deref(),
-                custom_header_names: r
-                    .destination
-                    .headers
-                    .iter()
-                    .map(|(name, _)| name.as_str())
-                    .collect(),
-                response_headers: &r.response_headers,
-                response_truncated: r.response_truncated,
-                trigger: r.trigger,
-            },
-        )
-        .expect("a detail serializes");
-        ends.push(buffer.len());
+/// What a batch's attempts are stored with, wherever each goes (an `attempts`
+/// row, or the delivery row its outcome writes): an id each, and the `detail`
+/// column's JSON.
+struct Prepared<'r> {
+    records: &'r [AttemptRecord],
+    ids: Vec<String>,
+    /// Every detail in one buffer (one allocation per batch, not a growing
+    /// String per attempt), record `i`'s ending at `ends[i]`.
+    details: String,
+    ends: Vec<usize>,
+}
+
+impl<'r> Prepared<'r> {
+    fn new(records: &'r [AttemptRecord]) -> Self {
+        let ids = records
+            .iter()
+            .map(|_| AttemptId::generate().to_string())
+            .collect();
+        let mut buffer = Vec::with_capacity(records.len() * 320);
+        let mut ends = Vec::with_capacity(records.len());
+        for r in records {
+            serde_json::to_writer(
+                &mut buffer,
+                &AttemptDetail {
+                    url: &r.destination.url,
+                    signature: r.signature.as_deref(),
+                    custom_header_names: r
+                        .destination
+                        .headers
+                        .iter()
+                        .map(|(name, _)| name.as_str())
+                        .collect(),
+                    response_headers: &r.response_headers,
+                    response_truncated: r.response_truncated,
+                    trigger: r.trigger,
+                },
+            )
+            .expect("a detail serializes");
+            ends.push(buffer.len());
+        }
+        Prepared {
+            records,
+            ids,
+            details: String::from_utf8(buffer).expect("JSON is UTF-8"),
+            ends,
+        }
     }
-    let buffer = String::from_utf8(buffer).expect("JSON is UTF-8");
-    let details: Vec<&str> = ends
-        .iter()
-        .scan(0, |start, &end| {
-            let detail = &buffer[*start..end];
-            *start = end;
-            Some(detail)
-        })
-        .collect();
+
+    fn detail(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.details[start..self.ends[i]]
+    }
+
+    /// The attempt columns of records `at`, in [`ATTEMPT_FIELDS`]'s order,
+    /// after the columns `batch` has.
+    fn columns<'q>(&'q self, batch: Batch<'q>, at: &'q [usize]) -> Batch<'q> {
+        let r = move || at.iter().map(|&i| &self.records[i]);
+        let errors = move || {
+            r().map(|r| match &r.error {
+                Some((kind, message)) => (Some(kind.as_str()), Some(message.as_str())),
+                None => (None, None),
+            })
+        };
+        batch
+            .text(at.iter().map(|&i| Some(self.ids[i].as_str())))
+            .int(r().map(|r| Some(r.started_at.as_millis())))
+            .int(r().map(|r| Some(r.duration.as_millis() as i64)))
+            .int(r().map(|r| r.status_code.map(i64::from)))
+            .long_text(r().map(|r| r.response_body.as_deref()))
+            .text(errors().map(|(kind, _)| kind))
+            .long_text(errors().map(|(_, message)| message))
+            .text(r().map(|r| Some(r.next.verdict().as_str())))
+            .int(r().map(|r| r.next.next_attempt_at().map(Timestamp::as_millis)))
+            .text(r().map(|r| r.next.dead_reason().map(DeadReason::as_str)))
+            .long_text(at.iter().map(|&i| Some(self.detail(i))))
+    }
+}
+
+/// An attempt's own columns, as a batch binds them ([`Prepared::columns`]).
+const ATTEMPT_FIELDS: [(&str, Kind); 11] = [
+    ("attempt_id", Kind::Text),
+    ("started_at", Kind::Int),
+    ("duration_ms", Kind::Int),
+    ("status_code", Kind::Int),
+    ("response_body", Kind::LongText),
+    ("error_kind", Kind::Text),
+    ("error_message", Kind::LongText),
+    ("verdict", Kind::Text),
+    ("next_attempt_at", Kind::Int),
+    ("dead_reason", Kind::Text),
+    ("detail", Kind::LongText),
+];
+
+/// A batch's columns: `leading`, then [`ATTEMPT_FIELDS`].
+fn with_attempt_fields(leading: &[(&'static str, Kind)]) -> Vec<(&'static str, Kind)> {
+    leading.iter().chain(&ATTEMPT_FIELDS).copied().collect()
+}
+
+static INSERT_ATTEMPTS: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO attempts (id, delivery_id, app_id, endpoint_id, attempt_number, started_at, \
+           duration_ms, status_code, response_body, error_kind, error_message, verdict, \
+           next_attempt_at, dead_reason, detail) \
+         SELECT attempt_id, delivery_id, app_id, endpoint_id, attempt_number, started_at, \
+           duration_ms, status_code, response_body, error_kind, error_message, verdict, \
+           next_attempt_at, dead_reason, detail FROM {}",
+        engine.rows(
+            1,
+            &with_attempt_fields(&[
+                ("delivery_id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("endpoint_id", Kind::Text),
+                ("attempt_number", Kind::Int),
+            ])
+        )
+    )
+});
+
+/// The `attempts` rows of records `at`, in one statement.
+async fn insert_attempts(tx: &mut Tx, prepared: &Prepared<'_>, at: &[usize]) -> Result<()> {
+    if at.is_empty() {
+        return Ok(());
+    }
+    let r = || at.iter().map(|&i| &prepared.records[i]);
     let batch = Batch::default()
-        .text(ids.iter().map(|id| Some(id.as_str())))
-        .text(records.iter().map(|r| Some(r.delivery_id.as_str())))
-        .text(records.iter().map(|r| Some(r.app_id.as_str())))
-        .text(records.iter().map(|r| Some(r.endpoint_id.as_str())))
-        .int(records.iter().map(|r| Some(i64::from(r.attempt_number))))
-        .int(records.iter().map(|r| Some(r.started_at.as_millis())))
-        .int(records.iter().map(|r| Some(r.duration.as_millis() as i64)))
-        .int(records.iter().map(|r| r.status_code.map(i64::from)))
-        .long_text(records.iter().map(|r| r.response_body.as_deref()))
-        .text(errors().map(|(kind, _)| kind))
-        .long_text(errors().map(|(_, message)| message))
-        .text(records.iter().map(|r| Some(r.next.verdict().as_str())))
-        .int(
-            records
-                .iter()
-                .map(|r| r.next.next_attempt_at().map(Timestamp::as_millis)),
-        )
-        .text(
-            records
-                .iter()
-                .map(|r| r.next.dead_reason().map(DeadReason::as_str)),
-        )
-        .long_text(details.iter().map(|d| Some(*d)));
+        .text(r().map(|r| Some(r.delivery_id.as_str())))
+        .text(r().map(|r| Some(r.app_id.as_str())))
+        .text(r().map(|r| Some(r.endpoint_id.as_str())))
+        .int(r().map(|r| Some(i64::from(r.attempt_number))));
+    let batch = prepared.columns(batch, at);
     let engine = tx.engine();
     engine
         .query(INSERT_ATTEMPTS.text(engine))
@@ -143,6 +175,80 @@ async fn insert_attempts(tx: &mut Tx, records: &[AttemptRecord]) -> Result<()> {
         .execute(&mut *tx)
         .await?;
     Ok(())
+}
+
+/// The delivery rows of `fanout` targets written at their first attempt's
+/// outcome, the attempt in the row (`first_*`), `$1` being now: only while
+/// the `fanout` row is leased under the record's token (a holder whose lease
+/// was taken over writes nothing: the new holder's outcome stands), and never
+/// over a row written first. Returns the ids written.
+pub(crate) static INSERT_RECORDED: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, attempts, \
+           round_started_at, last_attempt_at, dead_reason, dead_at, created_at, updated_at, \
+           first_attempt_id, first_started_at, first_duration_ms, first_status, \
+           first_response_body, first_error_kind, first_error_message, first_verdict, \
+           first_next_attempt_at, first_dead_reason, first_detail) \
+         SELECT v.id, v.app_id, v.event_id, v.endpoint_id, v.state, v.due_at, v.attempts, \
+           v.created_at, v.started_at, v.dead_reason, v.dead_at, v.created_at, $1, \
+           v.attempt_id, v.started_at, v.duration_ms, v.status_code, v.response_body, \
+           v.error_kind, v.error_message, v.verdict, v.next_attempt_at, v.dead_reason, v.detail \
+         FROM {} JOIN fanout f ON f.event_id = v.event_id AND f.lease_token = v.token \
+         WHERE true ON CONFLICT (id) DO NOTHING RETURNING id",
+        engine.rows(
+            2,
+            &with_attempt_fields(&[
+                ("id", Kind::Text),
+                ("app_id", Kind::Text),
+                ("event_id", Kind::Text),
+                ("endpoint_id", Kind::Text),
+                ("token", Kind::Text),
+                ("state", Kind::Text),
+                ("due_at", Kind::Int),
+                ("attempts", Kind::Int),
+                ("dead_at", Kind::Int),
+                ("created_at", Kind::Int),
+            ])
+        )
+    )
+});
+
+/// Writes the rows of records `at` (targets of `fanout` leases, created at
+/// `created[i]`) with their attempts in them ([`INSERT_RECORDED`]). Returns
+/// the ids written.
+async fn insert_recorded(
+    tx: &mut Tx,
+    prepared: &Prepared<'_>,
+    at: &[usize],
+    created: &[Timestamp],
+    now: Timestamp,
+) -> Result<HashSet<DeliveryId>> {
+    if at.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let r = || at.iter().map(|&i| &prepared.records[i]);
+    let batch = Batch::default()
+        .text(r().map(|r| Some(r.delivery_id.as_str())))
+        .text(r().map(|r| Some(r.app_id.as_str())))
+        .text(r().map(|r| Some(r.event_id.as_str())))
+        .text(r().map(|r| Some(r.endpoint_id.as_str())))
+        .text(r().map(|r| Some(r.lease_token.as_str())))
+        .text(r().map(|r| Some(r.next.state().as_str())))
+        .int(r().map(|r| Some(r.next.due_at(now).as_millis())))
+        .int(r().map(|r| Some(i64::from(r.attempt_number))))
+        .int(r().map(|r| r.next.dead_reason().map(|_| now.as_millis())))
+        .int(created.iter().map(|at| Some(at.as_millis())));
+    let batch = prepared.columns(batch, at);
+    let engine = tx.engine();
+    engine
+        .query(INSERT_RECORDED.text(engine))
+        .bind(now.as_millis())
+        .bind_batch(batch)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|row| parse_column(row, "id"))
+        .collect()
 }
 
 /// `$1`: now. Only rows whose lease the record still holds are moved on.
@@ -238,15 +344,17 @@ impl Turn {
             return Ok(Written::default());
         }
         self.delete_finished().await?;
-        insert_attempts(&mut self.tx, records).await?;
         // A target of a `fanout` lease this process holds has no row yet: its
-        // row is written now, in its next state (unless a holder of an earlier
-        // lease of the row wrote it first). The others are rows moved on.
+        // row is written now, in its next state and with this attempt in it
+        // (unless a holder of an earlier lease of the row wrote it first). The
+        // others are rows moved on, their attempts in `attempts`.
+        let prepared = Prepared::new(records);
         let leases = &self.store.fanout;
         let mut held: Vec<(&EventId, &str, Held, usize)> = Vec::new();
-        let mut targets: Vec<TargetRow<'_>> = Vec::new();
+        let mut targets: Vec<usize> = Vec::new();
+        let mut created: Vec<Timestamp> = Vec::new();
         let mut rows: Vec<&AttemptRecord> = Vec::with_capacity(records.len());
-        for r in records {
+        for (i, r) in records.iter().enumerate() {
             let lease = match held
                 .iter_mut()
                 .find(|(event, token, _, _)| *event == &r.event_id && *token == r.lease_token)
@@ -265,23 +373,18 @@ impl Turn {
                 continue;
             };
             *done += 1;
-            targets.push(TargetRow {
-                id: &r.delivery_id,
-                app_id: &r.app_id,
-                event_id: &r.event_id,
-                endpoint_id: &r.endpoint_id,
-                token: Some(&r.lease_token),
-                state: r.next.state(),
-                due_at: r.next.due_at(now),
-                attempts: r.attempt_number,
-                last_attempt_at: Some(r.started_at),
-                dead_reason: r.next.dead_reason().map(DeadReason::as_str),
-                dead_at: r.next.dead_reason().map(|_| now),
-                created_at: lease.created_at,
-            });
+            targets.push(i);
+            created.push(lease.created_at);
         }
         let (mut moved, keyed) = update_deliveries(&mut self.tx, &rows, now).await?;
-        moved.extend(insert_targets(&mut self.tx, &targets, now).await?);
+        let inline = insert_recorded(&mut self.tx, &prepared, &targets, &created, now).await?;
+        // Every attempt is recorded, whether or not its delivery moved on: it
+        // happened. Those not in a row they wrote go to `attempts`.
+        let apart: Vec<usize> = (0..records.len())
+            .filter(|&i| !inline.contains(&records[i].delivery_id))
+            .collect();
+        insert_attempts(&mut self.tx, &prepared, &apart).await?;
+        moved.extend(inline);
         // A lease whose last targets these are: its row goes in this turn.
         let done: Vec<(&EventId, &str)> = held
             .iter()

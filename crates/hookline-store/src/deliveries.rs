@@ -83,6 +83,39 @@ const ATTEMPT_COLUMNS: &str =
      response_body, error_kind, error_message, verdict, next_attempt_at, dead_reason, \
      detail";
 
+/// A delivery row's first attempt (`first_*`: written with the row, at that
+/// attempt's outcome) as [`ATTEMPT_COLUMNS`], then `app_id`.
+const FIRST_ATTEMPT_COLUMNS: &str = "first_attempt_id AS id, id AS delivery_id, endpoint_id, \
+     CAST(1 AS BIGINT) AS attempt_number, first_started_at AS started_at, \
+     first_duration_ms AS duration_ms, first_status AS status_code, \
+     first_response_body AS response_body, first_error_kind AS error_kind, \
+     first_error_message AS error_message, first_verdict AS verdict, \
+     first_next_attempt_at AS next_attempt_at, first_dead_reason AS dead_reason, \
+     first_detail AS detail, app_id";
+
+/// Every attempt, as one table `a` of [`ATTEMPT_COLUMNS`] and `app_id`: the
+/// `attempts` rows, and the first attempts that delivery rows carry. A row
+/// without one has a NULL `id` here: every condition on `a` must exclude it
+/// (`id IS NOT NULL`, or a comparison on `id`). No half has a condition of its
+/// own, so PostgreSQL pulls both into one append of index walks, merged in id
+/// order, and pushes the caller's conditions into each (SQLite does the same);
+/// with `by_endpoint`, SQLite is told the indexes that walk an endpoint's
+/// attempts newest first.
+pub(crate) fn every_attempt(engine: crate::Engine, by_endpoint: bool) -> String {
+    let (attempts, deliveries) = if by_endpoint {
+        (
+            engine.indexed_by("attempts_by_endpoint"),
+            engine.indexed_by("deliveries_by_endpoint"),
+        )
+    } else {
+        Default::default()
+    };
+    format!(
+        "(SELECT {ATTEMPT_COLUMNS}, app_id FROM attempts{attempts} UNION ALL \
+         SELECT {FIRST_ATTEMPT_COLUMNS} FROM deliveries{deliveries}) a"
+    )
+}
+
 /// The `detail` column as stored (see `complete::AttemptDetail`).
 #[derive(serde::Deserialize)]
 struct StoredDetail {
@@ -238,7 +271,12 @@ impl Events<'_> {
     #[tracing::instrument(skip_all, fields(app = %app, attempt = %id))]
     pub async fn get_attempt(&self, app: &AppId, id: &AttemptId) -> Result<Option<Attempt>> {
         let Some(row) = self
-            .app_row(ATTEMPT_COLUMNS, "attempts", app, id.as_str())
+            .app_row(
+                ATTEMPT_COLUMNS,
+                &every_attempt(self.engine, false),
+                app,
+                id.as_str(),
+            )
             .await?
         else {
             return Ok(None);
@@ -428,9 +466,10 @@ impl Listings<'_> {
         page: &Page,
     ) -> Result<Vec<Attempt>> {
         let sql = format!(
-            "SELECT {ATTEMPT_COLUMNS} FROM attempts \
-             WHERE delivery_id = $1 AND app_id = $2 AND ($3 IS NULL OR id < $3) \
-             ORDER BY id DESC LIMIT $4"
+            "SELECT {ATTEMPT_COLUMNS} FROM {} \
+             WHERE delivery_id = $1 AND app_id = $2 AND id IS NOT NULL \
+             AND ($3 IS NULL OR id < $3) ORDER BY id DESC LIMIT $4",
+            every_attempt(self.engine, false)
         );
         let rows = self
             .engine
@@ -461,14 +500,15 @@ impl Listings<'_> {
         let mut f = Filters::new();
         f.text("endpoint_id = $?", endpoint.as_str());
         f.text("app_id = $?", app.as_str());
+        f.fixed("id IS NOT NULL");
         f.text_if("id < $?", page.before.as_deref());
         // When the attempt started (its id is made when it is recorded, later).
         f.time_range("started_at", filter.started);
         f.text_if("verdict = $?", filter.verdict.map(|v| v.as_str()));
         f.status("status_code", filter.status);
         let select = format!(
-            "{ATTEMPT_COLUMNS} FROM attempts{}",
-            self.engine.indexed_by("attempts_by_endpoint"),
+            "{ATTEMPT_COLUMNS} FROM {}",
+            every_attempt(self.engine, true)
         );
         let rows = self.page_rows(&select, &f, "id DESC", page.limit).await?;
         let attempts = rows
@@ -635,8 +675,11 @@ impl Listings<'_> {
             filter.endpoint.as_ref().map(|e| e.as_str()),
         );
         f.state(filter.state);
+        // The newest attempt's: in `attempts`, or the first, in the row.
         f.status(
-            "(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.id DESC LIMIT 1)",
+            "(SELECT l.status_code FROM (SELECT a.id, a.status_code FROM attempts a \
+               WHERE a.delivery_id = d.id UNION ALL SELECT d.first_attempt_id, d.first_status \
+               WHERE d.first_attempt_id IS NOT NULL) l ORDER BY l.id DESC LIMIT 1)",
             filter.last_status,
         );
         let columns: Vec<String> = DELIVERY_COLUMNS

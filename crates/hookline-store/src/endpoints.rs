@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::db::{Row, Sql, Tx};
+use crate::deliveries::every_attempt;
 use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
@@ -616,10 +617,12 @@ impl Endpoints<'_> {
         else {
             return Ok(None);
         };
-        let recent = self.engine.query(
+        let recent = self.engine.query(&format!(
             "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN verdict = 'delivered' THEN 1 ELSE 0 END), 0) AS delivered \
-             FROM (SELECT verdict FROM attempts WHERE endpoint_id = $1 ORDER BY id DESC LIMIT 100) recent",
-        )
+             FROM (SELECT verdict FROM {} WHERE endpoint_id = $1 AND id IS NOT NULL \
+             ORDER BY id DESC LIMIT 100) recent",
+            every_attempt(self.engine, true)
+        ))
         .bind(id.as_str())
         .fetch_one(&self.reader)
         .await?;
@@ -637,7 +640,8 @@ impl Endpoints<'_> {
     }
 
     /// The endpoint's attempts that started at or after `since`, newest first, at
-    /// most `cap` of them (the stats' sample), walked by `attempts_by_endpoint`.
+    /// most `cap` of them (the stats' sample), walked by `attempts_by_endpoint`
+    /// and `deliveries_by_endpoint` (first attempts).
     #[tracing::instrument(skip_all, fields(endpoint = %id))]
     pub async fn endpoint_attempt_sample(
         &self,
@@ -648,11 +652,12 @@ impl Endpoints<'_> {
     ) -> Result<Vec<hookline_core::stats::Sample>> {
         let rows = self
             .engine
-            .query(
-                "SELECT duration_ms, verdict FROM attempts \
-                 WHERE endpoint_id = $1 AND app_id = $2 AND started_at >= $3 \
+            .query(&format!(
+                "SELECT duration_ms, verdict FROM {} \
+                 WHERE endpoint_id = $1 AND app_id = $2 AND id IS NOT NULL AND started_at >= $3 \
                  ORDER BY id DESC LIMIT $4",
-            )
+                every_attempt(self.engine, true)
+            ))
             .bind(id.as_str())
             .bind(app.as_str())
             .bind(since.as_millis())

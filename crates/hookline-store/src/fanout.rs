@@ -390,17 +390,18 @@ pub(crate) async fn delete_fanout(tx: &mut Tx, done: &[(&EventId, &str)]) -> Res
     Ok(())
 }
 
-/// Delivery rows written for targets of `fanout` rows, `$1` being now: only
-/// while the row is leased under the batch's token (a holder whose lease was
-/// taken over writes nothing: the new holder's outcome stands), or, with no
-/// token, while it exists; never over a row written first. Returns the ids
-/// written.
+/// Delivery rows written for targets of `fanout` rows before any attempt
+/// (one written at its outcome carries the attempt: `complete::INSERT_RECORDED`),
+/// `$1` being now: only while the row is leased under the batch's token (a
+/// holder whose lease was taken over writes nothing: the new holder's outcome
+/// stands), or, with no token, while it exists; never over a row written
+/// first. Returns the ids written.
 pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
     format!(
         "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, attempts, \
-           round_started_at, last_attempt_at, dead_reason, dead_at, created_at, updated_at) \
-         SELECT v.id, v.app_id, v.event_id, v.endpoint_id, v.state, v.due_at, v.attempts, \
-           v.created_at, v.last_attempt_at, v.dead_reason, v.dead_at, v.created_at, $1 FROM {} \
+           round_started_at, dead_reason, dead_at, created_at, updated_at) \
+         SELECT v.id, v.app_id, v.event_id, v.endpoint_id, v.state, v.due_at, 0, \
+           v.created_at, v.dead_reason, v.dead_at, v.created_at, $1 FROM {} \
          JOIN fanout f ON f.event_id = v.event_id AND (v.token IS NULL OR f.lease_token = v.token) \
          WHERE true ON CONFLICT (id) DO NOTHING RETURNING id",
         engine.rows(
@@ -413,8 +414,6 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
                 ("token", Kind::Text),
                 ("state", Kind::Text),
                 ("due_at", Kind::Int),
-                ("attempts", Kind::Int),
-                ("last_attempt_at", Kind::Int),
                 ("dead_reason", Kind::Text),
                 ("dead_at", Kind::Int),
                 ("created_at", Kind::Int),
@@ -423,7 +422,7 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
     )
 });
 
-/// One delivery row written for a target.
+/// One delivery row written for a target, never attempted.
 pub(crate) struct TargetRow<'a> {
     pub id: &'a DeliveryId,
     pub app_id: &'a AppId,
@@ -433,8 +432,6 @@ pub(crate) struct TargetRow<'a> {
     pub token: Option<&'a str>,
     pub state: DeliveryState,
     pub due_at: Timestamp,
-    pub attempts: u32,
-    pub last_attempt_at: Option<Timestamp>,
     pub dead_reason: Option<&'a str>,
     pub dead_at: Option<Timestamp>,
     pub created_at: Timestamp,
@@ -498,8 +495,6 @@ impl<'a> TargetRow<'a> {
             token,
             state: fate.state,
             due_at: fate.due_at,
-            attempts: 0,
-            last_attempt_at: None,
             dead_reason: fate.reason,
             dead_at: fate.reason.map(|_| now),
             created_at: target.created_at,
@@ -523,11 +518,6 @@ pub(crate) async fn insert_targets(
         .text(rows.iter().map(|r| r.token))
         .text(rows.iter().map(|r| Some(r.state.as_str())))
         .int(rows.iter().map(|r| Some(r.due_at.as_millis())))
-        .int(rows.iter().map(|r| Some(i64::from(r.attempts))))
-        .int(
-            rows.iter()
-                .map(|r| r.last_attempt_at.map(Timestamp::as_millis)),
-        )
         .text(rows.iter().map(|r| r.dead_reason))
         .int(rows.iter().map(|r| r.dead_at.map(Timestamp::as_millis)))
         .int(rows.iter().map(|r| Some(r.created_at.as_millis())));

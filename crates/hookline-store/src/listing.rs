@@ -13,10 +13,14 @@
 //! | listing | walks | other filters (checked along the walk) |
 //! |---|---|---|
 //! | an app's events | `events_by_app (app_id, id)` | type, ordering key |
-//! | an app's deliveries | `events_by_app`, each event's deliveries by `deliveries_by_event` | endpoint, state, last status (the newest attempt, by `attempts_by_delivery`) |
+//! | an app's deliveries | `events_by_app`, each event's deliveries by `deliveries_by_event` | endpoint, state, last status (the newest attempt, by `attempts_by_delivery`, or the first, in the row) |
 //! | the DLQ | `deliveries_dlq (app_id, dead_at, id)`, partial on `dead` | endpoint, reason, event type |
-//! | a delivery's attempts | `attempts_by_delivery (delivery_id, id)` | — |
-//! | an endpoint's attempts | `attempts_by_endpoint (endpoint_id, id)` | verdict, status, start time |
+//! | a delivery's attempts | `attempts_by_delivery (delivery_id, id)`, and the delivery's row | — |
+//! | an endpoint's attempts | `attempts_by_endpoint (endpoint_id, id)` merged with `deliveries_by_endpoint (endpoint_id, first_attempt_id)` | verdict, status, start time |
+//!
+//! A delivery row written at its first attempt's outcome holds that attempt
+//! (`first_*` columns); the attempt listings read both homes as one table
+//! (`deliveries::every_attempt`).
 //!
 //! So a filter that matches few rows of a large app reads further to fill a
 //! page: an endpoint's deliveries among many endpoints, or a rare state.

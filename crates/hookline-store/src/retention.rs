@@ -69,18 +69,27 @@ impl Store {
         let mut tx = self.writer.begin().await?;
         // Succeeded deliveries, and dead ones nothing can replay, oldest first, by the
         // primary key.
-        let ids: Vec<String> = self.engine.query(
-            "SELECT id FROM deliveries WHERE id < $1 AND (state = 'succeeded' OR (state = 'dead' \
+        let rows = self.engine.query(
+            "SELECT id, first_attempt_id FROM deliveries WHERE id < $1 AND (state = 'succeeded' OR (state = 'dead' \
              AND NOT EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id))) \
              ORDER BY id LIMIT $2",
         )
         .bind(DeliveryId::first_of_millisecond(cutoff_ms).as_str())
         .bind(i64::from(RETENTION_BATCH))
         .fetch_all(&mut tx)
-        .await?
-        .iter()
-        .map(|row| row.try_get("id"))
-        .collect::<Result<_, _>>()?;
+        .await?;
+        let ids: Vec<String> = rows
+            .iter()
+            .map(|row| row.try_get("id"))
+            .collect::<Result<_, _>>()?;
+        // A delivery's first attempt goes with its row, when the row holds it.
+        let mut carried = 0;
+        for row in &rows {
+            carried += u64::from(
+                row.try_get::<Option<String>, _>("first_attempt_id")?
+                    .is_some(),
+            );
+        }
         let mut purged = Purged::default();
         if !ids.is_empty() {
             let batch = || Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
@@ -90,7 +99,8 @@ impl Store {
                 .bind_batch(batch())
                 .execute(&mut tx)
                 .await?
-                .rows_affected();
+                .rows_affected()
+                + carried;
             purged.deliveries = self
                 .engine
                 .query(DELETE_DELIVERIES.text(self.engine))
