@@ -95,7 +95,7 @@ pub struct Args {
     #[arg(long, value_parser = ["FULL", "NORMAL"], help_heading = "Hookline under test")]
     pub sqlite_synchronous: Option<String>,
 
-    /// Override Hookline's sqlite_cache_mib (the writer's page cache; default 32).
+    /// Override Hookline's sqlite_cache_mib (the writer's page cache; default 8).
     #[arg(long, help_heading = "Hookline under test")]
     pub sqlite_cache_mib: Option<u32>,
 

@@ -176,7 +176,7 @@ impl StoreConfig {
             database_url: database_url.into(),
             max_connections: 16,
             sqlite_synchronous: "FULL".into(),
-            sqlite_cache_mib: 32,
+            sqlite_cache_mib: 8,
             acquire_timeout: std::time::Duration::from_secs(5),
             // A fresh key: secrets written with it open only in this process.
             // The binary always passes the deployment's keyring.

@@ -168,7 +168,7 @@ impl Default for Config {
             db_max_connections: 16,
             db_acquire_timeout_ms: 5_000,
             sqlite_synchronous: "FULL".into(),
-            sqlite_cache_mib: 32,
+            sqlite_cache_mib: 8,
             idempotency_retention_secs: 24 * 3600,
             history_retention_secs: 30 * 86_400,
             log_format: "text".into(),
