@@ -124,6 +124,7 @@ both_engines!(
     completion_records_attempts_and_moves_deliveries_on,
     operational_notices_are_recorded_with_their_cause_and_published_once,
     stale_lease_cannot_overwrite_the_new_owner,
+    both_owners_attempts_are_on_record_when_one_batch_holds_them,
     a_claim_takes_no_more_than_its_limit_of_one_events_deliveries,
     claims_of_every_size_stay_within_their_limit,
     claims_smaller_than_an_events_fan_out_still_take_it,
@@ -1404,6 +1405,56 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .unwrap();
     assert_eq!(delivery.state, DeliveryState::Succeeded);
     assert_eq!(attempts_of(&store, &app, &new.id).await.len(), 2);
+}
+
+/// An expired lease's holder and the new owner finish the same delivery, and
+/// both records reach one batch: the new owner's writes the delivery (its
+/// attempt in the row), and the old one's attempt is on record all the same.
+async fn both_owners_attempts_are_on_record_when_one_batch_holds_them(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    publish(&store, &app, "a", t(0)).await;
+    let old = store
+        .claim_due_deliveries(t(1), LEASE, 1, &policy())
+        .await
+        .unwrap()
+        .deliveries
+        .remove(0);
+    let new = store
+        .claim_due_deliveries(t(40), LEASE, 1, &policy())
+        .await
+        .unwrap()
+        .deliveries
+        .remove(0);
+    assert_eq!(old.id, new.id);
+    assert_ne!(old.lease_token, new.lease_token);
+    let mut late = record(&old, Next::RetryAt(t(100)), t(2));
+    late.status_code = Some(503);
+    let mut ok = record(&new, Next::Succeeded, t(41));
+    ok.status_code = Some(200);
+    store
+        .complete_attempts(&[late, ok], &BreakerPolicy::default(), t(42))
+        .await
+        .unwrap();
+    let delivery = store
+        .events()
+        .get_delivery(&app, &new.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(delivery.state, DeliveryState::Succeeded);
+    let attempts = attempts_of(&store, &app, &new.id).await;
+    let mut seen: Vec<(Timestamp, Option<u16>)> = attempts
+        .iter()
+        .map(|a| (a.started_at, a.status_code))
+        .collect();
+    seen.sort();
+    assert_eq!(seen, [(t(2), Some(503)), (t(41), Some(200))]);
 }
 
 async fn release_returns_work_unattempted(engine: Engine) {

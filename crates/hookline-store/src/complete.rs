@@ -194,7 +194,7 @@ pub(crate) static INSERT_RECORDED: Sql = Sql::new(|engine| {
            v.attempt_id, v.started_at, v.duration_ms, v.status_code, v.response_body, \
            v.error_kind, v.error_message, v.verdict, v.next_attempt_at, v.dead_reason, v.detail \
          FROM {} JOIN fanout f ON f.event_id = v.event_id AND f.lease_token = v.token \
-         WHERE true ON CONFLICT (id) DO NOTHING RETURNING id",
+         WHERE true ON CONFLICT (id) DO NOTHING RETURNING id, first_attempt_id",
         engine.rows(
             2,
             &with_attempt_fields(&[
@@ -215,16 +215,18 @@ pub(crate) static INSERT_RECORDED: Sql = Sql::new(|engine| {
 
 /// Writes the rows of records `at` (targets of `fanout` leases, created at
 /// `created[i]`) with their attempts in them ([`INSERT_RECORDED`]). Returns
-/// the ids written.
+/// the deliveries written and the attempts in them (by attempt id: two
+/// records of one delivery, of an old lease and its successor's, may be in
+/// one batch, and only the successor's writes the row).
 async fn insert_recorded(
     tx: &mut Tx,
     prepared: &Prepared<'_>,
     at: &[usize],
     created: &[Timestamp],
     now: Timestamp,
-) -> Result<HashSet<DeliveryId>> {
+) -> Result<(HashSet<DeliveryId>, HashSet<String>)> {
     if at.is_empty() {
-        return Ok(HashSet::new());
+        return Ok(Default::default());
     }
     let r = || at.iter().map(|&i| &prepared.records[i]);
     let batch = Batch::default()
@@ -240,15 +242,18 @@ async fn insert_recorded(
         .int(created.iter().map(|at| Some(at.as_millis())));
     let batch = prepared.columns(batch, at);
     let engine = tx.engine();
-    engine
+    let rows = engine
         .query(INSERT_RECORDED.text(engine))
         .bind(now.as_millis())
         .bind_batch(batch)
         .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|row| parse_column(row, "id"))
-        .collect()
+        .await?;
+    let mut written = (HashSet::new(), HashSet::new());
+    for row in &rows {
+        written.0.insert(parse_column(row, "id")?);
+        written.1.insert(row.try_get("first_attempt_id")?);
+    }
+    Ok(written)
 }
 
 /// `$1`: now. Only rows whose lease the record still holds are moved on.
@@ -377,14 +382,15 @@ impl Turn {
             created.push(lease.created_at);
         }
         let (mut moved, keyed) = update_deliveries(&mut self.tx, &rows, now).await?;
-        let inline = insert_recorded(&mut self.tx, &prepared, &targets, &created, now).await?;
+        let (written, inline) =
+            insert_recorded(&mut self.tx, &prepared, &targets, &created, now).await?;
         // Every attempt is recorded, whether or not its delivery moved on: it
         // happened. Those not in a row they wrote go to `attempts`.
         let apart: Vec<usize> = (0..records.len())
-            .filter(|&i| !inline.contains(&records[i].delivery_id))
+            .filter(|&i| !inline.contains(&prepared.ids[i]))
             .collect();
         insert_attempts(&mut self.tx, &prepared, &apart).await?;
-        moved.extend(inline);
+        moved.extend(written);
         // A lease whose last targets these are: its row goes in this turn.
         let done: Vec<(&EventId, &str)> = held
             .iter()

@@ -617,9 +617,12 @@ impl Endpoints<'_> {
         else {
             return Ok(None);
         };
+        // `id` is selected for SQLite: it merges the two halves' index walks
+        // only when the column it orders by is in the list (else it reads the
+        // endpoint's every attempt and sorts them).
         let recent = self.engine.query(&format!(
             "SELECT COUNT(*) AS total, COALESCE(SUM(CASE WHEN verdict = 'delivered' THEN 1 ELSE 0 END), 0) AS delivered \
-             FROM (SELECT verdict FROM {} WHERE endpoint_id = $1 AND id IS NOT NULL \
+             FROM (SELECT id, verdict FROM {} WHERE endpoint_id = $1 AND id IS NOT NULL \
              ORDER BY id DESC LIMIT 100) recent",
             every_attempt(self.engine, true)
         ))
@@ -653,7 +656,7 @@ impl Endpoints<'_> {
         let rows = self
             .engine
             .query(&format!(
-                "SELECT duration_ms, verdict FROM {} \
+                "SELECT id, duration_ms, verdict FROM {} \
                  WHERE endpoint_id = $1 AND app_id = $2 AND id IS NOT NULL AND started_at >= $3 \
                  ORDER BY id DESC LIMIT $4",
                 every_attempt(self.engine, true)
