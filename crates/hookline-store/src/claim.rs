@@ -54,9 +54,13 @@ pub(crate) const LEASED: &str = "state = 'in_flight'";
 /// What a claim returns per delivery: the delivery joined with its event's body.
 /// The endpoint side is read once per endpoint of the batch ([`ENDPOINT_COLUMNS`]),
 /// not once per row: decoding rows is most of a claim's cost.
+/// A claimed row and its event's body: a lookup per row, on both of the
+/// columns of `events_by_app` (a join with `events` could be planned as a walk
+/// of a whole index of it).
 const CLAIMED_COLUMNS: &str =
     "c.id, c.app_id, c.event_id, c.endpoint_id, c.lease_token, c.attempts, \
-     c.round_started_at, c.created_at, c.ordering_key, c.sequence, e.body";
+     c.round_started_at, c.created_at, c.ordering_key, c.sequence, \
+     (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body";
 
 /// What sending and admission need of an endpoint.
 pub(crate) const ENDPOINT_COLUMNS: &str =
@@ -823,18 +827,24 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
         Some(lane) => {
             let order = if newest { " DESC" } else { "" };
             format!(
-                "SELECT d.id FROM ( \
-                   SELECT id, endpoint_id, \
-                          ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at{order}, id{order}) AS rn \
-                   FROM (SELECT id, endpoint_id, due_at FROM deliveries WHERE {lane} AND due_at <= $1 \
-                         ORDER BY due_at{order} LIMIT $5) window_rows) ranked \
-                 LEFT JOIN {rooms} ON v.endpoint_id = ranked.endpoint_id \
-                 JOIN deliveries d ON d.id = ranked.id \
-                 WHERE ranked.rn <= COALESCE(v.room, $6) AND d.due_at <= $1 AND d.state = 'pending' \
+                "SELECT d.id FROM deliveries d WHERE {chosen} \
+                 AND d.due_at <= $1 AND d.state = 'pending' \
                  ORDER BY d.due_at{order} LIMIT $4{lock}",
-                lane = lane_predicate(lane),
-                rooms = engine.rows(7, &[("endpoint_id", Kind::Text), ("room", Kind::Int)]),
-                lock = engine.lock(" FOR UPDATE OF d SKIP LOCKED"),
+                chosen = engine.among(
+                    "d.id",
+                    &format!(
+                        "SELECT ranked.id FROM ( \
+                           SELECT id, endpoint_id, \
+                                  ROW_NUMBER() OVER (PARTITION BY endpoint_id ORDER BY due_at{order}, id{order}) AS rn \
+                           FROM (SELECT id, endpoint_id, due_at FROM deliveries WHERE {lane} AND due_at <= $1 \
+                                 ORDER BY due_at{order} LIMIT $5) window_rows) ranked \
+                         LEFT JOIN {rooms} ON v.endpoint_id = ranked.endpoint_id \
+                         WHERE ranked.rn <= COALESCE(v.room, $6)",
+                        lane = lane_predicate(lane),
+                        rooms = engine.rows(7, &[("endpoint_id", Kind::Text), ("room", Kind::Int)]),
+                    )
+                ),
+                lock = engine.lock(" FOR UPDATE SKIP LOCKED"),
             )
         }
     };
@@ -842,10 +852,10 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
         Engine::Postgres => format!(
             "WITH c AS ( \
                UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
-               FROM ({due}) due WHERE d.id = due.id \
+               WHERE d.id = ANY(ARRAY({due})) \
                RETURNING d.id, d.app_id, d.event_id, d.endpoint_id, d.lease_token, d.attempts, \
                          d.round_started_at, d.created_at, d.ordering_key, d.sequence) \
-             SELECT {CLAIMED_COLUMNS} FROM c JOIN events e ON e.id = c.event_id"
+             SELECT {CLAIMED_COLUMNS} FROM c"
         ),
         // SQLite's UPDATE can't feed a join, but its RETURNING may hold a subquery:
         // the body comes back in the same statement.
@@ -866,19 +876,23 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
 pub(crate) static RECOVER_EXPIRED: Sql = Sql::new(|engine| {
     format!(
         "UPDATE deliveries SET state = 'pending', lease_token = NULL, updated_at = $2 \
-         WHERE id IN ( \
-           SELECT id FROM deliveries WHERE {LEASED} AND due_at > $1 AND due_at <= $2 \
-           ORDER BY due_at LIMIT $3{}) \
-         RETURNING due_at",
-        engine.lock(" FOR UPDATE SKIP LOCKED")
+         WHERE {} RETURNING due_at",
+        engine.among(
+            "id",
+            &format!(
+                "SELECT id FROM deliveries WHERE {LEASED} AND due_at > $1 AND due_at <= $2 \
+                 ORDER BY due_at LIMIT $3{}",
+                engine.lock(" FOR UPDATE SKIP LOCKED")
+            )
+        )
     )
 });
 
 /// The endpoints of a claim's rows, read once each.
 pub(crate) static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
     format!(
-        "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id IN (SELECT id FROM {})",
-        engine.rows(1, &[("id", Kind::Text)])
+        "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE {} ORDER BY id",
+        engine.in_batch("id", 1)
     )
 });
 
@@ -895,8 +909,8 @@ pub(crate) static FAIR_PASS: Sql = Sql::new(|engine| {
 pub(crate) static LOCK_GATES: Sql = Sql::new(|engine| {
     format!(
         "SELECT id, rate_tat_us, {BREAKER_COLUMNS} FROM endpoints \
-         WHERE id IN (SELECT id FROM {}) ORDER BY id{}",
-        engine.rows(1, &[("id", Kind::Text)]),
+         WHERE {} ORDER BY id{}",
+        engine.in_batch("id", 1),
         engine.lock(" FOR UPDATE")
     )
 });
@@ -905,8 +919,8 @@ pub(crate) static LOCK_GATES: Sql = Sql::new(|engine| {
 pub(crate) static DEFER: Sql = Sql::new(|engine| {
     format!(
         "UPDATE deliveries SET state = 'pending', due_at = $1, lease_token = NULL \
-         WHERE lease_token = $2 AND id IN (SELECT id FROM {})",
-        engine.rows(3, &[("id", Kind::Text)])
+         WHERE lease_token = $2 AND {}",
+        engine.in_batch("id", 3)
     )
 });
 

@@ -146,6 +146,40 @@ impl Engine {
         }
     }
 
+    /// A condition that `column` is one of a batch's text column, bound (on
+    /// PostgreSQL) at `$n`: `column = ANY($n::text[])`, whose only plan is one
+    /// index probe per value. Joined to the batch alone, a table was planned
+    /// (generic plans, tables analyzed while small) as a walk of its whole key
+    /// with the batch inside the loop; this bounds the walk whatever the
+    /// statistics say. `TRUE` on SQLite, whose planner sees the batch's size.
+    pub(crate) fn probes(self, column: &str, n: usize) -> String {
+        match self {
+            Engine::Sqlite => "TRUE".into(),
+            Engine::Postgres => format!("{column} = ANY(${n}::text[])"),
+        }
+    }
+
+    /// `column` is one of the batch of ids bound from `$first` (see
+    /// [`Engine::probes`]).
+    pub(crate) fn in_batch(self, column: &str, first: usize) -> String {
+        match self {
+            Engine::Sqlite => format!(
+                "{column} IN (SELECT id FROM {})",
+                sqlite::rows(first, &[("id", Kind::Text)])
+            ),
+            Engine::Postgres => self.probes(column, first),
+        }
+    }
+
+    /// `column` is among what `select` returns: on PostgreSQL `= ANY(ARRAY(…))`,
+    /// one index probe per value (see [`Engine::probes`]).
+    pub(crate) fn among(self, column: &str, select: &str) -> String {
+        match self {
+            Engine::Sqlite => format!("{column} IN ({select})"),
+            Engine::Postgres => format!("{column} = ANY(ARRAY({select}))"),
+        }
+    }
+
     /// A row-lock clause (`FOR UPDATE …`) on PostgreSQL; nothing on SQLite, whose
     /// single writer already serialises every transaction.
     pub(crate) fn lock(self, clause: &'static str) -> &'static str {

@@ -212,11 +212,15 @@ pub(crate) async fn disable_endpoint(
 }
 
 /// `$1` endpoint: up to `$5` of its pending deliveries due in `$2..=$3` made due at `$4`.
-pub(crate) static MOVE_QUEUE: Sql = Sql::new(|_| {
-    "UPDATE deliveries SET due_at = $4 WHERE id IN ( \
-       SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' \
-         AND due_at >= $2 AND due_at <= $3 AND due_at <> $4 LIMIT $5)"
-        .into()
+pub(crate) static MOVE_QUEUE: Sql = Sql::new(|engine| {
+    format!(
+        "UPDATE deliveries SET due_at = $4 WHERE {}",
+        engine.among(
+            "id",
+            "SELECT id FROM deliveries WHERE endpoint_id = $1 AND state = 'pending' \
+             AND due_at >= $2 AND due_at <= $3 AND due_at <> $4 LIMIT $5"
+        )
+    )
 });
 
 /// Deliveries per statement when an endpoint's queue is moved.

@@ -150,8 +150,8 @@ pub(crate) async fn existing(
 /// Which of a batch of delivery ids have rows.
 pub(crate) static EXISTING: Sql = Sql::new(|engine| {
     format!(
-        "SELECT d.id FROM {} JOIN deliveries d ON d.id = v.id",
-        engine.rows(1, &[("id", Kind::Text)])
+        "SELECT d.id FROM deliveries d WHERE {}",
+        engine.in_batch("d.id", 1)
     )
 });
 
@@ -330,8 +330,9 @@ fn take_sql(engine: Engine, newest: bool) -> String {
                UPDATE fanout f SET lease_token = $3, due_at = $2 \
                WHERE f.event_id = ANY(ARRAY({due})) \
                RETURNING f.event_id, f.app_id, f.targets, f.reclaimed, f.created_at) \
-             SELECT c.event_id, c.app_id, c.targets, c.reclaimed, c.created_at, e.body \
-             FROM c JOIN events e ON e.id = c.event_id"
+             SELECT c.event_id, c.app_id, c.targets, c.reclaimed, c.created_at, \
+                    (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body \
+             FROM c"
         ),
         Engine::Sqlite => format!(
             "UPDATE fanout SET lease_token = $3, due_at = $2 WHERE event_id IN ({due}) \
@@ -367,11 +368,20 @@ pub(crate) static RELEASE_FANOUT: Sql = Sql::new(|_| {
 
 /// Rows whose every target has its row, by (event, lease token).
 pub(crate) static DELETE_FANOUT: Sql = Sql::new(|engine| {
-    format!(
-        "DELETE FROM fanout WHERE event_id IN ( \
-           SELECT f.event_id FROM {} JOIN fanout f ON f.event_id = v.event_id AND f.lease_token = v.token)",
-        engine.rows(1, &[("event_id", Kind::Text), ("token", Kind::Text)])
-    )
+    let batch = engine.rows(1, &[("event_id", Kind::Text), ("token", Kind::Text)]);
+    match engine {
+        // `IS NOT DISTINCT FROM`: see `complete::INSERT_RECORDED`.
+        Engine::Postgres => format!(
+            "DELETE FROM fanout f USING {batch} \
+             WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
+            engine.probes("f.event_id", 1)
+        ),
+        Engine::Sqlite => format!(
+            "DELETE FROM fanout WHERE event_id IN ( \
+               SELECT f.event_id FROM {batch} JOIN fanout f \
+               ON f.event_id = v.event_id AND f.lease_token = v.token)"
+        ),
+    }
 });
 
 pub(crate) async fn delete_fanout(tx: &mut Tx, done: &[(&EventId, &str)]) -> Result<()> {
@@ -403,7 +413,7 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
          SELECT v.id, v.app_id, v.event_id, v.endpoint_id, v.state, v.due_at, 0, \
            v.created_at, v.dead_reason, v.dead_at, v.created_at, $1 FROM {} \
          JOIN fanout f ON f.event_id = v.event_id AND (v.token IS NULL OR f.lease_token = v.token) \
-         WHERE true ON CONFLICT (id) DO NOTHING RETURNING id",
+         WHERE {} ON CONFLICT (id) DO NOTHING RETURNING id",
         engine.rows(
             2,
             &[
@@ -418,7 +428,8 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
                 ("dead_at", Kind::Int),
                 ("created_at", Kind::Int),
             ]
-        )
+        ),
+        engine.probes("f.event_id", 4),
     )
 });
 

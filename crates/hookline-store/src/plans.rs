@@ -75,19 +75,34 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "claim: fresh lane",
         sql: &claim::TAKE_FRESH,
         args: LANE_ARGS,
-        indexes: &["deliveries_due_fresh", "deliveries_pkey", "events_pkey"],
+        indexes: &[
+            "deliveries_due_fresh",
+            "deliveries_pkey",
+            "events_pkey",
+            "events_by_app",
+        ],
     },
     HotStatement {
         name: "claim: retry lane",
         sql: &claim::TAKE_RETRY,
         args: LANE_ARGS,
-        indexes: &["deliveries_due_retry", "deliveries_pkey", "events_pkey"],
+        indexes: &[
+            "deliveries_due_retry",
+            "deliveries_pkey",
+            "events_pkey",
+            "events_by_app",
+        ],
     },
     HotStatement {
         name: "claim: newest of the fresh lane",
         sql: &claim::TAKE_NEWEST_FRESH,
         args: LANE_ARGS,
-        indexes: &["deliveries_due_fresh", "deliveries_pkey", "events_pkey"],
+        indexes: &[
+            "deliveries_due_fresh",
+            "deliveries_pkey",
+            "events_pkey",
+            "events_by_app",
+        ],
     },
     HotStatement {
         name: "claim: fan-out leases that ended since the last turn",
@@ -99,13 +114,13 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "claim: fan-out lane",
         sql: &fanout::TAKE_FANOUT,
         args: FANOUT_ARGS,
-        indexes: &["fanout_due", "fanout_pkey", "events_pkey"],
+        indexes: &["fanout_due", "fanout_pkey", "events_pkey", "events_by_app"],
     },
     HotStatement {
         name: "claim: newest of the fan-out lane",
         sql: &fanout::TAKE_NEWEST_FANOUT,
         args: FANOUT_ARGS,
-        indexes: &["fanout_due", "fanout_pkey", "events_pkey"],
+        indexes: &["fanout_due", "fanout_pkey", "events_pkey", "events_by_app"],
     },
     HotStatement {
         name: "claim: which targets of reclaimed fan-out rows have rows",
@@ -183,6 +198,7 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
             "deliveries_endpoint_pending",
             "deliveries_pkey",
             "events_pkey",
+            "events_by_app",
         ],
     },
     HotStatement {

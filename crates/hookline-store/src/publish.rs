@@ -562,8 +562,10 @@ fn from_receipt(app: &AppId, bytes: &[u8]) -> Result<Published> {
 pub(crate) static STORED_ANSWERS: Sql = Sql::new(|engine| {
     format!(
         "SELECT k.app_id, k.key, k.fingerprint, k.status, k.response FROM {} \
-         JOIN idempotency_keys k ON k.app_id = v.app_id AND k.key = v.key",
-        engine.rows(1, &[("app_id", Kind::Text), ("key", Kind::Text)])
+         JOIN idempotency_keys k ON k.app_id = v.app_id AND k.key = v.key WHERE {} AND {}",
+        engine.rows(1, &[("app_id", Kind::Text), ("key", Kind::Text)]),
+        engine.probes("k.app_id", 1),
+        engine.probes("k.key", 2)
     )
 });
 
