@@ -51,12 +51,13 @@ pub(crate) fn lane_predicate(lane: Lane) -> &'static str {
 /// the lease's end).
 pub(crate) const LEASED: &str = "state = 'in_flight'";
 
-/// What a claim returns per delivery: the delivery joined with its event's body.
-/// The endpoint side is read once per endpoint of the batch ([`ENDPOINT_COLUMNS`]),
+/// What a claim returns per delivery: the delivery and its event's body. The
+/// endpoint side is read once per endpoint of the batch ([`ENDPOINT_COLUMNS`]),
 /// not once per row: decoding rows is most of a claim's cost.
-/// A claimed row and its event's body: a lookup per row, on both of the
-/// columns of `events_by_app` (a join with `events` could be planned as a walk
-/// of a whole index of it).
+///
+/// The body is a lookup per row, on both of the columns of `events_by_app`: a
+/// join with `events` could be planned (generic plans, tables analyzed while
+/// small) as a walk of a whole index of it.
 const CLAIMED_COLUMNS: &str =
     "c.id, c.app_id, c.event_id, c.endpoint_id, c.lease_token, c.attempts, \
      c.round_started_at, c.created_at, c.ordering_key, c.sequence, \
@@ -849,6 +850,11 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
         }
     };
     match engine {
+        // The chosen rows by primary key, `= ANY(ARRAY(…))`: one probe each,
+        // whatever the statistics say (`Engine::among`; a join with the
+        // chosen rows was planned as a walk of the whole key). The rows `due`
+        // locks (`FOR UPDATE`, its one FROM item being `deliveries d`) are the
+        // rows updated: the array is computed once.
         Engine::Postgres => format!(
             "WITH c AS ( \
                UPDATE deliveries d SET state = 'in_flight', due_at = $2, lease_token = $3, updated_at = $1 \
@@ -891,6 +897,8 @@ pub(crate) static RECOVER_EXPIRED: Sql = Sql::new(|engine| {
 /// The endpoints of a claim's rows, read once each.
 pub(crate) static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
     format!(
+        // In id order: the primary key's, so PostgreSQL walks no other index
+        // of `endpoints` to find them (a generic plan walked `endpoints_by_app`).
         "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE {} ORDER BY id",
         engine.in_batch("id", 1)
     )

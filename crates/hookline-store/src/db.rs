@@ -151,7 +151,9 @@ impl Engine {
     /// index probe per value. Joined to the batch alone, a table was planned
     /// (generic plans, tables analyzed while small) as a walk of its whole key
     /// with the batch inside the loop; this bounds the walk whatever the
-    /// statistics say. `TRUE` on SQLite, whose planner sees the batch's size.
+    /// statistics say. `TRUE` on SQLite, whose planner sees the batch's size
+    /// (a term all the same: `INSERT … SELECT … WHERE {this} ON CONFLICT` needs
+    /// one, SQLite's parser taking `ON` for a join's otherwise).
     pub(crate) fn probes(self, column: &str, n: usize) -> String {
         match self {
             Engine::Sqlite => "TRUE".into(),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::db::{Batch, Kind, Row, Sql, Tx};
+use crate::db::{Batch, Row, Sql, Tx};
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
 use hookline_core::time::Timestamp;
@@ -16,7 +16,7 @@ use crate::records::{
     StateFilter,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
-use crate::{Events, Listings};
+use crate::{Engine, Events, Listings};
 use hookline_core::claim::Lane;
 
 pub(crate) const DELIVERY_COLUMNS: &str =
@@ -53,16 +53,28 @@ const REPLAY: &str = "state = 'pending', due_at = $3, attempts = 0, round_starte
      dead_reason = NULL, dead_at = NULL, updated_at = $3";
 /// A delivery with an endpoint to send to (a restart's condition beside its state,
 /// which is in the same UPDATE, so of concurrent restarts exactly one starts a round).
-const HAS_ENDPOINT: &str =
-    "EXISTS (SELECT 1 FROM endpoints WHERE endpoints.id = deliveries.endpoint_id)";
+const HAS_ENDPOINT: &str = "EXISTS (SELECT 1 FROM endpoints \
+     WHERE endpoints.id = deliveries.endpoint_id AND endpoints.app_id = deliveries.app_id)";
 
 /// [`REPLAY`] of a batch of ids, now being `$1`.
-static REPLAY_BATCH: Sql = Sql::new(|engine| {
+///
+/// Per row, by primary keys only: `IS NOT DISTINCT FROM` (`state` is never
+/// NULL) keeps the planner off the partial `deliveries_dlq`, and on PostgreSQL
+/// `OFFSET 0` keeps the endpoint's check a probe per row rather than a join
+/// that walked `deliveries_by_endpoint` (generic plans, tables analyzed while
+/// small; tests/e2e/plans.rs).
+pub(crate) static REPLAY_BATCH: Sql = Sql::new(|engine| {
+    let subquery = HAS_ENDPOINT
+        .strip_suffix(')')
+        .expect("HAS_ENDPOINT ends its subquery");
+    let has_endpoint = match engine {
+        Engine::Postgres => format!("{subquery} OFFSET 0)"),
+        Engine::Sqlite => HAS_ENDPOINT.to_owned(),
+    };
     format!(
-        "UPDATE deliveries SET {} WHERE state = 'dead' AND {HAS_ENDPOINT} \
-         AND id IN (SELECT id FROM {})",
+        "UPDATE deliveries SET {} WHERE state IS NOT DISTINCT FROM 'dead' AND {has_endpoint} AND {}",
         REPLAY.replace("$3", "$1"),
-        engine.rows(2, &[("id", Kind::Text)])
+        engine.in_batch("id", 2)
     )
 });
 
@@ -101,7 +113,7 @@ const FIRST_ATTEMPT_COLUMNS: &str = "first_attempt_id AS id, id AS delivery_id, 
 /// order, and pushes the caller's conditions into each (SQLite does the same);
 /// with `by_endpoint`, SQLite is told the indexes that walk an endpoint's
 /// attempts newest first.
-pub(crate) fn every_attempt(engine: crate::Engine, by_endpoint: bool) -> String {
+pub(crate) fn every_attempt(engine: Engine, by_endpoint: bool) -> String {
     let (attempts, deliveries) = if by_endpoint {
         (
             engine.indexed_by("attempts_by_endpoint"),
@@ -180,10 +192,10 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
 
 /// The event id and ordering of deliveries, by id (what an attempt's request
 /// carried besides its own columns).
-static DELIVERY_SIDES: Sql = Sql::new(|engine| {
+pub(crate) static DELIVERY_SIDES: Sql = Sql::new(|engine| {
     format!(
-        "SELECT d.id, d.event_id, d.ordering_key, d.sequence FROM {} JOIN deliveries d ON d.id = v.id",
-        engine.rows(1, &[("id", Kind::Text)])
+        "SELECT d.id, d.event_id, d.ordering_key, d.sequence FROM deliveries d WHERE {}",
+        engine.in_batch("d.id", 1)
     )
 });
 

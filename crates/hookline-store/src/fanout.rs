@@ -370,7 +370,8 @@ pub(crate) static RELEASE_FANOUT: Sql = Sql::new(|_| {
 pub(crate) static DELETE_FANOUT: Sql = Sql::new(|engine| {
     let batch = engine.rows(1, &[("event_id", Kind::Text), ("token", Kind::Text)]);
     match engine {
-        // `IS NOT DISTINCT FROM`: see `complete::INSERT_RECORDED`.
+        // `IS NOT DISTINCT FROM`: see `complete::INSERT_RECORDED`. SQLite has
+        // no `DELETE … USING`.
         Engine::Postgres => format!(
             "DELETE FROM fanout f USING {batch} \
              WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
@@ -676,8 +677,8 @@ pub(crate) async fn endpoint_targets(
     engine
         .query(&format!(
             "UPDATE fanout SET targets = replace(targets, ',' || $1 || ',', ',,'), n = n - 1 \
-             WHERE event_id IN (SELECT event_id FROM {})",
-            engine.rows(2, &[("event_id", Kind::Text)])
+             WHERE {}",
+            engine.in_batch("event_id", 2)
         ))
         .bind(endpoint.as_str())
         .bind_batch(events())
@@ -685,9 +686,8 @@ pub(crate) async fn endpoint_targets(
         .await?;
     engine
         .query(&format!(
-            "DELETE FROM fanout WHERE event_id IN (SELECT event_id FROM {}) \
-             AND n = 0 AND lease_token IS NULL",
-            engine.rows(1, &[("event_id", Kind::Text)])
+            "DELETE FROM fanout WHERE {} AND n = 0 AND lease_token IS NULL",
+            engine.in_batch("event_id", 1)
         ))
         .bind_batch(events())
         .execute(&mut *tx)

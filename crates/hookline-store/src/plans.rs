@@ -21,7 +21,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Postgres, Row as _};
 
 use crate::db::{Pool, Sql};
-use crate::{apps, claim, complete, deliveries, endpoints, fanout, gauges, keys, publish};
+use crate::{
+    apps, claim, complete, deliveries, endpoints, fanout, gauges, keys, publish, retention,
+};
 use crate::{Result, Store};
 
 /// A statement on a hot path.
@@ -290,6 +292,31 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "drain: a claimed delivery given back",
         sql: &deliveries::RELEASE_DELIVERY,
         args: &["'dlv_a'::text", "'token'::text", NOW],
+        indexes: &["deliveries_pkey"],
+    },
+    // Batches outside the turn, planned once and cached like the rest.
+    HotStatement {
+        name: "dashboard: what listed attempts' requests carried",
+        sql: &deliveries::DELIVERY_SIDES,
+        args: &["ARRAY['dlv_a', 'dlv_b']::text[]"],
+        indexes: &["deliveries_pkey"],
+    },
+    HotStatement {
+        name: "replay: a batch of dead deliveries",
+        sql: &deliveries::REPLAY_BATCH,
+        args: &[NOW, "ARRAY['dlv_a', 'dlv_b']::text[]"],
+        indexes: &["deliveries_pkey", "endpoints_pkey", "endpoints_by_app"],
+    },
+    HotStatement {
+        name: "retention: the attempts of removed deliveries",
+        sql: &retention::DELETE_ATTEMPTS,
+        args: &["ARRAY['dlv_a', 'dlv_b']::text[]"],
+        indexes: &["attempts_by_delivery"],
+    },
+    HotStatement {
+        name: "retention: removed deliveries",
+        sql: &retention::DELETE_DELIVERIES,
+        args: &["ARRAY['dlv_a', 'dlv_b']::text[]"],
         indexes: &["deliveries_pkey"],
     },
     // Every API request: its key (until cached) and its `{app}`.

@@ -21,7 +21,7 @@
 use hookline_core::ids::{DeliveryId, EventId};
 use hookline_core::time::Timestamp;
 
-use crate::db::{Batch, Kind, Sql};
+use crate::db::{Batch, Sql};
 use crate::{Result, Store};
 
 /// Deliveries (and at most as many events) removed per transaction.
@@ -43,20 +43,16 @@ impl Purged {
 }
 
 /// The attempts of a batch of deliveries.
-static DELETE_ATTEMPTS: Sql = Sql::new(|engine| {
+pub(crate) static DELETE_ATTEMPTS: Sql = Sql::new(|engine| {
     format!(
-        "DELETE FROM attempts WHERE delivery_id IN (SELECT id FROM {})",
-        engine.rows(1, &[("id", Kind::Text)])
+        "DELETE FROM attempts WHERE {}",
+        engine.in_batch("delivery_id", 1)
     )
 });
 
 /// A batch of deliveries.
-static DELETE_DELIVERIES: Sql = Sql::new(|engine| {
-    format!(
-        "DELETE FROM deliveries WHERE id IN (SELECT id FROM {})",
-        engine.rows(1, &[("id", Kind::Text)])
-    )
-});
+pub(crate) static DELETE_DELIVERIES: Sql =
+    Sql::new(|engine| format!("DELETE FROM deliveries WHERE {}", engine.in_batch("id", 1)));
 
 impl Store {
     /// Removes one batch of succeeded deliveries (and dead ones of deleted endpoints)
