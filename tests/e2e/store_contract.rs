@@ -1352,8 +1352,10 @@ async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine:
         .is_empty());
 }
 
-async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
-    let (store, _db) = open(engine).await;
+/// One delivery claimed twice: at t(1), and again at t(40) once that lease
+/// ended. Returns the store, its app, the old owner's claim and the new one's.
+async fn two_owners(engine: Engine) -> (Store, TestDb, AppId, ClaimedDelivery, ClaimedDelivery) {
+    let (store, db) = open(engine).await;
     let app = app(&store).await;
     store
         .endpoints()
@@ -1373,6 +1375,13 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
         .unwrap()
         .deliveries
         .remove(0);
+    assert_eq!(old.id, new.id);
+    assert_ne!(old.lease_token, new.lease_token);
+    (store, db, app, old, new)
+}
+
+async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
+    let (store, _db, app, old, new) = two_owners(engine).await;
     // The first owner finishes late: its attempt is on record, but the state stays the new owner's.
     store
         .complete_attempts(
@@ -1411,28 +1420,7 @@ async fn stale_lease_cannot_overwrite_the_new_owner(engine: Engine) {
 /// both records reach one batch: the new owner's writes the delivery (its
 /// attempt in the row), and the old one's attempt is on record all the same.
 async fn both_owners_attempts_are_on_record_when_one_batch_holds_them(engine: Engine) {
-    let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
-    publish(&store, &app, "a", t(0)).await;
-    let old = store
-        .claim_due_deliveries(t(1), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
-    let new = store
-        .claim_due_deliveries(t(40), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
-    assert_eq!(old.id, new.id);
-    assert_ne!(old.lease_token, new.lease_token);
+    let (store, _db, app, old, new) = two_owners(engine).await;
     let mut late = record(&old, Next::RetryAt(t(100)), t(2));
     late.status_code = Some(503);
     let mut ok = record(&new, Next::Succeeded, t(41));
