@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::claim::Turn;
 use crate::db::Tx;
-use crate::fanout::{delete_fanout, Held};
+use crate::fanout::{delete_fanout, target_columns, Held};
 use hookline_core::completion;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
@@ -201,18 +201,11 @@ pub(crate) static INSERT_RECORDED: Sql = Sql::new(|engine| {
          WHERE {} ON CONFLICT (id) DO NOTHING RETURNING id, first_attempt_id",
         engine.rows(
             2,
-            &with_attempt_fields(&[
-                ("id", Kind::Text),
-                ("app_id", Kind::Text),
-                ("event_id", Kind::Text),
-                ("endpoint_id", Kind::Text),
-                ("token", Kind::Text),
-                ("state", Kind::Text),
-                ("due_at", Kind::Int),
+            &with_attempt_fields(&target_columns(&[
                 ("attempts", Kind::Int),
                 ("dead_at", Kind::Int),
                 ("created_at", Kind::Int),
-            ])
+            ]))
         ),
         engine.probes("f.event_id", 4)
     )

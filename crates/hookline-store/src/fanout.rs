@@ -417,22 +417,32 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
          WHERE {} ON CONFLICT (id) DO NOTHING RETURNING id",
         engine.rows(
             2,
-            &[
-                ("id", Kind::Text),
-                ("app_id", Kind::Text),
-                ("event_id", Kind::Text),
-                ("endpoint_id", Kind::Text),
-                ("token", Kind::Text),
-                ("state", Kind::Text),
-                ("due_at", Kind::Int),
+            &target_columns(&[
                 ("dead_reason", Kind::Text),
                 ("dead_at", Kind::Int),
                 ("created_at", Kind::Int),
-            ]
+            ])
         ),
         engine.probes("f.event_id", 4),
     )
 });
+
+/// The leading columns of a batch of target rows ([`INSERT_TARGETS`],
+/// `complete::INSERT_RECORDED`): which delivery, under which lease, in which
+/// state and when due; then `rest`. `event_id` is `$4` when the batch starts
+/// at `$2`.
+pub(crate) fn target_columns(rest: &[(&'static str, Kind)]) -> Vec<(&'static str, Kind)> {
+    const LEADING: [(&str, Kind); 7] = [
+        ("id", Kind::Text),
+        ("app_id", Kind::Text),
+        ("event_id", Kind::Text),
+        ("endpoint_id", Kind::Text),
+        ("token", Kind::Text),
+        ("state", Kind::Text),
+        ("due_at", Kind::Int),
+    ];
+    LEADING.iter().chain(rest).copied().collect()
+}
 
 /// One delivery row written for a target, never attempted.
 pub(crate) struct TargetRow<'a> {
