@@ -1,6 +1,7 @@
 //! The store's delivery-policy contract, on both engines, with an explicit clock:
 //! breakers, ordered partitions, rate limits, lanes and per-endpoint caps.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal};
@@ -210,6 +211,7 @@ both_engines!(
     deferral_past_max_age_dead_letters,
     a_saturated_endpoints_backlog_does_not_hide_other_work,
     a_tenants_backlog_does_not_hide_another_tenants_fresh_work,
+    a_claim_sized_by_its_free_permits_sends_another_tenants_whole_event,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
@@ -733,6 +735,94 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
         .filter(|d| d.endpoint_id == f.endpoint.id)
         .count();
     assert_eq!(backlog_taken, 15);
+}
+
+/// A dispatcher whose permits are nearly all sending claims a few at a time,
+/// and an event's deliveries are leased together: the newest slice must still
+/// fit a whole event of another tenant, beside the backlog's head.
+async fn a_claim_sized_by_its_free_permits_sends_another_tenants_whole_event(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let mut ours = vec![f.endpoint.id.clone()];
+    for n in 1..3 {
+        let url = format!("https://a{n}.example");
+        let endpoint = f.store.endpoints();
+        let endpoint = endpoint
+            .create_endpoint(&f.app, new_endpoint(&url, None), t(0))
+            .await
+            .unwrap();
+        ours.push(endpoint.id);
+    }
+    // One tenant's backlog of events to three endpoints each, all due before the other's.
+    let backlog: Vec<PublishItem> = (0..200)
+        .map(|_| item(&f.app, new_event("a", None), None, t(0)))
+        .collect();
+    let first = backlog[0].event.id.clone();
+    f.store.events().publish_group(&backlog).await.unwrap();
+    let other = f
+        .store
+        .apps()
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "other".into(),
+                portal: Default::default(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let mut theirs = Vec::new();
+    for n in 0..3 {
+        let url = format!("https://other{n}.example");
+        let endpoints = f.store.endpoints();
+        let endpoint = endpoints
+            .create_endpoint(&other, new_endpoint(&url, None), t(0))
+            .await
+            .unwrap();
+        theirs.push(endpoint.id);
+    }
+    let event = new_event("a", None);
+    let fresh = event.id.clone();
+    f.store
+        .events()
+        .publish(item(&other, event, None, t(5)))
+        .await
+        .unwrap();
+
+    // Eight permits free of a batch of 128: the dispatcher is behind.
+    let behind = ClaimPolicy {
+        batch_size: 128,
+        ..policy()
+    };
+    let claim = f.claim_as(t(6), 8, &behind).await;
+    let to = |endpoints: &[EndpointId]| -> Vec<&ClaimedDelivery> {
+        claim
+            .deliveries
+            .iter()
+            .filter(|d| endpoints.contains(&d.endpoint_id))
+            .collect()
+    };
+    let sent = |endpoints: &[EndpointId]| -> BTreeSet<(EndpointId, EventId)> {
+        to(endpoints)
+            .iter()
+            .map(|d| (d.endpoint_id.clone(), d.event_id.clone()))
+            .collect()
+    };
+    let each = |endpoints: &[EndpointId], event: &EventId| -> BTreeSet<(EndpointId, EventId)> {
+        endpoints
+            .iter()
+            .map(|e| (e.clone(), event.clone()))
+            .collect()
+    };
+    assert_eq!(
+        sent(&theirs),
+        each(&theirs, &fresh),
+        "the other tenant's event goes to its three endpoints now"
+    );
+    // The rest of the batch: the backlog's oldest event, whole.
+    assert_eq!(sent(&ours), each(&ours, &first));
+    assert_eq!(claim.deliveries.len(), 6);
 }
 
 async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) {

@@ -143,10 +143,18 @@ pub const FAIR_PASS_ENDPOINTS: u32 = 32;
 /// The lane reads of one claim of `limit` rows, in order.
 ///
 /// Retries first (up to a quarter of the batch), then fresh deliveries — the
-/// lane's head and, when the head alone fills its part (a backlog), a slice of
-/// the newest due, so what was published just now never waits behind another
-/// tenant's backlog — then retries again if room is left. A backlog of retries
-/// never delays new events, and retries are never starved by a flood of new ones.
+/// lane's head and a slice of the newest due, so what was published just now
+/// never waits behind another tenant's backlog — then retries again if room is
+/// left. A backlog of retries never delays new events, and retries are never
+/// starved by a flood of new ones.
+///
+/// The newest slice is read only under a backlog: when the head alone filled
+/// its part, or when the claim is `behind` — sized by the dispatcher's free
+/// send permits rather than by its batch, so every other permit is sending.
+/// A behind claim reads the slice before the head, with the claim's whole
+/// room: its claims are small, and the head (one event's deliveries are
+/// leased together) could otherwise leave no room for an event to fit in.
+///
 /// After the lanes, if the claim is short and some endpoint is full, the fair
 /// pass ([`FAIR_PASS_ENDPOINTS`] endpoints round-robin through their own index)
 /// finds work the lanes' heads hid.
@@ -158,18 +166,18 @@ pub struct Lanes {
     /// The last read's ask.
     asked: u32,
     retries_full: bool,
-    newest_share: u32,
+    behind: bool,
 }
 
 impl Lanes {
-    pub fn new(limit: u32) -> Self {
+    pub fn new(limit: u32, behind: bool) -> Self {
         Self {
             limit,
             taken: 0,
             step: 0,
             asked: 0,
             retries_full: false,
-            newest_share: 0,
+            behind,
         }
     }
 
@@ -177,6 +185,7 @@ impl Lanes {
     /// leased (0 before the first); `None` when the lanes are done.
     pub fn next(&mut self, leased: u32) -> Option<(LaneRead, u32)> {
         self.taken += leased;
+        let newest_share = (self.limit / NEWEST_SHARE_DIVISOR).max(self.behind as u32);
         loop {
             let step = self.step;
             self.step += 1;
@@ -188,20 +197,26 @@ impl Lanes {
                 }
                 1 => {
                     self.retries_full = leased == self.asked;
-                    self.newest_share = (self.limit / NEWEST_SHARE_DIVISOR).min(remaining);
-                    (LaneRead::Oldest(Lane::Fresh), remaining - self.newest_share)
-                }
-                2 => {
-                    // Only under a backlog: the head filled what it asked for.
-                    if self.asked == 0 || leased < self.asked {
+                    if !self.behind {
                         continue;
                     }
+                    (LaneRead::Newest(Lane::Fresh), newest_share.min(remaining))
+                }
+                2 => {
+                    let reserved = if self.behind { 0 } else { newest_share };
                     (
-                        LaneRead::Newest(Lane::Fresh),
-                        self.newest_share.min(remaining),
+                        LaneRead::Oldest(Lane::Fresh),
+                        remaining.saturating_sub(reserved),
                     )
                 }
                 3 => {
+                    // Only under a backlog: the head filled what it asked for.
+                    if self.behind || self.asked == 0 || leased < self.asked {
+                        continue;
+                    }
+                    (LaneRead::Newest(Lane::Fresh), newest_share.min(remaining))
+                }
+                4 => {
                     if !self.retries_full {
                         continue;
                     }
@@ -763,7 +778,7 @@ pub(crate) mod tests {
 
     #[test]
     fn lanes_read_retries_then_fresh_then_the_newest_under_a_backlog() {
-        let mut lanes = Lanes::new(64);
+        let mut lanes = Lanes::new(64, false);
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 16)));
         // The retry lane is full: fresh gets the rest less the newest share of 8.
         assert_eq!(lanes.next(16), Some((LaneRead::Oldest(Lane::Fresh), 40)));
@@ -775,7 +790,7 @@ pub(crate) mod tests {
 
     #[test]
     fn lanes_give_retries_what_fresh_work_leaves() {
-        let mut lanes = Lanes::new(64);
+        let mut lanes = Lanes::new(64, false);
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 16)));
         assert_eq!(lanes.next(16), Some((LaneRead::Oldest(Lane::Fresh), 40)));
         // No fresh backlog: no newest read; retries were full, so they get the rest.
@@ -783,18 +798,44 @@ pub(crate) mod tests {
         assert_eq!(lanes.next(10), None);
         assert_eq!(lanes.taken(), 31);
 
-        let mut quiet = Lanes::new(64);
+        let mut quiet = Lanes::new(64, false);
         assert_eq!(quiet.next(0), Some((LaneRead::Oldest(Lane::Retry), 16)));
         assert_eq!(quiet.next(3), Some((LaneRead::Oldest(Lane::Fresh), 53)));
         assert_eq!(quiet.next(0), None, "retries were not full: no second read");
     }
 
     #[test]
+    fn a_claim_behind_reads_the_newest_before_the_head_with_the_whole_room() {
+        // Sized by the free permits (every other one sending): the newest
+        // slice first, then the head gets what it left.
+        let mut lanes = Lanes::new(16, true);
+        assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 4)));
+        assert_eq!(lanes.next(0), Some((LaneRead::Newest(Lane::Fresh), 2)));
+        // One event's ten deliveries, leased together.
+        assert_eq!(lanes.next(10), Some((LaneRead::Oldest(Lane::Fresh), 6)));
+        assert_eq!(lanes.next(6), None, "no second newest read");
+        assert_eq!(lanes.taken(), 16);
+
+        // Even a claim of fewer than eight has a slice of one.
+        let mut small = Lanes::new(3, true);
+        assert_eq!(small.next(0), Some((LaneRead::Oldest(Lane::Retry), 1)));
+        assert_eq!(small.next(1), Some((LaneRead::Newest(Lane::Fresh), 1)));
+        assert_eq!(small.next(0), Some((LaneRead::Oldest(Lane::Fresh), 2)));
+        assert_eq!(small.next(2), None, "the batch is full");
+
+        // Not behind, a claim of fewer than eight reads no newest slice.
+        let mut quiet = Lanes::new(3, false);
+        assert_eq!(quiet.next(0), Some((LaneRead::Oldest(Lane::Retry), 1)));
+        assert_eq!(quiet.next(0), Some((LaneRead::Oldest(Lane::Fresh), 3)));
+        assert_eq!(quiet.next(3), None);
+    }
+
+    #[test]
     fn a_claim_of_one_reads_one_row() {
-        let mut lanes = Lanes::new(1);
+        let mut lanes = Lanes::new(1, false);
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 1)));
         assert_eq!(lanes.next(1), None);
-        let mut lanes = Lanes::new(1);
+        let mut lanes = Lanes::new(1, false);
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 1)));
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Fresh), 1)));
     }

@@ -19,9 +19,10 @@
 //! never take room the claim counts on; an answer arriving meanwhile only frees
 //! room. Never more than the limit.
 //!
-//! **Behind.** When the last claim filled its batch, older due work is waiting
-//! for the send permits, and claims hold them nearly all (each takes the free
-//! ones before its statements run). A hand-off then takes a permit of the
+//! **Behind.** When the last claim filled its batch, or was sized by the free
+//! send permits rather than by its batch, or no send permit is free, older due
+//! work is waiting for the permits, and claims hold them nearly all (each takes
+//! the free ones before its statements run). A hand-off then takes a permit of the
 //! *fresh share* instead — a pool of an eighth as many, as a claim under a
 //! backlog takes an eighth of its batch from the newest due work — and only to
 //! an endpoint with less than an eighth of its limit in flight: one that has
@@ -207,20 +208,21 @@ impl Room {
         room.touched = Instant::now();
     }
 
-    /// Whether the last claim filled its batch (older due work may be waiting).
+    /// Whether the last claim was behind (older due work may be waiting).
     #[cfg(test)]
     fn behind(&self) -> bool {
         self.lock().behind
     }
 
     /// Takes room for a hand-off, unless the endpoint is at its limit or its last
-    /// answer was a failure the breaker counts, or the dispatcher is behind and the
-    /// endpoint has an eighth of its limit (at least one) in flight. Returns
-    /// whether the dispatcher is behind (then the hand-off takes a permit of the
-    /// fresh share), or `None`.
-    fn try_take(&self, endpoint: &EndpointId, ceiling: Option<u32>) -> Option<bool> {
+    /// answer was a failure the breaker counts, or the dispatcher is behind (the
+    /// last claim was, or no send permit is free: `starved`) and the endpoint has
+    /// an eighth of its limit (at least one) in flight. Returns whether the
+    /// dispatcher is behind (then the hand-off takes a permit of the fresh
+    /// share), or `None`.
+    fn try_take(&self, endpoint: &EndpointId, ceiling: Option<u32>, starved: bool) -> Option<bool> {
         let mut state = self.lock();
-        let behind = state.behind;
+        let behind = state.behind || starved;
         let room = self.entry_with(&mut state, endpoint, ceiling);
         let busy = behind
             && room.in_flight >= (room.limit.current() / NEWEST_SHARE_DIVISOR as usize).max(1);
@@ -301,18 +303,19 @@ impl Room {
     /// now of each of `endpoints` (those of the rows the claim leased, each with
     /// its own ceiling as the claim read it, applied first); `sends` says each
     /// send's endpoint. `recording`: the records the claim's transaction wrote
-    /// first (the rooms they hold are its). `filled`: the claim leased as many
-    /// rows as it asked for, so more due work may be waiting.
+    /// first (the rooms they hold are its). `behind`: the claim leased as many
+    /// rows as it asked for, or was sized by the free send permits, so more due
+    /// work may be waiting.
     pub fn admit<'a, P>(
         &self,
         recording: &[AttemptRecord],
-        filled: bool,
+        behind: bool,
         endpoints: impl IntoIterator<Item = (&'a EndpointId, Option<u32>)>,
         plan: impl FnOnce(&RoomView) -> P,
         sends: impl FnOnce(&P) -> Vec<&'a EndpointId>,
     ) -> P {
         let mut state = self.lock();
-        state.behind = filled;
+        state.behind = behind;
         let freed = freed_by(recording);
         let default = self.default_limit();
         let mut rooms = HashMap::new();
@@ -399,7 +402,9 @@ impl Inbox<ClaimedDelivery> for Handoff {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        let Some(behind) = self.room.try_take(endpoint, max_in_flight) else {
+        // No send permit free: claims hold them all, as when behind.
+        let starved = self.permits.available_permits() == 0;
+        let Some(behind) = self.room.try_take(endpoint, max_in_flight, starved) else {
             return false;
         };
         let pool = if behind { &self.fresh } else { &self.permits };
@@ -469,7 +474,7 @@ mod tests {
         assert_eq!(view.room(&idle), 2);
         // A publish hands off to `idle` while the claim's statements run, by that
         // view's room of 2: it does not wait for the claim.
-        assert_eq!(room.try_take(&idle, None), Some(false));
+        assert_eq!(room.try_take(&idle, None, false), Some(false));
         // The claim's plan sees the room as it is now, and what it sends is counted.
         let sent = room.admit(
             &[],
@@ -487,7 +492,7 @@ mod tests {
             2,
             "the hand-off and the claim's send: the limit"
         );
-        assert!(room.try_take(&idle, None).is_none());
+        assert!(room.try_take(&idle, None, false).is_none());
         // The claim's commit failed: its send's room is free again.
         room.give_back([&idle]);
         assert_eq!(room.in_flight(&idle), 1);
@@ -524,11 +529,37 @@ mod tests {
         // Caught up: a hand-off takes a send permit, as a claim would.
         room.admit(&[], false, [], |_| (), |_| vec![]);
         assert!(handoff.reserve(&b, None));
-        assert!(!handoff.reserve(&b, None), "no send permit left");
+        assert_eq!(permits.available_permits(), 0, "the last send permit");
         assert_eq!(room.in_flight(&b), 1);
+        // No send permit left: behind, whatever the last claim was, and the
+        // fresh share is spent (`a`, `c`).
+        assert!(!handoff.reserve(&b, None), "no send permit left");
+        assert_eq!(room.in_flight(&b), 1, "a refused hand-off takes no room");
         drop(claims);
         assert!(handoff.reserve(&b, None));
         assert_eq!(permits.available_permits(), 14);
+    }
+
+    #[test]
+    fn with_every_send_permit_taken_hand_offs_take_the_fresh_share() {
+        let room = Room::new(ConcurrencyPolicy::default());
+        let permits = Arc::new(Semaphore::new(16));
+        let (handoff, _inbox) = Handoff::new(room.clone(), permits.clone(), Duration::from_secs(1));
+        let (a, b) = (endpoint(), endpoint());
+        // Claims hold every send permit, though the last did not fill its batch
+        // (one event's deliveries are leased together: the next did not fit).
+        let claims = permits.clone().try_acquire_many_owned(16).unwrap();
+        room.admit(&[], false, [], |_| (), |_| vec![]);
+        assert!(!room.behind());
+        assert!(handoff.reserve(&a, None), "the fresh share");
+        assert!(handoff.reserve(&b, None), "the fresh share");
+        assert!(
+            !handoff.reserve(&a, None),
+            "the fresh share is an eighth of 16 permits"
+        );
+        drop(claims);
+        assert!(handoff.reserve(&a, None), "a send permit again");
+        assert_eq!(permits.available_permits(), 15);
     }
 
     #[test]
@@ -560,25 +591,25 @@ mod tests {
         let epoch = room.epoch(&e);
         room.finish_failed(&e, Pressure::Overloaded, Duration::from_millis(5), epoch);
         assert!(
-            room.try_take(&e, None).is_none(),
+            room.try_take(&e, None, false).is_none(),
             "the breaker may just have opened"
         );
         room.start(&e);
         room.finish(&e, Pressure::Answered, Duration::from_millis(5), epoch);
-        assert!(room.try_take(&e, None).is_some());
+        assert!(room.try_take(&e, None, false).is_some());
     }
 
     #[test]
     fn an_endpoint_ceiling_bounds_its_room() {
         let room = Room::new(ConcurrencyPolicy::default());
         let e = endpoint();
-        assert!(room.try_take(&e, Some(1)).is_some());
+        assert!(room.try_take(&e, Some(1), false).is_some());
         assert!(
-            room.try_take(&e, Some(1)).is_none(),
+            room.try_take(&e, Some(1), false).is_none(),
             "its own ceiling of 1 is taken"
         );
         assert_eq!(room.limit(&e), 1);
         // The ceiling removed (a PATCH): the deployment's policy again, from the floor up.
-        assert!(room.try_take(&e, None).is_some());
+        assert!(room.try_take(&e, None, false).is_some());
     }
 }

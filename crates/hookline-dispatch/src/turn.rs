@@ -44,6 +44,10 @@ pub struct ClaimPolicy {
     pub probe_hold: Duration,
     /// How far ahead a rate-limited send slot may be handed out with its delivery.
     pub rate_lookahead: Duration,
+    /// The dispatcher's batch size: a claim of fewer rows was sized by the free
+    /// send permits, every other permit sending, so the dispatcher is behind
+    /// (0: a claim outside a dispatcher never is).
+    pub batch_size: u32,
     /// Where the fair pass over endpoints continues (shared by clones).
     pub fair_cursor: Arc<Mutex<Option<EndpointId>>>,
     /// Where the next turn's look for expired leases begins.
@@ -58,6 +62,7 @@ impl Default for ClaimPolicy {
             room: None,
             probe_hold: rules.probe_hold,
             rate_lookahead: rules.rate_lookahead,
+            batch_size: 0,
             fair_cursor: Arc::default(),
             recovery: RecoveryMark::default(),
         }
@@ -424,7 +429,9 @@ async fn claim_in(
     };
     let mut rooms = Rooms::new(&view);
     let mut leased: Vec<Leased> = Vec::new();
-    let mut lanes = Lanes::new(limit);
+    // Sized by the free permits: behind, whatever the lanes hold.
+    let behind = limit < policy.batch_size;
+    let mut lanes = Lanes::new(limit, behind);
     let mut last = 0;
     while let Some((read, ask)) = lanes.next(last) {
         let rows = turn
@@ -477,7 +484,7 @@ async fn claim_in(
         match room {
             Some(room) => room.admit(
                 recorded,
-                leased.len() >= limit as usize,
+                behind || leased.len() >= limit as usize,
                 leased.iter().map(|row| {
                     let ceiling = gates.get(&row.endpoint_id).and_then(|g| g.max_in_flight);
                     (&row.endpoint_id, ceiling)
