@@ -211,7 +211,7 @@ both_engines!(
     deferral_past_max_age_dead_letters,
     a_saturated_endpoints_backlog_does_not_hide_other_work,
     a_tenants_backlog_does_not_hide_another_tenants_fresh_work,
-    a_claim_sized_by_its_free_permits_sends_another_tenants_whole_event,
+    small_claims_send_another_tenants_whole_event_beside_a_backlog,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
@@ -738,9 +738,10 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
 }
 
 /// A dispatcher whose permits are nearly all sending claims a few at a time,
-/// and an event's deliveries are leased together: the newest slice must still
-/// fit a whole event of another tenant, beside the backlog's head.
-async fn a_claim_sized_by_its_free_permits_sends_another_tenants_whole_event(engine: Engine) {
+/// and an event's deliveries are leased together: under a backlog, one claim
+/// in eight reads the newest first, with its whole room, so another tenant's
+/// whole event fits; the claims between give the backlog's head theirs.
+async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     let mut ours = vec![f.endpoint.id.clone()];
     for n in 1..3 {
@@ -790,12 +791,11 @@ async fn a_claim_sized_by_its_free_permits_sends_another_tenants_whole_event(eng
         .await
         .unwrap();
 
-    // Eight permits free of a batch of 128: the dispatcher is behind.
-    let behind = ClaimPolicy {
-        batch_size: 128,
-        ..policy()
-    };
-    let claim = f.claim_as(t(6), 8, &behind).await;
+    // Claims of eight (the dispatcher's free permits), the backlog's head due
+    // for six seconds: the lane is a backlog, and the first claim under it
+    // reads the newest first.
+    let claiming = policy();
+    let claim = f.claim_as(t(6), 8, &claiming).await;
     let to = |endpoints: &[EndpointId]| -> Vec<&ClaimedDelivery> {
         claim
             .deliveries
@@ -823,6 +823,22 @@ async fn a_claim_sized_by_its_free_permits_sends_another_tenants_whole_event(eng
     // The rest of the batch: the backlog's oldest event, whole.
     assert_eq!(sent(&ours), each(&ours, &first));
     assert_eq!(claim.deliveries.len(), 6);
+
+    // The next seven give the head their whole room: the next two events each.
+    let next = f.claim_as(t(6), 8, &claiming).await;
+    let events: BTreeSet<&EventId> = next.deliveries.iter().map(|d| &d.event_id).collect();
+    assert_eq!(
+        events,
+        BTreeSet::from([&backlog[1].event.id, &backlog[2].event.id])
+    );
+    assert_eq!(next.deliveries.len(), 6);
+    assert_eq!(
+        claiming
+            .backlog_claims
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "both claims counted under the backlog"
+    );
 }
 
 async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) {

@@ -96,6 +96,17 @@ impl<'a> Rooms<'a> {
             .collect()
     }
 
+    /// How many due rows a lane read of `ask` ranks: wide enough to see past a
+    /// capped endpoint's rows ([`SKIP_WINDOW`], or eight times the ask) when
+    /// some endpoint is at its cap, else just the batch.
+    pub fn window(&self, ask: u32) -> u32 {
+        if self.limited().iter().any(|(_, room)| *room == 0) {
+            SKIP_WINDOW.max(ask * 8)
+        } else {
+            ask
+        }
+    }
+
     /// The endpoints the claim filled to their room.
     pub fn saturated(&self) -> Vec<EndpointId> {
         self.limited()
@@ -140,20 +151,32 @@ pub const SKIP_WINDOW: u32 = 1024;
 /// Endpoints visited per fair pass.
 pub const FAIR_PASS_ENDPOINTS: u32 = 32;
 
+/// How long fresh work may wait at the head of its lane before the lane
+/// counts as a backlog ([`backlog`]). The store leases a head row that has
+/// waited this long to any claim, whatever its room.
+pub const PATIENCE_MS: i64 = 1_000;
+
+/// Whether the fresh lane is a backlog: its head (`head`, the oldest due
+/// time of fresh work not leased) has waited [`PATIENCE_MS`] or more.
+pub fn backlog(head: Option<Timestamp>, now: Timestamp) -> bool {
+    head.is_some_and(|head| head.as_millis() <= now.as_millis() - PATIENCE_MS)
+}
+
 /// The lane reads of one claim of `limit` rows, in order.
 ///
 /// Retries first (up to a quarter of the batch), then fresh deliveries — the
-/// lane's head and a slice of the newest due, so what was published just now
-/// never waits behind another tenant's backlog — then retries again if room is
-/// left. A backlog of retries never delays new events, and retries are never
-/// starved by a flood of new ones.
+/// lane's head and, under a backlog, a slice of the newest due, so what was
+/// published just now never waits behind another tenant's backlog — then
+/// retries again if room is left. A backlog of retries never delays new
+/// events, and retries are never starved by a flood of new ones.
 ///
-/// The newest slice is read only under a backlog: when the head alone filled
-/// its part, or when the claim is `behind` — sized by the dispatcher's free
-/// send permits rather than by its batch, so every other permit is sending.
-/// A behind claim reads the slice before the head, with the claim's whole
-/// room: its claims are small, and the head (one event's deliveries are
-/// leased together) could otherwise leave no room for an event to fit in.
+/// The newest slice (an eighth) is read after the head when the head filled
+/// its part. A claim told to read the newest first (`newest_first`: under a
+/// [`backlog`], one claim in [`NEWEST_SHARE_DIVISOR`]) reads a slice of at
+/// least one row before the head, with the claim's whole room: an event's
+/// deliveries are leased together, and a small claim's eighth — claims are as
+/// small as the dispatcher's free permits — holds none. The other claims give
+/// the head their whole room.
 ///
 /// After the lanes, if the claim is short and some endpoint is full, the fair
 /// pass ([`FAIR_PASS_ENDPOINTS`] endpoints round-robin through their own index)
@@ -166,18 +189,18 @@ pub struct Lanes {
     /// The last read's ask.
     asked: u32,
     retries_full: bool,
-    behind: bool,
+    newest_first: bool,
 }
 
 impl Lanes {
-    pub fn new(limit: u32, behind: bool) -> Self {
+    pub fn new(limit: u32, newest_first: bool) -> Self {
         Self {
             limit,
             taken: 0,
             step: 0,
             asked: 0,
             retries_full: false,
-            behind,
+            newest_first,
         }
     }
 
@@ -185,7 +208,7 @@ impl Lanes {
     /// leased (0 before the first); `None` when the lanes are done.
     pub fn next(&mut self, leased: u32) -> Option<(LaneRead, u32)> {
         self.taken += leased;
-        let newest_share = (self.limit / NEWEST_SHARE_DIVISOR).max(self.behind as u32);
+        let newest_share = (self.limit / NEWEST_SHARE_DIVISOR).max(self.newest_first as u32);
         loop {
             let step = self.step;
             self.step += 1;
@@ -197,13 +220,13 @@ impl Lanes {
                 }
                 1 => {
                     self.retries_full = leased == self.asked;
-                    if !self.behind {
+                    if !self.newest_first {
                         continue;
                     }
                     (LaneRead::Newest(Lane::Fresh), newest_share.min(remaining))
                 }
                 2 => {
-                    let reserved = if self.behind { 0 } else { newest_share };
+                    let reserved = if self.newest_first { 0 } else { newest_share };
                     (
                         LaneRead::Oldest(Lane::Fresh),
                         remaining.saturating_sub(reserved),
@@ -211,7 +234,7 @@ impl Lanes {
                 }
                 3 => {
                     // Only under a backlog: the head filled what it asked for.
-                    if self.behind || self.asked == 0 || leased < self.asked {
+                    if self.newest_first || self.asked == 0 || leased < self.asked {
                         continue;
                     }
                     (LaneRead::Newest(Lane::Fresh), newest_share.min(remaining))
@@ -805,9 +828,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_claim_behind_reads_the_newest_before_the_head_with_the_whole_room() {
-        // Sized by the free permits (every other one sending): the newest
-        // slice first, then the head gets what it left.
+    fn a_claim_told_so_reads_the_newest_first_then_gives_the_head_the_rest() {
         let mut lanes = Lanes::new(16, true);
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 4)));
         assert_eq!(lanes.next(0), Some((LaneRead::Newest(Lane::Fresh), 2)));
@@ -823,11 +844,31 @@ pub(crate) mod tests {
         assert_eq!(small.next(0), Some((LaneRead::Oldest(Lane::Fresh), 2)));
         assert_eq!(small.next(2), None, "the batch is full");
 
-        // Not behind, a claim of fewer than eight reads no newest slice.
+        // Retries full: they get what the fresh reads leave.
+        let mut retrying = Lanes::new(16, true);
+        assert_eq!(retrying.next(0), Some((LaneRead::Oldest(Lane::Retry), 4)));
+        assert_eq!(retrying.next(4), Some((LaneRead::Newest(Lane::Fresh), 2)));
+        assert_eq!(retrying.next(1), Some((LaneRead::Oldest(Lane::Fresh), 11)));
+        assert_eq!(retrying.next(3), Some((LaneRead::Oldest(Lane::Retry), 8)));
+        assert_eq!(retrying.next(0), None);
+
+        // Not told so, a claim of fewer than eight reads no newest slice.
         let mut quiet = Lanes::new(3, false);
         assert_eq!(quiet.next(0), Some((LaneRead::Oldest(Lane::Retry), 1)));
         assert_eq!(quiet.next(0), Some((LaneRead::Oldest(Lane::Fresh), 3)));
         assert_eq!(quiet.next(3), None);
+
+        // A claim of nothing reads nothing.
+        assert_eq!(Lanes::new(0, true).next(0), None);
+    }
+
+    #[test]
+    fn the_lane_is_a_backlog_once_its_head_has_waited_a_second() {
+        let now = Timestamp::from_millis(10_000);
+        assert!(!backlog(None, now), "nothing due");
+        assert!(!backlog(Some(Timestamp::from_millis(9_001)), now));
+        assert!(backlog(Some(Timestamp::from_millis(9_000)), now));
+        assert!(backlog(Some(Timestamp::from_millis(0)), now));
     }
 
     #[test]
@@ -838,6 +879,22 @@ pub(crate) mod tests {
         let mut lanes = Lanes::new(1, false);
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Retry), 1)));
         assert_eq!(lanes.next(0), Some((LaneRead::Oldest(Lane::Fresh), 1)));
+    }
+
+    #[test]
+    fn a_read_ranks_past_a_capped_endpoints_rows_only_when_one_is_capped() {
+        let (busy, idle) = (EndpointId::generate(), EndpointId::generate());
+        let view = RoomView {
+            default: 4,
+            rooms: HashMap::from([(busy.clone(), 1)]),
+        };
+        let mut rooms = Rooms::new(&view);
+        assert_eq!(rooms.window(16), 16, "no endpoint is capped");
+        rooms.took(&idle);
+        assert_eq!(rooms.window(16), 16);
+        rooms.took(&busy);
+        assert_eq!(rooms.window(16), SKIP_WINDOW, "past the capped one's rows");
+        assert_eq!(rooms.window(200), 1600, "eight times a large ask");
     }
 
     #[test]

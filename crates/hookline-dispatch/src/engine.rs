@@ -240,7 +240,6 @@ impl Dispatcher {
             room: Some(room.clone()),
             probe_hold: this.config.lease,
             rate_lookahead: this.config.rate_lookahead,
-            batch_size: this.config.batch_size,
             ..ClaimPolicy::default()
         };
 

@@ -19,10 +19,10 @@
 //! never take room the claim counts on; an answer arriving meanwhile only frees
 //! room. Never more than the limit.
 //!
-//! **Behind.** When the last claim filled its batch, or was sized by the free
-//! send permits rather than by its batch, or no send permit is free, older due
-//! work is waiting for the permits, and claims hold them nearly all (each takes
-//! the free ones before its statements run). A hand-off then takes a permit of the
+//! **Behind.** When the last claim filled its batch, older due work is waiting
+//! for the send permits, and claims hold them nearly all (each takes the free
+//! ones before its statements run); when no send permit is free, claims hold
+//! them all. A hand-off then takes a permit of the
 //! *fresh share* instead — a pool of an eighth as many, as a claim under a
 //! backlog takes an eighth of its batch from the newest due work — and only to
 //! an endpoint with less than an eighth of its limit in flight: one that has
@@ -208,7 +208,7 @@ impl Room {
         room.touched = Instant::now();
     }
 
-    /// Whether the last claim was behind (older due work may be waiting).
+    /// Whether the last claim filled its batch (older due work may be waiting).
     #[cfg(test)]
     fn behind(&self) -> bool {
         self.lock().behind
@@ -303,19 +303,18 @@ impl Room {
     /// now of each of `endpoints` (those of the rows the claim leased, each with
     /// its own ceiling as the claim read it, applied first); `sends` says each
     /// send's endpoint. `recording`: the records the claim's transaction wrote
-    /// first (the rooms they hold are its). `behind`: the claim leased as many
-    /// rows as it asked for, or was sized by the free send permits, so more due
-    /// work may be waiting.
+    /// first (the rooms they hold are its). `filled`: the claim leased as many
+    /// rows as it asked for, so more due work may be waiting.
     pub fn admit<'a, P>(
         &self,
         recording: &[AttemptRecord],
-        behind: bool,
+        filled: bool,
         endpoints: impl IntoIterator<Item = (&'a EndpointId, Option<u32>)>,
         plan: impl FnOnce(&RoomView) -> P,
         sends: impl FnOnce(&P) -> Vec<&'a EndpointId>,
     ) -> P {
         let mut state = self.lock();
-        state.behind = behind;
+        state.behind = filled;
         let freed = freed_by(recording);
         let default = self.default_limit();
         let mut rooms = HashMap::new();
@@ -402,18 +401,23 @@ impl Inbox<ClaimedDelivery> for Handoff {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        // No send permit free: claims hold them all, as when behind.
-        let starved = self.permits.available_permits() == 0;
-        let Some(behind) = self.room.try_take(endpoint, max_in_flight, starved) else {
-            return false;
-        };
-        let pool = if behind { &self.fresh } else { &self.permits };
-        let Ok(permit) = pool.clone().try_acquire_owned() else {
+        // No send permit free: claims hold them all, as when behind. One may
+        // take the last between the look and the reservation: then it is so.
+        for starved in [self.permits.available_permits() == 0, true] {
+            let Some(behind) = self.room.try_take(endpoint, max_in_flight, starved) else {
+                return false;
+            };
+            let pool = if behind { &self.fresh } else { &self.permits };
+            if let Ok(permit) = pool.clone().try_acquire_owned() {
+                self.reserved().push(permit);
+                return true;
+            }
             self.room.give_back([endpoint]);
-            return false;
-        };
-        self.reserved().push(permit);
-        true
+            if behind {
+                return false;
+            }
+        }
+        false
     }
 
     fn cancel(&self, endpoint: &EndpointId) {

@@ -17,11 +17,14 @@
 //! which sees those, sends the rows beyond the room back, due now.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookline_core::breaker::BreakerPolicy;
-use hookline_core::claim::{self, ClaimRules, Lanes, RoomView, Rooms, FAIR_PASS_ENDPOINTS};
+use hookline_core::claim::{
+    self, ClaimRules, Lanes, RoomView, Rooms, FAIR_PASS_ENDPOINTS, NEWEST_SHARE_DIVISOR,
+};
 use hookline_core::completion::{self, BreakerChanges};
 use hookline_core::ids::EndpointId;
 use hookline_core::retry::RetryPolicy;
@@ -44,10 +47,9 @@ pub struct ClaimPolicy {
     pub probe_hold: Duration,
     /// How far ahead a rate-limited send slot may be handed out with its delivery.
     pub rate_lookahead: Duration,
-    /// The dispatcher's batch size: a claim of fewer rows was sized by the free
-    /// send permits, every other permit sending, so the dispatcher is behind
-    /// (0: a claim outside a dispatcher never is).
-    pub batch_size: u32,
+    /// Claims under a backlog so far: one in [`NEWEST_SHARE_DIVISOR`] reads the
+    /// newest first (`hookline_core::claim::Lanes`; shared by clones).
+    pub backlog_claims: Arc<AtomicU32>,
     /// Where the fair pass over endpoints continues (shared by clones).
     pub fair_cursor: Arc<Mutex<Option<EndpointId>>>,
     /// Where the next turn's look for expired leases begins.
@@ -62,7 +64,7 @@ impl Default for ClaimPolicy {
             room: None,
             probe_hold: rules.probe_hold,
             rate_lookahead: rules.rate_lookahead,
-            batch_size: 0,
+            backlog_claims: Arc::default(),
             fair_cursor: Arc::default(),
             recovery: RecoveryMark::default(),
         }
@@ -429,9 +431,13 @@ async fn claim_in(
     };
     let mut rooms = Rooms::new(&view);
     let mut leased: Vec<Leased> = Vec::new();
-    // Sized by the free permits: behind, whatever the lanes hold.
-    let behind = limit < policy.batch_size;
-    let mut lanes = Lanes::new(limit, behind);
+    // Under a backlog, one claim in eight reads the newest first.
+    let newest_first = claim::backlog(turn.fresh_head().await?, now)
+        && policy
+            .backlog_claims
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(NEWEST_SHARE_DIVISOR);
+    let mut lanes = Lanes::new(limit, newest_first);
     let mut last = 0;
     while let Some((read, ask)) = lanes.next(last) {
         let rows = turn
@@ -484,7 +490,7 @@ async fn claim_in(
         match room {
             Some(room) => room.admit(
                 recorded,
-                behind || leased.len() >= limit as usize,
+                leased.len() >= limit as usize,
                 leased.iter().map(|row| {
                     let ceiling = gates.get(&row.endpoint_id).and_then(|g| g.max_in_flight);
                     (&row.endpoint_id, ceiling)

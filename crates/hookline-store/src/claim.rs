@@ -120,6 +120,9 @@ pub struct Turn {
     /// The `fanout` rows this turn leased (event, created), until its plan
     /// is applied.
     fanout_rows: Vec<(EventId, Timestamp)>,
+    /// The due time of the `fanout` lane's head (`None`: empty) when this
+    /// turn first read it ([`Turn::fresh_head`]).
+    fresh_head: Option<Option<Timestamp>>,
     /// `fanout` leases this turn took, held once it commits.
     pub(crate) holds: Vec<(EventId, Held)>,
     /// Targets of held `fanout` leases this turn recorded, settled once it
@@ -261,6 +264,7 @@ impl Events<'_> {
             due_now: false,
             lease_until: Timestamp::from_millis(0),
             fanout_rows: Vec::new(),
+            fresh_head: None,
             holds: Vec::new(),
             settles: Vec::new(),
         })
@@ -324,6 +328,23 @@ impl Turn {
             .map(|(event, token)| (event, token.as_str()))
             .collect();
         delete_fanout(&mut self.tx, &done).await
+    }
+
+    /// The due time of the oldest fresh work no claim holds — the head of the
+    /// `fanout` lane — or `None` if it is empty: read once a turn (after the
+    /// leases given back), and what the turn's reads of the lane cut at.
+    pub async fn fresh_head(&mut self) -> Result<Option<Timestamp>> {
+        if let Some(head) = self.fresh_head {
+            return Ok(head);
+        }
+        let engine = self.store.engine;
+        let head: Option<i64> = engine
+            .query(NEXT_DUE_FANOUT.text(engine))
+            .fetch_scalar(&mut self.tx)
+            .await?;
+        let head = head.map(Timestamp::from_millis);
+        self.fresh_head = Some(head);
+        Ok(head)
     }
 
     /// Leases whole due `fanout` rows until they hold `ask` targets (the
@@ -435,14 +456,7 @@ impl Turn {
         };
         let cut = match newest {
             true => now,
-            false => {
-                let engine = self.store.engine;
-                let head: Option<i64> = engine
-                    .query(NEXT_DUE_FANOUT.text(engine))
-                    .fetch_scalar(&mut self.tx)
-                    .await?;
-                head.map_or(now, |head| now.min(Timestamp::from_millis(head)))
-            }
+            false => self.fresh_head().await?.map_or(now, |head| now.min(head)),
         };
         let mut leased = self.lease_rows(read, ask, rooms, cut, lease_until).await?;
         self.lease_targets(newest, ask, most, &mut leased, rooms, now, lease_until)
@@ -469,12 +483,7 @@ impl Turn {
     ) -> Result<Vec<Leased>> {
         let engine = self.store.engine;
         let limited = rooms.limited();
-        // Wide enough to see past a capped endpoint's rows; else just the batch.
-        let window = if limited.iter().any(|(_, room)| *room == 0) {
-            SKIP_WINDOW.max(ask * 8)
-        } else {
-            ask
-        };
+        let window = rooms.window(ask);
         let sql = match read {
             LaneRead::Oldest(Lane::Fresh) => &TAKE_FRESH,
             LaneRead::Oldest(Lane::Retry) => &TAKE_RETRY,

@@ -302,8 +302,9 @@ pub(crate) async fn insert_fanout(tx: &mut Tx, rows: &[NewFanout<'_>], token: &s
 /// any claim has room for would hold the lane back for good.
 pub(crate) const WHOLE: u32 = 64;
 
-/// See [`WHOLE`].
-pub(crate) const PATIENCE_MS: i64 = 1_000;
+/// See [`WHOLE`]: how long fresh work may wait at the lane's head before the
+/// lane counts as a backlog (`hookline_core::claim::backlog`).
+pub(crate) const PATIENCE_MS: i64 = hookline_core::claim::PATIENCE_MS;
 
 /// The fan-out lane: leases due rows, oldest (or newest) first, whole rows
 /// until they hold `$4` targets, up to a row's more, but never more than `$5`
