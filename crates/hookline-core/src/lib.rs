@@ -26,6 +26,7 @@
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
 //! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
+//! - [`switches`]: an endpoint's `enabled` and `paused`: whether it sends, and what turning them does.
 //! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`custom_headers`]: the headers an endpoint adds to its requests, and which it may not.
@@ -57,4 +58,5 @@ pub mod retry;
 pub mod sealing;
 pub mod signing;
 pub mod stats;
+pub mod switches;
 pub mod time;

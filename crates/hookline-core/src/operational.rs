@@ -312,9 +312,262 @@ pub fn window_of(at: Timestamp, window_ms: i64) -> i64 {
     at.as_millis().div_euclid(window_ms.max(1))
 }
 
+/// The second a death is counted in: the store counts deaths by the second,
+/// and the notices add seconds up into windows ([`dead_windows`]).
+pub fn second_of(at: Timestamp) -> i64 {
+    window_of(at, 1000)
+}
+
+/// The shortest window dead counts are told in.
+pub const MIN_WINDOW_MS: i64 = 1000;
+
+/// The first second of the window `now` is in: seconds before it belong to
+/// windows that have closed.
+pub fn open_window_first_second(now: Timestamp, window_ms: i64) -> i64 {
+    let window_ms = window_ms.max(MIN_WINDOW_MS);
+    window_of(now, window_ms) * window_ms / 1000
+}
+
+/// Adds `count` to its reason's in `counts` (the details are the latest death's).
+pub fn merge_count(counts: &mut Vec<DeadCount>, count: DeadCount) {
+    match counts.iter_mut().find(|c| c.reason == count.reason) {
+        Some(same) => {
+            let total = same.count + count.count;
+            if count.last_at >= same.last_at {
+                *same = count;
+            }
+            same.count = total;
+        }
+        None => counts.push(count),
+    }
+}
+
+/// One endpoint's dead counts in one closed window, its reasons together: one
+/// `delivery.dead` notice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadWindow {
+    pub endpoint: EndpointId,
+    pub app: AppId,
+    /// Its index, in windows of `window_ms` from the epoch.
+    pub index: i64,
+    pub window_ms: i64,
+    pub counts: Vec<DeadCount>,
+}
+
+impl DeadWindow {
+    pub fn start(&self) -> Timestamp {
+        Timestamp::from_millis(self.index * self.window_ms)
+    }
+
+    /// The notice's idempotency key: one notice per endpoint and window, however
+    /// often it is read before it is told.
+    pub fn key(&self) -> String {
+        format!("dead:{}:{}", self.endpoint, self.start().as_millis())
+    }
+
+    /// The first and last second it counts.
+    pub fn seconds(&self) -> (i64, i64) {
+        (
+            self.index * self.window_ms / 1000,
+            (self.index + 1) * self.window_ms / 1000 - 1,
+        )
+    }
+
+    /// When its last death was (its start if it has none).
+    pub fn last_at(&self) -> Timestamp {
+        self.counts
+            .iter()
+            .map(|c| c.last_at)
+            .max()
+            .unwrap_or_else(|| self.start())
+    }
+}
+
+/// Adds counted seconds up into windows of `window_ms`, one per endpoint and
+/// window, in the order of `seconds` (which come in second order, so one
+/// endpoint's window may be interleaved with another's). `cut`: the read of
+/// the seconds stopped at its limit, so the last window may have more reasons
+/// than were read — it is left for next time, unless it is the only one.
+pub fn dead_windows(
+    seconds: impl IntoIterator<Item = (EndpointId, i64, AppId, DeadCount)>,
+    window_ms: i64,
+    cut: bool,
+) -> Vec<DeadWindow> {
+    let window_ms = window_ms.max(MIN_WINDOW_MS);
+    let mut windows: Vec<DeadWindow> = Vec::new();
+    for (endpoint, second, app, count) in seconds {
+        let index = window_of(Timestamp::from_millis(second * 1000), window_ms);
+        match windows
+            .iter_mut()
+            .find(|w| w.endpoint == endpoint && w.index == index)
+        {
+            Some(window) => merge_count(&mut window.counts, count),
+            None => windows.push(DeadWindow {
+                endpoint,
+                app,
+                index,
+                window_ms,
+                counts: vec![count],
+            }),
+        }
+    }
+    if cut && windows.len() > 1 {
+        windows.pop();
+    }
+    windows
+}
+
+/// What of a window's `counts`, as they are when its notice is settled, the
+/// notice did not tell: all of them if it was not told (`told`: the payload it
+/// was told with), else what reached the window after it was read.
+pub fn untold(counts: &[DeadCount], told: Option<&Value>) -> Vec<DeadCount> {
+    let mut untold = Vec::new();
+    for count in counts {
+        merge_count(&mut untold, count.clone());
+    }
+    if let Some(payload) = told {
+        for count in &mut untold {
+            let said = payload["reasons"][count.reason.as_str()]
+                .as_u64()
+                .unwrap_or(0);
+            count.count = count.count.saturating_sub(said);
+        }
+        untold.retain(|count| count.count > 0);
+    }
+    untold
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn count(reason: DeadReason, n: u64, at_ms: i64) -> DeadCount {
+        DeadCount {
+            reason,
+            count: n,
+            last_status: Some(400),
+            last_delivery: format!("dlv_{at_ms}"),
+            last_event: format!("msg_{at_ms}"),
+            last_at: Timestamp::from_millis(at_ms),
+        }
+    }
+
+    #[test]
+    fn dead_seconds_add_up_into_one_window_per_endpoint_with_the_latest_details() {
+        let app = AppId::generate();
+        let (a, b) = (EndpointId::generate(), EndpointId::generate());
+        let minute = 60_000;
+        // Seconds in second order: a's and b's first window interleaved, then a's second.
+        let seconds = vec![
+            (
+                a.clone(),
+                1,
+                app.clone(),
+                count(DeadReason::ClientError, 2, 1_500),
+            ),
+            (
+                b.clone(),
+                2,
+                app.clone(),
+                count(DeadReason::RetriesExhausted, 1, 2_100),
+            ),
+            (
+                a.clone(),
+                30,
+                app.clone(),
+                count(DeadReason::ClientError, 3, 30_200),
+            ),
+            (
+                a.clone(),
+                31,
+                app.clone(),
+                count(DeadReason::RetriesExhausted, 1, 31_000),
+            ),
+            (
+                a.clone(),
+                61,
+                app.clone(),
+                count(DeadReason::ClientError, 1, 61_000),
+            ),
+        ];
+        let windows = dead_windows(seconds.clone(), minute, false);
+        assert_eq!(windows.len(), 3);
+        let first = &windows[0];
+        assert_eq!((first.endpoint.clone(), first.index), (a.clone(), 0));
+        assert_eq!(
+            first.counts,
+            vec![
+                DeadCount {
+                    count: 5,
+                    ..count(DeadReason::ClientError, 0, 30_200)
+                },
+                count(DeadReason::RetriesExhausted, 1, 31_000),
+            ],
+            "a reason's counts add up and keep the latest death's details"
+        );
+        assert_eq!(first.last_at(), Timestamp::from_millis(31_000));
+        assert_eq!(first.seconds(), (0, 59));
+        assert_eq!(first.key(), format!("dead:{a}:0"));
+        assert_eq!((windows[1].endpoint.clone(), windows[1].index), (b, 0));
+        assert_eq!((windows[2].endpoint.clone(), windows[2].index), (a, 1));
+        assert_eq!(windows[2].seconds(), (60, 119));
+        assert_eq!(windows[2].start(), Timestamp::from_millis(minute));
+
+        // A read cut at its limit leaves its last window for next time ...
+        assert_eq!(dead_windows(seconds.clone(), minute, true).len(), 2);
+        // ... unless it is the only one.
+        assert_eq!(dead_windows(seconds[..1].to_vec(), minute, true).len(), 1);
+        // Windows are never shorter than a second.
+        assert_eq!(dead_windows(seconds, 10, false)[0].window_ms, MIN_WINDOW_MS);
+    }
+
+    #[test]
+    fn closed_windows_end_before_the_first_second_of_the_open_one() {
+        let minute = 60_000;
+        assert_eq!(
+            open_window_first_second(Timestamp::from_millis(59_999), minute),
+            0
+        );
+        assert_eq!(
+            open_window_first_second(Timestamp::from_millis(60_000), minute),
+            60
+        );
+        assert_eq!(
+            open_window_first_second(Timestamp::from_millis(61_500), 10),
+            61
+        );
+        assert_eq!(second_of(Timestamp::from_millis(61_999)), 61);
+    }
+
+    #[test]
+    fn a_settled_notice_leaves_what_it_did_not_tell() {
+        let counts = vec![
+            count(DeadReason::ClientError, 3, 1_000),
+            count(DeadReason::ClientError, 2, 2_000),
+            count(DeadReason::RetriesExhausted, 1, 1_500),
+        ];
+        // Not told (its window was told before under the same key): all of it.
+        let all = untold(&counts, None);
+        assert_eq!(
+            all,
+            vec![
+                DeadCount {
+                    count: 5,
+                    ..count(DeadReason::ClientError, 0, 2_000)
+                },
+                count(DeadReason::RetriesExhausted, 1, 1_500),
+            ]
+        );
+        // Told with four client errors and one exhausted: one client error came later.
+        let told = json!({"reasons": {"client_error": 4, "retries_exhausted": 1}});
+        assert_eq!(
+            untold(&counts, Some(&told)),
+            vec![DeadCount {
+                count: 1,
+                ..count(DeadReason::ClientError, 0, 2_000)
+            }]
+        );
+    }
 
     #[test]
     fn the_internal_app_is_a_valid_reserved_id() {

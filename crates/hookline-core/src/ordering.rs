@@ -7,6 +7,7 @@
 //! is released. Events without a key are not partitioned at all.
 
 use crate::model::{DeadReason, DeliveryState};
+use crate::time::Timestamp;
 
 /// What a dead head does to the rest of its partition (per endpoint).
 #[derive(
@@ -78,9 +79,34 @@ pub fn releases_next(state: DeliveryState, reason: Option<DeadReason>, on_dead: 
     }
 }
 
+/// When a released successor is due, given when its endpoint takes new work
+/// (`due`: `admission::due_for_new_work`) — `None`: since its event's
+/// publication. An endpoint that takes new work now serves its fresh lane
+/// oldest first, so the successor goes ahead of work published after it
+/// instead of queueing behind the whole backlog once per step of its partition
+/// (with 50 events per key under load, that put minutes between a partition's
+/// first and last delivery). Otherwise (a breaker's probe time, a parked
+/// endpoint) it waits as new work would.
+pub fn successor_due(due: Timestamp, now: Timestamp) -> Option<Timestamp> {
+    (due > now).then_some(due)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_successor_released_to_a_ready_endpoint_is_due_since_its_publication() {
+        let now = Timestamp::from_millis(5_000);
+        assert_eq!(successor_due(now, now), None);
+        assert_eq!(successor_due(Timestamp::from_millis(4_000), now), None);
+        let probe = Timestamp::from_millis(9_000);
+        assert_eq!(
+            successor_due(probe, now),
+            Some(probe),
+            "the breaker's probe time"
+        );
+    }
 
     #[test]
     fn a_partition_admits_only_its_head() {

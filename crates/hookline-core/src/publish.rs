@@ -1,4 +1,5 @@
-//! A publish's plan: the first state of each fresh delivery, and the hand-off
+//! A publish's plan: what each item's `Idempotency-Key` makes of it
+//! ([`resolve_keys`]), the first state of each fresh delivery, and the hand-off
 //! that lets a publish give a delivery straight to the dispatcher of its process.
 //!
 //! The store reads what the plan needs — each target endpoint's gate and, for an
@@ -6,6 +7,8 @@
 //! writes the deliveries as planned; the API asks [`first_state`] for each and,
 //! where it [may hand off](FirstState::may_hand_off), asks the [`Handoff`] for room.
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::Duration;
 
 use crate::admission;
@@ -102,9 +105,87 @@ pub trait Handoff<D>: Send + Sync + std::fmt::Debug {
     fn hand_over(&self, deliveries: Vec<D>);
 }
 
+/// What an item of a publish comes to, as far as its `Idempotency-Key` tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUse {
+    /// A new event: no key, or its key's first use.
+    New,
+    /// Its key was used before this publish: with the same request (answered as
+    /// it was then), or with another (refused).
+    Earlier { same_request: bool },
+    /// Its key was used by the item at this index of the same publish, with the
+    /// same request: one event, answered alike.
+    SameAs(usize),
+    /// Its key was used by an earlier item of the same publish with another request.
+    KeyReused,
+}
+
+/// Resolves each item's key: `keys` holds each item's key (its slot, which
+/// names the app too) with the fingerprint of its request, or `None`;
+/// `stored` gives the fingerprint an earlier publish stored for a slot. A key
+/// is one event per app: the first use wins, whether earlier or in this publish.
+pub fn resolve_keys<'a, K: Eq + Hash>(
+    keys: impl IntoIterator<Item = Option<(K, &'a str)>>,
+    stored: impl Fn(&K) -> Option<&'a str>,
+) -> Vec<KeyUse> {
+    let mut used: HashMap<K, (&'a str, usize)> = HashMap::new();
+    keys.into_iter()
+        .enumerate()
+        .map(|(index, key)| {
+            let Some((slot, fingerprint)) = key else {
+                return KeyUse::New;
+            };
+            if let Some(earlier) = stored(&slot) {
+                return KeyUse::Earlier {
+                    same_request: earlier == fingerprint,
+                };
+            }
+            match used.get(&slot) {
+                Some((first, at)) if *first == fingerprint => KeyUse::SameAs(*at),
+                Some(_) => KeyUse::KeyReused,
+                None => {
+                    used.insert(slot, (fingerprint, index));
+                    KeyUse::New
+                }
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_one_event_the_first_use_wins() {
+        let stored: HashMap<&str, &str> = HashMap::from([("old", "f1"), ("older", "f1")]);
+        let keys = vec![
+            Some(("k", "f1")),
+            None,
+            Some(("k", "f1")),
+            Some(("k", "f2")),
+            Some(("old", "f1")),
+            Some(("older", "f2")),
+            Some(("j", "f2")),
+            None,
+        ];
+        let uses = resolve_keys(keys, |slot| stored.get(slot).copied());
+        assert_eq!(
+            uses,
+            vec![
+                KeyUse::New,
+                KeyUse::New,
+                KeyUse::SameAs(0),
+                KeyUse::KeyReused,
+                KeyUse::Earlier { same_request: true },
+                KeyUse::Earlier {
+                    same_request: false
+                },
+                KeyUse::New,
+                KeyUse::New,
+            ]
+        );
+    }
     use crate::breaker::{Breaker, BreakerPolicy, Signal};
     use crate::ordering::OnDead;
     use crate::retry::RetryOverrides;

@@ -17,6 +17,7 @@ use hookline_core::claim::{
     Candidate, ClaimPlan, EndpointGate, Lane, LaneRead, Rate, Rooms, Send, SKIP_WINDOW,
 };
 use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
+use hookline_core::switches::Switches;
 use hookline_core::time::Timestamp;
 
 use crate::complete::release_partition_successor;
@@ -81,8 +82,11 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             auth: auth_from_row(secrets, row, &id)?,
         }),
         gate: EndpointGate {
-            // A paused endpoint's deliveries are parked like a disabled one's.
-            enabled: row.try_get::<bool, _>("enabled")? && !row.try_get::<bool, _>("paused")?,
+            enabled: Switches {
+                enabled: row.try_get("enabled")?,
+                paused: row.try_get("paused")?,
+            }
+            .sending(),
             breaker: breaker_from_row(row)?,
             rate: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?

@@ -12,6 +12,7 @@ use crate::fanout::{delete_fanout, target_columns, Held};
 use hookline_core::completion;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeadReason;
+use hookline_core::ordering;
 use hookline_core::time::Timestamp;
 
 use crate::db::{Batch, Kind, Sql};
@@ -532,15 +533,10 @@ fn endpoints_sql(engine: Engine, lock: bool) -> String {
 pub(crate) static READ_ENDPOINTS: Sql = Sql::new(|engine| endpoints_sql(engine, false));
 pub(crate) static LOCK_ENDPOINTS: Sql = Sql::new(|engine| endpoints_sql(engine, true));
 
-/// Makes the next `blocked` delivery of a partition pending, due at `due` (from
+/// Makes the next `blocked` delivery of a partition pending, due as
+/// `hookline_core::ordering::successor_due` says of `due` (from
 /// `due_for_new_work`: now, the breaker's probe time, or `PARKED` for a disabled
 /// endpoint); whether the partition had one waiting.
-///
-/// When the endpoint takes new work now, the delivery is due since it was
-/// published: the fresh lane is served oldest first, so it goes ahead of work
-/// published after it instead of queueing behind the whole backlog once per
-/// step of its partition (with 50 events per key under load, that put minutes
-/// between a partition's first and last delivery).
 pub(crate) async fn release_partition_successor(
     tx: &mut Tx,
     endpoint: &EndpointId,
@@ -553,7 +549,7 @@ pub(crate) async fn release_partition_successor(
         .query(RELEASE_SUCCESSOR.text(engine))
         .bind(endpoint.as_str())
         .bind(key)
-        .bind(due.as_millis())
+        .bind(ordering::successor_due(due, now).map(Timestamp::as_millis))
         .bind(now.as_millis())
         .execute(&mut *tx)
         .await?
@@ -568,13 +564,13 @@ pub(crate) static LOCK_ORDERING_KEY: Sql = Sql::new(|_| {
 });
 
 /// `$1` endpoint, `$2` key: the partition's next `blocked` delivery made pending, due
-/// at `$3` (or since its creation when `$3` is not after now, `$4`).
+/// at `$3` (since its creation when NULL), at `$4`.
 ///
 /// `state <> 'succeeded'` is implied by `state = 'blocked'`, but spelled out: it is the
 /// partition index's predicate, and without it SQLite walked all the endpoint's deliveries.
 pub(crate) static RELEASE_SUCCESSOR: Sql = Sql::new(|_| {
     "UPDATE deliveries SET state = 'pending', \
-       due_at = CASE WHEN $3 <= $4 THEN created_at ELSE $3 END, updated_at = $4 WHERE id = ( \
+       due_at = COALESCE($3, created_at), updated_at = $4 WHERE id = ( \
        SELECT id FROM deliveries WHERE endpoint_id = $1 AND ordering_key = $2 AND state = 'blocked' \
          AND state <> 'succeeded' \
        ORDER BY sequence LIMIT 1)"

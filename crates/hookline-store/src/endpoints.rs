@@ -9,6 +9,7 @@ use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
+use hookline_core::switches;
 use hookline_core::time::Timestamp;
 
 use crate::fanout;
@@ -378,7 +379,7 @@ impl Endpoints<'_> {
         let Some(mut endpoint) = self.locked_endpoint(&mut tx, app, id).await? else {
             return Ok(None);
         };
-        let (was_enabled, was_sending) = (endpoint.enabled, endpoint.enabled && !endpoint.paused);
+        let before = endpoint.switches();
         if let Some(url) = patch.url {
             endpoint.url = url;
         }
@@ -444,44 +445,31 @@ impl Endpoints<'_> {
         )
         .execute(&mut tx)
         .await?;
-        match (was_enabled, endpoint.enabled) {
-            (true, false) => {
-                disable_endpoint(&mut tx, id, "manual", now).await?;
-                endpoint.disabled_reason = Some("manual".into());
-            }
-            (false, true) => {
-                self.engine
-                    .query(
-                        "UPDATE endpoints SET enabled = true, disabled_reason = NULL WHERE id = $1",
-                    )
-                    .bind(id.as_str())
-                    .execute(&mut tx)
-                    .await?;
-                save_breaker(&mut tx, id, &Breaker::default()).await?;
-                endpoint.disabled_reason = None;
-            }
-            _ => {}
+        let turned = switches::turn(before, endpoint.switches());
+        if turned.disable {
+            disable_endpoint(&mut tx, id, switches::MANUAL, now).await?;
+            endpoint.disabled_reason = Some(switches::MANUAL.into());
         }
-        // Sending stops when disabled or paused, and resumes when neither.
-        let sending = endpoint.enabled && !endpoint.paused;
-        if was_sending && !sending && endpoint.enabled {
-            // Paused while enabled (disabling parked the queue above).
+        if turned.enable {
+            self.engine
+                .query("UPDATE endpoints SET enabled = true, disabled_reason = NULL WHERE id = $1")
+                .bind(id.as_str())
+                .execute(&mut tx)
+                .await?;
+            save_breaker(&mut tx, id, &Breaker::default()).await?;
+            endpoint.disabled_reason = None;
+        }
+        if turned.park {
             move_queue(&mut tx, id, i64::MIN..=PARKED.as_millis() - 1, PARKED, now).await?;
         }
-        let resumed = !was_sending && sending;
-        if resumed {
+        if turned.unpark {
             let parked = PARKED.as_millis()..=PARKED.as_millis();
             move_queue(&mut tx, id, parked, now, now).await?;
         }
-        let mut notices = vec![Notice::endpoint(Kind::EndpointUpdated, app, id)];
-        match (was_enabled, endpoint.enabled) {
-            (true, false) => notices.push(Notice::disabled(app, id, "manual")),
-            (false, true) => notices.push(Notice::endpoint(Kind::EndpointEnabled, app, id)),
-            _ => {}
-        }
+        let notices = turned.notices(app, id);
         insert_notices(&mut tx, &notices, now).await?;
         tx.commit().await?;
-        if resumed {
+        if turned.unpark {
             self.notify_due();
         }
         Ok(Some(endpoint))

@@ -68,7 +68,7 @@ pub(crate) async fn count_dead(tx: &mut Tx, dead: &[(EndpointId, AppId, DeadCoun
     }
     let rows: Vec<(&EndpointId, i64, &AppId, &DeadCount)> = dead
         .iter()
-        .map(|(e, a, c)| (e, operational::window_of(c.last_at, 1000), a, c))
+        .map(|(e, a, c)| (e, operational::second_of(c.last_at), a, c))
         .collect();
     add_dead(tx, rows).await
 }
@@ -110,20 +110,6 @@ fn dead_count(row: &Row) -> Result<DeadCount> {
         last_event: row.try_get("last_event_id")?,
         last_at: Timestamp::from_millis(row.try_get("last_at")?),
     })
-}
-
-/// Adds `count` to its reason's (the details are the latest death's).
-fn merge_count(counts: &mut Vec<DeadCount>, count: DeadCount) {
-    match counts.iter_mut().find(|c| c.reason == count.reason) {
-        Some(same) => {
-            let total = same.count + count.count;
-            if count.last_at >= same.last_at {
-                *same = count;
-            }
-            same.count = total;
-        }
-        None => counts.push(count),
-    }
 }
 
 /// A notice waiting to be published.
@@ -219,8 +205,6 @@ impl Operational<'_> {
         window_ms: i64,
         limit: u32,
     ) -> Result<Vec<PendingNotice>> {
-        let window_ms = window_ms.max(1000);
-        let current = operational::window_of(now, window_ms);
         let mut pending = Vec::new();
         let rows = self
             .engine
@@ -253,48 +237,38 @@ impl Operational<'_> {
                    last_delivery_id, last_event_id, last_at FROM operational_dead \
                  WHERE window_index < $1 ORDER BY window_index, endpoint_id, reason LIMIT $2",
             )
-            // The first second of the current window.
-            .bind(current * window_ms / 1000)
+            .bind(operational::open_window_first_second(now, window_ms))
             .bind(i64::from(limit) * 8)
             .fetch_all(&self.reader)
             .await?;
-        let full = rows.len() as i64 == i64::from(limit) * 8;
-        // One notice per (endpoint, window), its reasons together.
-        let mut windows: Vec<((EndpointId, i64), AppId, Vec<DeadCount>)> = Vec::new();
-        for row in rows {
-            let endpoint: EndpointId = parse_column(&row, "endpoint_id")?;
-            let second: i64 = row.try_get("window_index")?;
-            let index = operational::window_of(Timestamp::from_millis(second * 1000), window_ms);
-            let count = dead_count(&row)?;
-            // Rows come in second order, so one endpoint's window may be interleaved
-            // with another's: find its group.
-            match windows
-                .iter_mut()
-                .find(|(key, _, _)| *key == (endpoint.clone(), index))
-            {
-                Some((_, _, counts)) => merge_count(counts, count),
-                _ => windows.push((
-                    (endpoint, index),
-                    parse_column(&row, "app_id")?,
-                    vec![count],
-                )),
-            }
-        }
-        if full && windows.len() > 1 {
-            // The last window may have more reasons than were read: next time.
-            windows.pop();
-        }
-        for ((endpoint, index), app, counts) in windows {
-            let start = Timestamp::from_millis(index * window_ms.max(1));
+        let cut = rows.len() as i64 == i64::from(limit) * 8;
+        let seconds = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    parse_column(row, "endpoint_id")?,
+                    row.try_get("window_index")?,
+                    parse_column(row, "app_id")?,
+                    dead_count(row)?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for window in operational::dead_windows(seconds, window_ms, cut) {
+            let (from, to) = window.seconds();
             pending.push(PendingNotice {
-                key: format!("dead:{endpoint}:{}", start.as_millis()),
+                key: window.key(),
                 kind: Kind::DeliveryDead,
-                data: operational::dead_payload(&app, &endpoint, &counts, start),
-                at: counts.iter().map(|c| c.last_at).max().unwrap_or(start),
+                data: operational::dead_payload(
+                    &window.app,
+                    &window.endpoint,
+                    &window.counts,
+                    window.start(),
+                ),
+                at: window.last_at(),
                 source: Source::Dead {
-                    endpoint,
-                    from: index * window_ms / 1000,
-                    to: (index + 1) * window_ms / 1000 - 1,
+                    endpoint: window.endpoint,
+                    from,
+                    to,
                 },
             });
         }
@@ -337,19 +311,8 @@ impl Operational<'_> {
                         continue;
                     };
                     let app: AppId = parse_column(first, "app_id")?;
-                    let mut untold = Vec::new();
-                    for row in &rows {
-                        merge_count(&mut untold, dead_count(row)?);
-                    }
-                    if *told {
-                        for count in &mut untold {
-                            let said = notice.data["reasons"][count.reason.as_str()]
-                                .as_u64()
-                                .unwrap_or(0);
-                            count.count = count.count.saturating_sub(said);
-                        }
-                        untold.retain(|count| count.count > 0);
-                    }
+                    let counts = rows.iter().map(dead_count).collect::<Result<Vec<_>>>()?;
+                    let untold = operational::untold(&counts, told.then_some(&notice.data));
                     let rows = untold
                         .iter()
                         .map(|count| (endpoint, into, &app, count))

@@ -20,7 +20,7 @@ use hookline_core::claim::EndpointGate;
 use hookline_core::filter::Filter;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
-use hookline_core::publish::{FirstState, Partition};
+use hookline_core::publish::{self, FirstState, KeyUse, Partition};
 use hookline_core::time::Timestamp;
 
 use crate::claim::{self, ENDPOINT_COLUMNS};
@@ -121,33 +121,40 @@ impl Events<'_> {
         let mut endpoints: HashMap<AppId, Vec<Arc<Target>>> = HashMap::new();
         // Partitions that got a delivery earlier in this group (not yet visible to queries).
         let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
-        // Keys used earlier in this group: (app, key) → (fingerprint, item).
-        let mut used: HashMap<(AppId, String), (String, usize)> = HashMap::new();
+        let uses = publish::resolve_keys(
+            items.iter().map(|item| {
+                let key = item.key.as_ref()?;
+                let slot = (item.app.clone(), key.key.clone());
+                Some((slot, key.fingerprint.as_str()))
+            }),
+            |slot| Some(earlier.get(slot)?.0.as_str()),
+        );
         let mut resolved = Vec::with_capacity(items.len());
         let mut drafts = Vec::new();
         let mut targets = Vec::new();
         let mut dropped = BTreeMap::new();
 
-        for (index, item) in items.iter().enumerate() {
-            if let Some(key) = &item.key {
-                let slot = (item.app.clone(), key.key.clone());
-                if let Some((fingerprint, stored)) = earlier.get(&slot) {
-                    resolved.push(Resolved::Earlier(if *fingerprint == key.fingerprint {
-                        stored.clone().replay()
+        for (index, (item, key_use)) in items.iter().zip(uses).enumerate() {
+            match key_use {
+                KeyUse::New => {}
+                KeyUse::Earlier { same_request } => {
+                    let key = item.key.as_ref().expect("an earlier use has a key");
+                    let slot = (item.app.clone(), key.key.clone());
+                    resolved.push(Resolved::Earlier(if same_request {
+                        earlier[&slot].1.clone().replay()
                     } else {
                         PublishOutcome::KeyReused
                     }));
                     continue;
                 }
-                if let Some((fingerprint, first)) = used.get(&slot) {
-                    resolved.push(if *fingerprint == key.fingerprint {
-                        Resolved::SameAs(*first)
-                    } else {
-                        Resolved::KeyReused
-                    });
+                KeyUse::SameAs(first) => {
+                    resolved.push(Resolved::SameAs(first));
                     continue;
                 }
-                used.insert(slot, (key.fingerprint.clone(), index));
+                KeyUse::KeyReused => {
+                    resolved.push(Resolved::KeyReused);
+                    continue;
+                }
             }
             if !endpoints.contains_key(&item.app) {
                 let loaded = load_targets(&mut tx, &self.secrets, &item.app).await?;

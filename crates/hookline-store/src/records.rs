@@ -14,6 +14,7 @@ use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::portal::PortalSettings;
 pub use hookline_core::retry::{Next, RetryOverrides};
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
+use hookline_core::switches::Switches;
 use hookline_core::time::Timestamp;
 
 /// A producer's tenant.
@@ -91,6 +92,16 @@ pub struct Destination {
     pub headers: Vec<(String, String)>,
     /// How Hookline authenticates to it besides the signature (opened, shared).
     pub auth: Option<Arc<OutboundAuth>>,
+}
+
+impl Endpoint {
+    /// Its `enabled` and `paused`.
+    pub fn switches(&self) -> Switches {
+        Switches {
+            enabled: self.enabled,
+            paused: self.paused,
+        }
+    }
 }
 
 /// Fields of a new endpoint (already validated by the caller).

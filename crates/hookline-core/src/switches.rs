@@ -1,0 +1,162 @@
+//! An endpoint's two switches, `enabled` and `paused`: whether it takes work,
+//! and what turning them does to its queue and which operational notices it
+//! raises. The store reads the switches, asks [`turn`], and executes the
+//! [`Turned`] plan in the endpoint's update.
+
+use crate::ids::{AppId, EndpointId};
+use crate::operational::{Kind, Notice};
+
+/// The reason a disable by hand is recorded (and told) with.
+pub const MANUAL: &str = "manual";
+
+/// An endpoint's switches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switches {
+    pub enabled: bool,
+    pub paused: bool,
+}
+
+impl Switches {
+    /// Whether its deliveries are sent: a paused endpoint's are parked like a
+    /// disabled one's (claims treat it as disabled).
+    pub fn sending(self) -> bool {
+        self.enabled && !self.paused
+    }
+}
+
+/// What turning an endpoint's switches from one setting to another does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turned {
+    /// Disabled by hand: its breaker and reason are set as a disable's, and its
+    /// queue is parked.
+    pub disable: bool,
+    /// Enabled again: its reason cleared, its breaker closed afresh.
+    pub enable: bool,
+    /// Paused while enabled: its queue, due or not, is parked (a disable parks
+    /// it itself).
+    pub park: bool,
+    /// Sending again: what was parked is due now.
+    pub unpark: bool,
+}
+
+/// What going from `before` to `after` does.
+pub fn turn(before: Switches, after: Switches) -> Turned {
+    Turned {
+        disable: before.enabled && !after.enabled,
+        enable: !before.enabled && after.enabled,
+        park: before.sending() && !after.sending() && after.enabled,
+        unpark: !before.sending() && after.sending(),
+    }
+}
+
+impl Turned {
+    /// The operational notices an update of the endpoint with this turn raises:
+    /// always `endpoint.updated`, and `disabled` (by hand) or `enabled` with it.
+    pub fn notices(self, app: &AppId, endpoint: &EndpointId) -> Vec<Notice> {
+        let mut notices = vec![Notice::endpoint(Kind::EndpointUpdated, app, endpoint)];
+        if self.disable {
+            notices.push(Notice::disabled(app, endpoint, MANUAL));
+        }
+        if self.enable {
+            notices.push(Notice::endpoint(Kind::EndpointEnabled, app, endpoint));
+        }
+        notices
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switches(enabled: bool, paused: bool) -> Switches {
+        Switches { enabled, paused }
+    }
+
+    #[test]
+    fn only_an_enabled_unpaused_endpoint_sends() {
+        assert!(switches(true, false).sending());
+        assert!(!switches(true, true).sending());
+        assert!(!switches(false, false).sending());
+        assert!(!switches(false, true).sending());
+    }
+
+    #[test]
+    fn every_turn_of_the_switches_moves_the_queue_once() {
+        let none = Turned {
+            disable: false,
+            enable: false,
+            park: false,
+            unpark: false,
+        };
+        let all = [
+            switches(true, false),
+            switches(true, true),
+            switches(false, false),
+            switches(false, true),
+        ];
+        for before in all {
+            for after in all {
+                let turned = turn(before, after);
+                let expected = match (before.enabled, before.paused, after.enabled, after.paused) {
+                    // Unchanged, or a change that neither starts nor stops sending.
+                    (b, p, a, q) if (b, p) == (a, q) => none,
+                    (true, false, true, true) => Turned { park: true, ..none },
+                    (true, true, true, false) => Turned {
+                        unpark: true,
+                        ..none
+                    },
+                    (true, false, false, _) => Turned {
+                        disable: true,
+                        ..none
+                    },
+                    (true, true, false, _) => Turned {
+                        disable: true,
+                        ..none
+                    },
+                    (false, _, true, false) => Turned {
+                        enable: true,
+                        unpark: true,
+                        ..none
+                    },
+                    (false, _, true, true) => Turned {
+                        enable: true,
+                        ..none
+                    },
+                    (false, _, false, _) => none,
+                    _ => unreachable!(),
+                };
+                assert_eq!(turned, expected, "{before:?} -> {after:?}");
+                // What was sending and stops is parked once: by the disable or the pause.
+                if before.sending() && !after.sending() {
+                    assert!(turned.disable ^ turned.park, "{before:?} -> {after:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_update_tells_what_it_turned() {
+        let (app, endpoint) = (AppId::generate(), EndpointId::generate());
+        let kinds = |turned: Turned| -> Vec<Kind> {
+            turned
+                .notices(&app, &endpoint)
+                .iter()
+                .map(|n| n.kind)
+                .collect()
+        };
+        let (on, off) = (switches(true, false), switches(false, false));
+        assert_eq!(kinds(turn(on, on)), vec![Kind::EndpointUpdated]);
+        assert_eq!(
+            kinds(turn(on, off)),
+            vec![Kind::EndpointUpdated, Kind::EndpointDisabled]
+        );
+        assert_eq!(
+            kinds(turn(off, on)),
+            vec![Kind::EndpointUpdated, Kind::EndpointEnabled]
+        );
+        assert_eq!(
+            turn(on, off).notices(&app, &endpoint)[1],
+            Notice::disabled(&app, &endpoint, MANUAL)
+        );
+    }
+}
