@@ -514,11 +514,16 @@ mod tests {
         assert_eq!(windows[2].start(), Timestamp::from_millis(minute));
 
         // A read cut at its limit leaves its last window for next time ...
-        assert_eq!(dead_windows(seconds.clone(), minute, true).len(), 2);
+        assert_eq!(dead_windows(seconds.clone(), minute, true), windows[..2]);
         // ... unless it is the only one.
         assert_eq!(dead_windows(seconds[..1].to_vec(), minute, true).len(), 1);
         // Windows are never shorter than a second.
-        assert_eq!(dead_windows(seconds, 10, false)[0].window_ms, MIN_WINDOW_MS);
+        let seconds = dead_windows(seconds, 10, false);
+        assert_eq!(seconds[0].window_ms, MIN_WINDOW_MS);
+        assert_eq!(
+            seconds.iter().map(|w| w.index).collect::<Vec<_>>(),
+            vec![1, 2, 30, 31, 61]
+        );
     }
 
     #[test]

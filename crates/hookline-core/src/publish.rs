@@ -160,12 +160,13 @@ mod tests {
     fn a_key_is_one_event_the_first_use_wins() {
         let stored: HashMap<&str, &str> = HashMap::from([("old", "f1"), ("older", "f1")]);
         let keys = vec![
-            Some(("k", "f1")),
             None,
+            Some(("k", "f1")),
             Some(("k", "f1")),
             Some(("k", "f2")),
             Some(("old", "f1")),
             Some(("older", "f2")),
+            Some(("old", "f1")),
             Some(("j", "f2")),
             None,
         ];
@@ -175,12 +176,14 @@ mod tests {
             vec![
                 KeyUse::New,
                 KeyUse::New,
-                KeyUse::SameAs(0),
+                KeyUse::SameAs(1),
                 KeyUse::KeyReused,
                 KeyUse::Earlier { same_request: true },
                 KeyUse::Earlier {
                     same_request: false
                 },
+                // A key stored earlier answers every use in the publish alike.
+                KeyUse::Earlier { same_request: true },
                 KeyUse::New,
                 KeyUse::New,
             ]

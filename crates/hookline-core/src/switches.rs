@@ -98,7 +98,7 @@ mod tests {
             for after in all {
                 let turned = turn(before, after);
                 let expected = match (before.enabled, before.paused, after.enabled, after.paused) {
-                    // Unchanged, or a change that neither starts nor stops sending.
+                    // Unchanged.
                     (b, p, a, q) if (b, p) == (a, q) => none,
                     (true, false, true, true) => Turned { park: true, ..none },
                     (true, true, true, false) => Turned {
@@ -155,8 +155,12 @@ mod tests {
             vec![Kind::EndpointUpdated, Kind::EndpointEnabled]
         );
         assert_eq!(
-            turn(on, off).notices(&app, &endpoint)[1],
-            Notice::disabled(&app, &endpoint, MANUAL)
+            turn(on, off).notices(&app, &endpoint)[1].data["reason"],
+            "manual"
         );
+        // Pausing and resuming tell only the update.
+        let paused = switches(true, true);
+        assert_eq!(kinds(turn(on, paused)), vec![Kind::EndpointUpdated]);
+        assert_eq!(kinds(turn(paused, on)), vec![Kind::EndpointUpdated]);
     }
 }

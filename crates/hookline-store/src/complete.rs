@@ -536,7 +536,7 @@ pub(crate) static LOCK_ENDPOINTS: Sql = Sql::new(|engine| endpoints_sql(engine, 
 /// Makes the next `blocked` delivery of a partition pending, due as
 /// `hookline_core::ordering::successor_due` says of `due` (from
 /// `due_for_new_work`: now, the breaker's probe time, or `PARKED` for a disabled
-/// endpoint); whether the partition had one waiting.
+/// or paused endpoint); whether the partition had one waiting.
 pub(crate) async fn release_partition_successor(
     tx: &mut Tx,
     endpoint: &EndpointId,
