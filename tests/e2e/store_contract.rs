@@ -118,6 +118,7 @@ both_engines!(
     publish_fans_out_to_enabled_matching_endpoints,
     publish_skips_endpoints_whose_filter_drops_the_payload_and_counts_them,
     idempotency_key_replays_or_refuses,
+    events_answered_from_their_key_take_no_sequence_number,
     concurrent_publishes_with_one_key_write_one_event,
     claim_leases_due_work_and_reclaims_expired_leases,
     turns_give_back_expired_leases_from_where_the_last_left_off,
@@ -633,6 +634,62 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
         PublishOutcome::Created(_)
     ));
     assert_eq!(store.listings().count_events(&app).await.unwrap(), 1);
+}
+
+/// An ordered event answered from its idempotency key — an earlier publish's,
+/// or an earlier item's in the same group — writes nothing, so the key's
+/// sequence numbers have no gaps.
+async fn events_answered_from_their_key_take_no_sequence_number(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    let ordered = || NewEvent {
+        ordering_key: Some("order_42".into()),
+        ..new_event("a")
+    };
+    let key = |key: &str, fingerprint: &str| IdempotencyKey {
+        key: key.into(),
+        fingerprint: fingerprint.into(),
+    };
+    let sequence = |outcome: &PublishOutcome| match outcome {
+        PublishOutcome::Created(published) => published.event.sequence,
+        other => panic!("expected Created, got {other:?}"),
+    };
+    let (k1, k1_other, k2) = (key("k1", "f1"), key("k1", "f2"), key("k2", "f1"));
+    let group = vec![
+        item(&app, ordered(), Some(&k1), t(1)),
+        item(&app, ordered(), Some(&k1), t(1)),
+        item(&app, ordered(), Some(&k1_other), t(1)),
+        item(&app, ordered(), None, t(1)),
+    ];
+    let outcomes = store.events().publish_group(&group).await.unwrap();
+    assert_eq!(sequence(&outcomes[0]), Some(1));
+    let PublishOutcome::Created(created) = &outcomes[0] else {
+        unreachable!("checked above")
+    };
+    assert_eq!(
+        outcomes[1],
+        PublishOutcome::Replayed(created.clone()),
+        "the same request, one event"
+    );
+    assert_eq!(outcomes[2], PublishOutcome::KeyReused);
+    assert_eq!(sequence(&outcomes[3]), Some(2), "no number for either");
+
+    let group = vec![
+        item(&app, ordered(), Some(&k1), t(2)),
+        item(&app, ordered(), Some(&k2), t(2)),
+    ];
+    let outcomes = store.events().publish_group(&group).await.unwrap();
+    let PublishOutcome::Replayed(first) = &outcomes[0] else {
+        panic!("expected Replayed, got {:?}", outcomes[0])
+    };
+    assert_eq!(first.event.sequence, Some(1));
+    assert_eq!(sequence(&outcomes[1]), Some(3), "the next, with no gap");
+    assert_eq!(store.listings().count_events(&app).await.unwrap(), 3);
 }
 
 async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {

@@ -117,10 +117,6 @@ impl Events<'_> {
     pub async fn begin_publish<'a>(&self, items: &'a [PublishItem]) -> Result<Publish<'a>> {
         let earlier = self.stored_answers(items).await?;
         let mut tx = self.writer.begin().await?;
-        let mut sequences = allocate_sequences(&mut tx, items, &earlier).await?;
-        let mut endpoints: HashMap<AppId, Vec<Arc<Target>>> = HashMap::new();
-        // Partitions that got a delivery earlier in this group (not yet visible to queries).
-        let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
         let uses = publish::resolve_keys(
             items.iter().map(|item| {
                 let key = item.key.as_ref()?;
@@ -129,6 +125,10 @@ impl Events<'_> {
             }),
             |slot| Some(earlier.get(slot)?.0.as_str()),
         );
+        let mut sequences = allocate_sequences(&mut tx, items, &uses).await?;
+        let mut endpoints: HashMap<AppId, Vec<Arc<Target>>> = HashMap::new();
+        // Partitions that got a delivery earlier in this group (not yet visible to queries).
+        let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
         let mut resolved = Vec::with_capacity(items.len());
         let mut drafts = Vec::new();
         let mut targets = Vec::new();
@@ -668,21 +668,17 @@ async fn next_sequences(tx: &mut Tx, app: &AppId, key: &str, count: u64) -> Resu
 /// key by key in (app, key) order — the lock order every transaction uses, so
 /// concurrent groups sharing keys cannot deadlock. Returns the first number of
 /// each key's range; events take them in group order. Events answered from an
-/// earlier use of their idempotency key (or a duplicate key in the group) take
-/// none, so sequences have no gaps.
+/// earlier use of their idempotency key (or a duplicate key in the group: what
+/// `uses` says of each) take none, so sequences have no gaps.
 async fn allocate_sequences(
     tx: &mut Tx,
     items: &[PublishItem],
-    earlier: &HashMap<(AppId, String), (String, Stored)>,
+    uses: &[KeyUse],
 ) -> Result<BTreeMap<(AppId, String), u64>> {
     let mut counts: BTreeMap<(AppId, String), u64> = BTreeMap::new();
-    let mut seen_keys = HashSet::new();
-    for item in items {
-        if let Some(key) = &item.key {
-            let slot = (item.app.clone(), key.key.clone());
-            if earlier.contains_key(&slot) || !seen_keys.insert(slot) {
-                continue;
-            }
+    for (item, key_use) in items.iter().zip(uses) {
+        if *key_use != KeyUse::New {
+            continue;
         }
         if let Some(ordering_key) = &item.event.ordering_key {
             *counts
