@@ -279,21 +279,14 @@ pub async fn prepare(
             recovered_until: None,
         });
     }
-    // The room is read once the records are written (a turn's first statement
-    // may wait for the previous turn's commit, which frees room meanwhile).
-    let room = policy.room.as_deref();
-    let claimed = claim_in(
-        &mut turn,
-        records,
-        breaker_changes,
+    let terms = Terms {
         now,
         lease,
         limit,
         policy,
-        room,
-        recovery.since,
-    )
-    .await;
+        since: recovery.since,
+    };
+    let claimed = claim_in(&mut turn, records, breaker_changes, &terms).await;
     let (claim, recovered_until) = match claimed {
         Ok(claimed) => claimed,
         Err(error) => {
@@ -398,22 +391,38 @@ impl Recovery {
     }
 }
 
+/// What a turn's claim is asked: up to `limit` rows, leased until `now +
+/// lease`, by `policy` (its room, rules and shared state); the leases that
+/// ended after `since` are given back first.
+#[derive(Clone, Copy)]
+struct Terms<'a> {
+    now: Timestamp,
+    lease: Duration,
+    limit: u32,
+    policy: &'a ClaimPolicy,
+    since: Option<Timestamp>,
+}
+
 /// A turn's claim, after its records (`recorded`): gives back the leases that
 /// ended since the last turn, leases due rows by lane (then the fair pass),
-/// plans the claim and counts it in `room`, and applies it. Returns the claim
+/// plans the claim and counts it in the room, and applies it. Returns the claim
 /// and where its look for expired leases ended.
-#[allow(clippy::too_many_arguments)]
 async fn claim_in(
     turn: &mut Turn,
     recorded: &[AttemptRecord],
     breaker_changes: BreakerChanges,
-    now: Timestamp,
-    lease: Duration,
-    limit: u32,
-    policy: &ClaimPolicy,
-    room: Option<&Room>,
-    since: Option<Timestamp>,
+    terms: &Terms<'_>,
 ) -> Result<(Claim, Option<Timestamp>)> {
+    let Terms {
+        now,
+        lease,
+        limit,
+        policy,
+        since,
+    } = *terms;
+    // The room is read once the records are written (a turn's first statement
+    // may wait for the previous turn's commit, which frees room meanwhile).
+    let room = policy.room.as_deref();
     // Leases that ended since the last turn go back to their lane first, to be
     // claimed like any pending delivery (rooms, breakers and all).
     let ended = turn.recover_expired(since, now, limit).await?;

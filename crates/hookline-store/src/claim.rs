@@ -24,7 +24,7 @@ use crate::complete::release_partition_successor;
 use crate::db::{Batch, Kind, Row, Sql, Tx};
 use crate::endpoints::{
     auth_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row,
-    retry_from_row, save_breaker, signing_from_row, BREAKER_COLUMNS,
+    retry_from_row, save_breaker, signing_from_row, BREAKER_COLUMNS, SENDING_COLUMNS,
 };
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
@@ -53,7 +53,7 @@ pub(crate) fn lane_predicate(lane: Lane) -> &'static str {
 pub(crate) const LEASED: &str = "state = 'in_flight'";
 
 /// What a claim returns per delivery: the delivery and its event's body. The
-/// endpoint side is read once per endpoint of the batch ([`ENDPOINT_COLUMNS`]),
+/// endpoint side is read once per endpoint of the batch ([`SENDING_COLUMNS`]),
 /// not once per row: decoding rows is most of a claim's cost.
 ///
 /// The body is a lookup per row, on both of the columns of `events_by_app`: a
@@ -64,13 +64,7 @@ const CLAIMED_COLUMNS: &str =
      c.round_started_at, c.created_at, c.ordering_key, c.sequence, \
      (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body";
 
-/// What sending and admission need of an endpoint.
-pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, url, secret, previous_secret, previous_secret_until, headers, auth, enabled, paused, retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, \
-     rate_limit_per_sec, max_in_flight, ordering_on_dead, breaker_state, consecutive_failures, breaker_cooldown_ms, \
-     next_probe_at, probe_until, failing_since";
-
-/// An endpoint as claims and publishes read it ([`ENDPOINT_COLUMNS`]), the
+/// An endpoint as claims and publishes read it ([`SENDING_COLUMNS`]), the
 /// rate state not yet read (see [`Turn::lock_endpoints`]).
 pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEndpoint> {
     let id: EndpointId = parse_column(row, "id")?;
@@ -361,7 +355,6 @@ impl Turn {
         ask: u32,
         most: u32,
         now: Timestamp,
-        lease_until: Timestamp,
     ) -> Result<(Vec<Leased>, usize)> {
         let engine = self.store.engine;
         let sql = if newest {
@@ -372,7 +365,7 @@ impl Turn {
         let rows = engine
             .query(sql.text(engine))
             .bind(now.as_millis())
-            .bind(lease_until.as_millis())
+            .bind(self.lease_until.as_millis())
             .bind(self.fanout_token.as_str())
             .bind(i64::from(ask))
             .bind(i64::from(most))
@@ -463,7 +456,7 @@ impl Turn {
             false => self.fresh_head().await?.map_or(now, |head| now.min(head)),
         };
         let mut leased = self.lease_rows(read, ask, rooms, cut, lease_until).await?;
-        self.lease_targets(newest, ask, most, &mut leased, rooms, now, lease_until)
+        self.lease_targets(newest, ask, most, &mut leased, rooms, now)
             .await?;
         let wanted = ask.saturating_sub(leased.len() as u32);
         if wanted > 0 && cut < now {
@@ -512,8 +505,7 @@ impl Turn {
     }
 
     /// Leases `fanout` rows for `ask` targets in all in `leased`, or up to one
-    /// row's more, but never more than `most`.
-    #[allow(clippy::too_many_arguments)]
+    /// row's more, but never more than `most`, until the turn's lease end.
     async fn lease_targets(
         &mut self,
         newest: bool,
@@ -522,7 +514,6 @@ impl Turn {
         leased: &mut Vec<Leased>,
         rooms: &mut Rooms<'_>,
         now: Timestamp,
-        lease_until: Timestamp,
     ) -> Result<()> {
         // A target beyond its endpoint's room, or beyond the claim's ask, is
         // not leased only to be handed back: it waits as a row of its own, due
@@ -539,9 +530,7 @@ impl Turn {
             }
             let asked = wanted.max((full.len() as u32).min(SKIP_WINDOW));
             let room = most.saturating_sub(leased.len() as u32).max(asked);
-            let (targets, rows) = self
-                .lease_fanout(newest, asked, room, now, lease_until)
-                .await?;
+            let (targets, rows) = self.lease_fanout(newest, asked, room, now).await?;
             if rows == 0 {
                 break;
             }
@@ -912,7 +901,7 @@ pub(crate) static CLAIMED_TARGETS: Sql = Sql::new(|engine| {
     format!(
         // In id order: the primary key's, so PostgreSQL walks no other index
         // of `endpoints` to find them (a generic plan walked `endpoints_by_app`).
-        "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE {} ORDER BY id",
+        "SELECT {SENDING_COLUMNS} FROM endpoints WHERE {} ORDER BY id",
         engine.in_batch("id", 1)
     )
 });

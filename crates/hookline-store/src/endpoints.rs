@@ -22,15 +22,36 @@ use crate::Endpoints;
 use crate::{parse_column, Result, StoreError};
 use hookline_core::operational::{Kind, Notice};
 
-pub(crate) const ENDPOINT_COLUMNS: &str =
-    "id, app_id, url, description, event_types, payload_filter, enabled, paused, secret, previous_secret, \
-     previous_secret_until, headers, auth, \
-     retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
-     ordering_on_dead, disabled_reason, created_at, updated_at";
+/// The columns of an endpoint, in two parts: what sending and admission need
+/// (claims and publishes read only these, [`SENDING_COLUMNS`]), and the rest
+/// the API shows ([`ENDPOINT_COLUMNS`]). One list, so a column added to an
+/// endpoint is read by every reader that needs it.
+macro_rules! sending_columns {
+    () => {
+        "id, url, secret, previous_secret, previous_secret_until, headers, auth, enabled, paused, \
+         retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
+         ordering_on_dead"
+    };
+}
 
 /// The breaker's columns, as read by claims, completions and the health view.
-pub(crate) const BREAKER_COLUMNS: &str =
-    "breaker_state, consecutive_failures, breaker_cooldown_ms, next_probe_at, probe_until, failing_since";
+macro_rules! breaker_columns {
+    () => {
+        "breaker_state, consecutive_failures, breaker_cooldown_ms, next_probe_at, probe_until, failing_since"
+    };
+}
+
+/// An endpoint as the API shows it.
+pub(crate) const ENDPOINT_COLUMNS: &str = concat!(
+    sending_columns!(),
+    ", app_id, description, event_types, payload_filter, disabled_reason, created_at, updated_at"
+);
+
+/// What sending and admission need of an endpoint, its breaker included.
+pub(crate) const SENDING_COLUMNS: &str = concat!(sending_columns!(), ", ", breaker_columns!());
+
+/// The breaker's columns, as read by claims, completions and the health view.
+pub(crate) const BREAKER_COLUMNS: &str = breaker_columns!();
 
 pub(crate) fn retry_from_row(row: &Row) -> Result<RetryOverrides> {
     let get = |column: &str| -> Result<Option<i64>> { Ok(row.try_get::<Option<i64>, _>(column)?) };

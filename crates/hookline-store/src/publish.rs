@@ -23,9 +23,10 @@ use hookline_core::model::DeliveryState;
 use hookline_core::publish::{self, FirstState, KeyUse, Partition};
 use hookline_core::time::Timestamp;
 
-use crate::claim::{self, ENDPOINT_COLUMNS};
+use crate::claim;
 use crate::db::{Batch, Kind, Sql};
 use crate::endpoints::event_types_from_json;
+use crate::endpoints::SENDING_COLUMNS;
 use crate::fanout::{encode_targets, insert_fanout, Held, NewFanout};
 use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
@@ -622,7 +623,7 @@ impl Target {
 
 /// An app's enabled endpoints, with what sending and admission need.
 pub(crate) static LOAD_TARGETS: Sql = Sql::new(|_| {
-    format!("SELECT event_types, payload_filter, {ENDPOINT_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
+    format!("SELECT event_types, payload_filter, {SENDING_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
 });
 
 async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec<Arc<Target>>> {
