@@ -148,6 +148,23 @@ impl Fixture {
         id
     }
 
+    /// Another tenant beside the fixture's app.
+    async fn another_app(&self) -> AppId {
+        let new = NewApp {
+            uid: None,
+            name: "other".into(),
+            portal: Default::default(),
+        };
+        self.store.apps().create_app(new, t(0)).await.unwrap().id
+    }
+
+    /// A new endpoint of `app` at `url`, for every event type.
+    async fn endpoint_of(&self, app: &AppId, url: &str) -> Endpoint {
+        let endpoints = self.store.endpoints();
+        let new = new_endpoint(url, None);
+        endpoints.create_endpoint(app, new, t(0)).await.unwrap()
+    }
+
     async fn claim(&self, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
         self.claim_as(now, limit, &policy()).await.deliveries
     }
@@ -690,26 +707,8 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
         .map(|_| item(&f.app, new_event("a", None), None, t(0)))
         .collect();
     f.store.events().publish_group(&backlog).await.unwrap();
-    let other = f
-        .store
-        .apps()
-        .create_app(
-            NewApp {
-                uid: None,
-                name: "other".into(),
-                portal: Default::default(),
-            },
-            t(0),
-        )
-        .await
-        .unwrap()
-        .id;
-    let other_endpoint = f
-        .store
-        .endpoints()
-        .create_endpoint(&other, new_endpoint("https://other.example", None), t(0))
-        .await
-        .unwrap();
+    let other = f.another_app().await;
+    let other_endpoint = f.endpoint_of(&other, "https://other.example").await;
     let event = new_event("a", None);
     let fresh = event.id.clone();
     f.store
@@ -746,12 +745,7 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
     let mut ours = vec![f.endpoint.id.clone()];
     for n in 1..3 {
         let url = format!("https://a{n}.example");
-        let endpoint = f.store.endpoints();
-        let endpoint = endpoint
-            .create_endpoint(&f.app, new_endpoint(&url, None), t(0))
-            .await
-            .unwrap();
-        ours.push(endpoint.id);
+        ours.push(f.endpoint_of(&f.app, &url).await.id);
     }
     // One tenant's backlog of events to three endpoints each, all due before the other's.
     let backlog: Vec<PublishItem> = (0..200)
@@ -759,29 +753,11 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
         .collect();
     let first = backlog[0].event.id.clone();
     f.store.events().publish_group(&backlog).await.unwrap();
-    let other = f
-        .store
-        .apps()
-        .create_app(
-            NewApp {
-                uid: None,
-                name: "other".into(),
-                portal: Default::default(),
-            },
-            t(0),
-        )
-        .await
-        .unwrap()
-        .id;
+    let other = f.another_app().await;
     let mut theirs = Vec::new();
     for n in 0..3 {
         let url = format!("https://other{n}.example");
-        let endpoints = f.store.endpoints();
-        let endpoint = endpoints
-            .create_endpoint(&other, new_endpoint(&url, None), t(0))
-            .await
-            .unwrap();
-        theirs.push(endpoint.id);
+        theirs.push(f.endpoint_of(&other, &url).await.id);
     }
     let event = new_event("a", None);
     let fresh = event.id.clone();
