@@ -165,6 +165,18 @@ impl Fixture {
         endpoints.create_endpoint(app, new, t(0)).await.unwrap()
     }
 
+    /// Publishes one event of `app` straight to the store, due at `now`.
+    async fn publish_in(&self, app: &AppId, now: Timestamp) -> EventId {
+        let event = new_event("a", None);
+        let id = event.id.clone();
+        self.store
+            .events()
+            .publish(item(app, event, None, now))
+            .await
+            .unwrap();
+        id
+    }
+
     async fn claim(&self, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
         self.claim_as(now, limit, &policy()).await.deliveries
     }
@@ -709,13 +721,7 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
     f.store.events().publish_group(&backlog).await.unwrap();
     let other = f.another_app().await;
     let other_endpoint = f.endpoint_of(&other, "https://other.example").await;
-    let event = new_event("a", None);
-    let fresh = event.id.clone();
-    f.store
-        .events()
-        .publish(item(&other, event, None, t(5)))
-        .await
-        .unwrap();
+    let fresh = f.publish_in(&other, t(5)).await;
 
     // Nothing in flight anywhere: the claim is limited by its batch alone.
     let claim = f.claim_as(t(6), 16, &policy()).await;
@@ -759,13 +765,7 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
         let url = format!("https://other{n}.example");
         theirs.push(f.endpoint_of(&other, &url).await.id);
     }
-    let event = new_event("a", None);
-    let fresh = event.id.clone();
-    f.store
-        .events()
-        .publish(item(&other, event, None, t(5)))
-        .await
-        .unwrap();
+    let fresh = f.publish_in(&other, t(5)).await;
 
     // Claims of eight (the dispatcher's free permits), the backlog's head due
     // for six seconds: the lane is a backlog, and the first claim under it

@@ -401,23 +401,18 @@ impl Inbox<ClaimedDelivery> for Handoff {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        // No send permit free: claims hold them all, as when behind. One may
-        // take the last between the look and the reservation: then it is so.
-        for starved in [self.permits.available_permits() == 0, true] {
-            let Some(behind) = self.room.try_take(endpoint, max_in_flight, starved) else {
-                return false;
-            };
-            let pool = if behind { &self.fresh } else { &self.permits };
-            if let Ok(permit) = pool.clone().try_acquire_owned() {
-                self.reserved().push(permit);
-                return true;
-            }
+        // No send permit free: claims hold them all, as when behind.
+        let starved = self.permits.available_permits() == 0;
+        let Some(behind) = self.room.try_take(endpoint, max_in_flight, starved) else {
+            return false;
+        };
+        let pool = if behind { &self.fresh } else { &self.permits };
+        let Ok(permit) = pool.clone().try_acquire_owned() else {
             self.room.give_back([endpoint]);
-            if behind {
-                return false;
-            }
-        }
-        false
+            return false;
+        };
+        self.reserved().push(permit);
+        true
     }
 
     fn cancel(&self, endpoint: &EndpointId) {
