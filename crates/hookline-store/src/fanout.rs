@@ -310,17 +310,37 @@ pub(crate) const PATIENCE_MS: i64 = hookline_core::claim::PATIENCE_MS;
 /// until they hold `$4` targets, up to a row's more, but never more than `$5`
 /// (the head row, if it alone has more, as [`WHOLE`] says). Parameters:
 /// `$1` now, `$2` lease end, `$3` token, `$4` targets wanted, `$5` the most.
+///
+/// On PostgreSQL the rows read are locked (`SKIP LOCKED`: rows another node's
+/// claim is leasing are passed over), and a locked row costs a WAL record
+/// whether it is leased or not: so the locked read takes only as many rows as
+/// the lease would if none were locked, counted first without locks. (Reading
+/// `$4` rows locked, as many as targets wanted, locked about ten rows per
+/// row leased at ten targets a row: 32 bytes of WAL per delivery.)
 fn take_sql(engine: Engine, newest: bool) -> String {
     let order = if newest { " DESC" } else { "" };
+    let head = |limit: &str, lock: &str| {
+        format!(
+            "SELECT event_id, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
+             ORDER BY due_at{order} LIMIT {limit}{lock}"
+        )
+    };
+    let window = format!("SUM(n) OVER (ORDER BY due_at{order}, event_id{order})");
+    let limit = match engine {
+        Engine::Postgres => format!(
+            "(SELECT count(*) FROM (SELECT n, {window} AS upto FROM ({}) unlocked) counted \
+              WHERE upto - n < $4)",
+            head("$4", "")
+        ),
+        Engine::Sqlite => "$4".into(),
+    };
     let due = format!(
         "SELECT event_id FROM ( \
-           SELECT event_id, n, due_at, SUM(n) OVER (ORDER BY due_at{order}, event_id{order}) AS upto \
-           FROM (SELECT event_id, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
-                 ORDER BY due_at{order} LIMIT $4{lock}) head) counted \
+           SELECT event_id, n, due_at, {window} AS upto FROM ({}) head) counted \
          WHERE (upto - n < $4 AND upto <= $5) \
             OR (upto = n AND ($5 >= CASE WHEN n < {WHOLE} THEN n ELSE {WHOLE} END \
                               OR due_at <= $1 - {PATIENCE_MS}))",
-        lock = engine.lock(" FOR UPDATE SKIP LOCKED"),
+        head(&limit, engine.lock(" FOR UPDATE SKIP LOCKED")),
     );
     match engine {
         // `= ANY(ARRAY(…))`: the rows by primary key, one probe each, whatever
