@@ -21,6 +21,7 @@ use std::sync::Mutex;
 
 use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
+use hookline_core::switches::Deleted;
 use hookline_core::time::Timestamp;
 
 use crate::db::{Batch, Kind, On, Row, Sql, Tx};
@@ -313,10 +314,15 @@ pub(crate) const PATIENCE_MS: i64 = hookline_core::claim::PATIENCE_MS;
 ///
 /// On PostgreSQL the rows read are locked (`SKIP LOCKED`: rows another node's
 /// claim is leasing are passed over), and a locked row costs a WAL record
-/// whether it is leased or not: so the locked read takes only as many rows as
-/// the lease would if none were locked, counted first without locks. (Reading
-/// `$4` rows locked, as many as targets wanted, locked about ten rows per
-/// row leased at ten targets a row: 32 bytes of WAL per delivery.)
+/// whether it is leased or not. So the locked read takes only the rows up to
+/// the last due time the lease would reach if none were locked, counted
+/// first without locks: the rows the lease takes, and those due at the same
+/// millisecond as its last (the lease orders ties by event id, the index by
+/// where the rows lie). Reading `$4` rows locked — as many rows as targets
+/// wanted — locked about seven rows per row leased at ten targets a row (27
+/// bytes of WAL per delivery). Rows another node is leasing are counted, then
+/// passed over: such a claim reads no further than their count, so it may hold
+/// fewer than `$4` targets (never a row twice).
 fn take_sql(engine: Engine, newest: bool) -> String {
     let order = if newest { " DESC" } else { "" };
     let head = |limit: &str, lock: &str| {
@@ -326,10 +332,16 @@ fn take_sql(engine: Engine, newest: bool) -> String {
         )
     };
     let window = format!("SUM(n) OVER (ORDER BY due_at{order}, event_id{order})");
+    let (last, reached) = match newest {
+        false => ("MAX", "<="),
+        true => ("MIN", ">="),
+    };
     let limit = match engine {
         Engine::Postgres => format!(
-            "(SELECT count(*) FROM (SELECT n, {window} AS upto FROM ({}) unlocked) counted \
-              WHERE upto - n < $4)",
+            "(SELECT count(*) FROM ( \
+               SELECT due_at, {last}(CASE WHEN upto - n < $4 THEN due_at END) OVER () AS last_due \
+               FROM (SELECT due_at, n, {window} AS upto FROM ({}) unlocked) summed) bounded \
+             WHERE due_at {reached} last_due)",
             head("$4", "")
         ),
         Engine::Sqlite => "$4".into(),
@@ -644,7 +656,7 @@ pub(crate) async fn targets_of_endpoint(
 /// What becomes of an endpoint's targets in `fanout` rows ([`endpoint_targets`]).
 pub(crate) enum Move {
     /// The endpoint is deleted: every target, leased or not, dead
-    /// (`endpoint_deleted`).
+    /// ([`Deleted::REASON`]).
     Kill,
     /// Its queue moves (a breaker opening, a pause, a disable): the targets
     /// of rows not leased and due in the range, pending and due at `to`.
@@ -695,7 +707,7 @@ pub(crate) async fn endpoint_targets(
         Move::Kill => Fate {
             state: DeliveryState::Dead,
             due_at: now,
-            reason: Some("endpoint_deleted"),
+            reason: Some(Deleted::REASON.as_str()),
         },
         Move::Queue { to, .. } => Fate::waiting(to),
     };
