@@ -158,6 +158,28 @@ pub fn outlives(round_started_at: Timestamp, at: Timestamp, max_age: Duration) -
     at.since(round_started_at) > max_age
 }
 
+/// Where a delivery stands once a replay (of a dead one) or a resend (of a
+/// succeeded one) starts a new round at `now`: pending and due at once, no
+/// attempt counted yet in the round, whose max age runs from `now` (and, not
+/// dead, no reason to be). Its event, and so its `webhook-id`, stays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Round {
+    pub state: DeliveryState,
+    pub due_at: Timestamp,
+    pub attempts: u32,
+    pub round_started_at: Timestamp,
+}
+
+/// The new round a replay or a resend starts at `now` (see [`Round`]).
+pub fn new_round(now: Timestamp) -> Round {
+    Round {
+        state: DeliveryState::Pending,
+        due_at: now,
+        attempts: 0,
+        round_started_at: now,
+    }
+}
+
 /// What happens after an attempt: the one type from the retry budget's decision
 /// to what is recorded (the attempt row's verdict and times, the delivery's next
 /// state). The classifier's [`Verdict`] is its input.
@@ -300,6 +322,40 @@ mod tests {
     }
 
     const RETRY: Verdict = Verdict::Retry { not_before: None };
+
+    #[test]
+    fn a_replay_starts_a_round_with_the_whole_budget_again() {
+        let p = policy();
+        let (created, now) = (Timestamp::from_millis(0), Timestamp::from_millis(7_200_000));
+        // The old round is spent: out of attempts, and older than max_age.
+        assert_eq!(
+            p.next(RETRY, 3, created, now, &mut Min),
+            Next::Dead(DeadReason::RetriesExhausted),
+            "older than max_age"
+        );
+        let round = new_round(now);
+        assert_eq!(
+            round,
+            Round {
+                state: DeliveryState::Pending,
+                due_at: now,
+                attempts: 0,
+                round_started_at: now,
+            }
+        );
+        // Its first failure retries; its max age runs from the replay.
+        let first = round.attempts + 1;
+        assert_eq!(
+            p.next(RETRY, first, round.round_started_at, now, &mut Min),
+            Next::RetryAt(now)
+        );
+        let last = p.max_attempts;
+        assert_eq!(
+            p.next(RETRY, last, round.round_started_at, now, &mut Min),
+            Next::Dead(DeadReason::RetriesExhausted),
+            "a round has max_attempts, no more"
+        );
+    }
 
     #[test]
     fn ceiling_doubles_from_base_and_stops_at_cap() {

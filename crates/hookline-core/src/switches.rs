@@ -1,9 +1,11 @@
 //! An endpoint's two switches, `enabled` and `paused`: whether it takes work,
 //! and what turning them does to its queue and which operational notices it
 //! raises. The store reads the switches, asks [`turn`], and executes the
-//! [`Turned`] plan in the endpoint's update.
+//! [`Turned`] plan in the endpoint's update. What deleting an endpoint does
+//! is here too ([`Deleted`]).
 
 use crate::ids::{AppId, EndpointId};
+use crate::model::{DeadReason, DeliveryState};
 use crate::operational::{Kind, Notice};
 
 /// The reason a disable by hand is recorded (and told) with.
@@ -64,9 +66,54 @@ impl Turned {
     }
 }
 
+/// What deleting an endpoint does: every delivery of it not finished yet —
+/// [`Deleted::KILLS`]: pending, in flight, blocked behind its ordering key;
+/// its `fanout` targets too — is dead-lettered for [`Deleted::REASON`]
+/// (finished ones stay, for the log), and `endpoint.deleted` is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deleted;
+
+impl Deleted {
+    /// The states whose deliveries a deletion dead-letters.
+    pub const KILLS: [DeliveryState; 3] = [
+        DeliveryState::Pending,
+        DeliveryState::InFlight,
+        DeliveryState::Blocked,
+    ];
+    /// Why they are dead.
+    pub const REASON: DeadReason = DeadReason::EndpointDeleted;
+
+    /// Whether a delivery in `state` is dead-lettered by the deletion.
+    pub fn kills(state: DeliveryState) -> bool {
+        Self::KILLS.contains(&state)
+    }
+
+    /// The notice a deletion raises.
+    pub fn notice(app: &AppId, endpoint: &EndpointId) -> Notice {
+        Notice::endpoint(Kind::EndpointDeleted, app, endpoint)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deletion_dead_letters_what_is_not_finished_and_keeps_the_rest() {
+        use DeliveryState::*;
+        for (state, killed) in [
+            (Pending, true),
+            (InFlight, true),
+            (Blocked, true),
+            (Succeeded, false),
+            (Dead, false),
+        ] {
+            assert_eq!(Deleted::kills(state), killed, "{state:?}");
+        }
+        assert_eq!(Deleted::REASON.as_str(), "endpoint_deleted");
+        let (app, endpoint) = (AppId::generate(), EndpointId::generate());
+        assert_eq!(Deleted::notice(&app, &endpoint).kind, Kind::EndpointDeleted);
+    }
 
     fn switches(enabled: bool, paused: bool) -> Switches {
         Switches { enabled, paused }

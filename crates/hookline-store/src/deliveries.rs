@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 
-use crate::db::{Batch, Row, Sql, Tx};
+use crate::db::{Batch, Query, Row, Sql, Tx};
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
+use hookline_core::retry::{new_round as new_round_at, Round};
 use hookline_core::time::Timestamp;
 
 use crate::claim::lane_predicate;
@@ -47,16 +48,31 @@ pub(crate) fn delivery_from_row(row: &Row) -> Result<Delivery> {
     })
 }
 
-/// A replay: pending again, due now (`$3`), in a new round (attempt count 0, max
-/// age counted afresh); the event, so `webhook-id`, stays.
-const REPLAY: &str = "state = 'pending', due_at = $3, attempts = 0, round_started_at = $3, \
-     dead_reason = NULL, dead_at = NULL, updated_at = $3";
+/// A replay's or a resend's new round, as core decides it
+/// (`hookline_core::retry::new_round`), bound from `$first` on by
+/// [`bind_round`]; not dead, so no death recorded.
+fn new_round(first: usize) -> String {
+    let [state, due, attempts, started] = [first, first + 1, first + 2, first + 3];
+    format!(
+        "state = ${state}, due_at = ${due}, attempts = ${attempts}, \
+         round_started_at = ${started}, dead_reason = NULL, dead_at = NULL, updated_at = ${started}"
+    )
+}
+
+/// Binds [`new_round`]'s parameters, in its order.
+fn bind_round<'q>(query: Query<'q>, round: &Round) -> Query<'q> {
+    query
+        .bind(round.state.as_str())
+        .bind(round.due_at.as_millis())
+        .bind(i64::from(round.attempts))
+        .bind(round.round_started_at.as_millis())
+}
 /// A delivery with an endpoint to send to (a restart's condition beside its state,
 /// which is in the same UPDATE, so of concurrent restarts exactly one starts a round).
 const HAS_ENDPOINT: &str = "EXISTS (SELECT 1 FROM endpoints \
      WHERE endpoints.id = deliveries.endpoint_id AND endpoints.app_id = deliveries.app_id)";
 
-/// [`REPLAY`] of a batch of ids, now being `$1`.
+/// [`new_round`] (from `$1`) of the dead ones of a batch of ids (`$5`).
 ///
 /// Per row, by primary keys only: `IS NOT DISTINCT FROM` (`state` is never
 /// NULL) keeps the planner off the partial `deliveries_dlq`, and on PostgreSQL
@@ -73,8 +89,8 @@ pub(crate) static REPLAY_BATCH: Sql = Sql::new(|engine| {
     };
     format!(
         "UPDATE deliveries SET {} WHERE state IS NOT DISTINCT FROM 'dead' AND {has_endpoint} AND {}",
-        REPLAY.replace("$3", "$1"),
-        engine.in_batch("id", 2)
+        new_round(1),
+        engine.in_batch("id", 5)
     )
 });
 
@@ -411,10 +427,8 @@ impl Store {
             return Ok(0);
         }
         let batch = Batch::default().text(ids.iter().map(|id| Some(id.as_str())));
-        Ok(self
-            .engine
-            .query(REPLAY_BATCH.text(self.engine))
-            .bind(now.as_millis())
+        let query = self.engine.query(REPLAY_BATCH.text(self.engine));
+        Ok(bind_round(query, &new_round_at(now))
             .bind_batch(batch)
             .execute(tx)
             .await?
@@ -430,15 +444,14 @@ impl Store {
         now: Timestamp,
     ) -> Result<ReplayOutcome> {
         let sql = format!(
-            "UPDATE deliveries SET {REPLAY} WHERE id = $1 AND app_id = $2 AND state = $4 \
-             AND {HAS_ENDPOINT} RETURNING {DELIVERY_COLUMNS}"
+            "UPDATE deliveries SET {} WHERE id = $5 AND app_id = $6 AND state = $7 \
+             AND {HAS_ENDPOINT} RETURNING {DELIVERY_COLUMNS}",
+            new_round(1)
         );
-        let restarted = self
-            .engine
-            .query(&sql)
+        let query = self.engine.query(&sql);
+        let restarted = bind_round(query, &new_round_at(now))
             .bind(id.as_str())
             .bind(app.as_str())
-            .bind(now.as_millis())
             .bind(from.as_str())
             .fetch_optional(&self.writer)
             .await?;

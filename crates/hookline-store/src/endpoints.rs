@@ -9,7 +9,7 @@ use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
-use hookline_core::switches;
+use hookline_core::switches::{self, Deleted};
 use hookline_core::time::Timestamp;
 
 use crate::fanout;
@@ -579,15 +579,21 @@ impl Endpoints<'_> {
         // Deliveries before the endpoint row: the order in which completions and
         // claims lock them (deliveries, then endpoints), so a delete and a completion
         // cannot deadlock on PostgreSQL. Rolled back if the endpoint is not the app's.
+        // What a deletion kills, and why, is core's (`switches::Deleted`).
+        let [a, b, c] = Deleted::KILLS.map(DeliveryState::as_str);
         self.engine
             .query(
-                "UPDATE deliveries SET state = 'dead', dead_reason = 'endpoint_deleted', \
+                "UPDATE deliveries SET state = 'dead', dead_reason = $4, \
                  dead_at = $3, due_at = $3, lease_token = NULL, updated_at = $3 \
-                 WHERE endpoint_id = $1 AND app_id = $2 AND state IN ('pending', 'in_flight', 'blocked')",
+                 WHERE endpoint_id = $1 AND app_id = $2 AND state IN ($5, $6, $7)",
             )
             .bind(id.as_str())
             .bind(app.as_str())
             .bind(now.as_millis())
+            .bind(Deleted::REASON.as_str())
+            .bind(a)
+            .bind(b)
+            .bind(c)
             .execute(&mut tx)
             .await?;
         fanout::endpoint_targets(&mut tx, id, fanout::Move::Kill, now).await?;
@@ -600,8 +606,7 @@ impl Endpoints<'_> {
             .await?
             .rows_affected();
         if deleted == 1 {
-            let gone = Notice::endpoint(Kind::EndpointDeleted, app, id);
-            insert_notices(&mut tx, &[gone], now).await?;
+            insert_notices(&mut tx, &[Deleted::notice(app, id)], now).await?;
             tx.commit().await?;
         } else {
             tx.rollback().await?;

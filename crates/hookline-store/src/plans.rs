@@ -304,7 +304,13 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
     HotStatement {
         name: "replay: a batch of dead deliveries",
         sql: &deliveries::REPLAY_BATCH,
-        args: &[NOW, "ARRAY['dlv_a', 'dlv_b']::text[]"],
+        args: &[
+            "'pending'::text",
+            NOW,
+            "0::bigint",
+            NOW,
+            "ARRAY['dlv_a', 'dlv_b']::text[]",
+        ],
         indexes: &["deliveries_pkey", "endpoints_pkey", "endpoints_by_app"],
     },
     HotStatement {
