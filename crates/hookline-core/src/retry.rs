@@ -327,7 +327,7 @@ mod tests {
     fn a_replay_starts_a_round_with_the_whole_budget_again() {
         let p = policy();
         let (created, now) = (Timestamp::from_millis(0), Timestamp::from_millis(7_200_000));
-        // The old round is spent: out of attempts, and older than max_age.
+        // The old round is spent: older than max_age (3 attempts of 10 made).
         assert_eq!(
             p.next(RETRY, 3, created, now, &mut Min),
             Next::Dead(DeadReason::RetriesExhausted),

@@ -316,13 +316,15 @@ pub(crate) const PATIENCE_MS: i64 = hookline_core::claim::PATIENCE_MS;
 /// claim is leasing are passed over), and a locked row costs a WAL record
 /// whether it is leased or not. So the locked read takes only the rows up to
 /// the last due time the lease would reach if none were locked, counted
-/// first without locks: the rows the lease takes, and those due at the same
-/// millisecond as its last (the lease orders ties by event id, the index by
-/// where the rows lie). Reading `$4` rows locked — as many rows as targets
-/// wanted — locked about seven rows per row leased at ten targets a row (27
-/// bytes of WAL per delivery). Rows another node is leasing are counted, then
-/// passed over: such a claim reads no further than their count, so it may hold
-/// fewer than `$4` targets (never a row twice).
+/// first without locks: the rows the lease takes (and the one where `$5` or
+/// the head's rule stops it), and those due at the same millisecond as its
+/// last (the lease orders ties by event id, the index by where the rows
+/// lie). Reading `$4` rows locked — as many rows as targets wanted — locked
+/// 6.6 rows per row leased at ten targets a row (~27 bytes of WAL per
+/// delivery needlessly). Rows another node is leasing are counted, then
+/// passed over: the claim locks only that many rows, later ones standing in
+/// for those skipped, so it may hold fewer than `$4` targets (never a row
+/// twice).
 fn take_sql(engine: Engine, newest: bool) -> String {
     let order = if newest { " DESC" } else { "" };
     let head = |limit: &str, lock: &str| {
