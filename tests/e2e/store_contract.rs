@@ -129,6 +129,7 @@ both_engines!(
     a_claim_takes_no_more_than_its_limit_of_one_events_deliveries,
     claims_of_every_size_stay_within_their_limit,
     claims_smaller_than_an_events_fan_out_still_take_it,
+    rows_due_in_one_millisecond_are_leased_in_event_id_order,
     an_events_row_and_its_fanout_targets_leased_together_keep_apart,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
@@ -1336,6 +1337,63 @@ async fn claims_smaller_than_an_events_fan_out_still_take_it(engine: Engine) {
     let claims = (1..=10).map(|second| (t(second), 3));
     let claimed = claim_fan_outs(engine, 5, 3, claims).await;
     assert_eq!(claimed.len(), 15, "every delivery claimed once");
+}
+
+/// Events published in the same millisecond are leased in the order of their
+/// ids, whatever order their rows were written in. (On PostgreSQL the lane
+/// locks the rows it counted without locks first, in the index's order,
+/// which for equal due times is where the rows lie: counting only the rows
+/// the lease takes, it once locked and leased a one-target event written
+/// first in place of the ten-target one whose id comes first.)
+async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    for i in 0..10 {
+        let url = format!("https://wide-{i}.example");
+        store
+            .endpoints()
+            .create_endpoint(&app, new_endpoint(&url, Some(vec!["wide"])), t(0))
+            .await
+            .unwrap();
+    }
+    store
+        .endpoints()
+        .create_endpoint(
+            &app,
+            new_endpoint("https://narrow.example", Some(vec!["narrow"])),
+            t(0),
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<EventId> = (0..3).map(|_| EventId::generate()).collect();
+    ids.sort();
+    let [first, second, last] = [ids[0].clone(), ids[1].clone(), ids[2].clone()];
+    // Written last id first: one target; then the two of ten targets.
+    for (id, event_type) in [(&last, "narrow"), (&first, "wide"), (&second, "wide")] {
+        let event = NewEvent {
+            id: id.clone(),
+            ..new_event(event_type)
+        };
+        let outcome = store
+            .events()
+            .publish(item(&app, event, None, t(0)))
+            .await
+            .unwrap();
+        assert!(matches!(outcome, PublishOutcome::Created(_)));
+    }
+    // Before the lane counts as a backlog (which reads the newest first).
+    let now = Timestamp::from_millis(t(0).as_millis() + 500);
+    let claimed = store
+        .claim_due_deliveries(now, LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let events: Vec<&EventId> = claimed.iter().map(|d| &d.event_id).collect();
+    assert_eq!(
+        events,
+        vec![&first; 10],
+        "the first event by id, whole: its ten deliveries"
+    );
 }
 
 /// One turn can lease an event's delivery that has a row of its own (a retry)
