@@ -1348,23 +1348,18 @@ async fn claims_smaller_than_an_events_fan_out_still_take_it(engine: Engine) {
 async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;
-    for i in 0..10 {
-        let url = format!("https://wide-{i}.example");
+    // Ten endpoints take "wide" events, one takes "narrow" ones.
+    let endpoints = (0..10)
+        .map(|i| (format!("https://wide-{i}.example"), "wide"))
+        .chain([("https://narrow.example".to_owned(), "narrow")]);
+    for (url, event_type) in endpoints {
+        let endpoint = new_endpoint(&url, Some(vec![event_type]));
         store
             .endpoints()
-            .create_endpoint(&app, new_endpoint(&url, Some(vec!["wide"])), t(0))
+            .create_endpoint(&app, endpoint, t(0))
             .await
             .unwrap();
     }
-    store
-        .endpoints()
-        .create_endpoint(
-            &app,
-            new_endpoint("https://narrow.example", Some(vec!["narrow"])),
-            t(0),
-        )
-        .await
-        .unwrap();
     let mut ids: Vec<EventId> = (0..3).map(|_| EventId::generate()).collect();
     ids.sort();
     let [first, second, last] = [ids[0].clone(), ids[1].clone(), ids[2].clone()];
