@@ -60,6 +60,17 @@ async fn app(store: &Store) -> AppId {
 }
 
 /// Publishes one event; returns its id.
+/// A new app with one endpoint that takes every event type.
+async fn app_with_an_endpoint(store: &Store) -> AppId {
+    let app = app(store).await;
+    store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap();
+    app
+}
+
 async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -> EventId {
     let event = new_event(event_type);
     let id = event.id.clone();
@@ -587,12 +598,7 @@ async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {
 
 async fn idempotency_key_replays_or_refuses(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     let key = IdempotencyKey {
         key: "k1".into(),
         fingerprint: "f1".into(),
@@ -642,12 +648,7 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
 /// sequence numbers have no gaps.
 async fn events_answered_from_their_key_take_no_sequence_number(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     let ordered = || NewEvent {
         ordering_key: Some("order_42".into()),
         ..new_event("a")
@@ -695,12 +696,7 @@ async fn events_answered_from_their_key_take_no_sequence_number(engine: Engine) 
 
 async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     let key = IdempotencyKey {
         key: "same".into(),
         fingerprint: "f".into(),
@@ -836,12 +832,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
 /// that mark — a new dispatcher, looking from the beginning, finds that one.
 async fn turns_give_back_expired_leases_from_where_the_last_left_off(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     let mut events = Vec::new();
     for _ in 0..3 {
         events.push(publish(&store, &app, "a", t(1)).await);
@@ -1112,12 +1103,7 @@ async fn die_at(store: &Store, app: &AppId, at: Timestamp, status: u16) {
 
 async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     for _ in 0..3 {
         publish(&store, &app, "a", t(1)).await;
     }
@@ -1466,12 +1452,7 @@ async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine:
 /// ended. Returns the store, its app, the old owner's claim and the new one's.
 async fn two_owners(engine: Engine) -> (Store, TestDb, AppId, ClaimedDelivery, ClaimedDelivery) {
     let (store, db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     publish(&store, &app, "a", t(0)).await;
     let old = store
         .claim_due_deliveries(t(1), LEASE, 1, &policy())
@@ -1557,12 +1538,7 @@ async fn both_owners_attempts_are_on_record_when_one_batch_holds_them(engine: En
 
 async fn release_returns_work_unattempted(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     publish(&store, &app, "a", t(0)).await;
     let claimed = store
         .claim_due_deliveries(t(1), LEASE, 1, &policy())
@@ -1823,12 +1799,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
 
 async fn replay_starts_one_new_round(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     publish(&store, &app, "a", t(0)).await;
     let claimed = store
         .claim_due_deliveries(t(1), LEASE, 1, &policy())
@@ -1914,12 +1885,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
 
 async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     for _ in 0..5 {
         publish(&store, &app, "a", t(0)).await;
     }
@@ -2390,12 +2356,7 @@ async fn idempotency_retention_purges_old_keys(engine: Engine) {
 
 async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    store
-        .endpoints()
-        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
-        .await
-        .unwrap();
+    let app = app_with_an_endpoint(&store).await;
     let events: Vec<EventId> = [
         publish(&store, &app, "a", t(1)).await,
         publish(&store, &app, "a", t(1)).await,
