@@ -58,6 +58,24 @@ enum Cleanup {
     Nothing,
 }
 
+/// Runs `sql` on the test database directly; the first column of the row it
+/// returns, if it returns one.
+pub async fn raw(engine: Engine, db: &TestDb, sql: &str) -> Option<String> {
+    use sqlx::{Connection, Row};
+    match engine {
+        Engine::Sqlite => {
+            let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+            let row = sqlx::query(sql).fetch_optional(&mut conn).await.unwrap();
+            row.map(|row| row.get(0))
+        }
+        Engine::Postgres => {
+            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let row = sqlx::query(sql).fetch_optional(&mut conn).await.unwrap();
+            row.map(|row| row.get(0))
+        }
+    }
+}
+
 impl TestDb {
     /// A database the caller made and removes (a PostgreSQL cluster of its own).
     pub fn external(url: String) -> Self {

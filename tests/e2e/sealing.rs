@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::helpers::{
-    both_engines, test_config, Engine, Receiver, TestApp, TestDb, TEST_MASTER_KEY,
+    both_engines, raw, test_config, Engine, Receiver, TestApp, TestDb, TEST_MASTER_KEY,
 };
 
 both_engines!(
@@ -219,24 +219,6 @@ async fn a_wrong_master_key_stops_the_start_and_a_rotation_reseals_every_secret(
         format!("Bearer {AUTH_TOKEN}"),
         "and its outbound authentication"
     );
-}
-
-/// Runs `sql` on the test database directly; the first column of the row it
-/// returns, if it returns one.
-async fn raw(engine: Engine, db: &TestDb, sql: &str) -> Option<String> {
-    use sqlx::{Connection, Row};
-    match engine {
-        Engine::Sqlite => {
-            let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            let row = sqlx::query(sql).fetch_optional(&mut conn).await.unwrap();
-            row.map(|row| row.get(0))
-        }
-        Engine::Postgres => {
-            let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            let row = sqlx::query(sql).fetch_optional(&mut conn).await.unwrap();
-            row.map(|row| row.get(0))
-        }
-    }
 }
 
 /// The stored `headers` column of the endpoint `id`, as the database holds it.

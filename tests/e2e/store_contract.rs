@@ -15,7 +15,7 @@ use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
 use crate::helpers::{
-    attempts_of, both_engines, dlq_of, item, new_endpoint, Claims, Engine, Publishes, TestDb,
+    attempts_of, both_engines, dlq_of, item, new_endpoint, raw, Claims, Engine, Publishes, TestDb,
 };
 
 const LEASE: Duration = Duration::from_secs(30);
@@ -141,6 +141,7 @@ both_engines!(
     claims_of_every_size_stay_within_their_limit,
     claims_smaller_than_an_events_fan_out_still_take_it,
     rows_due_in_one_millisecond_are_leased_in_event_id_order,
+    targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event,
     an_events_row_and_its_fanout_targets_leased_together_keep_apart,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
@@ -1375,6 +1376,139 @@ async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine
         vec![&first; 10],
         "the first event by id, whole: its ten deliveries"
     );
+}
+
+/// A claim with room for three of an event's four targets sends three; the
+/// fourth waits in a part of the event's fan-out (no delivery row is written
+/// before an outcome), under the id the event and its place give it, and the
+/// next claim takes it at once. Each part is a lease of its own: when the
+/// first claim's holder is lost, its three come back and the fourth stays
+/// with its own holder; every delivery is recorded once.
+async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: Engine) {
+    let (store, db) = open(engine).await;
+    let app = app(&store).await;
+    for n in 0..4 {
+        let url = format!("https://{n}.example");
+        store
+            .endpoints()
+            .create_endpoint(&app, new_endpoint(&url, None), t(0))
+            .await
+            .unwrap();
+    }
+    let event = publish(&store, &app, "a", t(0)).await;
+    let ids: Vec<DeliveryId> = (0..4)
+        .map(|place| DeliveryId::of_target(&event, place))
+        .collect();
+    let count = |table: &'static str| {
+        let db = &db;
+        async move {
+            raw(
+                engine,
+                db,
+                &format!("SELECT CAST(count(*) AS TEXT) FROM {table}"),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let first = store
+        .claim_due_deliveries(t(1), LEASE, 3, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(
+        first.iter().map(|d| &d.id).collect::<Vec<_>>(),
+        ids[..3].iter().collect::<Vec<_>>(),
+        "the first three places"
+    );
+    assert_eq!(
+        count("deliveries").await,
+        "0",
+        "no delivery row before an outcome"
+    );
+    assert_eq!(
+        count("fanout").await,
+        "2",
+        "the leased row and the waiting part"
+    );
+    let (_, listed) = store
+        .events()
+        .get_event(&app, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut states: Vec<(&DeliveryId, DeliveryState)> =
+        listed.iter().map(|d| (&d.id, d.state)).collect();
+    states.sort_by(|a, b| a.0.cmp(b.0));
+    assert_eq!(
+        states,
+        vec![
+            (&ids[0], DeliveryState::InFlight),
+            (&ids[1], DeliveryState::InFlight),
+            (&ids[2], DeliveryState::InFlight),
+            (&ids[3], DeliveryState::Pending),
+        ]
+    );
+    let second = store
+        .claim_due_deliveries(t(1), LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(
+        second.iter().map(|d| &d.id).collect::<Vec<_>>(),
+        vec![&ids[3]],
+        "the waiting one, at once"
+    );
+    // The first claim's holder is lost: its lease ends, its three come back;
+    // the fourth's lease is its own and has not ended.
+    let later = t(1) + LEASE + Duration::from_millis(1);
+    store
+        .complete_attempts(
+            &[record(&second[0], Next::Succeeded, t(2))],
+            &BreakerPolicy::default(),
+            t(2),
+        )
+        .await
+        .unwrap();
+    let again = store
+        .claim_due_deliveries(later, LEASE, 10, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let mut taken: Vec<&DeliveryId> = again.iter().map(|d| &d.id).collect();
+    taken.sort();
+    assert_eq!(
+        taken,
+        ids[..3].iter().collect::<Vec<_>>(),
+        "the lost three, once each"
+    );
+    let records: Vec<AttemptRecord> = again
+        .iter()
+        .map(|d| record(d, Next::Succeeded, later))
+        .collect();
+    store
+        .complete_attempts(&records, &BreakerPolicy::default(), later)
+        .await
+        .unwrap();
+    let (_, listed) = store
+        .events()
+        .get_event(&app, &event)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut states: Vec<(&DeliveryId, DeliveryState, u32)> = listed
+        .iter()
+        .map(|d| (&d.id, d.state, d.attempts))
+        .collect();
+    states.sort_by(|a, b| a.0.cmp(b.0));
+    assert_eq!(
+        states,
+        ids.iter()
+            .map(|id| (id, DeliveryState::Succeeded, 1))
+            .collect::<Vec<_>>(),
+        "each delivered once"
+    );
+    assert_eq!(count("fanout").await, "0", "every part done");
 }
 
 /// One turn can lease an event's delivery that has a row of its own (a retry)

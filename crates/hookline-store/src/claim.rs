@@ -29,8 +29,8 @@ use crate::endpoints::{
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
 use crate::fanout::{
-    decode_targets, delete_fanout, existing, insert_targets, Fate, Held, Target, TargetRow,
-    NEXT_DUE_FANOUT, RECOVER_FANOUT, TAKE_FANOUT, TAKE_NEWEST_FANOUT,
+    decode_targets, delete_fanout, existing, insert_targets, split_off, Fate, Held, Target,
+    TargetRow, Unsent, NEXT_DUE_FANOUT, RECOVER_FANOUT, TAKE_FANOUT, TAKE_NEWEST_FANOUT,
 };
 use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
@@ -103,9 +103,11 @@ pub struct Turn {
     pub(crate) tx: Tx,
     /// The lease token of every delivery row this turn leases.
     token: String,
-    /// The lease token of every `fanout` row it leases: another than the
+    /// The lease token of the `fanout` rows it leases: another than the
     /// rows', so an outcome tells which it was leased as (an event can have
-    /// a row of its own leased beside its `fanout` row in one turn).
+    /// a row of its own leased beside its `fanout` row in one turn). A part
+    /// split off a row is leased under this token and its number (each row
+    /// leased is a lease of its own: see `TAKE_FANOUT`).
     fanout_token: String,
     /// The finished `fanout` rows ([`FanoutLeases::finished`]) this turn
     /// deletes: no longer queued once it commits.
@@ -115,17 +117,28 @@ pub struct Turn {
     pub(crate) due_now: bool,
     /// The end of the leases this turn takes.
     lease_until: Timestamp,
-    /// The `fanout` rows this turn leased (event, created), until its plan
-    /// is applied.
-    fanout_rows: Vec<(EventId, Timestamp)>,
+    /// The `fanout` rows this turn leased, until its plan is applied.
+    fanout_rows: Vec<FanoutLease>,
     /// The due time of the `fanout` lane's head (`None`: empty) when this
     /// turn first read it ([`Turn::fresh_head`]).
     fresh_head: Option<Option<Timestamp>>,
-    /// `fanout` leases this turn took, held once it commits.
-    pub(crate) holds: Vec<(EventId, Held)>,
+    /// `fanout` leases this turn took, by (event, token), held once it commits.
+    pub(crate) holds: Vec<(EventId, String, Held)>,
     /// Targets of held `fanout` leases this turn recorded, settled once it
     /// commits: (event, token, how many, whether the turn deleted the row).
     pub(crate) settles: Vec<(EventId, String, usize, bool)>,
+}
+
+/// A `fanout` row a turn leased.
+#[derive(Debug)]
+struct FanoutLease {
+    event_id: EventId,
+    app_id: AppId,
+    /// Its lease's token (the row's own).
+    token: String,
+    /// Its targets as leased.
+    targets: String,
+    created_at: Timestamp,
 }
 
 impl std::fmt::Debug for Turn {
@@ -372,17 +385,17 @@ impl Turn {
             .fetch_all(&mut self.tx)
             .await?;
         let mut leased = Vec::new();
-        let mut reclaimed = Vec::new();
+        let mut reclaimed: Vec<(EventId, String)> = Vec::new();
         for row in &rows {
             let event_id: EventId = parse_column(row, "event_id")?;
             let app_id: AppId = parse_column(row, "app_id")?;
+            let token: String = row.try_get("lease_token")?;
             let created_at = Timestamp::from_millis(row.try_get("created_at")?);
             let body: Arc<[u8]> = Arc::from(row.try_get::<Vec<u8>, _>("body")?);
             let targets: String = row.try_get("targets")?;
             if row.try_get::<i64, _>("reclaimed")? != 0 {
-                reclaimed.push(event_id.clone());
+                reclaimed.push((event_id.clone(), token.clone()));
             }
-            self.fanout_rows.push((event_id.clone(), created_at));
             for (place, endpoint) in decode_targets(&targets) {
                 leased.push(Leased {
                     id: DeliveryId::of_target(&event_id, place),
@@ -391,7 +404,7 @@ impl Turn {
                     endpoint_id: endpoint
                         .parse()
                         .map_err(|e| StoreError::Corrupt(format!("fanout targets: {e}")))?,
-                    lease_token: self.fanout_token.clone(),
+                    lease_token: token.clone(),
                     attempts: 0,
                     round_started_at: created_at,
                     replayed: false,
@@ -401,25 +414,45 @@ impl Turn {
                     fanout: true,
                 });
             }
+            self.fanout_rows.push(FanoutLease {
+                event_id,
+                app_id,
+                token,
+                targets,
+                created_at,
+            });
         }
         if !reclaimed.is_empty() {
+            let of = |l: &Leased| {
+                reclaimed
+                    .iter()
+                    .any(|(event, token)| *event == l.event_id && *token == l.lease_token)
+            };
             let ids: Vec<DeliveryId> = leased
                 .iter()
-                .filter(|l| reclaimed.contains(&l.event_id))
+                .filter(|l| of(l))
                 .map(|l| l.id.clone())
                 .collect();
             let written = existing(engine, &mut self.tx, &ids).await?;
             leased.retain(|l| !written.contains(&l.id));
-            let empty: Vec<&EventId> = reclaimed
+            let empty: Vec<&(EventId, String)> = reclaimed
                 .iter()
-                .filter(|event| !leased.iter().any(|l| &l.event_id == *event))
+                .filter(|(event, token)| {
+                    !leased
+                        .iter()
+                        .any(|l| l.event_id == *event && l.lease_token == *token)
+                })
                 .collect();
-            let token = self.fanout_token.clone();
-            let done: Vec<(&EventId, &str)> =
-                empty.iter().map(|event| (*event, token.as_str())).collect();
+            let done: Vec<(&EventId, &str)> = empty
+                .iter()
+                .map(|(event, token)| (event, token.as_str()))
+                .collect();
             delete_fanout(&mut self.tx, &done).await?;
-            self.fanout_rows
-                .retain(|(event, _)| !empty.contains(&event));
+            self.fanout_rows.retain(|row| {
+                !empty
+                    .iter()
+                    .any(|(event, token)| *event == row.event_id && *token == row.token)
+            });
         }
         Ok((leased, rows.len()))
     }
@@ -549,11 +582,69 @@ impl Turn {
                 break;
             }
         }
+        self.split_off(&full, leased, now).await
+    }
+
+    /// Moves the leased targets in `full` (not sent: no room) out of their
+    /// rows to parts of their own, due now (`fanout::split_off`); a row none
+    /// of whose targets is sent (`sent` holds none) is given back whole. A
+    /// part that cannot be keyed writes its targets as rows, due now.
+    async fn split_off(&mut self, full: &[Leased], sent: &[Leased], now: Timestamp) -> Result<()> {
+        if full.is_empty() {
+            return Ok(());
+        }
+        let of = |l: &Leased, row: &FanoutLease| {
+            l.event_id == row.event_id && l.lease_token == row.token
+        };
+        let unsent: Vec<Unsent<'_>> = self
+            .fanout_rows
+            .iter()
+            .filter_map(|row| {
+                let endpoints: Vec<&EndpointId> = full
+                    .iter()
+                    .filter(|l| of(l, row))
+                    .map(|l| &l.endpoint_id)
+                    .collect();
+                if endpoints.is_empty() {
+                    return None;
+                }
+                let places = decode_targets(&row.targets)
+                    .filter(|(_, endpoint)| endpoints.iter().any(|e| e.as_str() == *endpoint))
+                    .map(|(place, _)| place)
+                    .collect();
+                Some(Unsent {
+                    event_id: &row.event_id,
+                    app_id: &row.app_id,
+                    token: &row.token,
+                    targets: &row.targets,
+                    created_at: row.created_at,
+                    places,
+                    whole: !sent.iter().any(|l| of(l, row)),
+                })
+            })
+            .collect();
+        let refused = split_off(&mut self.tx, &unsent, now).await?;
         let waiting: Vec<TargetRow<'_>> = full
             .iter()
+            .filter(|l| {
+                refused
+                    .iter()
+                    .any(|u| *u.event_id == l.event_id && u.token == l.lease_token)
+            })
             .map(|target| target_row(target, Fate::waiting(now), now))
             .collect();
         insert_targets(&mut self.tx, &waiting, now).await?;
+        let given_back: Vec<(EventId, String)> = unsent
+            .iter()
+            .filter(|u| u.whole)
+            .map(|u| (u.event_id.clone(), u.token.to_owned()))
+            .collect();
+        drop(unsent);
+        self.fanout_rows.retain(|row| {
+            !given_back
+                .iter()
+                .any(|(event, token)| *event == row.event_id && *token == row.token)
+        });
         Ok(())
     }
 
@@ -738,33 +829,30 @@ impl Turn {
         // Each `fanout` row leased: held while its sent targets are out, or
         // deleted now if the plan sends none of them.
         let fanout_rows = std::mem::take(&mut self.fanout_rows);
-        let mut sent: Vec<(&EventId, Timestamp, usize)> = fanout_rows
-            .iter()
-            .map(|(event, created_at)| (event, *created_at, 0))
-            .collect();
+        let mut sent: Vec<(&FanoutLease, usize)> = fanout_rows.iter().map(|row| (row, 0)).collect();
         for send in &plan.send {
             let row = &leased[send.index];
             if let Some(entry) = sent
                 .iter_mut()
-                .find(|(event, _, _)| *event == &row.event_id)
+                .find(|(lease, _)| lease.event_id == row.event_id && lease.token == row.lease_token)
             {
-                entry.2 += row.fanout as usize;
+                entry.1 += row.fanout as usize;
             }
         }
-        let token = self.fanout_token.clone();
         let done: Vec<(&EventId, &str)> = sent
             .iter()
-            .filter(|(_, _, n)| *n == 0)
-            .map(|(event, _, _)| (*event, token.as_str()))
+            .filter(|(_, n)| *n == 0)
+            .map(|(lease, _)| (&lease.event_id, lease.token.as_str()))
             .collect();
         delete_fanout(&mut self.tx, &done).await?;
-        for (event, created_at, remaining) in sent.into_iter().filter(|(_, _, n)| *n > 0) {
+        for (lease, remaining) in sent.into_iter().filter(|(_, n)| *n > 0) {
             let held = Held {
                 remaining,
-                created_at,
+                created_at: lease.created_at,
                 until: self.lease_until,
             };
-            self.holds.push((event.clone(), held));
+            self.holds
+                .push((lease.event_id.clone(), lease.token.clone(), held));
         }
         Ok(())
     }
@@ -775,8 +863,8 @@ impl Turn {
         self.tx.commit().await?;
         let leases = &self.store.fanout;
         leases.finished_done(&self.finishing);
-        for (event, held) in &self.holds {
-            leases.hold(event, &self.fanout_token, *held);
+        for (event, token, held) in &self.holds {
+            leases.hold(event, token, *held);
         }
         for (event, token, done, deleted) in &self.settles {
             leases.settle(event, token, *done, *deleted);

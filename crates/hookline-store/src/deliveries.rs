@@ -626,9 +626,26 @@ impl Listings<'_> {
                 None => {}
             }
             let rows = self.page_rows(&select, &f, "e.id DESC", page.limit).await?;
+            let full = rows.len() == page.limit as usize;
+            let mut read = rows
+                .iter()
+                .map(fanout::fanout_from_row)
+                .collect::<Result<Vec<_>>>()?;
+            // An event's parts may lie across the page's end: the last
+            // event's are all read (the next page starts past it).
+            let last = read.last().map(|row| row.event_id.clone());
+            if let (true, Some(last)) = (full, &last) {
+                read.retain(|row| row.event_id != *last);
+                read.extend(
+                    fanout::rows_of_event(self.engine, &self.reader, app, last)
+                        .await?
+                        .into_iter()
+                        .filter(|row| leased.is_none_or(|leased| row.leased == leased)),
+                );
+            }
             let mut found = Vec::new();
-            for row in &rows {
-                for delivery in fanout::fanout_from_row(row)?.pending() {
+            for row in &read {
+                for delivery in row.pending() {
                     let before = cursor.as_ref().is_none_or(|(event, id)| {
                         (delivery.event_id.as_str(), delivery.id.as_str())
                             < (event.as_str(), id.as_str())
@@ -645,11 +662,9 @@ impl Listings<'_> {
             let ids: Vec<DeliveryId> = found.iter().map(|d| d.id.clone()).collect();
             let written = fanout::existing(self.engine, &self.reader, &ids).await?;
             targets.extend(found.into_iter().filter(|d| !written.contains(&d.id)));
-            match rows.last() {
-                Some(last)
-                    if rows.len() == page.limit as usize && targets.len() < page.limit as usize =>
-                {
-                    after = Some(last.try_get("event_id")?);
+            match last {
+                Some(last) if full && targets.len() < page.limit as usize => {
+                    after = Some(last.to_string());
                 }
                 _ => return Ok(targets),
             }

@@ -356,22 +356,33 @@ fn take_sql(engine: Engine, newest: bool) -> String {
                               OR due_at <= $1 - {PATIENCE_MS}))",
         head(&limit, engine.lock(" FOR UPDATE SKIP LOCKED")),
     );
+    // Each row leased has a token of its own (part 0, nearly every row: the
+    // claim's; a part split off: the claim's and its number): the rows are
+    // chosen by event, and the parts of one event due together are leased
+    // together; the re-check keeps a part another claim leases out. It is
+    // spelled so that no index can serve it (`COALESCE`, `+ 0`): the rows are
+    // found by their key, and a condition on `fanout_due`'s column or
+    // predicate lets a plan walk that index instead.
+    let token = "CASE WHEN part = 0 THEN $3 ELSE $3 || '.' || part END";
+    let still_due = "COALESCE(lease_token, '') = '' AND due_at + 0 <= $1";
     match engine {
         // `= ANY(ARRAY(…))`: the rows by primary key, one probe each, whatever
         // the statistics say of the table's size (a join was planned as a walk
         // of the whole primary key on a table analyzed while tiny).
         Engine::Postgres => format!(
             "WITH c AS ( \
-               UPDATE fanout f SET lease_token = $3, due_at = $2 \
-               WHERE f.event_id = ANY(ARRAY({due})) \
-               RETURNING f.event_id, f.app_id, f.targets, f.reclaimed, f.created_at) \
-             SELECT c.event_id, c.app_id, c.targets, c.reclaimed, c.created_at, \
+               UPDATE fanout f SET lease_token = {token}, due_at = $2 \
+               WHERE f.event_id = ANY(ARRAY({due})) AND {still_due} \
+               RETURNING f.event_id, f.part, f.lease_token, f.app_id, f.targets, f.reclaimed, \
+                         f.created_at) \
+             SELECT c.event_id, c.part, c.lease_token, c.app_id, c.targets, c.reclaimed, c.created_at, \
                     (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body \
              FROM c"
         ),
         Engine::Sqlite => format!(
-            "UPDATE fanout SET lease_token = $3, due_at = $2 WHERE event_id IN ({due}) \
-             RETURNING event_id, app_id, targets, reclaimed, created_at, \
+            "UPDATE fanout SET lease_token = {token}, due_at = $2 \
+             WHERE event_id IN ({due}) AND {still_due} \
+             RETURNING event_id, part, lease_token, app_id, targets, reclaimed, created_at, \
                        (SELECT body FROM events WHERE events.id = fanout.event_id) AS body"
         ),
     }
@@ -391,7 +402,14 @@ pub(crate) static RECOVER_FANOUT: Sql = Sql::new(|engine| {
         Engine::Postgres => format!("event_id = ANY(ARRAY({ended}))"),
         Engine::Sqlite => format!("event_id IN ({ended})"),
     };
-    format!("UPDATE fanout SET lease_token = NULL, reclaimed = 1 WHERE {rows} RETURNING due_at")
+    // The re-check: by event, the statement reaches every part of the event,
+    // and gives back only leases that ended (spelled, as in `take_sql`, so
+    // that no index can serve it).
+    format!(
+        "UPDATE fanout SET lease_token = NULL, reclaimed = 1 \
+         WHERE {rows} AND COALESCE(lease_token, '') <> '' AND due_at + 0 > $1 AND due_at + 0 <= $2 \
+         RETURNING due_at"
+    )
 });
 
 /// A lease given back unfinished (a draining dispatcher): the row due at `$3`, reclaimed.
@@ -412,9 +430,10 @@ pub(crate) static DELETE_FANOUT: Sql = Sql::new(|engine| {
              WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
             engine.probes("f.event_id", 1)
         ),
+        // By `rowid`: the row under the token, not the event's other parts.
         Engine::Sqlite => format!(
-            "DELETE FROM fanout WHERE event_id IN ( \
-               SELECT f.event_id FROM {batch} JOIN fanout f \
+            "DELETE FROM fanout WHERE rowid IN ( \
+               SELECT f.rowid FROM {batch} JOIN fanout f \
                ON f.event_id = v.event_id AND f.lease_token = v.token)"
         ),
     }
@@ -434,6 +453,184 @@ pub(crate) async fn delete_fanout(tx: &mut Tx, done: &[(&EventId, &str)]) -> Res
         .execute(&mut *tx)
         .await?;
     Ok(())
+}
+
+/// `targets` with only the places `keep` names left, the others emptied, and
+/// how many places still name an endpoint.
+pub(crate) fn keep_places(text: &str, keep: impl Fn(usize) -> bool) -> (String, usize) {
+    let inner = text
+        .strip_prefix(',')
+        .and_then(|t| t.strip_suffix(','))
+        .unwrap_or("");
+    let mut kept = String::from(",");
+    let mut n = 0;
+    for (place, endpoint) in inner.split(',').enumerate() {
+        if !endpoint.is_empty() && keep(place) {
+            kept.push_str(endpoint);
+            n += 1;
+        }
+        kept.push(',');
+    }
+    (kept, n)
+}
+
+/// A leased row some of whose targets its claim does not send (their
+/// endpoints have no room): those move to a part of their own, due now and
+/// not leased, which the lanes lease again like any row ([`split_off`]).
+#[derive(Debug)]
+pub(crate) struct Unsent<'a> {
+    pub event_id: &'a EventId,
+    pub app_id: &'a AppId,
+    /// The row's lease (its own: see `TAKE_FANOUT`).
+    pub token: &'a str,
+    /// The row's targets as leased.
+    pub targets: &'a str,
+    pub created_at: Timestamp,
+    /// The places not sent.
+    pub places: Vec<usize>,
+    /// The claim sends none of the row's targets: the row is given back.
+    pub whole: bool,
+}
+
+impl Unsent<'_> {
+    /// The part the unsent places move to: keyed by its first place + 1. No
+    /// other row of the event has that key while this one names the place:
+    /// a part's key names a place it held when split off, and a place is in
+    /// one row at a time and leaves a row only for a new one, never the
+    /// reverse — unless a row's own first place is what moves out of it (a
+    /// part split again), which `INSERT_PART`'s `ON CONFLICT` catches.
+    fn part(&self) -> i64 {
+        self.places.iter().min().map_or(0, |p| *p as i64 + 1)
+    }
+}
+
+/// New parts, not leased (`$1` due); the keys written returned.
+pub(crate) static INSERT_PART: Sql = Sql::new(|engine| {
+    format!(
+        "INSERT INTO fanout (event_id, part, app_id, targets, n, due_at, created_at) \
+         SELECT event_id, part, app_id, targets, n, $1, created_at FROM {} \
+         WHERE TRUE ON CONFLICT (event_id, part) DO NOTHING RETURNING event_id, part",
+        engine.rows(
+            2,
+            &[
+                ("event_id", Kind::Text),
+                ("part", Kind::Int),
+                ("app_id", Kind::Text),
+                ("targets", Kind::Text),
+                ("n", Kind::Int),
+                ("created_at", Kind::Int),
+            ]
+        )
+    )
+});
+
+/// Leased rows left with the targets their claim sends, by (event, token).
+pub(crate) static SHRINK_FANOUT: Sql = Sql::new(|engine| {
+    let batch = engine.rows(
+        1,
+        &[
+            ("event_id", Kind::Text),
+            ("token", Kind::Text),
+            ("targets", Kind::Text),
+            ("n", Kind::Int),
+        ],
+    );
+    match engine {
+        Engine::Postgres => format!(
+            "UPDATE fanout f SET targets = v.targets, n = v.n FROM {batch} \
+             WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
+            engine.probes("f.event_id", 1)
+        ),
+        Engine::Sqlite => format!(
+            "UPDATE fanout SET targets = v.targets, n = v.n FROM {batch} \
+             WHERE fanout.event_id = v.event_id AND fanout.lease_token = v.token"
+        ),
+    }
+});
+
+/// Leased rows given back whole, due at `$1`, by (event, token).
+pub(crate) static GIVE_BACK_FANOUT: Sql = Sql::new(|engine| {
+    let batch = engine.rows(2, &[("event_id", Kind::Text), ("token", Kind::Text)]);
+    match engine {
+        Engine::Postgres => format!(
+            "UPDATE fanout f SET lease_token = NULL, due_at = $1 FROM {batch} \
+             WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
+            engine.probes("f.event_id", 2)
+        ),
+        Engine::Sqlite => format!(
+            "UPDATE fanout SET lease_token = NULL, due_at = $1 FROM {batch} \
+             WHERE fanout.event_id = v.event_id AND fanout.lease_token = v.token"
+        ),
+    }
+});
+
+/// Moves each row's unsent targets to a part of their own, not leased and
+/// due at `due` (a row none of whose targets is sent is given back whole,
+/// due then). Returns the rows whose part could not be written (see
+/// [`Unsent::part`]): the caller writes those targets as rows instead.
+pub(crate) async fn split_off<'a>(
+    tx: &mut Tx,
+    unsent: &'a [Unsent<'a>],
+    due: Timestamp,
+) -> Result<Vec<&'a Unsent<'a>>> {
+    let engine = tx.engine();
+    let (whole, split): (Vec<&Unsent>, Vec<&Unsent>) = unsent.iter().partition(|u| u.whole);
+    if !whole.is_empty() {
+        let batch = Batch::default()
+            .text(whole.iter().map(|u| Some(u.event_id.as_str())))
+            .text(whole.iter().map(|u| Some(u.token)));
+        engine
+            .query(GIVE_BACK_FANOUT.text(engine))
+            .bind(due.as_millis())
+            .bind_batch(batch)
+            .execute(&mut *tx)
+            .await?;
+    }
+    if split.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<(String, usize)> = split
+        .iter()
+        .map(|u| keep_places(u.targets, |place| u.places.contains(&place)))
+        .collect();
+    let batch = Batch::default()
+        .text(split.iter().map(|u| Some(u.event_id.as_str())))
+        .int(split.iter().map(|u| Some(u.part())))
+        .text(split.iter().map(|u| Some(u.app_id.as_str())))
+        .text(parts.iter().map(|(targets, _)| Some(targets.as_str())))
+        .int(parts.iter().map(|(_, n)| Some(*n as i64)))
+        .int(split.iter().map(|u| Some(u.created_at.as_millis())));
+    let mut written = std::collections::HashSet::new();
+    for row in engine
+        .query(INSERT_PART.text(engine))
+        .bind(due.as_millis())
+        .bind_batch(batch)
+        .fetch_all(&mut *tx)
+        .await?
+    {
+        let event: EventId = parse_column(&row, "event_id")?;
+        written.insert((event, row.try_get::<i64, _>("part")?));
+    }
+    let (moved, refused): (Vec<&Unsent>, Vec<&Unsent>) = split
+        .into_iter()
+        .partition(|u| written.contains(&(u.event_id.clone(), u.part())));
+    if !moved.is_empty() {
+        let left: Vec<(String, usize)> = moved
+            .iter()
+            .map(|u| keep_places(u.targets, |place| !u.places.contains(&place)))
+            .collect();
+        let batch = Batch::default()
+            .text(moved.iter().map(|u| Some(u.event_id.as_str())))
+            .text(moved.iter().map(|u| Some(u.token)))
+            .text(left.iter().map(|(targets, _)| Some(targets.as_str())))
+            .int(left.iter().map(|(_, n)| Some(*n as i64)));
+        engine
+            .query(SHRINK_FANOUT.text(engine))
+            .bind_batch(batch)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(refused)
 }
 
 /// Delivery rows written for targets of `fanout` rows before any attempt
@@ -595,29 +792,41 @@ pub(crate) static NEXT_DUE_FANOUT: Sql = Sql::new(|_| {
     "SELECT (SELECT due_at FROM fanout WHERE lease_token IS NULL ORDER BY due_at LIMIT 1)".into()
 });
 
-/// One row of an event, by its id.
+/// The rows (parts) of an event, by its id.
 pub(crate) static FANOUT_OF_EVENT: Sql = Sql::new(|_| {
     format!("SELECT {FANOUT_COLUMNS} FROM fanout WHERE event_id = $1 AND app_id = $2")
 });
 
-/// The deliveries an event's `fanout` row stands for (some may have rows
+/// The deliveries an event's `fanout` rows stand for (some may have rows
 /// since: a caller reads the rows after this, and they win).
 pub(crate) async fn targets_of_event(
     store: &crate::Store,
     app: &AppId,
     event: &EventId,
 ) -> Result<Vec<Delivery>> {
-    let engine = store.engine;
-    let row = engine
+    Ok(rows_of_event(store.engine, &store.reader, app, event)
+        .await?
+        .iter()
+        .flat_map(FanoutRow::pending)
+        .collect())
+}
+
+/// An event's `fanout` rows (its parts).
+pub(crate) async fn rows_of_event(
+    engine: Engine,
+    on: impl Into<On<'_>>,
+    app: &AppId,
+    event: &EventId,
+) -> Result<Vec<FanoutRow>> {
+    engine
         .query(FANOUT_OF_EVENT.text(engine))
         .bind(event.as_str())
         .bind(app.as_str())
-        .fetch_optional(&store.reader)
-        .await?;
-    match row {
-        Some(row) => Ok(fanout_from_row(&row)?.pending()),
-        None => Ok(Vec::new()),
-    }
+        .fetch_all(on)
+        .await?
+        .iter()
+        .map(fanout_from_row)
+        .collect()
 }
 
 /// A `fanout` row names endpoint `$1` among its targets (endpoint ids are
@@ -721,8 +930,9 @@ pub(crate) async fn endpoint_targets(
     let events = || Batch::default().text(rows.iter().map(|r| Some(r.event_id.as_str())));
     engine
         .query(&format!(
+            // The one part of each event that names the endpoint.
             "UPDATE fanout SET targets = replace(targets, ',' || $1 || ',', ',,'), n = n - 1 \
-             WHERE {}",
+             WHERE {} AND {NAMES_ENDPOINT}",
             engine.in_batch("event_id", 2)
         ))
         .bind(endpoint.as_str())

@@ -125,6 +125,41 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         indexes: &["fanout_due", "fanout_pkey", "events_pkey", "events_by_app"],
     },
     HotStatement {
+        name: "claim: parts split off fan-out rows (targets without room)",
+        sql: &fanout::INSERT_PART,
+        args: &[
+            NOW,
+            "ARRAY['evt_00000001', 'evt_00000003']::text[]",
+            "ARRAY[4, 1]::bigint[]",
+            "ARRAY['app_1', 'app_1']::text[]",
+            "ARRAY[',,,,ep_00004,', ',ep_00001,']::text[]",
+            "ARRAY[1, 1]::bigint[]",
+            "ARRAY[1800000000000, 1800000000000]::bigint[]",
+        ],
+        indexes: &["fanout_pkey"],
+    },
+    HotStatement {
+        name: "claim: fan-out rows left with the targets sent",
+        sql: &fanout::SHRINK_FANOUT,
+        args: &[
+            "ARRAY['evt_00000001', 'evt_00000003']::text[]",
+            "ARRAY['token', 'token']::text[]",
+            "ARRAY[',ep_00001,,,,', ',,ep_00002,']::text[]",
+            "ARRAY[1, 1]::bigint[]",
+        ],
+        indexes: &["fanout_pkey"],
+    },
+    HotStatement {
+        name: "claim: fan-out rows given back whole",
+        sql: &fanout::GIVE_BACK_FANOUT,
+        args: &[
+            NOW,
+            "ARRAY['evt_00000001', 'evt_00000003']::text[]",
+            "ARRAY['token', 'token']::text[]",
+        ],
+        indexes: &["fanout_pkey"],
+    },
+    HotStatement {
         name: "claim: which targets of reclaimed fan-out rows have rows",
         sql: &fanout::EXISTING,
         args: &["ARRAY['dlv_a', 'dlv_b']::text[]"],
