@@ -1378,16 +1378,17 @@ async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine
     );
 }
 
-/// A claim with room for three of an event's four targets sends three; the
-/// fourth waits in a part of the event's fan-out (no delivery row is written
-/// before an outcome), under the id the event and its place give it, and the
-/// next claim takes it at once. Each part is a lease of its own: when the
-/// first claim's holder is lost, its three come back and the fourth stays
-/// with its own holder; every delivery is recorded once.
+/// A claim with room for three of an event's five targets sends three; the
+/// other two wait in a part of the event's fan-out (no delivery row is
+/// written before an outcome), under the ids the event and their places
+/// give them, and the next claim takes them at once. A part's target that
+/// finds no room again waits as a row of its own. Each part is a lease of its
+/// own: when the first claim's holder is lost, its three come back and the
+/// others stay with their holders; every delivery is recorded once.
 async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: Engine) {
     let (store, db) = open(engine).await;
     let app = app(&store).await;
-    for n in 0..4 {
+    for n in 0..5 {
         let url = format!("https://{n}.example");
         store
             .endpoints()
@@ -1396,7 +1397,7 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
             .unwrap();
     }
     let event = publish(&store, &app, "a", t(0)).await;
-    let ids: Vec<DeliveryId> = (0..4)
+    let ids: Vec<DeliveryId> = (0..5)
         .map(|place| DeliveryId::of_target(&event, place))
         .collect();
     let count = |table: &'static str| {
@@ -1411,11 +1412,17 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
             .unwrap()
         }
     };
-    let first = store
-        .claim_due_deliveries(t(1), LEASE, 3, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claim = |limit: u32, at: Timestamp| {
+        let store = &store;
+        async move {
+            store
+                .claim_due_deliveries(at, LEASE, limit, &policy())
+                .await
+                .unwrap()
+                .deliveries
+        }
+    };
+    let first = claim(3, t(1)).await;
     assert_eq!(
         first.iter().map(|d| &d.id).collect::<Vec<_>>(),
         ids[..3].iter().collect::<Vec<_>>(),
@@ -1447,34 +1454,36 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
             (&ids[1], DeliveryState::InFlight),
             (&ids[2], DeliveryState::InFlight),
             (&ids[3], DeliveryState::Pending),
+            (&ids[4], DeliveryState::Pending),
         ]
     );
-    let second = store
-        .claim_due_deliveries(t(1), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    // Room for one: the part's first target goes, the other waits as a row.
+    let second = claim(1, t(1)).await;
     assert_eq!(
         second.iter().map(|d| &d.id).collect::<Vec<_>>(),
         vec![&ids[3]],
-        "the waiting one, at once"
+        "the part, at once"
+    );
+    assert_eq!(count("deliveries").await, "1", "the one without room again");
+    let third = claim(10, t(1)).await;
+    assert_eq!(
+        third.iter().map(|d| &d.id).collect::<Vec<_>>(),
+        vec![&ids[4]],
+        "the last, at once"
     );
     // The first claim's holder is lost: its lease ends, its three come back;
-    // the fourth's lease is its own and has not ended.
+    // the others' leases are their own and have not ended.
     let later = t(1) + LEASE + Duration::from_millis(1);
+    let others: Vec<AttemptRecord> = second
+        .iter()
+        .chain(&third)
+        .map(|d| record(d, Next::Succeeded, t(2)))
+        .collect();
     store
-        .complete_attempts(
-            &[record(&second[0], Next::Succeeded, t(2))],
-            &BreakerPolicy::default(),
-            t(2),
-        )
+        .complete_attempts(&others, &BreakerPolicy::default(), t(2))
         .await
         .unwrap();
-    let again = store
-        .claim_due_deliveries(later, LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let again = claim(10, later).await;
     let mut taken: Vec<&DeliveryId> = again.iter().map(|d| &d.id).collect();
     taken.sort();
     assert_eq!(

@@ -134,6 +134,8 @@ pub struct Turn {
 struct FanoutLease {
     event_id: EventId,
     app_id: AppId,
+    /// 0: the publish's row; else a part split off it (`fanout::split_off`).
+    part: i64,
     /// Its lease's token (the row's own).
     token: String,
     /// Its targets as leased.
@@ -417,6 +419,7 @@ impl Turn {
             self.fanout_rows.push(FanoutLease {
                 event_id,
                 app_id,
+                part: row.try_get("part")?,
                 token,
                 targets,
                 created_at,
@@ -582,14 +585,17 @@ impl Turn {
                 break;
             }
         }
-        self.split_off(&full, leased, now).await
+        self.split_off(&full, now).await
     }
 
     /// Moves the leased targets in `full` (not sent: no room) out of their
-    /// rows to parts of their own, due now (`fanout::split_off`); a row none
-    /// of whose targets is sent (`sent` holds none) is given back whole. A
-    /// part that cannot be keyed writes its targets as rows, due now.
-    async fn split_off(&mut self, full: &[Leased], sent: &[Leased], now: Timestamp) -> Result<()> {
+    /// publish rows to parts of their own, due at their publication
+    /// (`fanout::split_off`). A part's targets that find no room again, and
+    /// those of a part that cannot be keyed, are written as rows, due now:
+    /// the lanes then claim them within their endpoints' rooms, where a part
+    /// would be leased and split again by every claim while its endpoint
+    /// stays full.
+    async fn split_off(&mut self, full: &[Leased], now: Timestamp) -> Result<()> {
         if full.is_empty() {
             return Ok(());
         }
@@ -599,6 +605,7 @@ impl Turn {
         let unsent: Vec<Unsent<'_>> = self
             .fanout_rows
             .iter()
+            .filter(|row| row.part == 0)
             .filter_map(|row| {
                 let endpoints: Vec<&EndpointId> = full
                     .iter()
@@ -619,32 +626,24 @@ impl Turn {
                     targets: &row.targets,
                     created_at: row.created_at,
                     places,
-                    whole: !sent.iter().any(|l| of(l, row)),
                 })
             })
             .collect();
-        let refused = split_off(&mut self.tx, &unsent, now).await?;
-        let waiting: Vec<TargetRow<'_>> = full
-            .iter()
-            .filter(|l| {
-                refused
+        let refused = split_off(&mut self.tx, &unsent).await?;
+        let moved = |l: &Leased| {
+            unsent
+                .iter()
+                .any(|u| *u.event_id == l.event_id && u.token == l.lease_token)
+                && !refused
                     .iter()
                     .any(|u| *u.event_id == l.event_id && u.token == l.lease_token)
-            })
+        };
+        let waiting: Vec<TargetRow<'_>> = full
+            .iter()
+            .filter(|l| !moved(l))
             .map(|target| target_row(target, Fate::waiting(now), now))
             .collect();
         insert_targets(&mut self.tx, &waiting, now).await?;
-        let given_back: Vec<(EventId, String)> = unsent
-            .iter()
-            .filter(|u| u.whole)
-            .map(|u| (u.event_id.clone(), u.token.to_owned()))
-            .collect();
-        drop(unsent);
-        self.fanout_rows.retain(|row| {
-            !given_back
-                .iter()
-                .any(|(event, token)| *event == row.event_id && *token == row.token)
-        });
         Ok(())
     }
 

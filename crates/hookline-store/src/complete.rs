@@ -197,9 +197,9 @@ pub(crate) static INSERT_RECORDED: Sql = Sql::new(|engine| {
            v.created_at, v.started_at, v.dead_reason, v.dead_at, v.created_at, $1, \
            v.attempt_id, v.started_at, v.duration_ms, v.status_code, v.response_body, \
            v.error_kind, v.error_message, v.verdict, v.next_attempt_at, v.dead_reason, v.detail \
-         FROM {} JOIN fanout f ON f.event_id = v.event_id \
+         FROM {} JOIN {} ON f.event_id = v.event_id \
            AND f.lease_token IS NOT DISTINCT FROM v.token \
-         WHERE {} ON CONFLICT (id) DO NOTHING RETURNING id, first_attempt_id",
+         WHERE TRUE ON CONFLICT (id) DO NOTHING RETURNING id, first_attempt_id",
         engine.rows(
             2,
             &with_attempt_fields(&target_columns(&[
@@ -208,7 +208,7 @@ pub(crate) static INSERT_RECORDED: Sql = Sql::new(|engine| {
                 ("created_at", Kind::Int),
             ]))
         ),
-        engine.probes("f.event_id", 4)
+        crate::fanout::batch_events(engine, 4)
     )
 });
 

@@ -423,11 +423,12 @@ pub(crate) static RELEASE_FANOUT: Sql = Sql::new(|_| {
 pub(crate) static DELETE_FANOUT: Sql = Sql::new(|engine| {
     let batch = engine.rows(1, &[("event_id", Kind::Text), ("token", Kind::Text)]);
     match engine {
-        // `IS NOT DISTINCT FROM`: see `complete::INSERT_RECORDED`. SQLite has
-        // no `DELETE … USING`.
+        // The rows of the batch's events by key, then matched against the
+        // batch (hashed: see `batch_events`). `COALESCE`: a plan could read
+        // `= token` through the partial index `fanout_leased` (all of it).
         Engine::Postgres => format!(
-            "DELETE FROM fanout f USING {batch} \
-             WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
+            "DELETE FROM fanout f WHERE {} \
+             AND (f.event_id, COALESCE(f.lease_token, '')) IN (SELECT event_id, token FROM {batch})",
             engine.probes("f.event_id", 1)
         ),
         // By `rowid`: the row under the token, not the event's other parts.
@@ -474,9 +475,10 @@ pub(crate) fn keep_places(text: &str, keep: impl Fn(usize) -> bool) -> (String, 
     (kept, n)
 }
 
-/// A leased row some of whose targets its claim does not send (their
-/// endpoints have no room): those move to a part of their own, due now and
-/// not leased, which the lanes lease again like any row ([`split_off`]).
+/// A leased publish row (part 0) some of whose targets its claim does not
+/// send (their endpoints have no room): those move to a part of their own,
+/// not leased, due at their publication, which the lanes lease again like any
+/// row ([`split_off`]).
 #[derive(Debug)]
 pub(crate) struct Unsent<'a> {
     pub event_id: &'a EventId,
@@ -488,30 +490,27 @@ pub(crate) struct Unsent<'a> {
     pub created_at: Timestamp,
     /// The places not sent.
     pub places: Vec<usize>,
-    /// The claim sends none of the row's targets: the row is given back.
-    pub whole: bool,
 }
 
 impl Unsent<'_> {
-    /// The part the unsent places move to: keyed by its first place + 1. No
-    /// other row of the event has that key while this one names the place:
-    /// a part's key names a place it held when split off, and a place is in
-    /// one row at a time and leaves a row only for a new one, never the
-    /// reverse — unless a row's own first place is what moves out of it (a
-    /// part split again), which `INSERT_PART`'s `ON CONFLICT` catches.
+    /// The part the unsent places move to: keyed by its first place + 1.
+    /// Parts are split off part 0 only (a part whose targets find no room
+    /// again writes them as rows), so no other part of the event has that
+    /// key: a part's key names a place it took from part 0, and that place
+    /// is never in part 0 again. `INSERT_PART`'s `ON CONFLICT` stands guard.
     fn part(&self) -> i64 {
         self.places.iter().min().map_or(0, |p| *p as i64 + 1)
     }
 }
 
-/// New parts, not leased (`$1` due); the keys written returned.
+/// New parts, not leased, due at their publication; the keys written returned.
 pub(crate) static INSERT_PART: Sql = Sql::new(|engine| {
     format!(
         "INSERT INTO fanout (event_id, part, app_id, targets, n, due_at, created_at) \
-         SELECT event_id, part, app_id, targets, n, $1, created_at FROM {} \
+         SELECT event_id, part, app_id, targets, n, created_at, created_at FROM {} \
          WHERE TRUE ON CONFLICT (event_id, part) DO NOTHING RETURNING event_id, part",
         engine.rows(
-            2,
+            1,
             &[
                 ("event_id", Kind::Text),
                 ("part", Kind::Int),
@@ -548,62 +547,31 @@ pub(crate) static SHRINK_FANOUT: Sql = Sql::new(|engine| {
     }
 });
 
-/// Leased rows given back whole, due at `$1`, by (event, token).
-pub(crate) static GIVE_BACK_FANOUT: Sql = Sql::new(|engine| {
-    let batch = engine.rows(2, &[("event_id", Kind::Text), ("token", Kind::Text)]);
-    match engine {
-        Engine::Postgres => format!(
-            "UPDATE fanout f SET lease_token = NULL, due_at = $1 FROM {batch} \
-             WHERE f.event_id = v.event_id AND f.lease_token IS NOT DISTINCT FROM v.token AND {}",
-            engine.probes("f.event_id", 2)
-        ),
-        Engine::Sqlite => format!(
-            "UPDATE fanout SET lease_token = NULL, due_at = $1 FROM {batch} \
-             WHERE fanout.event_id = v.event_id AND fanout.lease_token = v.token"
-        ),
-    }
-});
-
-/// Moves each row's unsent targets to a part of their own, not leased and
-/// due at `due` (a row none of whose targets is sent is given back whole,
-/// due then). Returns the rows whose part could not be written (see
-/// [`Unsent::part`]): the caller writes those targets as rows instead.
+/// Moves each publish row's unsent targets to a part of their own; the row
+/// keeps the rest (a row left with none is deleted with its lease). Returns the rows whose part could not be written (see [`Unsent::part`]):
+/// the caller writes those targets as rows instead.
 pub(crate) async fn split_off<'a>(
     tx: &mut Tx,
     unsent: &'a [Unsent<'a>],
-    due: Timestamp,
 ) -> Result<Vec<&'a Unsent<'a>>> {
-    let engine = tx.engine();
-    let (whole, split): (Vec<&Unsent>, Vec<&Unsent>) = unsent.iter().partition(|u| u.whole);
-    if !whole.is_empty() {
-        let batch = Batch::default()
-            .text(whole.iter().map(|u| Some(u.event_id.as_str())))
-            .text(whole.iter().map(|u| Some(u.token)));
-        engine
-            .query(GIVE_BACK_FANOUT.text(engine))
-            .bind(due.as_millis())
-            .bind_batch(batch)
-            .execute(&mut *tx)
-            .await?;
-    }
-    if split.is_empty() {
+    if unsent.is_empty() {
         return Ok(Vec::new());
     }
-    let parts: Vec<(String, usize)> = split
+    let engine = tx.engine();
+    let parts: Vec<(String, usize)> = unsent
         .iter()
         .map(|u| keep_places(u.targets, |place| u.places.contains(&place)))
         .collect();
     let batch = Batch::default()
-        .text(split.iter().map(|u| Some(u.event_id.as_str())))
-        .int(split.iter().map(|u| Some(u.part())))
-        .text(split.iter().map(|u| Some(u.app_id.as_str())))
+        .text(unsent.iter().map(|u| Some(u.event_id.as_str())))
+        .int(unsent.iter().map(|u| Some(u.part())))
+        .text(unsent.iter().map(|u| Some(u.app_id.as_str())))
         .text(parts.iter().map(|(targets, _)| Some(targets.as_str())))
         .int(parts.iter().map(|(_, n)| Some(*n as i64)))
-        .int(split.iter().map(|u| Some(u.created_at.as_millis())));
+        .int(unsent.iter().map(|u| Some(u.created_at.as_millis())));
     let mut written = std::collections::HashSet::new();
     for row in engine
         .query(INSERT_PART.text(engine))
-        .bind(due.as_millis())
         .bind_batch(batch)
         .fetch_all(&mut *tx)
         .await?
@@ -611,17 +579,18 @@ pub(crate) async fn split_off<'a>(
         let event: EventId = parse_column(&row, "event_id")?;
         written.insert((event, row.try_get::<i64, _>("part")?));
     }
-    let (moved, refused): (Vec<&Unsent>, Vec<&Unsent>) = split
-        .into_iter()
+    let (moved, refused): (Vec<&Unsent>, Vec<&Unsent>) = unsent
+        .iter()
         .partition(|u| written.contains(&(u.event_id.clone(), u.part())));
-    if !moved.is_empty() {
-        let left: Vec<(String, usize)> = moved
+    let shrunk = moved;
+    if !shrunk.is_empty() {
+        let left: Vec<(String, usize)> = shrunk
             .iter()
             .map(|u| keep_places(u.targets, |place| !u.places.contains(&place)))
             .collect();
         let batch = Batch::default()
-            .text(moved.iter().map(|u| Some(u.event_id.as_str())))
-            .text(moved.iter().map(|u| Some(u.token)))
+            .text(shrunk.iter().map(|u| Some(u.event_id.as_str())))
+            .text(shrunk.iter().map(|u| Some(u.token)))
             .text(left.iter().map(|(targets, _)| Some(targets.as_str())))
             .int(left.iter().map(|(_, n)| Some(*n as i64)));
         engine
@@ -631,6 +600,22 @@ pub(crate) async fn split_off<'a>(
             .await?;
     }
     Ok(refused)
+}
+
+/// `fanout` as the other side of a join to a batch of targets (`f`): on
+/// PostgreSQL the rows of the batch's events (bound at `$n`), read once by
+/// key and fenced (`OFFSET 0`) so the join hashes them against the batch.
+/// With an event's parts under one key prefix, a generic plan otherwise
+/// probes the key once per batch row with the whole batch's array in the
+/// condition: a batch of 512 records took ~100 ms.
+pub(crate) fn batch_events(engine: Engine, n: usize) -> String {
+    match engine {
+        Engine::Postgres => format!(
+            "(SELECT event_id, part, lease_token FROM fanout \
+              WHERE event_id = ANY(${n}::text[]) OFFSET 0) f"
+        ),
+        Engine::Sqlite => "fanout f".into(),
+    }
 }
 
 /// Delivery rows written for targets of `fanout` rows before any attempt
@@ -645,8 +630,8 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
            round_started_at, dead_reason, dead_at, created_at, updated_at) \
          SELECT v.id, v.app_id, v.event_id, v.endpoint_id, v.state, v.due_at, 0, \
            v.created_at, v.dead_reason, v.dead_at, v.created_at, $1 FROM {} \
-         JOIN fanout f ON f.event_id = v.event_id AND (v.token IS NULL OR f.lease_token = v.token) \
-         WHERE {} ON CONFLICT (id) DO NOTHING RETURNING id",
+         JOIN {} ON f.event_id = v.event_id AND (v.token IS NULL OR f.lease_token = v.token) \
+         WHERE TRUE ON CONFLICT (id) DO NOTHING RETURNING id",
         engine.rows(
             2,
             &target_columns(&[
@@ -655,7 +640,7 @@ pub(crate) static INSERT_TARGETS: Sql = Sql::new(|engine| {
                 ("created_at", Kind::Int),
             ])
         ),
-        engine.probes("f.event_id", 4),
+        batch_events(engine, 4),
     )
 });
 

@@ -128,7 +128,6 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "claim: parts split off fan-out rows (targets without room)",
         sql: &fanout::INSERT_PART,
         args: &[
-            NOW,
             "ARRAY['evt_00000001', 'evt_00000003']::text[]",
             "ARRAY[4, 1]::bigint[]",
             "ARRAY['app_1', 'app_1']::text[]",
@@ -146,16 +145,6 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
             "ARRAY['token', 'token']::text[]",
             "ARRAY[',ep_00001,,,,', ',,ep_00002,']::text[]",
             "ARRAY[1, 1]::bigint[]",
-        ],
-        indexes: &["fanout_pkey"],
-    },
-    HotStatement {
-        name: "claim: fan-out rows given back whole",
-        sql: &fanout::GIVE_BACK_FANOUT,
-        args: &[
-            NOW,
-            "ARRAY['evt_00000001', 'evt_00000003']::text[]",
-            "ARRAY['token', 'token']::text[]",
         ],
         indexes: &["fanout_pkey"],
     },
