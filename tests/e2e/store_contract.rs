@@ -1381,7 +1381,7 @@ async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine
 /// A claim with room for three of an event's five targets sends three; the
 /// other two wait in a part of the event's fan-out (no delivery row is
 /// written before an outcome), under the ids the event and their places
-/// give them, and the next claim takes them at once. A part's target that
+/// give them, due now, and the next claims take them. A part's target that
 /// finds no room again waits as a row of its own. Each part is a lease of its
 /// own: when the first claim's holder is lost, its three come back and the
 /// others stay with their holders; every delivery is recorded once.
@@ -1457,15 +1457,40 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
             (&ids[4], DeliveryState::Pending),
         ]
     );
-    // Room for one: the part's first target goes, the other waits as a row.
-    let second = claim(1, t(1)).await;
+    // A listing's pages, however small, hold each of them once.
+    for limit in [1, 2, 10] {
+        let (store, app) = (store.clone(), app.clone());
+        let listed = pages(
+            limit,
+            hookline_store::Listings::delivery_cursor,
+            move |page| {
+                let (store, app) = (store.clone(), app.clone());
+                async move {
+                    store
+                        .listings()
+                        .list_deliveries(&app, &DeliveryFilter::default(), &page)
+                        .await
+                        .unwrap()
+                }
+            },
+        )
+        .await;
+        assert_eq!(
+            listed.iter().map(|d| &d.id).collect::<Vec<_>>(),
+            ids.iter().rev().collect::<Vec<_>>(),
+            "pages of {limit}"
+        );
+    }
+    // Room for one, once the part (due when split off) has waited the
+    // lane's patience: its first target goes, the other waits as a row.
+    let second = claim(1, t(2)).await;
     assert_eq!(
         second.iter().map(|d| &d.id).collect::<Vec<_>>(),
         vec![&ids[3]],
-        "the part, at once"
+        "the part"
     );
     assert_eq!(count("deliveries").await, "1", "the one without room again");
-    let third = claim(10, t(1)).await;
+    let third = claim(10, t(2)).await;
     assert_eq!(
         third.iter().map(|d| &d.id).collect::<Vec<_>>(),
         vec![&ids[4]],

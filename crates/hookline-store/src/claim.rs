@@ -589,8 +589,7 @@ impl Turn {
     }
 
     /// Moves the leased targets in `full` (not sent: no room) out of their
-    /// publish rows to parts of their own, due at their publication
-    /// (`fanout::split_off`). A part's targets that find no room again, and
+    /// publish rows to parts of their own, due now (`fanout::split_off`). A part's targets that find no room again, and
     /// those of a part that cannot be keyed, are written as rows, due now:
     /// the lanes then claim them within their endpoints' rooms, where a part
     /// would be leased and split again by every claim while its endpoint
@@ -629,7 +628,7 @@ impl Turn {
                 })
             })
             .collect();
-        let refused = split_off(&mut self.tx, &unsent).await?;
+        let refused = split_off(&mut self.tx, &unsent, now).await?;
         let moved = |l: &Leased| {
             unsent
                 .iter()

@@ -477,8 +477,11 @@ pub(crate) fn keep_places(text: &str, keep: impl Fn(usize) -> bool) -> (String, 
 
 /// A leased publish row (part 0) some of whose targets its claim does not
 /// send (their endpoints have no room): those move to a part of their own,
-/// not leased, due at their publication, which the lanes lease again like any
-/// row ([`split_off`]).
+/// not leased and due now, which the lanes lease again like any row
+/// ([`split_off`]). Due now, as the rows such targets were written as before
+/// parts: due at their publication, a part waits behind an older backlog
+/// of another app's work that the lanes' newest reads pass over (measured:
+/// a second app's p95 beside a million pending went from 20 ms to 9 s).
 #[derive(Debug)]
 pub(crate) struct Unsent<'a> {
     pub event_id: &'a EventId,
@@ -503,14 +506,14 @@ impl Unsent<'_> {
     }
 }
 
-/// New parts, not leased, due at their publication; the keys written returned.
+/// New parts, not leased, due at `$1`; the keys written returned.
 pub(crate) static INSERT_PART: Sql = Sql::new(|engine| {
     format!(
         "INSERT INTO fanout (event_id, part, app_id, targets, n, due_at, created_at) \
-         SELECT event_id, part, app_id, targets, n, created_at, created_at FROM {} \
+         SELECT event_id, part, app_id, targets, n, $1, created_at FROM {} \
          WHERE TRUE ON CONFLICT (event_id, part) DO NOTHING RETURNING event_id, part",
         engine.rows(
-            1,
+            2,
             &[
                 ("event_id", Kind::Text),
                 ("part", Kind::Int),
@@ -553,6 +556,7 @@ pub(crate) static SHRINK_FANOUT: Sql = Sql::new(|engine| {
 pub(crate) async fn split_off<'a>(
     tx: &mut Tx,
     unsent: &'a [Unsent<'a>],
+    now: Timestamp,
 ) -> Result<Vec<&'a Unsent<'a>>> {
     if unsent.is_empty() {
         return Ok(Vec::new());
@@ -572,6 +576,7 @@ pub(crate) async fn split_off<'a>(
     let mut written = std::collections::HashSet::new();
     for row in engine
         .query(INSERT_PART.text(engine))
+        .bind(now.as_millis())
         .bind_batch(batch)
         .fetch_all(&mut *tx)
         .await?

@@ -128,6 +128,7 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "claim: parts split off fan-out rows (targets without room)",
         sql: &fanout::INSERT_PART,
         args: &[
+            NOW,
             "ARRAY['evt_00000001', 'evt_00000003']::text[]",
             "ARRAY[4, 1]::bigint[]",
             "ARRAY['app_1', 'app_1']::text[]",
