@@ -1481,7 +1481,7 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
             "pages of {limit}"
         );
     }
-    // Room for one, once the part (due when split off) has waited the
+    // Room for one, once the part (due when it was split off) has waited the
     // lane's patience: its first target goes, the other waits as a row.
     let second = claim(1, t(2)).await;
     assert_eq!(

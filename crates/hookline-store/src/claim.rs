@@ -140,6 +140,8 @@ struct FanoutLease {
     token: String,
     /// Its targets as leased.
     targets: String,
+    /// Leased before and given back (see `fanout::Unsent::reclaimed`).
+    reclaimed: bool,
     created_at: Timestamp,
 }
 
@@ -395,7 +397,8 @@ impl Turn {
             let created_at = Timestamp::from_millis(row.try_get("created_at")?);
             let body: Arc<[u8]> = Arc::from(row.try_get::<Vec<u8>, _>("body")?);
             let targets: String = row.try_get("targets")?;
-            if row.try_get::<i64, _>("reclaimed")? != 0 {
+            let was_reclaimed = row.try_get::<i64, _>("reclaimed")? != 0;
+            if was_reclaimed {
                 reclaimed.push((event_id.clone(), token.clone()));
             }
             for (place, endpoint) in decode_targets(&targets) {
@@ -422,6 +425,7 @@ impl Turn {
                 part: row.try_get("part")?,
                 token,
                 targets,
+                reclaimed: was_reclaimed,
                 created_at,
             });
         }
@@ -625,6 +629,7 @@ impl Turn {
                     targets: &row.targets,
                     created_at: row.created_at,
                     places,
+                    reclaimed: row.reclaimed,
                 })
             })
             .collect();
@@ -887,7 +892,7 @@ fn target_row<'a>(row: &'a Leased, fate: Fate<'a>, now: Timestamp) -> TargetRow<
 }
 
 /// How many `fanout` targets one lane read looks through at most for ones
-/// with room (the rest become rows, due now).
+/// with room (the rest move to parts, or rows, due now).
 const FANOUT_WINDOW: u32 = 16 * SKIP_WINDOW;
 
 /// The claim statements, one per source. Parameters: $1 now, $2 lease end,

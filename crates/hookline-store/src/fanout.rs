@@ -1,6 +1,7 @@
 //! Lazy fan-out (docs/engine-v4.md, step 2): one narrow `fanout` row per
 //! published event whose deliveries have nothing to say yet, instead of one
-//! delivery row per endpoint.
+//! delivery row per endpoint — its part 0; targets a claim leased but could
+//! not send move to further parts of the event ([`split_off`]).
 //!
 //! A delivery's row is written when it first has state of its own — its
 //! attempt's outcome (`complete`), or a reason to wait that a claim plan gives
@@ -297,8 +298,8 @@ pub(crate) async fn insert_fanout(tx: &mut Tx, rows: &[NewFanout<'_>], token: &s
 
 /// The head row of the lane is leased by a claim with room for all its
 /// targets, or for this many if it has more, or (it has waited
-/// [`PATIENCE_MS`]) by any claim: what is beyond the claim's room becomes rows
-/// of their own. Rows are leased whole, and claims are as small as the
+/// [`PATIENCE_MS`]) by any claim: what is beyond the claim's room moves to a
+/// part of its own ([`split_off`]), or from a part to rows. Rows are leased whole, and claims are as small as the
 /// dispatcher's free permits: without this, a row with more targets than
 /// any claim has room for would hold the lane back for good.
 pub(crate) const WHOLE: u32 = 64;
@@ -329,11 +330,14 @@ fn take_sql(engine: Engine, newest: bool) -> String {
     let order = if newest { " DESC" } else { "" };
     let head = |limit: &str, lock: &str| {
         format!(
-            "SELECT event_id, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
+            "SELECT event_id, part, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
              ORDER BY due_at{order} LIMIT {limit}{lock}"
         )
     };
-    let window = format!("SUM(n) OVER (ORDER BY due_at{order}, event_id{order})");
+    // By key within a millisecond: two parts of one event may share a due
+    // time, and rows that tie in the window's order are summed together (the
+    // head's rule, `upto = n`, would then hold for neither).
+    let window = format!("SUM(n) OVER (ORDER BY due_at{order}, event_id{order}, part{order})");
     let (last, reached) = match newest {
         false => ("MAX", "<="),
         true => ("MIN", ">="),
@@ -349,43 +353,49 @@ fn take_sql(engine: Engine, newest: bool) -> String {
         Engine::Sqlite => "$4".into(),
     };
     let due = format!(
-        "SELECT event_id FROM ( \
-           SELECT event_id, n, due_at, {window} AS upto FROM ({}) head) counted \
+        "SELECT event_id, part FROM ( \
+           SELECT event_id, part, n, due_at, {window} AS upto FROM ({}) head) counted \
          WHERE (upto - n < $4 AND upto <= $5) \
             OR (upto = n AND ($5 >= CASE WHEN n < {WHOLE} THEN n ELSE {WHOLE} END \
                               OR due_at <= $1 - {PATIENCE_MS}))",
         head(&limit, engine.lock(" FOR UPDATE SKIP LOCKED")),
     );
     // Each row leased has a token of its own (part 0, nearly every row: the
-    // claim's; a part split off: the claim's and its number): the rows are
-    // chosen by event, and the parts of one event due together are leased
-    // together; the re-check keeps a part another claim leases out. It is
-    // spelled so that no index can serve it (`COALESCE`, `+ 0`): the rows are
-    // found by their key, and a condition on `fanout_due`'s column or
-    // predicate lets a plan walk that index instead.
+    // claim's; a part split off: the claim's and its number).
     let token = "CASE WHEN part = 0 THEN $3 ELSE $3 || '.' || part END";
-    let still_due = "COALESCE(lease_token, '') = '' AND due_at + 0 <= $1";
     match engine {
-        // `= ANY(ARRAY(…))`: the rows by primary key, one probe each, whatever
-        // the statistics say of the table's size (a join was planned as a walk
-        // of the whole primary key on a table analyzed while tiny).
+        // Exactly the rows locked (`due`, materialized once): found by event,
+        // `= ANY(ARRAY(…))` on the key, one probe each whatever the statistics
+        // say of the table's size (a join was planned as a walk of the whole
+        // key on a table analyzed while tiny), then by part. An event's other
+        // parts are neither leased nor waited for: another claim or node may
+        // hold them (waiting could close a cycle with its own wait here).
         Engine::Postgres => format!(
-            "WITH c AS ( \
+            "WITH due AS MATERIALIZED ({due}), c AS ( \
                UPDATE fanout f SET lease_token = {token}, due_at = $2 \
-               WHERE f.event_id = ANY(ARRAY({due})) AND {still_due} \
+               WHERE f.event_id = ANY(ARRAY(SELECT event_id FROM due)) AND {} \
                RETURNING f.event_id, f.part, f.lease_token, f.app_id, f.targets, f.reclaimed, \
                          f.created_at) \
              SELECT c.event_id, c.part, c.lease_token, c.app_id, c.targets, c.reclaimed, c.created_at, \
                     (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body \
-             FROM c"
+             FROM c",
+            among_parts("due")
         ),
+        // One writer: the rows chosen are the rows leased.
         Engine::Sqlite => format!(
             "UPDATE fanout SET lease_token = {token}, due_at = $2 \
-             WHERE event_id IN ({due}) AND {still_due} \
+             WHERE (event_id, part) IN ({due}) \
              RETURNING event_id, part, lease_token, app_id, targets, reclaimed, created_at, \
                        (SELECT body FROM events WHERE events.id = fanout.event_id) AS body"
         ),
     }
+}
+
+/// On PostgreSQL, that `f`'s (event, part) is one of the CTE `rows`'s: a
+/// filter after the probe by event (no index serves the pair, and none
+/// should: the probe by event is the plan).
+fn among_parts(rows: &str) -> String {
+    format!("f.event_id || '/' || f.part = ANY(ARRAY(SELECT event_id || '/' || part FROM {rows}))")
 }
 pub(crate) static TAKE_FANOUT: Sql = Sql::new(|engine| take_sql(engine, false));
 pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, true));
@@ -394,22 +404,24 @@ pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, t
 /// the earliest first; their lease ends returned.
 pub(crate) static RECOVER_FANOUT: Sql = Sql::new(|engine| {
     let ended = format!(
-        "SELECT event_id FROM fanout WHERE lease_token IS NOT NULL AND due_at > $1 AND due_at <= $2 \
+        "SELECT event_id, part FROM fanout \
+         WHERE lease_token IS NOT NULL AND due_at > $1 AND due_at <= $2 \
          ORDER BY due_at LIMIT $3{}",
         engine.lock(" FOR UPDATE SKIP LOCKED")
     );
-    let rows = match engine {
-        Engine::Postgres => format!("event_id = ANY(ARRAY({ended}))"),
-        Engine::Sqlite => format!("event_id IN ({ended})"),
-    };
-    // The re-check: by event, the statement reaches every part of the event,
-    // and gives back only leases that ended (spelled, as in `take_sql`, so
-    // that no index can serve it).
-    format!(
-        "UPDATE fanout SET lease_token = NULL, reclaimed = 1 \
-         WHERE {rows} AND COALESCE(lease_token, '') <> '' AND due_at + 0 > $1 AND due_at + 0 <= $2 \
-         RETURNING due_at"
-    )
+    match engine {
+        // Exactly the rows locked, as `take_sql` leases them.
+        Engine::Postgres => format!(
+            "WITH ended AS MATERIALIZED ({ended}) \
+             UPDATE fanout f SET lease_token = NULL, reclaimed = 1 WHERE f.event_id = ANY(ARRAY(SELECT event_id FROM ended)) AND {} \
+             RETURNING f.due_at",
+            among_parts("ended")
+        ),
+        Engine::Sqlite => format!(
+            "UPDATE fanout SET lease_token = NULL, reclaimed = 1 \
+             WHERE (event_id, part) IN ({ended}) RETURNING due_at"
+        ),
+    }
 });
 
 /// A lease given back unfinished (a draining dispatcher): the row due at `$3`, reclaimed.
@@ -493,6 +505,11 @@ pub(crate) struct Unsent<'a> {
     pub created_at: Timestamp,
     /// The places not sent.
     pub places: Vec<usize>,
+    /// The row was leased before and given back: some of its targets may
+    /// have rows, written by a holder whose lease ended (its records may
+    /// commit after this claim read them), and the part's next holder
+    /// looks for them as this one did.
+    pub reclaimed: bool,
 }
 
 impl Unsent<'_> {
@@ -509,8 +526,8 @@ impl Unsent<'_> {
 /// New parts, not leased, due at `$1`; the keys written returned.
 pub(crate) static INSERT_PART: Sql = Sql::new(|engine| {
     format!(
-        "INSERT INTO fanout (event_id, part, app_id, targets, n, due_at, created_at) \
-         SELECT event_id, part, app_id, targets, n, $1, created_at FROM {} \
+        "INSERT INTO fanout (event_id, part, app_id, targets, n, due_at, reclaimed, created_at) \
+         SELECT event_id, part, app_id, targets, n, $1, reclaimed, created_at FROM {} \
          WHERE TRUE ON CONFLICT (event_id, part) DO NOTHING RETURNING event_id, part",
         engine.rows(
             2,
@@ -520,6 +537,7 @@ pub(crate) static INSERT_PART: Sql = Sql::new(|engine| {
                 ("app_id", Kind::Text),
                 ("targets", Kind::Text),
                 ("n", Kind::Int),
+                ("reclaimed", Kind::Int),
                 ("created_at", Kind::Int),
             ]
         )
@@ -572,6 +590,7 @@ pub(crate) async fn split_off<'a>(
         .text(unsent.iter().map(|u| Some(u.app_id.as_str())))
         .text(parts.iter().map(|(targets, _)| Some(targets.as_str())))
         .int(parts.iter().map(|(_, n)| Some(*n as i64)))
+        .int(unsent.iter().map(|u| Some(i64::from(u.reclaimed))))
         .int(unsent.iter().map(|u| Some(u.created_at.as_millis())));
     let mut written = std::collections::HashSet::new();
     for row in engine

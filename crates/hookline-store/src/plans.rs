@@ -134,6 +134,7 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
             "ARRAY['app_1', 'app_1']::text[]",
             "ARRAY[',,,,ep_00004,', ',ep_00001,']::text[]",
             "ARRAY[1, 1]::bigint[]",
+            "ARRAY[0, 1]::bigint[]",
             "ARRAY[1800000000000, 1800000000000]::bigint[]",
         ],
         indexes: &["fanout_pkey"],
