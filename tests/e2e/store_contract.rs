@@ -83,6 +83,17 @@ async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -
     id
 }
 
+/// The deliveries of an event, as its view lists them.
+async fn event_deliveries(store: &Store, app: &AppId, event: &EventId) -> Vec<Delivery> {
+    store
+        .events()
+        .get_event(app, event)
+        .await
+        .unwrap()
+        .unwrap()
+        .1
+}
+
 fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord {
     AttemptRecord {
         delivery_id: claimed.id.clone(),
@@ -1209,12 +1220,7 @@ async fn a_claim_takes_no_more_than_its_limit_of_one_events_deliveries(engine: E
         .unwrap();
     assert!(first.deliveries.len() <= 1);
     // The others wait, pending and due, and the next claim takes them.
-    let (_, deliveries) = store
-        .events()
-        .get_event(&app, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let deliveries = event_deliveries(&store, &app, &event).await;
     let states: Vec<DeliveryState> = deliveries.iter().map(|d| d.state).collect();
     assert_eq!(states.len(), 3);
     assert_eq!(
@@ -1256,12 +1262,7 @@ async fn a_claim_takes_no_more_than_its_limit_of_one_events_deliveries(engine: E
         .complete_attempts(&records, &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
-    let (_, deliveries) = store
-        .events()
-        .get_event(&app, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let deliveries = event_deliveries(&store, &app, &event).await;
     assert!(deliveries
         .iter()
         .all(|d| d.state == DeliveryState::Succeeded));
@@ -1438,12 +1439,7 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
         "2",
         "the leased row and the waiting part"
     );
-    let (_, listed) = store
-        .events()
-        .get_event(&app, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let listed = event_deliveries(&store, &app, &event).await;
     let mut states: Vec<(&DeliveryId, DeliveryState)> =
         listed.iter().map(|d| (&d.id, d.state)).collect();
     states.sort_by(|a, b| a.0.cmp(b.0));
@@ -1524,12 +1520,7 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
         .complete_attempts(&records, &BreakerPolicy::default(), later)
         .await
         .unwrap();
-    let (_, listed) = store
-        .events()
-        .get_event(&app, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let listed = event_deliveries(&store, &app, &event).await;
     let mut states: Vec<(&DeliveryId, DeliveryState, u32)> = listed
         .iter()
         .map(|d| (&d.id, d.state, d.attempts))
@@ -1598,12 +1589,7 @@ async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine:
             .await
             .unwrap();
     }
-    let (_, deliveries) = store
-        .events()
-        .get_event(&app, &event)
-        .await
-        .unwrap()
-        .unwrap();
+    let deliveries = event_deliveries(&store, &app, &event).await;
     assert_eq!(
         deliveries.iter().map(|d| d.state).collect::<Vec<_>>(),
         vec![DeliveryState::Succeeded, DeliveryState::Succeeded]
