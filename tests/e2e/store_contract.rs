@@ -153,6 +153,7 @@ both_engines!(
     claims_smaller_than_an_events_fan_out_still_take_it,
     rows_due_in_one_millisecond_are_leased_in_event_id_order,
     targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event,
+    two_parts_of_an_event_due_in_one_millisecond_are_leased_one_by_one,
     an_events_row_and_its_fanout_targets_leased_together_keep_apart,
     release_returns_work_unattempted,
     gone_disables_endpoint_and_parks_its_queue_until_enabled,
@@ -1534,6 +1535,52 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
         "each delivered once"
     );
     assert_eq!(count("fanout").await, "0", "every part done");
+}
+
+/// Two parts of one event due in the same millisecond (a lease given back
+/// beside the part split off it) are counted one after the other: a claim
+/// with room for the first takes it. (Summed together as one tie, neither
+/// fitted the claim nor was the lane's head alone, and the lane stalled.)
+async fn two_parts_of_an_event_due_in_one_millisecond_are_leased_one_by_one(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    for n in 0..5 {
+        let url = format!("https://{n}.example");
+        store
+            .endpoints()
+            .create_endpoint(&app, new_endpoint(&url, None), t(0))
+            .await
+            .unwrap();
+    }
+    let event = publish(&store, &app, "a", t(0)).await;
+    let ids: Vec<DeliveryId> = (0..5)
+        .map(|place| DeliveryId::of_target(&event, place))
+        .collect();
+    let first = store
+        .claim_due_deliveries(t(1), LEASE, 3, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(first.len(), 3);
+    // Given back at t(1), the millisecond the part was split off in.
+    store
+        .events()
+        .release_deliveries(&[(first[0].id.clone(), first[0].lease_token.clone())], t(1))
+        .await
+        .unwrap();
+    let soon = Timestamp::from_millis(t(1).as_millis() + 500);
+    let again = store
+        .claim_due_deliveries(soon, LEASE, 3, &policy())
+        .await
+        .unwrap()
+        .deliveries;
+    let mut taken: Vec<&DeliveryId> = again.iter().map(|d| &d.id).collect();
+    taken.sort();
+    assert_eq!(
+        taken,
+        ids[..3].iter().collect::<Vec<_>>(),
+        "the publish row's three"
+    );
 }
 
 /// One turn can lease an event's delivery that has a row of its own (a retry)
