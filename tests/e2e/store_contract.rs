@@ -71,6 +71,20 @@ async fn app_with_an_endpoint(store: &Store) -> AppId {
     app
 }
 
+/// A new app with `n` endpoints that take every event type.
+async fn app_with_endpoints(store: &Store, n: usize) -> AppId {
+    let app = app(store).await;
+    for n in 0..n {
+        let url = format!("https://{n}.example");
+        store
+            .endpoints()
+            .create_endpoint(&app, new_endpoint(&url, None), t(0))
+            .await
+            .unwrap();
+    }
+    app
+}
+
 async fn publish(store: &Store, app: &AppId, event_type: &str, now: Timestamp) -> EventId {
     let event = new_event(event_type);
     let id = event.id.clone();
@@ -1284,15 +1298,7 @@ async fn claim_fan_outs(
     claims: impl IntoIterator<Item = (Timestamp, u32)>,
 ) -> std::collections::HashSet<DeliveryId> {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    for n in 0..endpoints {
-        let url = format!("https://{n}.example");
-        store
-            .endpoints()
-            .create_endpoint(&app, new_endpoint(&url, None), t(0))
-            .await
-            .unwrap();
-    }
+    let app = app_with_endpoints(&store, endpoints).await;
     for _ in 0..events {
         publish(&store, &app, "a", t(0)).await;
     }
@@ -1389,15 +1395,7 @@ async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine
 /// others stay with their holders; every delivery is recorded once.
 async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: Engine) {
     let (store, db) = open(engine).await;
-    let app = app(&store).await;
-    for n in 0..5 {
-        let url = format!("https://{n}.example");
-        store
-            .endpoints()
-            .create_endpoint(&app, new_endpoint(&url, None), t(0))
-            .await
-            .unwrap();
-    }
+    let app = app_with_endpoints(&store, 5).await;
     let event = publish(&store, &app, "a", t(0)).await;
     let ids: Vec<DeliveryId> = (0..5)
         .map(|place| DeliveryId::of_target(&event, place))
@@ -1543,15 +1541,7 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
 /// fitted the claim nor was the lane's head alone, and the lane stalled.)
 async fn two_parts_of_an_event_due_in_one_millisecond_are_leased_one_by_one(engine: Engine) {
     let (store, _db) = open(engine).await;
-    let app = app(&store).await;
-    for n in 0..5 {
-        let url = format!("https://{n}.example");
-        store
-            .endpoints()
-            .create_endpoint(&app, new_endpoint(&url, None), t(0))
-            .await
-            .unwrap();
-    }
+    let app = app_with_endpoints(&store, 5).await;
     let event = publish(&store, &app, "a", t(0)).await;
     let ids: Vec<DeliveryId> = (0..5)
         .map(|place| DeliveryId::of_target(&event, place))

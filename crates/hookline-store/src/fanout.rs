@@ -44,14 +44,17 @@ pub(crate) fn encode_targets<'a>(
     text
 }
 
+/// Every place of stored `targets`, empty or not, in order.
+fn slots(text: &str) -> std::str::Split<'_, char> {
+    text.strip_prefix(',')
+        .and_then(|t| t.strip_suffix(','))
+        .unwrap_or("")
+        .split(',')
+}
+
 /// The places of stored `targets` that name an endpoint, with their place.
 pub(crate) fn decode_targets(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let inner = text
-        .strip_prefix(',')
-        .and_then(|t| t.strip_suffix(','))
-        .unwrap_or("");
-    inner
-        .split(',')
+    slots(text)
         .enumerate()
         .filter(|(_, endpoint)| !endpoint.is_empty())
 }
@@ -471,13 +474,9 @@ pub(crate) async fn delete_fanout(tx: &mut Tx, done: &[(&EventId, &str)]) -> Res
 /// `targets` with only the places `keep` names left, the others emptied, and
 /// how many places still name an endpoint.
 pub(crate) fn keep_places(text: &str, keep: impl Fn(usize) -> bool) -> (String, usize) {
-    let inner = text
-        .strip_prefix(',')
-        .and_then(|t| t.strip_suffix(','))
-        .unwrap_or("");
     let mut kept = String::from(",");
     let mut n = 0;
-    for (place, endpoint) in inner.split(',').enumerate() {
+    for (place, endpoint) in slots(text).enumerate() {
         if !endpoint.is_empty() && keep(place) {
             kept.push_str(endpoint);
             n += 1;
@@ -606,15 +605,14 @@ pub(crate) async fn split_off<'a>(
     let (moved, refused): (Vec<&Unsent>, Vec<&Unsent>) = unsent
         .iter()
         .partition(|u| written.contains(&(u.event_id.clone(), u.part())));
-    let shrunk = moved;
-    if !shrunk.is_empty() {
-        let left: Vec<(String, usize)> = shrunk
+    if !moved.is_empty() {
+        let left: Vec<(String, usize)> = moved
             .iter()
             .map(|u| keep_places(u.targets, |place| !u.places.contains(&place)))
             .collect();
         let batch = Batch::default()
-            .text(shrunk.iter().map(|u| Some(u.event_id.as_str())))
-            .text(shrunk.iter().map(|u| Some(u.token)))
+            .text(moved.iter().map(|u| Some(u.event_id.as_str())))
+            .text(moved.iter().map(|u| Some(u.token)))
             .text(left.iter().map(|(targets, _)| Some(targets.as_str())))
             .int(left.iter().map(|(_, n)| Some(*n as i64)));
         engine
@@ -975,5 +973,15 @@ mod tests {
         assert_eq!(decoded, vec![(0, a.as_str()), (2, c.as_str())]);
         assert_eq!(decode_targets(&format!(",{a},")).count(), 1);
         assert_eq!(decode_targets(",,").count(), 0);
+        // A part takes places out of a row; both keep every place.
+        assert_eq!(
+            keep_places(&text, |place| place == 2),
+            (format!(",,,{c},"), 1)
+        );
+        assert_eq!(
+            keep_places(&text, |place| place != 2),
+            (format!(",{a},,,"), 1)
+        );
+        assert_eq!(keep_places(&text, |_| false), (",,,,".to_owned(), 0));
     }
 }
