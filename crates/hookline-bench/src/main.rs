@@ -30,7 +30,8 @@
 //!   publish request was sent — to the first request for it at the sink (and,
 //!   separately, to the first 200). Counting from the schedule rather than from
 //!   when a late producer got round to sending keeps generator lag from hiding
-//!   latency (coordinated omission).
+//!   latency (coordinated omission). The time from the due time to the publish
+//!   request's answer is reported beside it: what the producer API takes of it.
 //! - **Attempts per delivery**: sink requests / unique deliveries (retries and
 //!   at-least-once re-sends).
 //! - **CPU and peak RSS**: from `/proc/<pid>/stat` (utime + stime) and
@@ -503,6 +504,14 @@ async fn bench(
 
     // 5. Fold the sink's records into the results.
     let live_due: HashMap<u128, u64> = published.accepted.iter().copied().collect();
+    let mut answered = histogram();
+    for &us in &published.answered_us {
+        answered.saturating_record(us);
+    }
+    let mut lag = histogram();
+    for &us in &published.sent_lag_us {
+        lag.saturating_record(us);
+    }
     let phase_start_ns = phase_start_ns.unwrap_or(published.first_send_ns);
     let accepted_total = backlog_accepted + published.accepted.len() as u64;
     let expected = accepted_total * u64::from(endpoints);
@@ -852,6 +861,8 @@ async fn bench(
                 "the first publish request"
             },
         },
+        latency_publish: Percentiles::of(&answered),
+        generator_lag: Percentiles::of(&lag),
         latency_first_attempt: Percentiles::of(&folded.first),
         latency_delivered: Percentiles::of(&folded.delivered_hist),
         windows,

@@ -17,6 +17,12 @@ pub struct Report {
     pub publish: PublishStats,
     pub backlog: Option<BacklogStats>,
     pub delivery: DeliveryStats,
+    /// From each live event's due time to its publish request's answer (202): the
+    /// part of the delivery latencies below that the producer API takes.
+    pub latency_publish: Option<Percentiles>,
+    /// From each event's due time to the moment its publish request was sent: the
+    /// load generator's own lag, part of every latency here.
+    pub generator_lag: Option<Percentiles>,
     /// From each live event's due time to the first request for that delivery at the sink.
     pub latency_first_attempt: Option<Percentiles>,
     /// From each live event's due time to the first request answered 200.
@@ -411,6 +417,14 @@ impl Report {
         t.row("end-to-end delivery rate", rate(d.rate_per_sec));
 
         for (title, latency) in [
+            (
+                "Load generator lag: due time -> publish request sent",
+                &self.generator_lag,
+            ),
+            (
+                "Latency: due time -> publish answered (202)",
+                &self.latency_publish,
+            ),
             (
                 "Latency: due time -> first attempt at the sink",
                 &self.latency_first_attempt,
