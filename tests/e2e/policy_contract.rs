@@ -241,6 +241,8 @@ both_engines!(
     a_saturated_endpoints_backlog_does_not_hide_other_work,
     a_tenants_backlog_does_not_hide_another_tenants_fresh_work,
     small_claims_send_another_tenants_whole_event_beside_a_backlog,
+    the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog,
+    the_app_pass_lets_each_tenant_go_first_in_turn,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
@@ -814,6 +816,97 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
             .load(std::sync::atomic::Ordering::Relaxed),
         2,
         "both claims counted under the backlog"
+    );
+}
+
+/// Under a backlog the newest reads serve what became due last, and the
+/// oldest-first reads reach another tenant's event only once the backlog ahead
+/// of it has drained: an event published between two of another tenant's
+/// bursts is neither. One claim in eight is the app pass, which leases each
+/// tenant's oldest due work, an equal share each.
+async fn the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let burst = |at: Timestamp| -> Vec<PublishItem> {
+        (0..300)
+            .map(|_| item(&f.app, new_event("a", None), None, at))
+            .collect()
+    };
+    let older = burst(t(0));
+    f.store.events().publish_group(&older).await.unwrap();
+    let other = f.another_app().await;
+    let other_endpoint = f.endpoint_of(&other, "https://other.example").await;
+    let buried = f.publish_in(&other, t(1)).await;
+    f.store.events().publish_group(&burst(t(2))).await.unwrap();
+
+    // The backlog's head has waited six seconds: the first claim is the app
+    // pass, and the other tenant's share holds its event.
+    let claim = f.claim_as(t(6), 16, &policy()).await;
+    let to_other: Vec<&EventId> = claim
+        .deliveries
+        .iter()
+        .filter(|d| d.endpoint_id == other_endpoint.id)
+        .map(|d| &d.event_id)
+        .collect();
+    assert_eq!(to_other, [&buried], "the other tenant's event is sent now");
+    // The rest is the lanes': the backlog's 14 oldest, and the newest slice.
+    let mut oldest: Vec<&EventId> = older.iter().map(|i| &i.event.id).collect();
+    oldest.sort();
+    let ours: BTreeSet<&EventId> = claim
+        .deliveries
+        .iter()
+        .filter(|d| d.endpoint_id == f.endpoint.id)
+        .map(|d| &d.event_id)
+        .collect();
+    assert_eq!(ours.len(), 15);
+    assert!(oldest[..14].iter().all(|id| ours.contains(id)));
+    assert_eq!(claim.deliveries.len(), 16);
+}
+
+/// Claims of one: one tenant's backlog at the lane's head, two others' behind
+/// it. Each app pass (one claim in eight under a backlog) gives its one
+/// delivery to the next of the tenants behind the head in turn; the claims
+/// between serve the head.
+async fn the_app_pass_lets_each_tenant_go_first_in_turn(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let publish = |app: &AppId, at: Timestamp| -> Vec<PublishItem> {
+        (0..40)
+            .map(|_| item(app, new_event("a", None), None, at))
+            .collect()
+    };
+    f.store
+        .events()
+        .publish_group(&publish(&f.app, t(0)))
+        .await
+        .unwrap();
+    let mut behind = Vec::new();
+    for n in 0..2 {
+        let app = f.another_app().await;
+        let endpoint = f.endpoint_of(&app, &format!("https://t{n}.example")).await;
+        f.store
+            .events()
+            .publish_group(&publish(&app, t(1)))
+            .await
+            .unwrap();
+        behind.push((app, endpoint.id));
+    }
+    behind.sort();
+
+    let claiming = policy();
+    let mut served = Vec::new();
+    for n in 0..24 {
+        let claim = f.claim_as(t(6), 1, &claiming).await;
+        assert_eq!(claim.deliveries.len(), 1);
+        let endpoint = &claim.deliveries[0].endpoint_id;
+        let tenant = behind.iter().position(|(_, e)| e == endpoint);
+        match n % 8 {
+            0 => served.push(tenant.expect("an app pass serves a tenant behind the head")),
+            _ => assert_eq!(endpoint, &f.endpoint.id, "claim {n} serves the head"),
+        }
+    }
+    assert_eq!(
+        served,
+        [0, 1, 0],
+        "each tenant behind the head first in turn"
     );
 }
 

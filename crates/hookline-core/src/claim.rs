@@ -150,6 +150,23 @@ pub const NEWEST_SHARE_DIVISOR: u32 = 8;
 pub const SKIP_WINDOW: u32 = 1024;
 /// Endpoints visited per fair pass.
 pub const FAIR_PASS_ENDPOINTS: u32 = 32;
+/// Apps visited per app pass ([`app_share`]).
+pub const APP_PASS_APPS: u32 = 16;
+
+/// The app pass: under a [`backlog`], the claims told to read the newest first
+/// (one in [`NEWEST_SHARE_DIVISOR`]) first visit the next [`APP_PASS_APPS`] apps
+/// with fresh work, round-robin, and lease each one's oldest due work, this
+/// many targets of a claim of `limit` among `apps` apps: an equal share, at
+/// least one. So what one tenant published waits behind another tenant's
+/// backlog for a few claims at most, however old it is — the newest reads
+/// serve only what became due last, and the oldest-first reads reach the rest
+/// once the backlog ahead has drained.
+pub fn app_share(limit: u32, apps: usize) -> u32 {
+    match u32::try_from(apps) {
+        Ok(apps) if apps > 0 => (limit / apps).max(1).min(limit),
+        _ => 0,
+    }
+}
 
 /// How long fresh work may wait at the head of its lane before the lane
 /// counts as a backlog ([`backlog`]). The store leases a head row that has
@@ -797,6 +814,15 @@ pub(crate) mod tests {
         );
         let tat = (now + Duration::from_millis(1500)).as_millis() * 1000;
         assert_eq!(plan.rates, vec![(rows.endpoint.clone(), Some(tat))]);
+    }
+
+    #[test]
+    fn the_app_pass_shares_a_claim_equally_and_gives_each_app_one_at_least() {
+        assert_eq!(app_share(64, 2), 32);
+        assert_eq!(app_share(64, 3), 21);
+        assert_eq!(app_share(8, 16), 1, "more apps than room: one each");
+        assert_eq!(app_share(0, 3), 0, "a claim without room takes nothing");
+        assert_eq!(app_share(64, 0), 0);
     }
 
     #[test]

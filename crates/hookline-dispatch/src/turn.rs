@@ -23,10 +23,11 @@ use std::time::Duration;
 
 use hookline_core::breaker::BreakerPolicy;
 use hookline_core::claim::{
-    self, ClaimRules, Lanes, RoomView, Rooms, FAIR_PASS_ENDPOINTS, NEWEST_SHARE_DIVISOR,
+    self, ClaimRules, Lanes, RoomView, Rooms, APP_PASS_APPS, FAIR_PASS_ENDPOINTS,
+    NEWEST_SHARE_DIVISOR,
 };
 use hookline_core::completion::{self, BreakerChanges};
-use hookline_core::ids::EndpointId;
+use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::retry::RetryPolicy;
 use hookline_core::time::Timestamp;
 use hookline_store::{AttemptRecord, Claim, Leased, Next, Result, Store, Turn, Written};
@@ -52,6 +53,8 @@ pub struct ClaimPolicy {
     pub backlog_claims: Arc<AtomicU32>,
     /// Where the fair pass over endpoints continues (shared by clones).
     pub fair_cursor: Arc<Mutex<Option<EndpointId>>>,
+    /// Where the app pass continues (shared by clones; `claim::app_share`).
+    pub app_cursor: Arc<Mutex<Option<AppId>>>,
     /// Where the next turn's look for expired leases begins.
     pub recovery: RecoveryMark,
 }
@@ -66,6 +69,7 @@ impl Default for ClaimPolicy {
             rate_lookahead: rules.rate_lookahead,
             backlog_claims: Arc::default(),
             fair_cursor: Arc::default(),
+            app_cursor: Arc::default(),
             recovery: RecoveryMark::default(),
         }
     }
@@ -440,13 +444,33 @@ async fn claim_in(
     };
     let mut rooms = Rooms::new(&view);
     let mut leased: Vec<Leased> = Vec::new();
-    // Under a backlog, one claim in eight reads the newest first.
-    let newest_first = claim::backlog(turn.fresh_head().await?, now)
+    // Under a backlog, one claim in eight serves the tenants behind the lane's
+    // head first (the app pass, `claim::app_share`), then reads the lanes
+    // with the rest; or, with no other tenant waiting, reads the newest first.
+    let backlog = claim::backlog(turn.fresh_head().await?, now)
         && policy
             .backlog_claims
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(NEWEST_SHARE_DIVISOR);
-    let mut lanes = Lanes::new(limit, newest_first);
+    let mut newest_first = backlog;
+    if backlog {
+        let head = turn.fresh_head_app().await?;
+        let apps = app_pass_apps(turn, head.as_ref(), &policy.app_cursor).await?;
+        // The head's tenant counts for a share: the lanes serve it.
+        let share = claim::app_share(limit, apps.len() + 1);
+        for app in &apps {
+            let most = share.min(limit - leased.len() as u32);
+            if most == 0 {
+                break;
+            }
+            let rows = turn
+                .lease_app(app, share, most, &mut rooms, now, lease_until)
+                .await?;
+            leased.extend(rows);
+        }
+        newest_first = leased.is_empty();
+    }
+    let mut lanes = Lanes::new(limit - leased.len() as u32, newest_first);
     let mut last = 0;
     while let Some((read, ask)) = lanes.next(last) {
         let rows = turn
@@ -541,6 +565,38 @@ async fn claim_in(
         breaker_changes,
     };
     Ok((claim, Some(recovered_until)))
+}
+
+/// The next few apps with fresh work after the last app pass's, but for the
+/// lane head's (`head`): from the cursor to the end, then (wrapping) from the
+/// start. The cursor moves to the last app visited, or — when every such app
+/// was visited — to the first, so that each goes first in turn.
+async fn app_pass_apps(
+    turn: &mut hookline_store::Turn,
+    head: Option<&AppId>,
+    cursor: &Mutex<Option<AppId>>,
+) -> Result<Vec<AppId>> {
+    let after = cursor.lock().expect("app cursor poisoned").clone();
+    let mut visit: Vec<AppId> = Vec::new();
+    for start in [after.as_ref(), None] {
+        // One more than wanted: the head's app may be among them.
+        let count = APP_PASS_APPS + 1 - visit.len() as u32;
+        for app in turn.apps_with_fanout(start, count).await? {
+            if Some(&app) != head && !visit.contains(&app) {
+                visit.push(app);
+            }
+        }
+        if visit.len() >= APP_PASS_APPS as usize || after.is_none() {
+            break;
+        }
+    }
+    visit.truncate(APP_PASS_APPS as usize);
+    let next = match visit.len() < APP_PASS_APPS as usize {
+        true => visit.first(),
+        false => visit.last(),
+    };
+    *cursor.lock().expect("app cursor poisoned") = next.cloned();
+    Ok(visit)
 }
 
 /// The next few enabled endpoints after the last fair pass's, skipping saturated

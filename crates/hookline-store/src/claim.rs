@@ -30,7 +30,8 @@ use crate::endpoints::{
 use crate::fanout::FanoutLeases;
 use crate::fanout::{
     decode_targets, delete_fanout, existing, insert_targets, split_off, Fate, Held, Target,
-    TargetRow, Unsent, NEXT_DUE_FANOUT, RECOVER_FANOUT, TAKE_FANOUT, TAKE_NEWEST_FANOUT,
+    TargetRow, Unsent, APPS_WITH_FANOUT, FANOUT_HEAD, RECOVER_FANOUT, TAKE_APP_FANOUT, TAKE_FANOUT,
+    TAKE_NEWEST_FANOUT,
 };
 use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
@@ -119,9 +120,9 @@ pub struct Turn {
     lease_until: Timestamp,
     /// The `fanout` rows this turn leased, until its plan is applied.
     fanout_rows: Vec<FanoutLease>,
-    /// The due time of the `fanout` lane's head (`None`: empty) when this
-    /// turn first read it ([`Turn::fresh_head`]).
-    fresh_head: Option<Option<Timestamp>>,
+    /// The due time and the app of the `fanout` lane's head (`None`: empty)
+    /// when this turn first read it ([`Turn::fresh_head`]).
+    fresh_head: Option<Option<(Timestamp, AppId)>>,
     /// `fanout` leases this turn took, by (event, token), held once it commits.
     pub(crate) holds: Vec<(EventId, String, Held)>,
     /// Targets of held `fanout` leases this turn recorded, settled once it
@@ -349,16 +350,32 @@ impl Turn {
     /// `fanout` lane — or `None` if it is empty: read once a turn (after the
     /// leases given back), and what the turn's reads of the lane cut at.
     pub async fn fresh_head(&mut self) -> Result<Option<Timestamp>> {
-        if let Some(head) = self.fresh_head {
-            return Ok(head);
+        Ok(self.head().await?.map(|(due, _)| due))
+    }
+
+    /// The app whose work is the `fanout` lane's head (`None`: empty), read
+    /// with [`Turn::fresh_head`]: the tenant the lane's oldest-first reads serve.
+    pub async fn fresh_head_app(&mut self) -> Result<Option<AppId>> {
+        Ok(self.head().await?.map(|(_, app)| app))
+    }
+
+    async fn head(&mut self) -> Result<Option<(Timestamp, AppId)>> {
+        if let Some(head) = &self.fresh_head {
+            return Ok(head.clone());
         }
         let engine = self.store.engine;
-        let head: Option<i64> = engine
-            .query(NEXT_DUE_FANOUT.text(engine))
-            .fetch_scalar(&mut self.tx)
+        let row = engine
+            .query(FANOUT_HEAD.text(engine))
+            .fetch_optional(&mut self.tx)
             .await?;
-        let head = head.map(Timestamp::from_millis);
-        self.fresh_head = Some(head);
+        let head = match row {
+            Some(row) => Some((
+                Timestamp::from_millis(row.try_get("due_at")?),
+                parse_column(&row, "app_id")?,
+            )),
+            None => None,
+        };
+        self.fresh_head = Some(head.clone());
         Ok(head)
     }
 
@@ -368,26 +385,29 @@ impl Turn {
     /// with none is deleted.
     async fn lease_fanout(
         &mut self,
-        newest: bool,
+        read: Read<'_>,
         ask: u32,
         most: u32,
         now: Timestamp,
     ) -> Result<(Vec<Leased>, usize)> {
         let engine = self.store.engine;
-        let sql = if newest {
-            &TAKE_NEWEST_FANOUT
-        } else {
-            &TAKE_FANOUT
+        let sql = match read {
+            Read::Oldest => &TAKE_FANOUT,
+            Read::Newest => &TAKE_NEWEST_FANOUT,
+            Read::OfApp(_) => &TAKE_APP_FANOUT,
         };
-        let rows = engine
+        let query = engine
             .query(sql.text(engine))
             .bind(now.as_millis())
             .bind(self.lease_until.as_millis())
             .bind(self.fanout_token.as_str())
             .bind(i64::from(ask))
-            .bind(i64::from(most))
-            .fetch_all(&mut self.tx)
-            .await?;
+            .bind(i64::from(most));
+        let query = match read {
+            Read::OfApp(app) => query.bind(app.as_str()),
+            Read::Oldest | Read::Newest => query,
+        };
+        let rows = query.fetch_all(&mut self.tx).await?;
         let mut leased = Vec::new();
         let mut reclaimed: Vec<(EventId, String)> = Vec::new();
         for row in &rows {
@@ -496,7 +516,8 @@ impl Turn {
             false => self.fresh_head().await?.map_or(now, |head| now.min(head)),
         };
         let mut leased = self.lease_rows(read, ask, rooms, cut, lease_until).await?;
-        self.lease_targets(newest, ask, most, &mut leased, rooms, now)
+        let fanout = if newest { Read::Newest } else { Read::Oldest };
+        self.lease_targets(fanout, ask, most, &mut leased, rooms, now)
             .await?;
         let wanted = ask.saturating_sub(leased.len() as u32);
         if wanted > 0 && cut < now {
@@ -548,7 +569,7 @@ impl Turn {
     /// row's more, but never more than `most`, until the turn's lease end.
     async fn lease_targets(
         &mut self,
-        newest: bool,
+        from: Read<'_>,
         ask: u32,
         most: u32,
         leased: &mut Vec<Leased>,
@@ -570,7 +591,7 @@ impl Turn {
             }
             let asked = wanted.max((full.len() as u32).min(SKIP_WINDOW));
             let room = most.saturating_sub(leased.len() as u32).max(asked);
-            let (targets, rows) = self.lease_fanout(newest, asked, room, now).await?;
+            let (targets, rows) = self.lease_fanout(from, asked, room, now).await?;
             if rows == 0 {
                 break;
             }
@@ -649,6 +670,51 @@ impl Turn {
             .collect();
         insert_targets(&mut self.tx, &waiting, now).await?;
         Ok(())
+    }
+
+    /// The next `count` apps after `after` (by id; from the first without it)
+    /// that have `fanout` rows no claim holds, due or not: where the app pass
+    /// goes ([`Turn::lease_app`]).
+    pub async fn apps_with_fanout(
+        &mut self,
+        after: Option<&AppId>,
+        count: u32,
+    ) -> Result<Vec<AppId>> {
+        let engine = self.store.engine;
+        let rows = engine
+            .query(APPS_WITH_FANOUT.text(engine))
+            .bind(after.map_or("", AppId::as_str))
+            .bind(i64::from(count))
+            .fetch_all(&mut self.tx)
+            .await?;
+        rows.iter().map(|row| parse_column(row, "app_id")).collect()
+    }
+
+    /// Leases one app's oldest due `fanout` rows (its own index) for up to `ask`
+    /// targets, never more than `most`, until `lease_until`, as the lane leases
+    /// its rows: within `rooms`, and what finds no room moves to a part, or to
+    /// rows.
+    pub async fn lease_app(
+        &mut self,
+        app: &AppId,
+        ask: u32,
+        most: u32,
+        rooms: &mut Rooms<'_>,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Leased>> {
+        self.lease_until = lease_until;
+        let mut leased = Vec::new();
+        self.lease_targets(
+            Read::OfApp(app),
+            ask.min(most),
+            most,
+            &mut leased,
+            rooms,
+            now,
+        )
+        .await?;
+        Ok(leased)
     }
 
     /// Leases up to `ask` of one endpoint's pending due rows (its own index).
@@ -880,6 +946,17 @@ impl Turn {
 }
 
 /// The row of a leased `fanout` target that is not sent now, as `fate` says.
+/// Which due `fanout` rows a read of the claim takes.
+#[derive(Debug, Clone, Copy)]
+enum Read<'a> {
+    /// The lane's, oldest first.
+    Oldest,
+    /// The lane's, newest first.
+    Newest,
+    /// One app's, oldest first (the app pass).
+    OfApp(&'a AppId),
+}
+
 fn target_row<'a>(row: &'a Leased, fate: Fate<'a>, now: Timestamp) -> TargetRow<'a> {
     let target = Target {
         id: &row.id,

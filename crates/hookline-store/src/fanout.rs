@@ -329,11 +329,19 @@ pub(crate) const PATIENCE_MS: i64 = hookline_core::claim::PATIENCE_MS;
 /// passed over: the claim locks only that many rows, later ones standing in
 /// for those skipped, so it may hold fewer than `$4` targets (never a row
 /// twice).
-fn take_sql(engine: Engine, newest: bool) -> String {
+///
+/// [`FanoutRead::OfApp`] reads one app's rows (`$6`) through its own index
+/// (`fanout_due_by_app`), oldest first: the app pass.
+fn take_sql(engine: Engine, read: FanoutRead) -> String {
+    let newest = read == FanoutRead::Newest;
     let order = if newest { " DESC" } else { "" };
+    let of_app = match read {
+        FanoutRead::OfApp => " AND app_id = $6",
+        FanoutRead::Oldest | FanoutRead::Newest => "",
+    };
     let head = |limit: &str, lock: &str| {
         format!(
-            "SELECT event_id, part, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1 \
+            "SELECT event_id, part, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1{of_app} \
              ORDER BY due_at{order} LIMIT {limit}{lock}"
         )
     };
@@ -400,8 +408,41 @@ fn take_sql(engine: Engine, newest: bool) -> String {
 fn among_parts(rows: &str) -> String {
     format!("f.event_id || '/' || f.part = ANY(ARRAY(SELECT event_id || '/' || part FROM {rows}))")
 }
-pub(crate) static TAKE_FANOUT: Sql = Sql::new(|engine| take_sql(engine, false));
-pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, true));
+/// Which due `fanout` rows a read takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FanoutRead {
+    /// The lane's, oldest first.
+    Oldest,
+    /// The lane's, newest first.
+    Newest,
+    /// One app's, oldest first.
+    OfApp,
+}
+
+pub(crate) static TAKE_FANOUT: Sql = Sql::new(|engine| take_sql(engine, FanoutRead::Oldest));
+pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, FanoutRead::Newest));
+pub(crate) static TAKE_APP_FANOUT: Sql = Sql::new(|engine| take_sql(engine, FanoutRead::OfApp));
+
+/// Up to `$2` apps after `$1` (by id; `''` from the first) with `fanout` rows
+/// no claim holds, due or not: a walk of `fanout_due_by_app` that probes it
+/// once per app (a loose index scan), whatever each app holds.
+pub(crate) static APPS_WITH_FANOUT: Sql = Sql::new(|_| {
+    let next = |after: &str| {
+        format!(
+            "(SELECT f.app_id FROM fanout f WHERE f.lease_token IS NULL AND f.app_id > {after} \
+              ORDER BY f.app_id LIMIT 1)"
+        )
+    };
+    format!(
+        "WITH RECURSIVE apps(app_id, k) AS ( \
+           SELECT {}, 1 \
+           UNION ALL \
+           SELECT {}, a.k + 1 FROM apps a WHERE a.app_id IS NOT NULL AND a.k < $2) \
+         SELECT app_id FROM apps WHERE app_id IS NOT NULL",
+        next("$1"),
+        next("a.app_id")
+    )
+});
 
 /// Up to `$3` leases of rows that ended in (`$1`, `$2`] given back, reclaimed,
 /// the earliest first; their lease ends returned.
@@ -797,6 +838,11 @@ pub(crate) async fn insert_targets(
 /// The due time of the fan-out lane's head, or NULL.
 pub(crate) static NEXT_DUE_FANOUT: Sql = Sql::new(|_| {
     "SELECT (SELECT due_at FROM fanout WHERE lease_token IS NULL ORDER BY due_at LIMIT 1)".into()
+});
+
+/// The head of the `fanout` lane: its due time and its app (none: empty).
+pub(crate) static FANOUT_HEAD: Sql = Sql::new(|_| {
+    "SELECT due_at, app_id FROM fanout WHERE lease_token IS NULL ORDER BY due_at LIMIT 1".into()
 });
 
 /// The rows (parts) of an event, by its id.

@@ -65,11 +65,13 @@ pub(crate) static FRESH_LEASED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND
 pub(crate) static RETRY_LEASED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND attempts > 0")));
 /// In flight with the lease ended by `$1`.
 pub(crate) static EXPIRED: Sql = Sql::new(|_| capped(&format!("{LEASED} AND due_at <= $1")));
-/// The targets of `fanout` rows matching `filter`, over at most [`GAUGE_CAP`] rows.
+/// The targets of `fanout` rows matching `filter`, over at most [`GAUGE_CAP`]
+/// rows, read in due order: through `fanout_due` or `fanout_leased`, not the
+/// app pass's index (`fanout_due_by_app`), which holds the same rows by app.
 fn capped_targets(filter: &str) -> String {
     format!(
         "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) \
-         FROM (SELECT n FROM fanout WHERE {filter} LIMIT {GAUGE_CAP}) AS c"
+         FROM (SELECT n FROM fanout WHERE {filter} ORDER BY due_at LIMIT {GAUGE_CAP}) AS c"
     )
 }
 /// Fresh work is in `fanout` rows too: pending, due by `$1`, leased, and leased

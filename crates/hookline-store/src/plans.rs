@@ -125,6 +125,36 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         indexes: &["fanout_due", "fanout_pkey", "events_pkey", "events_by_app"],
     },
     HotStatement {
+        name: "claim: the fan-out lane's head and its app",
+        sql: &fanout::FANOUT_HEAD,
+        args: &[],
+        indexes: &["fanout_due"],
+    },
+    HotStatement {
+        name: "claim: the apps with fan-out rows (the app pass)",
+        sql: &fanout::APPS_WITH_FANOUT,
+        args: &["''::text", "16::bigint"],
+        indexes: &["fanout_due_by_app"],
+    },
+    HotStatement {
+        name: "claim: one app's fan-out rows (the app pass)",
+        sql: &fanout::TAKE_APP_FANOUT,
+        args: &[
+            NOW,
+            "1800000030000::bigint",
+            "'token'::text",
+            "112::bigint",
+            "128::bigint",
+            "'app_01ARZ3NDEKTSV4RRFFQ69G5FAV'::text",
+        ],
+        indexes: &[
+            "fanout_due_by_app",
+            "fanout_pkey",
+            "events_pkey",
+            "events_by_app",
+        ],
+    },
+    HotStatement {
         name: "claim: parts split off fan-out rows (targets without room)",
         sql: &fanout::INSERT_PART,
         args: &[
