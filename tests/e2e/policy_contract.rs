@@ -243,6 +243,7 @@ both_engines!(
     small_claims_send_another_tenants_whole_event_beside_a_backlog,
     the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog,
     the_app_pass_lets_each_tenant_go_first_in_turn,
+    small_app_passes_reach_every_tenant_in_turn,
     concurrent_groups_sharing_keys_neither_deadlock_nor_leave_gaps,
     one_turn_records_attempts_then_claims_what_they_released,
     the_breaker_moves_a_queue_larger_than_one_statement,
@@ -908,6 +909,57 @@ async fn the_app_pass_lets_each_tenant_go_first_in_turn(engine: Engine) {
         [0, 1, 0],
         "each tenant behind the head first in turn"
     );
+}
+
+/// Claims of four, seventeen tenants behind the head: an app pass visits no
+/// more tenants than it can serve, and the next goes on after the last it
+/// served, so five passes reach all seventeen.
+async fn small_app_passes_reach_every_tenant_in_turn(engine: Engine) {
+    let f = fixture(engine, |_| {}).await;
+    let publish = |app: &AppId, count: usize, at: Timestamp| -> Vec<PublishItem> {
+        (0..count)
+            .map(|_| item(app, new_event("a", None), None, at))
+            .collect()
+    };
+    f.store
+        .events()
+        .publish_group(&publish(&f.app, 200, t(0)))
+        .await
+        .unwrap();
+    let mut behind = Vec::new();
+    for n in 0..17 {
+        let app = f.another_app().await;
+        let endpoint = f.endpoint_of(&app, &format!("https://t{n}.example")).await;
+        f.store
+            .events()
+            .publish_group(&publish(&app, 3, t(1)))
+            .await
+            .unwrap();
+        behind.push(endpoint.id);
+    }
+
+    let claiming = policy();
+    let mut served = BTreeSet::new();
+    for n in 0..40 {
+        let claim = f.claim_as(t(6), 4, &claiming).await;
+        assert_eq!(claim.deliveries.len(), 4);
+        if n % 8 == 0 {
+            let tenants: BTreeSet<EndpointId> = claim
+                .deliveries
+                .iter()
+                .map(|d| d.endpoint_id.clone())
+                .filter(|e| behind.contains(e))
+                .collect();
+            assert_eq!(
+                tenants.len(),
+                4,
+                "pass {}: one for each of four tenants",
+                n / 8
+            );
+            served.extend(tenants);
+        }
+    }
+    assert_eq!(served.len(), 17, "every tenant behind the head was served");
 }
 
 async fn a_saturated_endpoints_backlog_does_not_hide_other_work(engine: Engine) {

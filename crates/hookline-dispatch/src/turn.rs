@@ -455,18 +455,34 @@ async fn claim_in(
     let mut newest_first = backlog;
     if backlog {
         let head = turn.fresh_head_app().await?;
-        let apps = app_pass_apps(turn, head.as_ref(), &policy.app_cursor).await?;
+        // No more apps than the claim can give one target each.
+        let want = APP_PASS_APPS.min(limit);
+        let (apps, everyone) = app_pass_apps(turn, head.as_ref(), want, &policy.app_cursor).await?;
         // The head's tenant counts for a share: the lanes serve it.
         let share = claim::app_share(limit, apps.len() + 1);
+        let mut reached = 0;
         for app in &apps {
-            let most = share.min(limit - leased.len() as u32);
+            // Its share, up to a row's more (an event is leased whole), never
+            // past the claim.
+            let most = limit - leased.len() as u32;
             if most == 0 {
                 break;
             }
+            reached += 1;
             let rows = turn
                 .lease_app(app, share, most, &mut rooms, now, lease_until)
                 .await?;
             leased.extend(rows);
+        }
+        // The next pass goes on after the last app this one reached; when it
+        // reached every app with fresh work, after the first, so that each
+        // goes first in turn.
+        let next = match everyone && reached == apps.len() {
+            true => apps.first(),
+            false => apps[..reached].last(),
+        };
+        if let Some(next) = next {
+            *policy.app_cursor.lock().expect("app cursor poisoned") = Some(next.clone());
         }
         newest_first = leased.is_empty();
     }
@@ -567,36 +583,32 @@ async fn claim_in(
     Ok((claim, Some(recovered_until)))
 }
 
-/// The next few apps with fresh work after the last app pass's, but for the
-/// lane head's (`head`): from the cursor to the end, then (wrapping) from the
-/// start. The cursor moves to the last app visited, or — when every such app
-/// was visited — to the first, so that each goes first in turn.
+/// Up to `want` apps with `fanout` rows no claim holds, but for the lane
+/// head's (`head`), after the last app pass's cursor: from the cursor to the
+/// end, then (wrapping) from the start; and whether they are every such app.
 async fn app_pass_apps(
     turn: &mut hookline_store::Turn,
     head: Option<&AppId>,
+    want: u32,
     cursor: &Mutex<Option<AppId>>,
-) -> Result<Vec<AppId>> {
+) -> Result<(Vec<AppId>, bool)> {
     let after = cursor.lock().expect("app cursor poisoned").clone();
     let mut visit: Vec<AppId> = Vec::new();
     for start in [after.as_ref(), None] {
         // One more than wanted: the head's app may be among them.
-        let count = APP_PASS_APPS + 1 - visit.len() as u32;
+        let count = want + 1 - visit.len() as u32;
         for app in turn.apps_with_fanout(start, count).await? {
             if Some(&app) != head && !visit.contains(&app) {
                 visit.push(app);
             }
         }
-        if visit.len() >= APP_PASS_APPS as usize || after.is_none() {
+        if visit.len() >= want as usize || after.is_none() {
             break;
         }
     }
-    visit.truncate(APP_PASS_APPS as usize);
-    let next = match visit.len() < APP_PASS_APPS as usize {
-        true => visit.first(),
-        false => visit.last(),
-    };
-    *cursor.lock().expect("app cursor poisoned") = next.cloned();
-    Ok(visit)
+    let everyone = visit.len() < want as usize;
+    visit.truncate(want as usize);
+    Ok((visit, everyone))
 }
 
 /// The next few enabled endpoints after the last fair pass's, skipping saturated

@@ -29,9 +29,8 @@ use crate::endpoints::{
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
 use crate::fanout::{
-    decode_targets, delete_fanout, existing, insert_targets, split_off, Fate, Held, Target,
-    TargetRow, Unsent, APPS_WITH_FANOUT, FANOUT_HEAD, RECOVER_FANOUT, TAKE_APP_FANOUT, TAKE_FANOUT,
-    TAKE_NEWEST_FANOUT,
+    decode_targets, delete_fanout, existing, insert_targets, split_off, FanoutRead, Fate, Held,
+    Target, TargetRow, Unsent, APPS_WITH_FANOUT, FANOUT_HEAD, RECOVER_FANOUT,
 };
 use crate::records::{ClaimedDelivery, Destination};
 use crate::secrets::Secrets;
@@ -359,6 +358,7 @@ impl Turn {
         Ok(self.head().await?.map(|(_, app)| app))
     }
 
+    /// The lane's head (its due time and app), read once a turn.
     async fn head(&mut self) -> Result<Option<(Timestamp, AppId)>> {
         if let Some(head) = &self.fresh_head {
             return Ok(head.clone());
@@ -385,27 +385,22 @@ impl Turn {
     /// with none is deleted.
     async fn lease_fanout(
         &mut self,
-        read: Read<'_>,
+        read: FanoutRead<'_>,
         ask: u32,
         most: u32,
         now: Timestamp,
     ) -> Result<(Vec<Leased>, usize)> {
         let engine = self.store.engine;
-        let sql = match read {
-            Read::Oldest => &TAKE_FANOUT,
-            Read::Newest => &TAKE_NEWEST_FANOUT,
-            Read::OfApp(_) => &TAKE_APP_FANOUT,
-        };
         let query = engine
-            .query(sql.text(engine))
+            .query(read.sql().text(engine))
             .bind(now.as_millis())
             .bind(self.lease_until.as_millis())
             .bind(self.fanout_token.as_str())
             .bind(i64::from(ask))
             .bind(i64::from(most));
         let query = match read {
-            Read::OfApp(app) => query.bind(app.as_str()),
-            Read::Oldest | Read::Newest => query,
+            FanoutRead::OfApp(app) => query.bind(app.as_str()),
+            FanoutRead::Oldest | FanoutRead::Newest => query,
         };
         let rows = query.fetch_all(&mut self.tx).await?;
         let mut leased = Vec::new();
@@ -516,7 +511,11 @@ impl Turn {
             false => self.fresh_head().await?.map_or(now, |head| now.min(head)),
         };
         let mut leased = self.lease_rows(read, ask, rooms, cut, lease_until).await?;
-        let fanout = if newest { Read::Newest } else { Read::Oldest };
+        let fanout = if newest {
+            FanoutRead::Newest
+        } else {
+            FanoutRead::Oldest
+        };
         self.lease_targets(fanout, ask, most, &mut leased, rooms, now)
             .await?;
         let wanted = ask.saturating_sub(leased.len() as u32);
@@ -569,7 +568,7 @@ impl Turn {
     /// row's more, but never more than `most`, until the turn's lease end.
     async fn lease_targets(
         &mut self,
-        from: Read<'_>,
+        from: FanoutRead<'_>,
         ask: u32,
         most: u32,
         leased: &mut Vec<Leased>,
@@ -706,7 +705,7 @@ impl Turn {
         self.lease_until = lease_until;
         let mut leased = Vec::new();
         self.lease_targets(
-            Read::OfApp(app),
+            FanoutRead::OfApp(app),
             ask.min(most),
             most,
             &mut leased,
@@ -946,17 +945,6 @@ impl Turn {
 }
 
 /// The row of a leased `fanout` target that is not sent now, as `fate` says.
-/// Which due `fanout` rows a read of the claim takes.
-#[derive(Debug, Clone, Copy)]
-enum Read<'a> {
-    /// The lane's, oldest first.
-    Oldest,
-    /// The lane's, newest first.
-    Newest,
-    /// One app's, oldest first (the app pass).
-    OfApp(&'a AppId),
-}
-
 fn target_row<'a>(row: &'a Leased, fate: Fate<'a>, now: Timestamp) -> TargetRow<'a> {
     let target = Target {
         id: &row.id,

@@ -330,15 +330,11 @@ pub(crate) const PATIENCE_MS: i64 = hookline_core::claim::PATIENCE_MS;
 /// for those skipped, so it may hold fewer than `$4` targets (never a row
 /// twice).
 ///
-/// [`FanoutRead::OfApp`] reads one app's rows (`$6`) through its own index
-/// (`fanout_due_by_app`), oldest first: the app pass.
-fn take_sql(engine: Engine, read: FanoutRead) -> String {
-    let newest = read == FanoutRead::Newest;
+/// `of_app` reads one app's rows (`$6`) through its own index
+/// (`fanout_due_by_app`): the app pass ([`FanoutRead::OfApp`]).
+fn take_sql(engine: Engine, newest: bool, of_app: bool) -> String {
     let order = if newest { " DESC" } else { "" };
-    let of_app = match read {
-        FanoutRead::OfApp => " AND app_id = $6",
-        FanoutRead::Oldest | FanoutRead::Newest => "",
-    };
+    let of_app = if of_app { " AND app_id = $6" } else { "" };
     let head = |limit: &str, lock: &str| {
         format!(
             "SELECT event_id, part, n, due_at FROM fanout WHERE lease_token IS NULL AND due_at <= $1{of_app} \
@@ -408,20 +404,33 @@ fn take_sql(engine: Engine, read: FanoutRead) -> String {
 fn among_parts(rows: &str) -> String {
     format!("f.event_id || '/' || f.part = ANY(ARRAY(SELECT event_id || '/' || part FROM {rows}))")
 }
-/// Which due `fanout` rows a read takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FanoutRead {
+
+/// Which due `fanout` rows a read of a claim takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FanoutRead<'a> {
     /// The lane's, oldest first.
     Oldest,
     /// The lane's, newest first.
     Newest,
-    /// One app's, oldest first.
-    OfApp,
+    /// One app's, oldest first (the app pass).
+    OfApp(&'a AppId),
 }
 
-pub(crate) static TAKE_FANOUT: Sql = Sql::new(|engine| take_sql(engine, FanoutRead::Oldest));
-pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, FanoutRead::Newest));
-pub(crate) static TAKE_APP_FANOUT: Sql = Sql::new(|engine| take_sql(engine, FanoutRead::OfApp));
+impl FanoutRead<'_> {
+    /// Its statement: `$1`–`$5` as [`take_sql`] says, and for
+    /// [`FanoutRead::OfApp`] the app as `$6`.
+    pub(crate) fn sql(self) -> &'static Sql {
+        match self {
+            FanoutRead::Oldest => &TAKE_FANOUT,
+            FanoutRead::Newest => &TAKE_NEWEST_FANOUT,
+            FanoutRead::OfApp(_) => &TAKE_APP_FANOUT,
+        }
+    }
+}
+
+pub(crate) static TAKE_FANOUT: Sql = Sql::new(|engine| take_sql(engine, false, false));
+pub(crate) static TAKE_NEWEST_FANOUT: Sql = Sql::new(|engine| take_sql(engine, true, false));
+pub(crate) static TAKE_APP_FANOUT: Sql = Sql::new(|engine| take_sql(engine, false, true));
 
 /// Up to `$2` apps after `$1` (by id; `''` from the first) with `fanout` rows
 /// no claim holds, due or not: a walk of `fanout_due_by_app` that probes it
