@@ -177,6 +177,15 @@ impl Fixture {
         id
     }
 
+    /// Publishes `count` events of `app` in one group, due at `now`; their ids.
+    async fn publish_many(&self, app: &AppId, count: usize, now: Timestamp) -> Vec<EventId> {
+        let items: Vec<PublishItem> = (0..count)
+            .map(|_| item(app, new_event("a", None), None, now))
+            .collect();
+        self.store.events().publish_group(&items).await.unwrap();
+        items.into_iter().map(|i| i.event.id).collect()
+    }
+
     async fn claim(&self, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
         self.claim_as(now, limit, &policy()).await.deliveries
     }
@@ -718,10 +727,7 @@ fn new_event(event_type: &str, key: Option<&str>) -> NewEvent {
 async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     // One tenant's backlog, far more than a claim takes, all due before the other's event.
-    let backlog: Vec<PublishItem> = (0..500)
-        .map(|_| item(&f.app, new_event("a", None), None, t(0)))
-        .collect();
-    f.store.events().publish_group(&backlog).await.unwrap();
+    f.publish_many(&f.app, 500, t(0)).await;
     let other = f.another_app().await;
     let other_endpoint = f.endpoint_of(&other, "https://other.example").await;
     let fresh = f.publish_in(&other, t(5)).await;
@@ -747,8 +753,8 @@ async fn a_tenants_backlog_does_not_hide_another_tenants_fresh_work(engine: Engi
 
 /// A dispatcher whose permits are nearly all sending claims a few at a time,
 /// and an event's deliveries are leased together: under a backlog, one claim
-/// in eight reads the newest first, with its whole room, so another tenant's
-/// whole event fits; the claims between give the backlog's head theirs.
+/// in eight is the app pass, and another tenant's whole event fits its share;
+/// the claims between give the backlog's head theirs.
 async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     let mut ours = vec![f.endpoint.id.clone()];
@@ -757,11 +763,8 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
         ours.push(f.endpoint_of(&f.app, &url).await.id);
     }
     // One tenant's backlog of events to three endpoints each, all due before the other's.
-    let backlog: Vec<PublishItem> = (0..200)
-        .map(|_| item(&f.app, new_event("a", None), None, t(0)))
-        .collect();
-    let first = backlog[0].event.id.clone();
-    f.store.events().publish_group(&backlog).await.unwrap();
+    let backlog = f.publish_many(&f.app, 200, t(0)).await;
+    let first = backlog[0].clone();
     let other = f.another_app().await;
     let mut theirs = Vec::new();
     for n in 0..3 {
@@ -806,10 +809,7 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
     // The next seven give the head their whole room: the next two events each.
     let next = f.claim_as(t(6), 8, &claiming).await;
     let events: BTreeSet<&EventId> = next.deliveries.iter().map(|d| &d.event_id).collect();
-    assert_eq!(
-        events,
-        BTreeSet::from([&backlog[1].event.id, &backlog[2].event.id])
-    );
+    assert_eq!(events, BTreeSet::from([&backlog[1], &backlog[2]]));
     assert_eq!(next.deliveries.len(), 6);
     assert_eq!(
         claiming
@@ -827,17 +827,11 @@ async fn small_claims_send_another_tenants_whole_event_beside_a_backlog(engine: 
 /// tenant's oldest due work, an equal share each.
 async fn the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
-    let burst = |at: Timestamp| -> Vec<PublishItem> {
-        (0..300)
-            .map(|_| item(&f.app, new_event("a", None), None, at))
-            .collect()
-    };
-    let older = burst(t(0));
-    f.store.events().publish_group(&older).await.unwrap();
+    let older = f.publish_many(&f.app, 300, t(0)).await;
     let other = f.another_app().await;
     let other_endpoint = f.endpoint_of(&other, "https://other.example").await;
     let buried = f.publish_in(&other, t(1)).await;
-    f.store.events().publish_group(&burst(t(2))).await.unwrap();
+    f.publish_many(&f.app, 300, t(2)).await;
 
     // The backlog's head has waited six seconds: the first claim is the app
     // pass, and the other tenant's share holds its event.
@@ -850,7 +844,7 @@ async fn the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog(e
         .collect();
     assert_eq!(to_other, [&buried], "the other tenant's event is sent now");
     // The rest is the lanes': the backlog's 14 oldest, and the newest slice.
-    let mut oldest: Vec<&EventId> = older.iter().map(|i| &i.event.id).collect();
+    let mut oldest: Vec<&EventId> = older.iter().collect();
     oldest.sort();
     let ours: BTreeSet<&EventId> = claim
         .deliveries
@@ -869,25 +863,12 @@ async fn the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog(e
 /// between serve the head.
 async fn the_app_pass_lets_each_tenant_go_first_in_turn(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
-    let publish = |app: &AppId, at: Timestamp| -> Vec<PublishItem> {
-        (0..40)
-            .map(|_| item(app, new_event("a", None), None, at))
-            .collect()
-    };
-    f.store
-        .events()
-        .publish_group(&publish(&f.app, t(0)))
-        .await
-        .unwrap();
+    f.publish_many(&f.app, 40, t(0)).await;
     let mut behind = Vec::new();
     for n in 0..2 {
         let app = f.another_app().await;
         let endpoint = f.endpoint_of(&app, &format!("https://t{n}.example")).await;
-        f.store
-            .events()
-            .publish_group(&publish(&app, t(1)))
-            .await
-            .unwrap();
+        f.publish_many(&app, 40, t(1)).await;
         behind.push((app, endpoint.id));
     }
     behind.sort();
@@ -916,25 +897,12 @@ async fn the_app_pass_lets_each_tenant_go_first_in_turn(engine: Engine) {
 /// served, so five passes reach all seventeen.
 async fn small_app_passes_reach_every_tenant_in_turn(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
-    let publish = |app: &AppId, count: usize, at: Timestamp| -> Vec<PublishItem> {
-        (0..count)
-            .map(|_| item(app, new_event("a", None), None, at))
-            .collect()
-    };
-    f.store
-        .events()
-        .publish_group(&publish(&f.app, 200, t(0)))
-        .await
-        .unwrap();
+    f.publish_many(&f.app, 200, t(0)).await;
     let mut behind = Vec::new();
     for n in 0..17 {
         let app = f.another_app().await;
         let endpoint = f.endpoint_of(&app, &format!("https://t{n}.example")).await;
-        f.store
-            .events()
-            .publish_group(&publish(&app, 3, t(1)))
-            .await
-            .unwrap();
+        f.publish_many(&app, 3, t(1)).await;
         behind.push(endpoint.id);
     }
 
