@@ -186,6 +186,26 @@ impl Fixture {
         items.into_iter().map(|i| i.event.id).collect()
     }
 
+    /// `count` more apps, each with an endpoint and `events` events due at
+    /// `now`: tenants behind a backlog. Their apps and endpoints.
+    async fn tenants(
+        &self,
+        count: usize,
+        events: usize,
+        now: Timestamp,
+    ) -> Vec<(AppId, EndpointId)> {
+        let mut tenants = Vec::new();
+        for n in 0..count {
+            let app = self.another_app().await;
+            let endpoint = self
+                .endpoint_of(&app, &format!("https://t{n}.example"))
+                .await;
+            self.publish_many(&app, events, now).await;
+            tenants.push((app, endpoint.id));
+        }
+        tenants
+    }
+
     async fn claim(&self, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
         self.claim_as(now, limit, &policy()).await.deliveries
     }
@@ -864,13 +884,7 @@ async fn the_app_pass_claims_a_tenants_event_buried_in_another_tenants_backlog(e
 async fn the_app_pass_lets_each_tenant_go_first_in_turn(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     f.publish_many(&f.app, 40, t(0)).await;
-    let mut behind = Vec::new();
-    for n in 0..2 {
-        let app = f.another_app().await;
-        let endpoint = f.endpoint_of(&app, &format!("https://t{n}.example")).await;
-        f.publish_many(&app, 40, t(1)).await;
-        behind.push((app, endpoint.id));
-    }
+    let mut behind = f.tenants(2, 40, t(1)).await;
     behind.sort();
 
     let claiming = policy();
@@ -898,13 +912,12 @@ async fn the_app_pass_lets_each_tenant_go_first_in_turn(engine: Engine) {
 async fn small_app_passes_reach_every_tenant_in_turn(engine: Engine) {
     let f = fixture(engine, |_| {}).await;
     f.publish_many(&f.app, 200, t(0)).await;
-    let mut behind = Vec::new();
-    for n in 0..17 {
-        let app = f.another_app().await;
-        let endpoint = f.endpoint_of(&app, &format!("https://t{n}.example")).await;
-        f.publish_many(&app, 3, t(1)).await;
-        behind.push(endpoint.id);
-    }
+    let behind: Vec<EndpointId> = f
+        .tenants(17, 3, t(1))
+        .await
+        .into_iter()
+        .map(|(_, endpoint)| endpoint)
+        .collect();
 
     let claiming = policy();
     let mut served = BTreeSet::new();
