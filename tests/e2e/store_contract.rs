@@ -148,6 +148,15 @@ fn policy() -> ClaimPolicy {
     }
 }
 
+/// What one claim at `now` of up to `limit` sends, by such a dispatcher.
+async fn lease_due(store: &Store, now: Timestamp, limit: u32) -> Vec<ClaimedDelivery> {
+    store
+        .claim_due_deliveries(now, LEASE, limit, &policy())
+        .await
+        .unwrap()
+        .deliveries
+}
+
 both_engines!(
     apps_round_trip_by_id_and_uid,
     endpoints_round_trip_and_delete_dead_letters_what_they_owed,
@@ -540,12 +549,7 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
         store.events().replay_delivery(&app, &dlq[0].id, t(5)).await.unwrap(),
         ReplayOutcome::EndpointDeleted(d) if d.state == DeliveryState::Dead
     ));
-    assert!(store
-        .claim_due_deliveries(t(5), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
+    assert!(lease_due(&store, t(5), 10).await.is_empty());
     assert!(!store
         .endpoints()
         .delete_endpoint(&app, &created.id, t(6))
@@ -759,12 +763,7 @@ async fn concurrent_publishes_with_one_key_write_one_event(engine: Engine) {
     );
     assert_eq!(store.listings().count_events(&app).await.unwrap(), 1);
     assert_eq!(
-        store
-            .claim_due_deliveries(t(2), LEASE, 100, &policy())
-            .await
-            .unwrap()
-            .deliveries
-            .len(),
+        lease_due(&store, t(2), 100).await.len(),
         1,
         "and one delivery"
     );
@@ -782,21 +781,12 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     publish(&store, &app, "a", t(5)).await;
 
     assert!(
-        store
-            .claim_due_deliveries(t(0), LEASE, 10, &policy())
-            .await
-            .unwrap()
-            .deliveries
-            .is_empty(),
+        lease_due(&store, t(0), 10).await.is_empty(),
         "nothing due yet"
     );
     assert_eq!(store.events().next_due_at().await.unwrap(), Some(t(1)));
 
-    let claimed = store
-        .claim_due_deliveries(t(2), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(2), 10).await;
     assert_eq!(claimed.len(), 1, "only the due one");
     let first = &claimed[0];
     assert_eq!(first.event_id, early);
@@ -813,24 +803,11 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     );
 
     // Leased: not claimable again until the lease (30 s from t(2)) runs out.
-    let second = store
-        .claim_due_deliveries(t(10), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let second = lease_due(&store, t(10), 10).await;
     assert_eq!(second.len(), 1);
     assert_ne!(second[0].id, first.id);
-    assert!(store
-        .claim_due_deliveries(t(31), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
-    let reclaimed = store
-        .claim_due_deliveries(t(32), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    assert!(lease_due(&store, t(31), 10).await.is_empty());
+    let reclaimed = lease_due(&store, t(32), 10).await;
     assert_eq!(reclaimed.len(), 1);
     assert_eq!(reclaimed[0].id, first.id);
     assert_ne!(
@@ -842,15 +819,7 @@ async fn claim_leases_due_work_and_reclaims_expired_leases(engine: Engine) {
     for n in 0..5 {
         publish(&store, &app, "a", t(40 + n)).await;
     }
-    assert_eq!(
-        store
-            .claim_due_deliveries(t(50), LEASE, 3, &policy())
-            .await
-            .unwrap()
-            .deliveries
-            .len(),
-        3
-    );
+    assert_eq!(lease_due(&store, t(50), 3).await.len(), 3);
 }
 
 /// A dispatcher's turns give back expired leases from where its last turn left
@@ -930,11 +899,7 @@ async fn a_completion_locks_only_the_endpoints_its_plan_changes() {
         .unwrap();
     publish(&store, &app, "a", t(1)).await;
     publish(&store, &app, "a", t(1)).await;
-    let claimed = store
-        .claim_due_deliveries(t(1), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(1), 10).await;
     assert_eq!(claimed.len(), 2);
 
     let other = sqlx::PgPool::connect(&db.url).await.unwrap();
@@ -1027,11 +992,7 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     for _ in 0..3 {
         publish(&store, &app, "a", t(1)).await;
     }
-    let claimed = store
-        .claim_due_deliveries(t(2), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(2), 10).await;
     let dead: Vec<AttemptRecord> = claimed
         .iter()
         .map(|c| {
@@ -1068,11 +1029,7 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
     // clock at t(5)) comes out under the told window's key; carried over into
     // a later second, it is told with that second's window, and only there.
     publish(&store, &app, "a", t(5)).await;
-    let late = store
-        .claim_due_deliveries(t(5), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let late = lease_due(&store, t(5), 10).await;
     let mut late = record(&late[0], Next::Dead(DeadReason::ClientError), t(5));
     late.status_code = Some(404);
     store
@@ -1115,11 +1072,7 @@ async fn operational_notices_are_recorded_with_their_cause_and_published_once(en
 /// One delivery published, claimed and dead at `at` with `status`.
 async fn die_at(store: &Store, app: &AppId, at: Timestamp, status: u16) {
     publish(store, app, "a", at).await;
-    let claimed = store
-        .claim_due_deliveries(at, LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(store, at, 10).await;
     let mut dead = record(&claimed[0], Next::Dead(DeadReason::RetriesExhausted), at);
     dead.status_code = Some(status);
     store
@@ -1134,11 +1087,7 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     for _ in 0..3 {
         publish(&store, &app, "a", t(1)).await;
     }
-    let claimed = store
-        .claim_due_deliveries(t(2), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(2), 10).await;
     let mut ok = record(&claimed[0], Next::Succeeded, t(2));
     ok.status_code = Some(200);
     let retry = record(&claimed[1], Next::RetryAt(t(60)), t(2));
@@ -1197,18 +1146,9 @@ async fn completion_records_attempts_and_moves_deliveries_on(engine: Engine) {
     assert_eq!(retried[0].response_body.as_deref(), Some("oops"));
 
     // The retry is claimable at its time, with its attempt count.
-    assert!(store
-        .claim_due_deliveries(t(59), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
+    assert!(lease_due(&store, t(59), 10).await.is_empty());
     assert_eq!(store.events().next_due_at().await.unwrap(), Some(t(60)));
-    let again = store
-        .claim_due_deliveries(t(60), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let again = lease_due(&store, t(60), 10).await;
     assert_eq!((again.len(), again[0].attempts), (1, 1));
 }
 
@@ -1281,12 +1221,7 @@ async fn a_claim_takes_no_more_than_its_limit_of_one_events_deliveries(engine: E
     assert!(deliveries
         .iter()
         .all(|d| d.state == DeliveryState::Succeeded));
-    assert!(store
-        .claim_due_deliveries(t(100), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
+    assert!(lease_due(&store, t(100), 10).await.is_empty());
 }
 
 /// Claims of `claims` (when, limit) over `events` events, each to `endpoints`
@@ -1373,11 +1308,7 @@ async fn rows_due_in_one_millisecond_are_leased_in_event_id_order(engine: Engine
     }
     // Before the lane counts as a backlog (which reads the newest first).
     let now = Timestamp::from_millis(t(0).as_millis() + 500);
-    let claimed = store
-        .claim_due_deliveries(now, LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, now, 10).await;
     let events: Vec<&EventId> = claimed.iter().map(|d| &d.event_id).collect();
     assert_eq!(
         events,
@@ -1414,13 +1345,7 @@ async fn targets_a_claim_has_no_room_for_wait_in_a_part_of_their_event(engine: E
     };
     let claim = |limit: u32, at: Timestamp| {
         let store = &store;
-        async move {
-            store
-                .claim_due_deliveries(at, LEASE, limit, &policy())
-                .await
-                .unwrap()
-                .deliveries
-        }
+        async move { lease_due(store, at, limit).await }
     };
     let first = claim(3, t(1)).await;
     assert_eq!(
@@ -1546,11 +1471,7 @@ async fn two_parts_of_an_event_due_in_one_millisecond_are_leased_one_by_one(engi
     let ids: Vec<DeliveryId> = (0..5)
         .map(|place| DeliveryId::of_target(&event, place))
         .collect();
-    let first = store
-        .claim_due_deliveries(t(1), LEASE, 3, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let first = lease_due(&store, t(1), 3).await;
     assert_eq!(first.len(), 3);
     // Given back at t(1), the millisecond the part was split off in.
     store
@@ -1559,11 +1480,7 @@ async fn two_parts_of_an_event_due_in_one_millisecond_are_leased_one_by_one(engi
         .await
         .unwrap();
     let soon = Timestamp::from_millis(t(1).as_millis() + 500);
-    let again = store
-        .claim_due_deliveries(soon, LEASE, 3, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let again = lease_due(&store, soon, 3).await;
     let mut taken: Vec<&DeliveryId> = again.iter().map(|d| &d.id).collect();
     taken.sort();
     assert_eq!(
@@ -1586,11 +1503,7 @@ async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine:
             .unwrap();
     }
     let event = publish(&store, &app, "a", t(0)).await;
-    let first = store
-        .claim_due_deliveries(t(1), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let first = lease_due(&store, t(1), 10).await;
     assert_eq!(first.len(), 2);
     // One fails (a retry of its own, due at t(2)); the other is lost with its
     // dispatcher, so the event's fan-out row comes back when the lease ends.
@@ -1603,11 +1516,7 @@ async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine:
         .await
         .unwrap();
     let later = t(1) + LEASE + std::time::Duration::from_secs(1);
-    let again = store
-        .claim_due_deliveries(later, LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let again = lease_due(&store, later, 10).await;
     let mut ids: Vec<&DeliveryId> = again.iter().map(|d| &d.id).collect();
     ids.sort();
     let mut expected = vec![&first[0].id, &first[1].id];
@@ -1631,12 +1540,7 @@ async fn an_events_row_and_its_fanout_targets_leased_together_keep_apart(engine:
         deliveries.iter().map(|d| d.state).collect::<Vec<_>>(),
         vec![DeliveryState::Succeeded, DeliveryState::Succeeded]
     );
-    assert!(store
-        .claim_due_deliveries(later + LEASE * 2, LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
+    assert!(lease_due(&store, later + LEASE * 2, 10).await.is_empty());
 }
 
 /// One delivery claimed twice: at t(1), and again at t(40) once that lease
@@ -1645,18 +1549,8 @@ async fn two_owners(engine: Engine) -> (Store, TestDb, AppId, ClaimedDelivery, C
     let (store, db) = open(engine).await;
     let app = app_with_an_endpoint(&store).await;
     publish(&store, &app, "a", t(0)).await;
-    let old = store
-        .claim_due_deliveries(t(1), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
-    let new = store
-        .claim_due_deliveries(t(40), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
+    let old = lease_due(&store, t(1), 1).await.remove(0);
+    let new = lease_due(&store, t(40), 1).await.remove(0);
     assert_eq!(old.id, new.id);
     assert_ne!(old.lease_token, new.lease_token);
     (store, db, app, old, new)
@@ -1731,12 +1625,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app_with_an_endpoint(&store).await;
     publish(&store, &app, "a", t(0)).await;
-    let claimed = store
-        .claim_due_deliveries(t(1), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
+    let claimed = lease_due(&store, t(1), 1).await.remove(0);
     store
         .events()
         .release_deliveries(&[(claimed.id.clone(), claimed.lease_token.clone())], t(2))
@@ -1752,15 +1641,7 @@ async fn release_returns_work_unattempted(engine: Engine) {
         (delivery.state, delivery.attempts, delivery.due_at),
         (DeliveryState::Pending, 0, t(2))
     );
-    assert_eq!(
-        store
-            .claim_due_deliveries(t(2), LEASE, 1, &policy())
-            .await
-            .unwrap()
-            .deliveries
-            .len(),
-        1
-    );
+    assert_eq!(lease_due(&store, t(2), 1).await.len(), 1);
 }
 
 async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
@@ -1799,12 +1680,7 @@ async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
             (1, DeliveryState::Pending, PARKED)
         );
     }
-    assert!(store
-        .claim_due_deliveries(t(1000), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
+    assert!(lease_due(&store, t(1000), 10).await.is_empty());
 
     let resume = EndpointPatch {
         paused: Some(false),
@@ -1816,11 +1692,7 @@ async fn pause_parks_new_and_queued_work_until_resumed(engine: Engine) {
         .await
         .unwrap()
         .unwrap();
-    let claimed = store
-        .claim_due_deliveries(t(3), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(3), 10).await;
     assert_eq!(
         claimed.len(),
         2,
@@ -1873,11 +1745,7 @@ async fn rotation_keeps_the_old_secret_signing_through_its_grace(engine: Engine)
 
     // A claim signs with both during the grace.
     publish(&store, &app, "a", t(20)).await;
-    let claimed = store
-        .claim_due_deliveries(t(20), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(20), 10).await;
     let signing = &claimed[0].destination.signing;
     assert_eq!(signing.current, second);
     assert_eq!(signing.previous_at(t(69)), Some(&first));
@@ -1916,12 +1784,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         .unwrap();
     publish(&store, &app, "a", t(0)).await;
     let queued = publish(&store, &app, "a", t(10)).await;
-    let first = store
-        .claim_due_deliveries(t(1), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
+    let first = lease_due(&store, t(1), 10).await.remove(0);
     let mut gone = record(&first, Next::Dead(DeadReason::Gone), t(1));
     gone.disable_endpoint = true;
     store
@@ -1938,12 +1801,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
     assert_eq!(disabled.disabled_reason.as_deref(), Some("gone"));
 
     // The queued delivery is kept, pending but parked: never claimed while disabled.
-    assert!(store
-        .claim_due_deliveries(t(1000), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .is_empty());
+    assert!(lease_due(&store, t(1000), 10).await.is_empty());
     let (_, deliveries) = store
         .events()
         .get_event(&app, &queued)
@@ -1979,11 +1837,7 @@ async fn gone_disables_endpoint_and_parks_its_queue_until_enabled(engine: Engine
         .unwrap()
         .unwrap();
     assert_eq!((enabled.enabled, enabled.disabled_reason), (true, None));
-    let resumed = store
-        .claim_due_deliveries(t(2000), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let resumed = lease_due(&store, t(2000), 10).await;
     assert_eq!(resumed.len(), 1);
     assert_eq!(resumed[0].event_id, queued);
 }
@@ -1992,12 +1846,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app_with_an_endpoint(&store).await;
     publish(&store, &app, "a", t(0)).await;
-    let claimed = store
-        .claim_due_deliveries(t(1), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
+    let claimed = lease_due(&store, t(1), 1).await.remove(0);
     let mut attempt = record(&claimed, Next::Dead(DeadReason::RetriesExhausted), t(1));
     attempt.attempt_number = 5;
     store
@@ -2044,12 +1893,7 @@ async fn replay_starts_one_new_round(engine: Engine) {
         .iter()
         .any(|o| matches!(o, ReplayOutcome::Unchanged(d) if d.state == DeliveryState::Pending)));
 
-    let again = store
-        .claim_due_deliveries(t(100), LEASE, 1, &policy())
-        .await
-        .unwrap()
-        .deliveries
-        .remove(0);
+    let again = lease_due(&store, t(100), 1).await.remove(0);
     assert_eq!(
         (again.event_id, again.attempts),
         (claimed.event_id, 0),
@@ -2080,11 +1924,7 @@ async fn dlq_lists_newest_first_with_cursor(engine: Engine) {
     for _ in 0..5 {
         publish(&store, &app, "a", t(0)).await;
     }
-    let claimed = store
-        .claim_due_deliveries(t(1), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(1), 10).await;
     // Dead at t(10), t(11), t(11), t(12), and one succeeded.
     for (i, claim) in claimed.iter().enumerate() {
         let completion = if i == 4 {
@@ -2557,11 +2397,7 @@ async fn retention_removes_old_delivered_history_and_keeps_the_dlq(engine: Engin
     // An event nobody subscribed to (its app has no endpoint) has no delivery at all.
     let quiet_app = self::app(&store).await;
     let unsubscribed = publish(&store, &quiet_app, "a", t(1)).await;
-    let mut claimed = store
-        .claim_due_deliveries(t(2), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let mut claimed = lease_due(&store, t(2), 10).await;
     claimed.sort_by(|a, b| a.event_id.cmp(&b.event_id));
     let (succeeded, dead, retrying) = (&claimed[0], &claimed[1], &claimed[2]);
     store
@@ -2727,11 +2563,7 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
     assert!(of_one.iter().all(|d| d.event_id == events[1].0));
 
     // One attempt answered 500 (retry later), one 200: states and last status filter.
-    let claimed = store
-        .claim_due_deliveries(t(10), LEASE, 2, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(10), 2).await;
     assert_eq!(claimed.len(), 2);
     let failed = record(&claimed[0], Next::RetryAt(t(60)), t(10));
     let mut ok = record(&claimed[1], Next::Succeeded, t(10));
@@ -2856,11 +2688,7 @@ async fn attempts_read_alike_whether_their_delivery_row_holds_them_or_not(engine
         .unwrap();
     publish(&store, &app, "x", t(1)).await;
     publish(&store, &app, "x", t(1)).await;
-    let mut first = store
-        .claim_due_deliveries(t(1), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let mut first = lease_due(&store, t(1), 10).await;
     first.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(first.len(), 2);
     // One answers 503 (a retry at t(60)), the other 200: one batch.
@@ -2872,11 +2700,7 @@ async fn attempts_read_alike_whether_their_delivery_row_holds_them_or_not(engine
         .complete_attempts(&[failed, ok], &BreakerPolicy::default(), t(3))
         .await
         .unwrap();
-    let retry = store
-        .claim_due_deliveries(t(60), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let retry = lease_due(&store, t(60), 10).await;
     assert_eq!(retry.len(), 1);
     assert_eq!(retry[0].id, first[0].id);
     let mut again = record(&retry[0], Next::Succeeded, t(61));
@@ -3072,11 +2896,7 @@ async fn bulk_replay_works_in_batches_resumes_and_stops_when_cancelled(engine: E
     for _ in 0..5 {
         publish(&store, &app, "a", t(1)).await;
     }
-    let claimed = store
-        .claim_due_deliveries(t(2), LEASE, 10, &policy())
-        .await
-        .unwrap()
-        .deliveries;
+    let claimed = lease_due(&store, t(2), 10).await;
     let dead: Vec<AttemptRecord> = claimed
         .iter()
         .map(|c| record(c, Next::Dead(DeadReason::ClientError), t(2)))
