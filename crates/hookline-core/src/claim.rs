@@ -153,14 +153,14 @@ pub const FAIR_PASS_ENDPOINTS: u32 = 32;
 /// Apps visited per app pass ([`app_share`]).
 pub const APP_PASS_APPS: u32 = 16;
 
-/// The app pass: under a [`backlog`], the claims told to read the newest first
-/// (one in [`NEWEST_SHARE_DIVISOR`]) first visit the next [`APP_PASS_APPS`] apps
-/// with fresh work, round-robin, and lease each one's oldest due work, this
-/// many targets of a claim of `limit` among `apps` apps: an equal share, at
-/// least one. So what one tenant published waits behind another tenant's
-/// backlog for a few claims at most, however old it is — the newest reads
-/// serve only what became due last, and the oldest-first reads reach the rest
-/// once the backlog ahead has drained.
+/// The app pass: under a [`backlog`], one claim in [`NEWEST_SHARE_DIVISOR`]
+/// first visits up to [`APP_PASS_APPS`] apps with fresh work other than the
+/// lane head's, round-robin, and leases each one's oldest due work: this many
+/// targets of a claim of `limit` shared by `apps` (the head's tenant counting
+/// as one: the lanes serve it), an equal share, at least one. So what one
+/// tenant published waits behind another tenant's backlog for a few claims at
+/// most, however old it is — the newest reads serve only what became due last,
+/// and the oldest-first reads reach the rest once the backlog ahead has drained.
 pub fn app_share(limit: u32, apps: usize) -> u32 {
     match u32::try_from(apps) {
         Ok(apps) if apps > 0 => (limit / apps).max(1).min(limit),

@@ -445,47 +445,18 @@ async fn claim_in(
     let mut rooms = Rooms::new(&view);
     let mut leased: Vec<Leased> = Vec::new();
     // Under a backlog, one claim in eight serves the tenants behind the lane's
-    // head first (the app pass, `claim::app_share`), then reads the lanes
-    // with the rest; or, with no other tenant waiting, reads the newest first.
+    // head first (the app pass), then reads the lanes with the rest.
     let backlog = claim::backlog(turn.fresh_head().await?, now)
         && policy
             .backlog_claims
             .fetch_add(1, Ordering::Relaxed)
             .is_multiple_of(NEWEST_SHARE_DIVISOR);
-    let mut newest_first = backlog;
     if backlog {
-        let head = turn.fresh_head_app().await?;
-        // No more apps than the claim can give one target each.
-        let want = APP_PASS_APPS.min(limit);
-        let (apps, everyone) = app_pass_apps(turn, head.as_ref(), want, &policy.app_cursor).await?;
-        // The head's tenant counts for a share: the lanes serve it.
-        let share = claim::app_share(limit, apps.len() + 1);
-        let mut reached = 0;
-        for app in &apps {
-            // Its share, up to a row's more (an event is leased whole), never
-            // past the claim.
-            let most = limit - leased.len() as u32;
-            if most == 0 {
-                break;
-            }
-            reached += 1;
-            let rows = turn
-                .lease_app(app, share, most, &mut rooms, now, lease_until)
-                .await?;
-            leased.extend(rows);
-        }
-        // The next pass goes on after the last app this one reached; when it
-        // reached every app with fresh work, after the first, so that each
-        // goes first in turn.
-        let next = match everyone && reached == apps.len() {
-            true => apps.first(),
-            false => apps[..reached].last(),
-        };
-        if let Some(next) = next {
-            *policy.app_cursor.lock().expect("app cursor poisoned") = Some(next.clone());
-        }
-        newest_first = leased.is_empty();
+        let pass = app_pass(turn, policy, limit, &mut rooms, now, lease_until).await?;
+        leased.extend(pass);
     }
+    // When the app pass leased nothing, that claim reads the newest first.
+    let newest_first = backlog && leased.is_empty();
     let mut lanes = Lanes::new(limit - leased.len() as u32, newest_first);
     let mut last = 0;
     while let Some((read, ask)) = lanes.next(last) {
@@ -583,32 +554,66 @@ async fn claim_in(
     Ok((claim, Some(recovered_until)))
 }
 
-/// Up to `want` apps with `fanout` rows no claim holds, but for the lane
-/// head's (`head`), after the last app pass's cursor: from the cursor to the
-/// end, then (wrapping) from the start; and whether they are every such app.
-async fn app_pass_apps(
+/// The app pass (`claim::app_share`): up to [`APP_PASS_APPS`] apps with
+/// `fanout` rows no claim holds, but for the lane head's (the lanes serve it),
+/// and no more than the claim can give one target each, from the cursor to the
+/// end, then (wrapping) from the start; each leases its share of the claim,
+/// its oldest due first, up to a row's more (an event is leased whole), never
+/// past the claim. The cursor moves to the last app reached — to the first
+/// when every such app was reached, so that each goes first in turn.
+async fn app_pass(
     turn: &mut hookline_store::Turn,
-    head: Option<&AppId>,
-    want: u32,
-    cursor: &Mutex<Option<AppId>>,
-) -> Result<(Vec<AppId>, bool)> {
-    let after = cursor.lock().expect("app cursor poisoned").clone();
-    let mut visit: Vec<AppId> = Vec::new();
+    policy: &ClaimPolicy,
+    limit: u32,
+    rooms: &mut Rooms<'_>,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<Vec<Leased>> {
+    let head = turn.fresh_head_app().await?;
+    let want = APP_PASS_APPS.min(limit);
+    let after = policy
+        .app_cursor
+        .lock()
+        .expect("app cursor poisoned")
+        .clone();
+    let mut apps: Vec<AppId> = Vec::new();
     for start in [after.as_ref(), None] {
         // One more than wanted: the head's app may be among them.
-        let count = want + 1 - visit.len() as u32;
+        let count = want + 1 - apps.len() as u32;
         for app in turn.apps_with_fanout(start, count).await? {
-            if Some(&app) != head && !visit.contains(&app) {
-                visit.push(app);
+            if Some(&app) != head.as_ref() && !apps.contains(&app) {
+                apps.push(app);
             }
         }
-        if visit.len() >= want as usize || after.is_none() {
+        if apps.len() >= want as usize || after.is_none() {
             break;
         }
     }
-    let everyone = visit.len() < want as usize;
-    visit.truncate(want as usize);
-    Ok((visit, everyone))
+    let everyone = apps.len() < want as usize;
+    apps.truncate(want as usize);
+    // The head's tenant counts for a share.
+    let share = claim::app_share(limit, apps.len() + 1);
+    let mut leased = Vec::new();
+    let mut reached = 0;
+    for app in &apps {
+        let most = limit - leased.len() as u32;
+        if most == 0 {
+            break;
+        }
+        reached += 1;
+        leased.extend(
+            turn.lease_app(app, share, most, rooms, now, lease_until)
+                .await?,
+        );
+    }
+    let next = match everyone && reached == apps.len() {
+        true => apps.first(),
+        false => apps[..reached].last(),
+    };
+    if let Some(next) = next {
+        *policy.app_cursor.lock().expect("app cursor poisoned") = Some(next.clone());
+    }
+    Ok(leased)
 }
 
 /// The next few enabled endpoints after the last fair pass's, skipping saturated
