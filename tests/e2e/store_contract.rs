@@ -159,6 +159,8 @@ async fn lease_due(store: &Store, now: Timestamp, limit: u32) -> Vec<ClaimedDeli
 
 both_engines!(
     apps_round_trip_by_id_and_uid,
+    a_publish_goes_where_the_endpoints_say_now_whoever_changed_them,
+    an_endpoints_config_version_moves_with_what_a_publish_reads_and_only_that,
     endpoints_round_trip_and_delete_dead_letters_what_they_owed,
     publish_fans_out_to_enabled_matching_endpoints,
     publish_skips_endpoints_whose_filter_drops_the_payload_and_counts_them,
@@ -559,6 +561,212 @@ async fn endpoints_round_trip_and_delete_dead_letters_what_they_owed(engine: Eng
     let purged = store.purge_history(t(100)).await.unwrap();
     assert_eq!(purged.deliveries, 1);
     assert!(dlq_of(&store, &app).await.is_empty());
+}
+
+/// The endpoints of an event's deliveries, sorted.
+async fn delivered_to(store: &Store, app: &AppId, event: &EventId) -> Vec<EndpointId> {
+    let mut endpoints: Vec<EndpointId> = event_deliveries(store, app, event)
+        .await
+        .iter()
+        .map(|d| d.endpoint_id.clone())
+        .collect();
+    endpoints.sort();
+    endpoints
+}
+
+/// A publish routes and plans from its app's snapshot, kept in memory between
+/// publishes; a change made anywhere — here by a second store on the same
+/// database, as another node would — is found by the publish's write, which
+/// then writes nothing, and the publish goes again from the endpoints as they
+/// are now. A publish to an app deleted meanwhile writes nothing.
+async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine: Engine) {
+    let (store, db) = open(engine).await;
+    let other = Store::connect(&crate::helpers::store_config(&db.url))
+        .await
+        .unwrap();
+    let app = app(&store).await;
+    let a = store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap()
+        .id;
+    let first = publish(&store, &app, "order.paid", t(1)).await;
+    assert_eq!(delivered_to(&store, &app, &first).await, vec![a.clone()]);
+
+    // Another node adds an endpoint: the next publish goes to both.
+    let b = other
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://b.example", None), t(2))
+        .await
+        .unwrap()
+        .id;
+    let second = publish(&store, &app, "order.paid", t(3)).await;
+    let mut both = vec![a.clone(), b.clone()];
+    both.sort();
+    assert_eq!(delivered_to(&store, &app, &second).await, both);
+
+    // ...disables the first: only the second.
+    let off = EndpointPatch {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    other
+        .endpoints()
+        .update_endpoint(&app, &a, off, t(4))
+        .await
+        .unwrap()
+        .unwrap();
+    let third = publish(&store, &app, "order.paid", t(5)).await;
+    assert_eq!(delivered_to(&store, &app, &third).await, vec![b.clone()]);
+
+    // ...narrows the second's event types: nothing for another type.
+    let narrow = EndpointPatch {
+        event_types: Some(Some(vec!["order.paid".into()])),
+        ..Default::default()
+    };
+    other
+        .endpoints()
+        .update_endpoint(&app, &b, narrow, t(6))
+        .await
+        .unwrap()
+        .unwrap();
+    let other_type = publish(&store, &app, "user.created", t(7)).await;
+    assert_eq!(delivered_to(&store, &app, &other_type).await, vec![]);
+
+    // ...pauses it: its new delivery is written parked, not due.
+    let pause = EndpointPatch {
+        paused: Some(true),
+        ..Default::default()
+    };
+    other
+        .endpoints()
+        .update_endpoint(&app, &b, pause, t(8))
+        .await
+        .unwrap()
+        .unwrap();
+    let paused = publish(&store, &app, "order.paid", t(9)).await;
+    let deliveries = event_deliveries(&store, &app, &paused).await;
+    assert_eq!(deliveries.len(), 1);
+    assert_eq!(deliveries[0].endpoint_id, b);
+    assert_eq!(deliveries[0].state, DeliveryState::Pending);
+    assert!(
+        deliveries[0].due_at > t(9),
+        "parked, not due at its publication"
+    );
+
+    // ...deletes the app: the publish writes nothing and says why.
+    assert!(other.apps().delete_app(&app).await.unwrap());
+    let gone = store
+        .events()
+        .publish(item(&app, new_event("order.paid"), None, t(10)))
+        .await;
+    assert!(
+        matches!(gone, Err(StoreError::AppNotFound)),
+        "a publish to a deleted app: {gone:?}"
+    );
+    for table in ["events", "fanout", "deliveries"] {
+        assert_eq!(
+            raw(
+                engine,
+                &db,
+                &format!("SELECT CAST(count(*) AS TEXT) FROM {table}")
+            )
+            .await,
+            Some("0".into()),
+            "{table}: the app's rows went with it, and the publish wrote none"
+        );
+    }
+}
+
+/// The counters a publish's snapshot is checked by move with every column a
+/// publish acts on, and not with those the hot path writes (the breaker's
+/// failure count, the rate limiter's clock, the last error): those would
+/// make every snapshot stale under failures.
+async fn an_endpoints_config_version_moves_with_what_a_publish_reads_and_only_that(engine: Engine) {
+    let (store, db) = open(engine).await;
+    let app = app_with_an_endpoint(&store).await;
+    let version = |table: &'static str| {
+        let db = &db;
+        async move {
+            raw(
+                engine,
+                db,
+                &format!("SELECT CAST(config_version AS TEXT) FROM {table}"),
+            )
+            .await
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+        }
+    };
+    let (true_, false_) = match engine {
+        Engine::Sqlite => ("1", "0"),
+        Engine::Postgres => ("true", "false"),
+    };
+    let hot = [
+        "consecutive_failures = 3".to_owned(),
+        "breaker_cooldown_ms = 60000".to_owned(),
+        "failing_since = 1800000000000".to_owned(),
+        "rate_tat_us = 12345".to_owned(),
+        "last_error = 'HTTP 500'".to_owned(),
+        "last_failure_at = 1800000000000".to_owned(),
+    ];
+    for change in &hot {
+        raw(engine, &db, &format!("UPDATE endpoints SET {change}")).await;
+        assert_eq!(version("endpoints").await, 0, "{change} moved the version");
+    }
+    let read = [
+        "url = 'https://b.example'".to_owned(),
+        "secret = 'other'".to_owned(),
+        "previous_secret = 'old'".to_owned(),
+        "previous_secret_until = 1800000000000".to_owned(),
+        "headers = '[]'".to_owned(),
+        "auth = '{}'".to_owned(),
+        format!("enabled = {false_}"),
+        format!("enabled = {true_}"),
+        format!("paused = {true_}"),
+        "retry_base_ms = 10".to_owned(),
+        "retry_cap_ms = 100".to_owned(),
+        "max_attempts = 3".to_owned(),
+        "max_age_secs = 60".to_owned(),
+        "rate_limit_per_sec = 5".to_owned(),
+        "max_in_flight = 7".to_owned(),
+        "ordering_on_dead = 'block'".to_owned(),
+        "breaker_state = 'open'".to_owned(),
+        "next_probe_at = 1800000000000".to_owned(),
+        "probe_until = 1800000000000".to_owned(),
+        "event_types = '[\"order.paid\"]'".to_owned(),
+        "payload_filter = '{}'".to_owned(),
+    ];
+    for (n, change) in read.iter().enumerate() {
+        raw(engine, &db, &format!("UPDATE endpoints SET {change}")).await;
+        assert_eq!(
+            version("endpoints").await,
+            n as i64 + 1,
+            "{change} left the version"
+        );
+    }
+    // Setting a column to the value it has is no change.
+    raw(engine, &db, "UPDATE endpoints SET max_in_flight = 7").await;
+    assert_eq!(version("endpoints").await, read.len() as i64);
+
+    assert_eq!(version("apps").await, 0);
+    let patch = AppPatch {
+        uid: Some(Some("acme".into())),
+        ..Default::default()
+    };
+    store
+        .apps()
+        .update_app(&app, patch, t(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        version("apps").await,
+        1,
+        "an app's change moves its version"
+    );
 }
 
 async fn publish_fans_out_to_enabled_matching_endpoints(engine: Engine) {

@@ -188,6 +188,23 @@ impl Caller {
             .find_app(key)
             .await?
             .ok_or(ApiError::NotFound("app"))?;
+        self.reaches(app)
+    }
+
+    /// [`Caller::app`] for a publish: the app as the publish's snapshot holds
+    /// it (`hookline_store::AppSnapshot`), kept in memory between publishes and
+    /// checked by the publish's write, so a publish reads no app of its own.
+    pub async fn publishing_app(&self, state: &AppState, key: &str) -> ApiResult<App> {
+        let snapshot = state
+            .store
+            .events()
+            .app_snapshot(key)
+            .await?
+            .ok_or(ApiError::NotFound("app"))?;
+        self.reaches(snapshot.app.clone())
+    }
+
+    fn reaches(&self, app: App) -> ApiResult<App> {
         match &self.0 {
             KeyScope::Admin => Ok(app),
             KeyScope::App { app: own, .. } if *own == app.id => Ok(app),

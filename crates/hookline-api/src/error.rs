@@ -135,6 +135,7 @@ impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Conflict(what) => Self::Conflict(what),
+            StoreError::AppNotFound => Self::NotFound("app"),
             other if other.is_unavailable() => {
                 tracing::warn!(error = %other, "database unavailable");
                 Self::Unavailable

@@ -25,7 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 /// The hand-off of this process's dispatcher, as the binary wires it.
 pub type DispatchHandoff = dyn Handoff<ClaimedDelivery>;
 
-/// How often a group is begun again after losing an idempotency-key race.
+/// How often a group is begun again after losing a race: one of its
+/// idempotency keys committed first by another publish, or an app's snapshot
+/// made stale by a change to its endpoints (`hookline_store::AppSnapshot`).
 const KEY_RACE_RETRIES: usize = 3;
 
 /// Publishes several events (of any apps) in one transaction; one outcome per
@@ -84,10 +86,11 @@ pub async fn publish_group(
                 reserved.hand_over(committed.handed);
                 return Ok(committed.outcomes);
             }
-            // A concurrent transaction took one of our keys first: go again, and
-            // the earlier answer is found this time.
+            // A concurrent publish took one of our keys first (go again, and the
+            // earlier answer is found this time), or an app's endpoints changed
+            // since its snapshot was read (go again from a fresh one).
             None if attempt < KEY_RACE_RETRIES => attempt += 1,
-            None => return Err(StoreError::Corrupt("idempotency keys kept racing".into())),
+            None => return Err(StoreError::Corrupt("publishes kept racing".into())),
         }
     }
 }

@@ -9,14 +9,14 @@ use crate::records::{App, AppPatch, NewApp, Page};
 use crate::Apps;
 use crate::{parse_column, Result, StoreError};
 
-const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at, portal";
+pub(crate) const APP_COLUMNS: &str = "id, uid, name, created_at, updated_at, portal";
 
 pub(crate) static FIND_APP_BY_ID: Sql =
     Sql::new(|_| format!("SELECT {APP_COLUMNS} FROM apps WHERE id = $1"));
 pub(crate) static FIND_APP_BY_UID: Sql =
     Sql::new(|_| format!("SELECT {APP_COLUMNS} FROM apps WHERE uid = $1"));
 
-fn app_from_row(row: &Row) -> Result<App> {
+pub(crate) fn app_from_row(row: &Row) -> Result<App> {
     Ok(App {
         id: parse_column(row, "id")?,
         uid: row.try_get("uid")?,
@@ -126,6 +126,7 @@ impl Apps<'_> {
         let sql = format!(
             "UPDATE apps SET name = COALESCE($2, name), \
              uid = CASE WHEN $3 THEN $4 ELSE uid END, updated_at = $5, \
+             config_version = config_version + 1, \
              portal = CASE WHEN $6 THEN $7 ELSE portal END \
              WHERE id = $1 RETURNING {APP_COLUMNS}"
         );

@@ -146,6 +146,20 @@ impl Engine {
         }
     }
 
+    /// How many parameters a batch of these columns takes ([`Engine::rows`]).
+    pub(crate) fn places(self, columns: &[(&str, Kind)]) -> usize {
+        match self {
+            Engine::Sqlite => {
+                1 + usize::from(
+                    columns
+                        .iter()
+                        .any(|(_, kind)| matches!(kind, Kind::Bytes | Kind::LongText)),
+                )
+            }
+            Engine::Postgres => columns.len(),
+        }
+    }
+
     /// A condition that `column` is one of a batch's text column, bound (on
     /// PostgreSQL) at `$n`: `column = ANY($n::text[])`, whose only plan is one
     /// index probe per value. Joined to the batch alone, a table was planned

@@ -244,28 +244,6 @@ impl FanoutLeases {
     }
 }
 
-/// A publish's rows: `$1` the lease token of the handed-off ones (NULL in the
-/// batch for rows not leased), then the batch.
-pub(crate) static INSERT_FANOUT: Sql = Sql::new(|engine| {
-    format!(
-        "INSERT INTO fanout (event_id, app_id, targets, n, due_at, lease_token, created_at) \
-         SELECT event_id, app_id, targets, n, due_at, \
-                CASE WHEN leased = 1 THEN $1 ELSE NULL END, created_at FROM {}",
-        engine.rows(
-            2,
-            &[
-                ("event_id", Kind::Text),
-                ("app_id", Kind::Text),
-                ("targets", Kind::Text),
-                ("n", Kind::Int),
-                ("due_at", Kind::Int),
-                ("leased", Kind::Int),
-                ("created_at", Kind::Int),
-            ]
-        )
-    )
-});
-
 /// One row of a publish's `fanout` batch.
 pub(crate) struct NewFanout<'a> {
     pub event_id: &'a EventId,
@@ -275,28 +253,6 @@ pub(crate) struct NewFanout<'a> {
     pub due_at: Timestamp,
     pub leased: bool,
     pub created_at: Timestamp,
-}
-
-pub(crate) async fn insert_fanout(tx: &mut Tx, rows: &[NewFanout<'_>], token: &str) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let batch = Batch::default()
-        .text(rows.iter().map(|r| Some(r.event_id.as_str())))
-        .text(rows.iter().map(|r| Some(r.app_id.as_str())))
-        .text(rows.iter().map(|r| Some(r.targets.as_str())))
-        .int(rows.iter().map(|r| Some(r.n as i64)))
-        .int(rows.iter().map(|r| Some(r.due_at.as_millis())))
-        .int(rows.iter().map(|r| Some(i64::from(r.leased))))
-        .int(rows.iter().map(|r| Some(r.created_at.as_millis())));
-    let engine = tx.engine();
-    engine
-        .query(INSERT_FANOUT.text(engine))
-        .bind(token)
-        .bind_batch(batch)
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
 }
 
 /// The head row of the lane is leased by a claim with room for all its

@@ -23,7 +23,8 @@
 //! - [`records`]: the rows the store hands out and takes in.
 //! - `apps`, `endpoints`, `keys`, `event_types`: management data (the last: the event type catalog).
 //! - `secrets`: endpoint secrets sealed at rest under the master key, and its rotation.
-//! - `publish`: the outbox transaction in steps ([`Publish`]), idempotency keys.
+//! - `publish`: the outbox write in steps ([`Publish`]), idempotency keys.
+//! - `snapshots`: apps and their endpoints as publishes read them, kept in memory.
 //! - `events`: reading events.
 //! - `listing`: the dashboard's filtered, keyset-paginated listings.
 //! - `replays`: bulk replays of the DLQ, as jobs worked in batches.
@@ -56,6 +57,7 @@ pub mod records;
 mod replays;
 mod retention;
 mod secrets;
+mod snapshots;
 mod sqlite;
 mod wake;
 
@@ -74,6 +76,7 @@ pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};
 pub use retention::{Purged, RETENTION_BATCH};
+pub use snapshots::AppSnapshot;
 
 /// A store error. Callers map `NotFound`/`Conflict` to user errors; the rest is internal.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +88,9 @@ pub enum StoreError {
     /// A unique constraint the caller can act on (e.g. an app `uid` already taken).
     #[error("{0}")]
     Conflict(&'static str),
+    /// The app a write is for does not exist (deleted while it was under way).
+    #[error("no such app")]
+    AppNotFound,
     /// A stored value that does not parse: a corrupt row or a schema mismatch.
     #[error("corrupt row: {0}")]
     Corrupt(String),
@@ -201,6 +207,8 @@ pub struct Store {
     fanout: Arc<fanout::FanoutLeases>,
     /// Seals and opens endpoint secrets (at rest they are never in the clear).
     secrets: Arc<secrets::Secrets>,
+    /// Apps and their endpoints as publishes read them (`snapshots`).
+    snapshots: Arc<snapshots::Snapshots>,
     database_url: Arc<str>,
 }
 
@@ -242,6 +250,7 @@ impl Store {
             wake: Arc::new(wake::Wake::new(engine)),
             fanout: Arc::default(),
             secrets: Arc::new(secrets::Secrets::new(config.keyring.clone())),
+            snapshots: Arc::default(),
             database_url: url.into(),
         };
         Ok(store)

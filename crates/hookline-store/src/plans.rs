@@ -23,6 +23,7 @@ use sqlx::{Postgres, Row as _};
 use crate::db::{Pool, Sql};
 use crate::{
     apps, claim, complete, deliveries, endpoints, fanout, gauges, keys, publish, retention,
+    snapshots,
 };
 use crate::{Result, Store};
 
@@ -402,10 +403,67 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
     },
     // The publish (its inserts read no index but their own unique ones).
     HotStatement {
-        name: "publish: an app's endpoints",
-        sql: &publish::LOAD_TARGETS,
+        name: "publish: an app for its snapshot, by id",
+        sql: &snapshots::SNAPSHOT_APP_BY_ID,
+        args: &["'app_1'::text"],
+        indexes: &["apps_pkey"],
+    },
+    HotStatement {
+        name: "publish: an app for its snapshot, by uid",
+        sql: &snapshots::SNAPSHOT_APP_BY_UID,
+        args: &["'acme'::text"],
+        indexes: &["apps_uid_key"],
+    },
+    HotStatement {
+        name: "publish: an app's endpoints for its snapshot",
+        sql: &snapshots::SNAPSHOT_ENDPOINTS,
         args: &["'app_1'::text"],
         indexes: &["endpoints_by_app"],
+    },
+    HotStatement {
+        // The check fails (no app is at version -1): run many times, it writes nothing.
+        name: "publish: the write, its snapshots checked",
+        sql: &publish::WRITE,
+        args: &[
+            "ARRAY['app_1']::text[]",
+            "ARRAY[-1]::bigint[]",
+            "ARRAY['ep_00001:0']::text[]",
+            "'tokenf'::text",
+            "'token'::text",
+            "ARRAY['evt_a']::text[]",
+            "ARRAY['app_1']::text[]",
+            "ARRAY['order.paid']::text[]",
+            "ARRAY[NULL]::text[]",
+            "ARRAY[NULL]::bigint[]",
+            "ARRAY['\\x7b7d'::bytea]::bytea[]",
+            "ARRAY[1800000000000]::bigint[]",
+            "ARRAY['evt_a']::text[]",
+            "ARRAY['app_1']::text[]",
+            "ARRAY[',ep_00001,']::text[]",
+            "ARRAY[1]::bigint[]",
+            "ARRAY[1800000000000]::bigint[]",
+            "ARRAY[1]::bigint[]",
+            "ARRAY[1800000000000]::bigint[]",
+            "ARRAY['dlv_a']::text[]",
+            "ARRAY['app_1']::text[]",
+            "ARRAY['evt_b']::text[]",
+            "ARRAY['ep_00001']::text[]",
+            "ARRAY['pending']::text[]",
+            "ARRAY[1800000060000]::bigint[]",
+            "ARRAY[NULL]::text[]",
+            "ARRAY[NULL]::bigint[]",
+            "ARRAY[1800000000000]::bigint[]",
+            "ARRAY['app_1']::text[]",
+            "ARRAY['key-1']::text[]",
+            "ARRAY['fingerprint']::text[]",
+            "ARRAY[0]::bigint[]",
+            "ARRAY['\\x7b7d'::bytea]::bytea[]",
+            "ARRAY[1800000000000]::bigint[]",
+            "ARRAY['ep_00001']::text[]",
+            "ARRAY[30000000]::bigint[]",
+            "ARRAY[1]::bigint[]",
+        ],
+        indexes: &["apps_pkey", "endpoints_by_app"],
     },
     HotStatement {
         name: "publish: held partitions",

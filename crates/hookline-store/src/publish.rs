@@ -1,38 +1,39 @@
-//! Publishing: the outbox transaction and `Idempotency-Key`, in steps.
+//! Publishing: the outbox write and `Idempotency-Key`, in steps.
 //!
-//! A publish of one or more events (of any apps) is one transaction, driven by
-//! its caller (the API's publisher, `hookline_api::publish`):
+//! A publish of one or more events (of any apps) is one atomic write, driven
+//! by its caller (the API's publisher, `hookline_api::publish`):
 //! [`Events::begin_publish`] reads what the items' idempotency keys answered
-//! before, numbers their ordered events, and reads the endpoints each new event
-//! goes to and the state of its ordering partitions — one [`Draft`] per delivery
-//! to write. The caller plans each draft's first state
-//! (`hookline_core::publish::first_state`, and whether it hands the delivery to
-//! its dispatcher), and [`Publish::commit`] writes the events, the deliveries
-//! as planned and the keys' receipts, and commits. The store plans no
-//! delivery; it does route each event (the endpoints subscribed to its type
-//! whose payload filter passes), beside the statement that reads them.
+//! before, takes each app's [snapshot](crate::snapshots) (its enabled
+//! endpoints, from memory), routes each new event (the endpoints subscribed to
+//! its type whose payload filter passes) and, for ordered events only, opens a
+//! transaction that numbers them and reads the state of their ordering
+//! partitions — one [`Draft`] per delivery to write. The caller plans each
+//! draft's first state (`hookline_core::publish::first_state`, and whether it
+//! hands the delivery to its dispatcher), and [`Publish::commit`] writes the
+//! events, the deliveries as planned and the keys' receipts in **one
+//! statement** on PostgreSQL (one script on SQLite) that first checks the
+//! snapshots: if one is stale, nothing is written and the caller begins again.
+//! Without ordered events a publish is that one statement: a single round trip
+//! (docs/engine-v4.md, "The publish: one write"). The store plans no delivery.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::db::Tx;
 use hookline_core::claim::EndpointGate;
-use hookline_core::filter::Filter;
 use hookline_core::ids::{AppId, DeliveryId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::publish::{self, FirstState, KeyUse, Partition};
 use hookline_core::time::Timestamp;
 
-use crate::claim;
 use crate::db::{Batch, Kind, Sql};
-use crate::endpoints::event_types_from_json;
-use crate::endpoints::SENDING_COLUMNS;
-use crate::fanout::{encode_targets, insert_fanout, Held, NewFanout};
+use crate::fanout::{encode_targets, Held, NewFanout};
 use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
 };
-use crate::secrets::Secrets;
+use crate::snapshots::{self, AppSnapshot, Target};
+use crate::Engine;
 use crate::Events;
 use crate::{parse_column, Result, Store, StoreError};
 
@@ -84,11 +85,15 @@ enum Resolved {
     KeyReused,
 }
 
-/// A publish in progress: its open transaction and what it read
-/// ([`Events::begin_publish`]). Dropped without [`Publish::commit`], it rolls back.
+/// A publish in progress: what it read ([`Events::begin_publish`]) and, if it
+/// has ordered events, its open transaction. Dropped without
+/// [`Publish::commit`], it writes nothing.
 pub struct Publish<'a> {
     store: Store,
-    tx: Tx,
+    /// Open only for ordered events: their numbers and partitions were read in it.
+    tx: Option<Tx>,
+    /// The snapshot of each app the publish writes events of.
+    apps: HashMap<AppId, Arc<AppSnapshot>>,
     items: &'a [PublishItem],
     resolved: Vec<Resolved>,
     drafts: Vec<Draft>,
@@ -108,16 +113,17 @@ impl std::fmt::Debug for Publish<'_> {
 }
 
 impl Events<'_> {
-    /// Begins publishing `items` (of any apps) in one transaction: reads what
-    /// their idempotency keys answered before, numbers their ordered events, and
-    /// reads the enabled endpoints subscribed to each new event (or only the one
-    /// it names) and the partitions its deliveries join. Of concurrent publishes
+    /// Begins publishing `items` (of any apps): reads what their idempotency
+    /// keys answered before, routes each new event to the enabled endpoints
+    /// of its app's snapshot subscribed to it (or only the one it names), and
+    /// for ordered events opens the publish's transaction, numbers them and
+    /// reads the partitions their deliveries join. Of concurrent publishes
     /// using one key exactly one commits (the others' [`Publish::commit`] finds
-    /// out and they begin again, to be answered from it).
+    /// out and they begin again, to be answered from it). An app deleted since
+    /// the caller found it is [`StoreError::AppNotFound`].
     #[tracing::instrument(skip_all, fields(count = items.len()))]
     pub async fn begin_publish<'a>(&self, items: &'a [PublishItem]) -> Result<Publish<'a>> {
         let earlier = self.stored_answers(items).await?;
-        let mut tx = self.writer.begin().await?;
         let uses = publish::resolve_keys(
             items.iter().map(|item| {
                 let key = item.key.as_ref()?;
@@ -126,8 +132,33 @@ impl Events<'_> {
             }),
             |slot| Some(earlier.get(slot)?.0.as_str()),
         );
-        let mut sequences = allocate_sequences(&mut tx, items, &uses).await?;
-        let mut endpoints: HashMap<AppId, Vec<Arc<Target>>> = HashMap::new();
+        // The items that make a new event.
+        let new = || {
+            items
+                .iter()
+                .zip(&uses)
+                .filter(|(_, key_use)| **key_use == KeyUse::New)
+                .map(|(item, _)| item)
+        };
+        let mut apps: HashMap<AppId, Arc<AppSnapshot>> = HashMap::new();
+        for item in new() {
+            if !apps.contains_key(&item.app) {
+                let snapshot = self
+                    .app_snapshot(item.app.as_str())
+                    .await?
+                    .ok_or(StoreError::AppNotFound)?;
+                apps.insert(item.app.clone(), snapshot);
+            }
+        }
+        let ordered = new().any(|item| item.event.ordering_key.is_some());
+        let mut tx = match ordered {
+            true => Some(self.writer.begin().await?),
+            false => None,
+        };
+        let mut sequences = match &mut tx {
+            Some(tx) => allocate_sequences(tx, items, &uses).await?,
+            None => BTreeMap::new(),
+        };
         // Partitions that got a delivery earlier in this group (not yet visible to queries).
         let mut touched: HashSet<(EndpointId, String)> = HashSet::new();
         let mut resolved = Vec::with_capacity(items.len());
@@ -157,10 +188,6 @@ impl Events<'_> {
                     continue;
                 }
             }
-            if !endpoints.contains_key(&item.app) {
-                let loaded = load_targets(&mut tx, &self.secrets, &item.app).await?;
-                endpoints.insert(item.app.clone(), loaded);
-            }
             let sequence = item.event.ordering_key.as_ref().map(|key| {
                 let next = sequences
                     .get_mut(&(item.app.clone(), key.clone()))
@@ -171,7 +198,8 @@ impl Events<'_> {
             resolved.push(Resolved::New { sequence });
             // The payload, parsed once per event, if an endpoint's filter asks for it.
             let mut payload: Option<serde_json::Value> = None;
-            let accepting: Vec<&Arc<Target>> = endpoints[&item.app]
+            let accepting: Vec<&Arc<Target>> = apps[&item.app]
+                .targets
                 .iter()
                 .filter(|t| match &item.event.only_endpoint {
                     Some(only) => t.id == *only,
@@ -193,7 +221,8 @@ impl Events<'_> {
                 .collect();
             let mut unfinished = match &item.event.ordering_key {
                 Some(key) if !accepting.is_empty() => {
-                    unfinished_partitions(&mut tx, key, &accepting).await?
+                    let tx = tx.as_mut().expect("opened for ordered events");
+                    unfinished_partitions(tx, key, &accepting).await?
                 }
                 _ => HashMap::new(),
             };
@@ -214,6 +243,7 @@ impl Events<'_> {
         Ok(Publish {
             store: Store::clone(self),
             tx,
+            apps,
             items,
             resolved,
             drafts,
@@ -397,15 +427,24 @@ impl Publish<'_> {
                 }
             })
             .collect();
-        insert_events(&mut self.tx, &events).await?;
-        insert_fanout(&mut self.tx, &rows, &fanout_token).await?;
-        insert_deliveries(&mut self.tx, &deliveries, &lease_token).await?;
-        count_drops(&mut self.tx, &self.dropped).await?;
-        if !insert_keys(&mut self.tx, &keys).await? {
-            self.tx.rollback().await?;
-            return Ok(None);
+        let write = Write {
+            apps: self.apps.values().map(|app| app.check()).collect(),
+            events: &events,
+            fanout: &rows,
+            fanout_token: &fanout_token,
+            deliveries: &deliveries,
+            lease_token: &lease_token,
+            keys: &keys,
+            dropped: &self.dropped,
+        };
+        match write.run(&self.store, self.tx.take()).await? {
+            Written::Done => {}
+            Written::Stale => {
+                self.store.snapshots.forget(self.apps.keys());
+                return Ok(None);
+            }
+            Written::KeyTaken => return Ok(None),
         }
-        self.tx.commit().await?;
         for row in rows.iter().filter(|row| row.leased) {
             let held = Held {
                 remaining: row.n,
@@ -577,20 +616,7 @@ pub(crate) static STORED_ANSWERS: Sql = Sql::new(|engine| {
     )
 });
 
-/// An enabled endpoint an app's events may go to.
-struct Target {
-    id: EndpointId,
-    event_types: Option<Vec<String>>,
-    filter: Option<Filter>,
-    /// Where and how to send, and the endpoint's gate (as a claim reads them).
-    endpoint: claim::ClaimEndpoint,
-}
-
 impl Target {
-    fn accepts(&self, event_type: &str) -> bool {
-        hookline_core::event_types::subscribed(self.event_types.as_deref(), event_type)
-    }
-
     /// A delivery of `item` to this endpoint, as the dispatcher gets it when handed off.
     fn handed_off(
         &self,
@@ -619,34 +645,6 @@ impl Target {
             body,
         }
     }
-}
-
-/// An app's enabled endpoints, with what sending and admission need.
-pub(crate) static LOAD_TARGETS: Sql = Sql::new(|_| {
-    format!("SELECT event_types, payload_filter, {SENDING_COLUMNS} FROM endpoints WHERE app_id = $1 AND enabled")
-});
-
-async fn load_targets(tx: &mut Tx, secrets: &Secrets, app: &AppId) -> Result<Vec<Arc<Target>>> {
-    let engine = tx.engine();
-    let rows = engine
-        .query(LOAD_TARGETS.text(engine))
-        .bind(app.as_str())
-        .fetch_all(&mut *tx)
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Arc::new(Target {
-                id: parse_column(row, "id")?,
-                event_types: event_types_from_json(row.try_get("event_types")?)?,
-                filter: row
-                    .try_get::<Option<String>, _>("payload_filter")?
-                    .map(|source| Filter::parse(&source))
-                    .transpose()
-                    .map_err(|e| StoreError::Corrupt(format!("payload_filter: {e}")))?,
-                endpoint: claim::endpoint_from_row(secrets, row)?,
-            }))
-        })
-        .collect()
 }
 
 /// The next sequence number of an ordering key. The upsert takes the key's row
@@ -728,196 +726,290 @@ async fn unfinished_partitions(
     Ok(unfinished)
 }
 
-static INSERT_EVENTS: Sql = Sql::new(|engine| {
-    format!(
-        "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) \
-         SELECT id, app_id, event_type, ordering_key, sequence, body, created_at FROM {}",
-        engine.rows(
-            1,
-            &[
-                ("id", Kind::Text),
-                ("app_id", Kind::Text),
-                ("event_type", Kind::Text),
-                ("ordering_key", Kind::Text),
-                ("sequence", Kind::Int),
-                ("body", Kind::Bytes),
-                ("created_at", Kind::Int),
-            ]
-        )
-    )
+const EVENT_COLUMNS: &[(&str, Kind)] = &[
+    ("id", Kind::Text),
+    ("app_id", Kind::Text),
+    ("event_type", Kind::Text),
+    ("ordering_key", Kind::Text),
+    ("sequence", Kind::Int),
+    ("body", Kind::Bytes),
+    ("created_at", Kind::Int),
+];
+
+const FANOUT_COLUMNS: &[(&str, Kind)] = &[
+    ("event_id", Kind::Text),
+    ("app_id", Kind::Text),
+    ("targets", Kind::Text),
+    ("n", Kind::Int),
+    ("due_at", Kind::Int),
+    ("leased", Kind::Int),
+    ("created_at", Kind::Int),
+];
+
+const DELIVERY_COLUMNS: &[(&str, Kind)] = &[
+    ("id", Kind::Text),
+    ("app_id", Kind::Text),
+    ("event_id", Kind::Text),
+    ("endpoint_id", Kind::Text),
+    ("state", Kind::Text),
+    ("due_at", Kind::Int),
+    ("ordering_key", Kind::Text),
+    ("sequence", Kind::Int),
+    ("created_at", Kind::Int),
+];
+
+const KEY_COLUMNS: &[(&str, Kind)] = &[
+    ("app_id", Kind::Text),
+    ("key", Kind::Text),
+    ("fingerprint", Kind::Text),
+    ("status", Kind::Int),
+    ("response", Kind::Bytes),
+    ("created_at", Kind::Int),
+];
+
+const DROP_COLUMNS: &[(&str, Kind)] = &[
+    ("endpoint_id", Kind::Text),
+    ("minute", Kind::Int),
+    ("dropped", Kind::Int),
+];
+
+/// The publish's one write: the check of its apps' snapshots, then the
+/// events, their `fanout` rows, the deliveries written as rows, the keys'
+/// receipts and the filters' drop counts, each statement writing only if the
+/// check holds. On PostgreSQL one statement (data-modifying `WITH`s, the check
+/// read once); on SQLite a script run in one call to the writer's thread. It
+/// answers whether the check held. Parameters, in order: the check batch
+/// ([`snapshots::CHECK_COLUMNS`]), the `fanout` rows' lease token, the rows'
+/// lease token, then one batch per table. The keys are inserted without `ON
+/// CONFLICT`: a key a concurrent publish committed first fails the write as
+/// a unique violation (on PostgreSQL after waiting for that publish).
+pub(crate) static WRITE: Sql = Sql::new(|engine| {
+    // Parameters are numbered in the order they are bound.
+    let mut at = 1;
+    let mut take = |places: usize| {
+        at += places;
+        at - places
+    };
+    let check_at = take(engine.places(snapshots::CHECK_COLUMNS));
+    let (fanout_token, lease_token) = (take(1), take(1));
+    let mut batch = |columns| engine.rows(take(engine.places(columns)), columns);
+    let events = batch(EVENT_COLUMNS);
+    let fanout = batch(FANOUT_COLUMNS);
+    let deliveries = batch(DELIVERY_COLUMNS);
+    let keys = batch(KEY_COLUMNS);
+    let drops = batch(DROP_COLUMNS);
+    let check = snapshots::check(engine, check_at);
+    // Each statement's condition: the check, read once on PostgreSQL.
+    let holds = match engine {
+        Engine::Postgres => "(SELECT ok FROM ok)".to_owned(),
+        Engine::Sqlite => check.clone(),
+    };
+    let statements = [
+        format!(
+            "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) \
+             SELECT id, app_id, event_type, ordering_key, sequence, body, created_at \
+             FROM {events} WHERE {holds}"
+        ),
+        format!(
+            "INSERT INTO fanout (event_id, app_id, targets, n, due_at, lease_token, created_at) \
+             SELECT event_id, app_id, targets, n, due_at, \
+                    CASE WHEN leased = 1 THEN ${fanout_token} ELSE NULL END, created_at \
+             FROM {fanout} WHERE {holds}"
+        ),
+        format!(
+            "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, \
+             sequence, attempts, round_started_at, created_at, updated_at, lease_token) \
+             SELECT id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
+             0, created_at, created_at, created_at, CASE WHEN state = 'in_flight' THEN ${lease_token} END \
+             FROM {deliveries} WHERE {holds}"
+        ),
+        format!(
+            "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) \
+             SELECT app_id, key, fingerprint, status, response, created_at FROM {keys} WHERE {holds}"
+        ),
+        format!(
+            "INSERT INTO filter_drops (endpoint_id, minute, dropped) \
+             SELECT endpoint_id, minute, dropped FROM {drops} WHERE {holds} \
+             ON CONFLICT (endpoint_id, minute) DO UPDATE SET dropped = filter_drops.dropped + excluded.dropped"
+        ),
+    ];
+    match engine {
+        Engine::Postgres => {
+            let writes: Vec<String> = statements
+                .iter()
+                .enumerate()
+                .map(|(i, statement)| format!(", w{i} AS ({statement})"))
+                .collect();
+            format!(
+                "WITH ok AS MATERIALIZED (SELECT {check} AS ok){} SELECT ok FROM ok",
+                writes.concat()
+            )
+        }
+        Engine::Sqlite => format!("{}; SELECT {check} AS ok", statements.join("; ")),
+    }
 });
 
-async fn insert_events(tx: &mut Tx, events: &[(&PublishItem, Option<u64>)]) -> Result<()> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let batch = Batch::default()
-        .text(events.iter().map(|(item, _)| Some(item.event.id.as_str())))
-        .text(events.iter().map(|(item, _)| Some(item.app.as_str())))
-        .text(
-            events
-                .iter()
-                .map(|(item, _)| Some(item.event.event_type.as_str())),
-        )
-        .text(
-            events
-                .iter()
-                .map(|(item, _)| item.event.ordering_key.as_deref()),
-        )
-        .int(
-            events
-                .iter()
-                .map(|(_, sequence)| sequence.map(|s| s as i64)),
-        )
-        .bytes(
-            events
-                .iter()
-                .map(|(item, _)| Some(item.event.body.as_slice())),
-        )
-        .int(events.iter().map(|(item, _)| Some(item.now.as_millis())));
-    let engine = tx.engine();
-    engine
-        .query(INSERT_EVENTS.text(engine))
-        .bind_batch(batch)
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
+/// What [`Write::run`] came to.
+enum Written {
+    Done,
+    /// A snapshot was stale: nothing was written.
+    Stale,
+    /// A concurrent publish committed one of the keys first: nothing was written.
+    KeyTaken,
 }
 
-/// Adds to the endpoints' counts of events their filters dropped, by minute.
-static COUNT_DROPS: Sql = Sql::new(|engine| {
-    format!(
-        "INSERT INTO filter_drops (endpoint_id, minute, dropped) \
-         SELECT endpoint_id, minute, dropped FROM {} WHERE true \
-         ON CONFLICT (endpoint_id, minute) DO UPDATE SET dropped = filter_drops.dropped + excluded.dropped",
-        engine.rows(
-            1,
-            &[
-                ("endpoint_id", Kind::Text),
-                ("minute", Kind::Int),
-                ("dropped", Kind::Int),
-            ]
-        )
-    )
-});
-
-/// Counts a publish's dropped events, in (endpoint, minute) order: the order every
-/// publish takes these rows' locks in, so concurrent publishes cannot deadlock.
-async fn count_drops(tx: &mut Tx, dropped: &BTreeMap<(EndpointId, i64), i64>) -> Result<()> {
-    if dropped.is_empty() {
-        return Ok(());
-    }
-    let batch = Batch::default()
-        .text(dropped.keys().map(|(endpoint, _)| Some(endpoint.as_str())))
-        .int(dropped.keys().map(|(_, minute)| Some(*minute)))
-        .int(dropped.values().map(|count| Some(*count)));
-    let engine = tx.engine();
-    engine
-        .query(COUNT_DROPS.text(engine))
-        .bind_batch(batch)
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
+/// What a publish writes ([`WRITE`]).
+struct Write<'a> {
+    /// Each app's (id, config version, endpoints' versions) as its snapshot read them.
+    apps: Vec<(&'a str, i64, Option<&'a str>)>,
+    events: &'a [(&'a PublishItem, Option<u64>)],
+    fanout: &'a [NewFanout<'a>],
+    fanout_token: &'a str,
+    /// The deliveries written as rows, those in flight (handed off) under `lease_token`.
+    deliveries: &'a [&'a Delivery],
+    lease_token: &'a str,
+    keys: &'a [(&'a PublishItem, &'a IdempotencyKey, Vec<u8>)],
+    dropped: &'a BTreeMap<(EndpointId, i64), i64>,
 }
 
-/// `$1`: the lease token of the deliveries written in flight (handed off).
-static INSERT_DELIVERIES: Sql = Sql::new(|engine| {
-    format!(
-        "INSERT INTO deliveries (id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
-         attempts, round_started_at, created_at, updated_at, lease_token) \
-         SELECT id, app_id, event_id, endpoint_id, state, due_at, ordering_key, sequence, \
-         0, created_at, created_at, created_at, CASE WHEN state = 'in_flight' THEN $1 END FROM {}",
-        engine.rows(
-            2,
-            &[
-                ("id", Kind::Text),
-                ("app_id", Kind::Text),
-                ("event_id", Kind::Text),
-                ("endpoint_id", Kind::Text),
-                ("state", Kind::Text),
-                ("due_at", Kind::Int),
-                ("ordering_key", Kind::Text),
-                ("sequence", Kind::Int),
-                ("created_at", Kind::Int),
-            ]
-        )
-    )
-});
-
-/// Writes `deliveries` (all created at their round's start); those in flight
-/// (handed off) under `lease_token`.
-async fn insert_deliveries(tx: &mut Tx, deliveries: &[&Delivery], lease_token: &str) -> Result<()> {
-    if deliveries.is_empty() {
-        return Ok(());
+impl Write<'_> {
+    /// Writes and commits: in `tx` if the publish has one; else as one
+    /// statement on PostgreSQL, and in a transaction of its own on SQLite.
+    async fn run(&self, store: &Store, tx: Option<Tx>) -> Result<Written> {
+        if self.events.is_empty() {
+            // Every item was answered from an earlier use of its key.
+            if let Some(tx) = tx {
+                tx.commit().await?;
+            }
+            return Ok(Written::Done);
+        }
+        debug_assert!(self
+            .deliveries
+            .iter()
+            .all(|d| d.round_started_at == d.created_at));
+        let engine = store.engine;
+        let check = Batch::default()
+            .text(self.apps.iter().map(|(app, _, _)| Some(*app)))
+            .int(self.apps.iter().map(|(_, version, _)| Some(*version)))
+            .text(self.apps.iter().map(|(_, _, endpoints)| *endpoints));
+        let events = Batch::default()
+            .text(
+                self.events
+                    .iter()
+                    .map(|(item, _)| Some(item.event.id.as_str())),
+            )
+            .text(self.events.iter().map(|(item, _)| Some(item.app.as_str())))
+            .text(
+                self.events
+                    .iter()
+                    .map(|(item, _)| Some(item.event.event_type.as_str())),
+            )
+            .text(
+                self.events
+                    .iter()
+                    .map(|(item, _)| item.event.ordering_key.as_deref()),
+            )
+            .int(
+                self.events
+                    .iter()
+                    .map(|(_, sequence)| sequence.map(|s| s as i64)),
+            )
+            .bytes(
+                self.events
+                    .iter()
+                    .map(|(item, _)| Some(item.event.body.as_slice())),
+            )
+            .int(
+                self.events
+                    .iter()
+                    .map(|(item, _)| Some(item.now.as_millis())),
+            );
+        let fanout = Batch::default()
+            .text(self.fanout.iter().map(|r| Some(r.event_id.as_str())))
+            .text(self.fanout.iter().map(|r| Some(r.app_id.as_str())))
+            .text(self.fanout.iter().map(|r| Some(r.targets.as_str())))
+            .int(self.fanout.iter().map(|r| Some(r.n as i64)))
+            .int(self.fanout.iter().map(|r| Some(r.due_at.as_millis())))
+            .int(self.fanout.iter().map(|r| Some(i64::from(r.leased))))
+            .int(self.fanout.iter().map(|r| Some(r.created_at.as_millis())));
+        let deliveries = Batch::default()
+            .text(self.deliveries.iter().map(|d| Some(d.id.as_str())))
+            .text(self.deliveries.iter().map(|d| Some(d.app_id.as_str())))
+            .text(self.deliveries.iter().map(|d| Some(d.event_id.as_str())))
+            .text(self.deliveries.iter().map(|d| Some(d.endpoint_id.as_str())))
+            .text(self.deliveries.iter().map(|d| Some(d.state.as_str())))
+            .int(self.deliveries.iter().map(|d| Some(d.due_at.as_millis())))
+            .text(self.deliveries.iter().map(|d| d.ordering_key.as_deref()))
+            .int(self.deliveries.iter().map(|d| d.sequence.map(|s| s as i64)))
+            .int(
+                self.deliveries
+                    .iter()
+                    .map(|d| Some(d.created_at.as_millis())),
+            );
+        let keys = Batch::default()
+            .text(self.keys.iter().map(|(item, _, _)| Some(item.app.as_str())))
+            .text(self.keys.iter().map(|(_, key, _)| Some(key.key.as_str())))
+            .text(
+                self.keys
+                    .iter()
+                    .map(|(_, key, _)| Some(key.fingerprint.as_str())),
+            )
+            .int(self.keys.iter().map(|_| Some(RECEIPT)))
+            .bytes(
+                self.keys
+                    .iter()
+                    .map(|(_, _, receipt)| Some(receipt.as_slice())),
+            )
+            .int(
+                self.keys
+                    .iter()
+                    .map(|(item, _, _)| Some(item.now.as_millis())),
+            );
+        // In (endpoint, minute) order: the order every publish takes these
+        // rows' locks in, so concurrent publishes cannot deadlock.
+        let drops = Batch::default()
+            .text(
+                self.dropped
+                    .keys()
+                    .map(|(endpoint, _)| Some(endpoint.as_str())),
+            )
+            .int(self.dropped.keys().map(|(_, minute)| Some(*minute)))
+            .int(self.dropped.values().map(|count| Some(*count)));
+        let query = engine
+            .query(WRITE.text(engine))
+            .bind_batch(check)
+            .bind(self.fanout_token)
+            .bind(self.lease_token)
+            .bind_batch(events)
+            .bind_batch(fanout)
+            .bind_batch(deliveries)
+            .bind_batch(keys)
+            .bind_batch(drops);
+        let mut tx = match (tx, engine) {
+            (Some(tx), _) => Some(tx),
+            (None, Engine::Sqlite) => Some(store.writer.begin().await?),
+            (None, Engine::Postgres) => None,
+        };
+        let answer = match &mut tx {
+            Some(tx) => query.fetch_one(tx).await,
+            None => query.fetch_one(&store.writer).await,
+        };
+        let written = match answer {
+            Ok(row) => match row.try_get::<bool, _>("ok")? {
+                true => Written::Done,
+                false => Written::Stale,
+            },
+            Err(StoreError::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+                Written::KeyTaken
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(tx) = tx {
+            match written {
+                Written::Done => tx.commit().await?,
+                _ => tx.rollback().await?,
+            }
+        }
+        Ok(written)
     }
-    debug_assert!(deliveries
-        .iter()
-        .all(|d| d.round_started_at == d.created_at));
-    let batch = Batch::default()
-        .text(deliveries.iter().map(|d| Some(d.id.as_str())))
-        .text(deliveries.iter().map(|d| Some(d.app_id.as_str())))
-        .text(deliveries.iter().map(|d| Some(d.event_id.as_str())))
-        .text(deliveries.iter().map(|d| Some(d.endpoint_id.as_str())))
-        .text(deliveries.iter().map(|d| Some(d.state.as_str())))
-        .int(deliveries.iter().map(|d| Some(d.due_at.as_millis())))
-        .text(deliveries.iter().map(|d| d.ordering_key.as_deref()))
-        .int(deliveries.iter().map(|d| d.sequence.map(|s| s as i64)))
-        .int(deliveries.iter().map(|d| Some(d.created_at.as_millis())));
-    let engine = tx.engine();
-    engine
-        .query(INSERT_DELIVERIES.text(engine))
-        .bind(lease_token)
-        .bind_batch(batch)
-        .execute(&mut *tx)
-        .await?;
-    Ok(())
-}
-
-// `WHERE true`: SQLite reads `ON CONFLICT` after `SELECT … FROM t` as a join's clause without it.
-static INSERT_KEYS: Sql = Sql::new(|engine| {
-    format!(
-        "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) \
-         SELECT app_id, key, fingerprint, status, response, created_at FROM {} WHERE true \
-         ON CONFLICT (app_id, key) DO NOTHING",
-        engine.rows(
-            1,
-            &[
-                ("app_id", Kind::Text),
-                ("key", Kind::Text),
-                ("fingerprint", Kind::Text),
-                ("status", Kind::Int),
-                ("response", Kind::Bytes),
-                ("created_at", Kind::Int),
-            ]
-        )
-    )
-});
-
-/// Stores the answers under their keys; `false` if a concurrent transaction
-/// committed one of the keys first (PostgreSQL made this insert wait for it).
-async fn insert_keys(
-    tx: &mut Tx,
-    keys: &[(&PublishItem, &IdempotencyKey, Vec<u8>)],
-) -> Result<bool> {
-    if keys.is_empty() {
-        return Ok(true);
-    }
-    let batch = Batch::default()
-        .text(keys.iter().map(|(item, _, _)| Some(item.app.as_str())))
-        .text(keys.iter().map(|(_, key, _)| Some(key.key.as_str())))
-        .text(
-            keys.iter()
-                .map(|(_, key, _)| Some(key.fingerprint.as_str())),
-        )
-        .int(keys.iter().map(|_| Some(RECEIPT)))
-        .bytes(keys.iter().map(|(_, _, receipt)| Some(receipt.as_slice())))
-        .int(keys.iter().map(|(item, _, _)| Some(item.now.as_millis())));
-    let engine = tx.engine();
-    let written = engine
-        .query(INSERT_KEYS.text(engine))
-        .bind_batch(batch)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    Ok(written == keys.len() as u64)
 }

@@ -111,7 +111,7 @@ pub(crate) async fn publish(
     headers: HeaderMap,
     body: JsonBody<PublishRequest>,
 ) -> ApiResult<Response> {
-    let app = caller.app(&state, &app).await?;
+    let app = caller.publishing_app(&state, &app).await?;
     let key =
         match headers.get("idempotency-key") {
             None => None,
@@ -152,7 +152,7 @@ pub(crate) async fn publish_batch(
     Path(app): Path<String>,
     body: JsonBody<BatchRequest>,
 ) -> ApiResult<(StatusCode, Json<serde_json::Value>)> {
-    let app = caller.app(&state, &app).await?;
+    let app = caller.publishing_app(&state, &app).await?;
     let events = body.value.events;
     if events.is_empty() || events.len() > MAX_BATCH {
         return Err(ApiError::Validation(format!(
