@@ -260,7 +260,7 @@ impl Events<'_> {
     /// database crash costs at most a duplicate send (the delivery is claimed
     /// again), never an event; completions are durable and wait for the flush.
     pub async fn begin_turn(&self, durable: bool) -> Result<Turn> {
-        let mut tx = self.writer.begin().await?;
+        let mut tx = self.hot.begin().await?;
         if self.engine == Engine::Postgres && !durable {
             self.engine
                 .query("SET LOCAL synchronous_commit = off")
@@ -968,7 +968,8 @@ pub(crate) static TAKE_FRESH: Sql = Sql::new(|engine| take_sql(engine, Some(Lane
 pub(crate) static TAKE_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), false));
 pub(crate) static TAKE_NEWEST_FRESH: Sql =
     Sql::new(|engine| take_sql(engine, Some(Lane::Fresh), true));
-static TAKE_NEWEST_RETRY: Sql = Sql::new(|engine| take_sql(engine, Some(Lane::Retry), true));
+pub(crate) static TAKE_NEWEST_RETRY: Sql =
+    Sql::new(|engine| take_sql(engine, Some(Lane::Retry), true));
 
 /// A claim statement: from one endpoint's pending deliveries (`lane` is `None`),
 /// or from a lane's due index, oldest or (`newest`) newest first.

@@ -958,15 +958,22 @@ pub(crate) async fn endpoint_targets(
         .execute(&mut *tx)
         .await?;
     engine
-        .query(&format!(
-            "DELETE FROM fanout WHERE {} AND n = 0 AND lease_token IS NULL",
-            engine.in_batch("event_id", 1)
-        ))
+        .query(DELETE_EMPTIED.text(engine))
         .bind_batch(events())
         .execute(&mut *tx)
         .await?;
     Ok(())
 }
+
+/// The unleased rows of a batch of events left with no target. `COALESCE`:
+/// `lease_token IS NULL` is `fanout_due`'s condition, and a generic plan
+/// could walk that whole index instead of probing the key once per event.
+pub(crate) static DELETE_EMPTIED: Sql = Sql::new(|engine| {
+    format!(
+        "DELETE FROM fanout WHERE {} AND n = 0 AND COALESCE(lease_token, '') = ''",
+        engine.in_batch("event_id", 1)
+    )
+});
 
 #[cfg(test)]
 mod tests {

@@ -198,10 +198,14 @@ impl StoreConfig {
 #[derive(Clone)]
 pub struct Store {
     engine: Engine,
-    /// Reads (and, on PostgreSQL, writes too).
+    /// Reads (and, on PostgreSQL, writes too: the general pool).
     reader: Pool,
     /// Writes. On SQLite a single connection: the one writer SQLite allows.
     writer: Pool,
+    /// The publish and the dispatcher's turn: on PostgreSQL a pool of its own
+    /// whose sessions plan each statement once, generically
+    /// (`postgres::HOT_SETTINGS`); on SQLite the writer.
+    hot: Pool,
     wake: Arc<wake::Wake>,
     /// The `fanout` leases this process holds (`fanout`).
     fanout: Arc<fanout::FanoutLeases>,
@@ -233,20 +237,23 @@ impl Store {
             return Err(StoreError::UnsupportedUrl(url.to_owned()));
         };
         tracing::Span::current().record("engine", tracing::field::debug(engine));
-        let (reader, writer) = match engine {
+        let (reader, writer, hot) = match engine {
             Engine::Sqlite => {
                 let (reader, writer) = sqlite::connect(config).await?;
-                (Pool::Sqlite(reader), Pool::Sqlite(writer))
+                let writer = Pool::Sqlite(writer);
+                (Pool::Sqlite(reader), writer.clone(), writer)
             }
             Engine::Postgres => {
-                let pool = postgres::connect(config).await?;
-                (Pool::Postgres(pool.clone()), Pool::Postgres(pool))
+                let (general, hot) = postgres::connect(config).await?;
+                let general = Pool::Postgres(general);
+                (general.clone(), general, Pool::Postgres(hot))
             }
         };
         let store = Self {
             engine,
             reader,
             writer,
+            hot,
             wake: Arc::new(wake::Wake::new(engine)),
             fanout: Arc::default(),
             secrets: Arc::new(secrets::Secrets::new(config.keyring.clone())),
@@ -301,6 +308,7 @@ impl Store {
 
     /// Closes the pools, waiting for connections in use to come back.
     pub async fn close(&self) {
+        self.hot.close().await;
         self.writer.close().await;
         self.reader.close().await;
     }

@@ -108,6 +108,17 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         ],
     },
     HotStatement {
+        name: "claim: newest of the retry lane",
+        sql: &claim::TAKE_NEWEST_RETRY,
+        args: LANE_ARGS,
+        indexes: &[
+            "deliveries_due_retry",
+            "deliveries_pkey",
+            "events_pkey",
+            "events_by_app",
+        ],
+    },
+    HotStatement {
         name: "claim: fan-out leases that ended since the last turn",
         sql: &fanout::RECOVER_FANOUT,
         args: &["1799999999000::bigint", NOW, "128::bigint"],
@@ -186,6 +197,12 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         sql: &fanout::EXISTING,
         args: &["ARRAY['dlv_a', 'dlv_b']::text[]"],
         indexes: &["deliveries_pkey"],
+    },
+    HotStatement {
+        name: "completion, pause, disable: fan-out rows left with no target",
+        sql: &fanout::DELETE_EMPTIED,
+        args: &["ARRAY['evt_00000001', 'evt_00000003']::text[]"],
+        indexes: &["fanout_pkey"],
     },
     HotStatement {
         name: "claim, completion: rows of fan-out targets",
@@ -581,7 +598,9 @@ impl Store {
     /// A [`PlanSession`]; `None` on SQLite, whose planner needs no statistics to
     /// use these indexes.
     pub async fn plan_session(&self) -> Result<Option<PlanSession>> {
-        let Pool::Postgres(pool) = &self.writer else {
+        // A hot connection: the plans are those the publish and the turn run
+        // with (generic, `postgres::HOT_SETTINGS`).
+        let Pool::Postgres(pool) = &self.hot else {
             return Ok(None);
         };
         let mut connection = pool.acquire().await?;

@@ -28,12 +28,36 @@ pub(crate) const SESSION_SETTINGS: &[(&str, &str)] = &[
     ("enable_bitmapscan", "off"),
 ];
 
-pub(crate) async fn connect(config: &StoreConfig) -> Result<PgPool> {
+/// What the hot pool's sessions add to [`SESSION_SETTINGS`]: every statement
+/// it runs is planned once per connection, generically, and never again. A
+/// custom plan is made anew at every execution, and PostgreSQL keeps choosing
+/// one for any statement over a batch (it cannot see an array parameter's
+/// length, so it prices the generic plan for a hundred rows a batch): the
+/// publish's one write spent 0.6 ms planning against 0.15 ms executing
+/// (docs/engine-v4.md, "The hot pool"). The hot pool runs only the publish
+/// and the dispatcher's turn, whose statements are written so that their
+/// generic plans are bounded index accesses — `tests/e2e/plans.rs` explains
+/// each on a hot connection. The rest (listings with optional filters, whose
+/// best plan depends on which filters are set) keeps PostgreSQL's choice.
+pub(crate) const HOT_SETTINGS: &[(&str, &str)] = &[("plan_cache_mode", "force_generic_plan")];
+
+/// The general pool and the hot pool ([`HOT_SETTINGS`]): `max_connections`
+/// between them, a quarter (at least two) for the general one.
+pub(crate) async fn connect(config: &StoreConfig) -> Result<(PgPool, PgPool)> {
+    let general = (config.max_connections / 4).max(2);
+    let hot = config.max_connections.saturating_sub(general).max(2);
+    Ok((
+        pool(config, general, &[]).await?,
+        pool(config, hot, HOT_SETTINGS).await?,
+    ))
+}
+
+async fn pool(config: &StoreConfig, size: u32, settings: &[(&str, &str)]) -> Result<PgPool> {
     let options: PgConnectOptions = config.database_url.parse()?;
-    let options = options.options(SESSION_SETTINGS.iter().copied());
+    let options = options.options(SESSION_SETTINGS.iter().chain(settings).copied());
     let database = options.get_database().map(str::to_owned);
     PgPoolOptions::new()
-        .max_connections(config.max_connections.max(2))
+        .max_connections(size)
         .acquire_timeout(config.acquire_timeout)
         .connect_with(options)
         .await

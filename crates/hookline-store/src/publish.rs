@@ -152,7 +152,7 @@ impl Events<'_> {
         }
         let ordered = new().any(|item| item.event.ordering_key.is_some());
         let mut tx = match ordered {
-            true => Some(self.writer.begin().await?),
+            true => Some(self.hot.begin().await?),
             false => None,
         };
         let mut sequences = match &mut tx {
@@ -481,7 +481,7 @@ impl Events<'_> {
             .engine
             .query(STORED_ANSWERS.text(self.engine))
             .bind_batch(batch)
-            .fetch_all(&self.writer)
+            .fetch_all(&self.hot)
             .await?;
         for row in rows {
             let app: AppId = parse_column(&row, "app_id")?;
@@ -987,12 +987,12 @@ impl Write<'_> {
             .bind_batch(drops);
         let mut tx = match (tx, engine) {
             (Some(tx), _) => Some(tx),
-            (None, Engine::Sqlite) => Some(store.writer.begin().await?),
+            (None, Engine::Sqlite) => Some(store.hot.begin().await?),
             (None, Engine::Postgres) => None,
         };
         let answer = match &mut tx {
             Some(tx) => query.fetch_one(tx).await,
-            None => query.fetch_one(&store.writer).await,
+            None => query.fetch_one(&store.hot).await,
         };
         let written = match answer {
             Ok(row) => match row.try_get::<bool, _>("ok")? {

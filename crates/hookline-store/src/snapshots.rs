@@ -70,9 +70,12 @@ pub(crate) fn check(engine: crate::Engine, first: usize) -> String {
         ),
     };
     let batch = engine.rows(first, CHECK_COLUMNS);
+    // The apps probed by id from the batch: a generic plan may otherwise join
+    // them by walking `apps_pkey` whole (tests/e2e/plans.rs).
+    let probes = engine.probes("a.id", first);
     format!(
         "(SELECT count(*) FROM {batch} \
-          WHERE EXISTS (SELECT 1 FROM apps a WHERE a.id = v.app_id AND a.config_version = v.version) \
+          WHERE EXISTS (SELECT 1 FROM apps a WHERE {probes} AND a.id = v.app_id AND a.config_version = v.version) \
           AND (SELECT {agg} FROM endpoints e WHERE e.app_id = v.app_id AND e.enabled) {same} v.endpoints) \
          = (SELECT count(*) FROM {batch})"
     )
