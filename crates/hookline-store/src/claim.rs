@@ -260,7 +260,7 @@ impl Events<'_> {
     /// database crash costs at most a duplicate send (the delivery is claimed
     /// again), never an event; completions are durable and wait for the flush.
     pub async fn begin_turn(&self, durable: bool) -> Result<Turn> {
-        let mut tx = self.hot.begin().await?;
+        let mut tx = self.writer.begin().await?;
         if self.engine == Engine::Postgres && !durable {
             self.engine
                 .query("SET LOCAL synchronous_commit = off")

@@ -202,9 +202,8 @@ pub struct Store {
     reader: Pool,
     /// Writes. On SQLite a single connection: the one writer SQLite allows.
     writer: Pool,
-    /// The publish and the dispatcher's turn: on PostgreSQL a pool of its own
-    /// whose sessions plan each statement once, generically
-    /// (`postgres::HOT_SETTINGS`); on SQLite the writer.
+    /// The publish: on PostgreSQL a pool of its own whose sessions plan each
+    /// statement once, generically (`postgres::HOT_SETTINGS`); on SQLite the writer.
     hot: Pool,
     wake: Arc<wake::Wake>,
     /// The `fanout` leases this process holds (`fanout`).

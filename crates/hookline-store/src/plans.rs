@@ -598,8 +598,9 @@ impl Store {
     /// A [`PlanSession`]; `None` on SQLite, whose planner needs no statistics to
     /// use these indexes.
     pub async fn plan_session(&self) -> Result<Option<PlanSession>> {
-        // A hot connection: the plans are those the publish and the turn run
-        // with (generic, `postgres::HOT_SETTINGS`).
+        // A hot connection: generic plans (`postgres::HOT_SETTINGS`), those
+        // the publish runs with, and those PostgreSQL may choose for the rest
+        // once it has planned them five times.
         let Pool::Postgres(pool) = &self.hot else {
             return Ok(None);
         };

@@ -34,11 +34,13 @@ pub(crate) const SESSION_SETTINGS: &[(&str, &str)] = &[
 /// one for any statement over a batch (it cannot see an array parameter's
 /// length, so it prices the generic plan for a hundred rows a batch): the
 /// publish's one write spent 0.6 ms planning against 0.15 ms executing
-/// (docs/engine-v4.md, "The hot pool"). The hot pool runs only the publish
-/// and the dispatcher's turn, whose statements are written so that their
-/// generic plans are bounded index accesses — `tests/e2e/plans.rs` explains
-/// each on a hot connection. The rest (listings with optional filters, whose
-/// best plan depends on which filters are set) keeps PostgreSQL's choice.
+/// (docs/engine-v4.md, "The hot pool"). The hot pool runs only the publish,
+/// whose statements are written so that their generic plans are bounded
+/// index accesses — `tests/e2e/plans.rs` explains every hot statement on a
+/// hot connection. The rest keeps PostgreSQL's choice: the listings, whose
+/// optional filters want a plan for the filters set, and the dispatcher's
+/// turn, which ran 30–65 % slower with every plan generic against one slow
+/// endpoint (its `fanout` deletes and shrinks took 100–790 ms).
 pub(crate) const HOT_SETTINGS: &[(&str, &str)] = &[("plan_cache_mode", "force_generic_plan")];
 
 /// The general pool and the hot pool ([`HOT_SETTINGS`]): `max_connections`
