@@ -160,6 +160,7 @@ async fn lease_due(store: &Store, now: Timestamp, limit: u32) -> Vec<ClaimedDeli
 both_engines!(
     apps_round_trip_by_id_and_uid,
     a_publish_goes_where_the_endpoints_say_now_whoever_changed_them,
+    a_uid_names_the_app_that_holds_it_now,
     an_endpoints_config_version_moves_with_what_a_publish_reads_and_only_that,
     endpoints_round_trip_and_delete_dead_letters_what_they_owed,
     publish_fans_out_to_enabled_matching_endpoints,
@@ -601,23 +602,60 @@ async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine:
         .await
         .unwrap()
         .id;
-    let second = publish(&store, &app, "order.paid", t(3)).await;
+    // With an idempotency key: the receipt stored is that of the write that
+    // went through (the second try), and the key answers with it.
+    let key = IdempotencyKey {
+        key: "k-second".into(),
+        fingerprint: "f".into(),
+    };
+    let event = new_event("order.paid");
+    let second = event.id.clone();
+    let created = store
+        .events()
+        .publish(item(&app, event, Some(&key), t(3)))
+        .await
+        .unwrap();
     let mut both = vec![a.clone(), b.clone()];
     both.sort();
     assert_eq!(delivered_to(&store, &app, &second).await, both);
+    let PublishOutcome::Created(created) = created else {
+        panic!("created: {created:?}");
+    };
+    let again = store
+        .events()
+        .publish(item(&app, new_event("order.paid"), Some(&key), t(4)))
+        .await
+        .unwrap();
+    assert_eq!(again, PublishOutcome::Replayed(created));
+
+    // Another node changes an endpoint.
+    let change = |endpoint: &EndpointId, patch: EndpointPatch, at: Timestamp| {
+        let (other, app, endpoint) = (&other, &app, endpoint.clone());
+        async move {
+            other
+                .endpoints()
+                .update_endpoint(app, &endpoint, patch, at)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    };
 
     // ...disables the first: only the second.
     let off = EndpointPatch {
         enabled: Some(false),
         ..Default::default()
     };
-    other
-        .endpoints()
-        .update_endpoint(&app, &a, off, t(4))
+    change(&a, off, t(4)).await;
+    // An ordered event: its write runs in the transaction that numbered it.
+    let mut event = new_event("order.paid");
+    event.ordering_key = Some("order_42".into());
+    let third = event.id.clone();
+    store
+        .events()
+        .publish(item(&app, event, None, t(5)))
         .await
-        .unwrap()
         .unwrap();
-    let third = publish(&store, &app, "order.paid", t(5)).await;
     assert_eq!(delivered_to(&store, &app, &third).await, vec![b.clone()]);
 
     // ...narrows the second's event types: nothing for another type.
@@ -625,12 +663,7 @@ async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine:
         event_types: Some(Some(vec!["order.paid".into()])),
         ..Default::default()
     };
-    other
-        .endpoints()
-        .update_endpoint(&app, &b, narrow, t(6))
-        .await
-        .unwrap()
-        .unwrap();
+    change(&b, narrow, t(6)).await;
     let other_type = publish(&store, &app, "user.created", t(7)).await;
     assert_eq!(delivered_to(&store, &app, &other_type).await, vec![]);
 
@@ -639,12 +672,7 @@ async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine:
         paused: Some(true),
         ..Default::default()
     };
-    other
-        .endpoints()
-        .update_endpoint(&app, &b, pause, t(8))
-        .await
-        .unwrap()
-        .unwrap();
+    change(&b, pause, t(8)).await;
     let paused = publish(&store, &app, "order.paid", t(9)).await;
     let deliveries = event_deliveries(&store, &app, &paused).await;
     assert_eq!(deliveries.len(), 1);
@@ -657,15 +685,19 @@ async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine:
 
     // ...deletes the app: the publish writes nothing and says why.
     assert!(other.apps().delete_app(&app).await.unwrap());
+    let key = IdempotencyKey {
+        key: "k-gone".into(),
+        fingerprint: "f".into(),
+    };
     let gone = store
         .events()
-        .publish(item(&app, new_event("order.paid"), None, t(10)))
+        .publish(item(&app, new_event("order.paid"), Some(&key), t(10)))
         .await;
     assert!(
         matches!(gone, Err(StoreError::AppNotFound)),
         "a publish to a deleted app: {gone:?}"
     );
-    for table in ["events", "fanout", "deliveries"] {
+    for table in ["events", "fanout", "deliveries", "idempotency_keys"] {
         assert_eq!(
             raw(
                 engine,
@@ -677,6 +709,47 @@ async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine:
             "{table}: the app's rows went with it, and the publish wrote none"
         );
     }
+}
+
+/// Which app a uid names can change: a publish by uid goes to the app that
+/// holds the uid now, never to the one a kept snapshot says held it.
+async fn a_uid_names_the_app_that_holds_it_now(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let first = app_with_an_endpoint(&store).await;
+    let uid = |uid: &str| AppPatch {
+        uid: Some(Some(uid.into())),
+        ..Default::default()
+    };
+    store
+        .apps()
+        .update_app(&first, uid("acme"), t(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let found = store.events().app_snapshot("acme").await.unwrap().unwrap();
+    assert_eq!(found.app.id, first);
+    store
+        .apps()
+        .update_app(&first, uid("acme-old"), t(2))
+        .await
+        .unwrap()
+        .unwrap();
+    let second = app_with_an_endpoint(&store).await;
+    store
+        .apps()
+        .update_app(&second, uid("acme"), t(3))
+        .await
+        .unwrap()
+        .unwrap();
+    let found = store.events().app_snapshot("acme").await.unwrap().unwrap();
+    assert_eq!(found.app.id, second, "the uid's app now, not the one kept");
+    let found = store
+        .events()
+        .app_snapshot("acme-old")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.app.id, first);
 }
 
 /// The counters a publish's snapshot is checked by move with every column a

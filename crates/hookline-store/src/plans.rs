@@ -57,6 +57,21 @@ const LANE_ARGS: &[&str] = &[
     "ARRAY[4]::bigint[]",
 ];
 
+/// What a lane's read of delivery rows reads: its due index, the rows, and
+/// their events.
+const FRESH_LANE_INDEXES: &[&str] = &[
+    "deliveries_due_fresh",
+    "deliveries_pkey",
+    "events_pkey",
+    "events_by_app",
+];
+const RETRY_LANE_INDEXES: &[&str] = &[
+    "deliveries_due_retry",
+    "deliveries_pkey",
+    "events_pkey",
+    "events_by_app",
+];
+
 const FANOUT_ARGS: &[&str] = &[
     NOW,
     "1800000030000::bigint",
@@ -78,45 +93,25 @@ pub static HOT_STATEMENTS: &[HotStatement] = &[
         name: "claim: fresh lane",
         sql: &claim::TAKE_FRESH,
         args: LANE_ARGS,
-        indexes: &[
-            "deliveries_due_fresh",
-            "deliveries_pkey",
-            "events_pkey",
-            "events_by_app",
-        ],
+        indexes: FRESH_LANE_INDEXES,
     },
     HotStatement {
         name: "claim: retry lane",
         sql: &claim::TAKE_RETRY,
         args: LANE_ARGS,
-        indexes: &[
-            "deliveries_due_retry",
-            "deliveries_pkey",
-            "events_pkey",
-            "events_by_app",
-        ],
+        indexes: RETRY_LANE_INDEXES,
     },
     HotStatement {
         name: "claim: newest of the fresh lane",
         sql: &claim::TAKE_NEWEST_FRESH,
         args: LANE_ARGS,
-        indexes: &[
-            "deliveries_due_fresh",
-            "deliveries_pkey",
-            "events_pkey",
-            "events_by_app",
-        ],
+        indexes: FRESH_LANE_INDEXES,
     },
     HotStatement {
         name: "claim: newest of the retry lane",
         sql: &claim::TAKE_NEWEST_RETRY,
         args: LANE_ARGS,
-        indexes: &[
-            "deliveries_due_retry",
-            "deliveries_pkey",
-            "events_pkey",
-            "events_by_app",
-        ],
+        indexes: RETRY_LANE_INDEXES,
     },
     HotStatement {
         name: "claim: fan-out leases that ended since the last turn",

@@ -44,10 +44,10 @@ pub(crate) const SESSION_SETTINGS: &[(&str, &str)] = &[
 pub(crate) const HOT_SETTINGS: &[(&str, &str)] = &[("plan_cache_mode", "force_generic_plan")];
 
 /// The general pool and the hot pool ([`HOT_SETTINGS`]): `max_connections`
-/// between them, a quarter (at least two) for the general one.
+/// between them, half each (one each at the least).
 pub(crate) async fn connect(config: &StoreConfig) -> Result<(PgPool, PgPool)> {
-    let general = (config.max_connections / 4).max(2);
-    let hot = config.max_connections.saturating_sub(general).max(2);
+    let hot = (config.max_connections / 2).max(1);
+    let general = config.max_connections.saturating_sub(hot).max(1);
     Ok((
         pool(config, general, &[]).await?,
         pool(config, hot, HOT_SETTINGS).await?,

@@ -56,7 +56,7 @@ pub struct Draft {
     /// The item (of those the publish began with) whose event it delivers.
     pub item: usize,
     pub endpoint: EndpointId,
-    /// The endpoint's gate, as read in the publish's transaction.
+    /// The endpoint's gate, as its app's snapshot holds it (checked by the write).
     pub gate: EndpointGate,
     /// Its ordering partition; `None` if the event has no ordering key.
     pub partition: Option<Partition>,
@@ -849,6 +849,18 @@ pub(crate) static WRITE: Sql = Sql::new(|engine| {
     }
 });
 
+/// Whether a failed write lost an idempotency key to a concurrent publish:
+/// only the keys' own constraint (another unique violation — an event
+/// written twice — is an error, not a race to run again).
+fn key_taken(error: &dyn sqlx::error::DatabaseError) -> bool {
+    error.is_unique_violation()
+        && match error.constraint() {
+            Some(constraint) => constraint == "idempotency_keys_pkey",
+            // SQLite names no constraint; its message names the columns.
+            None => error.message().contains("idempotency_keys."),
+        }
+}
+
 /// What [`Write::run`] came to.
 enum Written {
     Done,
@@ -946,25 +958,20 @@ impl Write<'_> {
                     .iter()
                     .map(|d| Some(d.created_at.as_millis())),
             );
+        // In (app, key) order, the order every publish takes these rows'
+        // locks in, so concurrent publishes sharing keys cannot deadlock.
+        let mut keys: Vec<_> = self.keys.iter().collect();
+        keys.sort_by(|a, b| (&a.0.app, &a.1.key).cmp(&(&b.0.app, &b.1.key)));
         let keys = Batch::default()
-            .text(self.keys.iter().map(|(item, _, _)| Some(item.app.as_str())))
-            .text(self.keys.iter().map(|(_, key, _)| Some(key.key.as_str())))
+            .text(keys.iter().map(|(item, _, _)| Some(item.app.as_str())))
+            .text(keys.iter().map(|(_, key, _)| Some(key.key.as_str())))
             .text(
-                self.keys
-                    .iter()
+                keys.iter()
                     .map(|(_, key, _)| Some(key.fingerprint.as_str())),
             )
-            .int(self.keys.iter().map(|_| Some(RECEIPT)))
-            .bytes(
-                self.keys
-                    .iter()
-                    .map(|(_, _, receipt)| Some(receipt.as_slice())),
-            )
-            .int(
-                self.keys
-                    .iter()
-                    .map(|(item, _, _)| Some(item.now.as_millis())),
-            );
+            .int(keys.iter().map(|_| Some(RECEIPT)))
+            .bytes(keys.iter().map(|(_, _, receipt)| Some(receipt.as_slice())))
+            .int(keys.iter().map(|(item, _, _)| Some(item.now.as_millis())));
         // In (endpoint, minute) order: the order every publish takes these
         // rows' locks in, so concurrent publishes cannot deadlock.
         let drops = Batch::default()
@@ -999,7 +1006,7 @@ impl Write<'_> {
                 true => Written::Done,
                 false => Written::Stale,
             },
-            Err(StoreError::Database(sqlx::Error::Database(e))) if e.is_unique_violation() => {
+            Err(StoreError::Database(sqlx::Error::Database(e))) if key_taken(&*e) => {
                 Written::KeyTaken
             }
             Err(e) => return Err(e),

@@ -81,11 +81,12 @@ pub(crate) fn check(engine: crate::Engine, first: usize) -> String {
     )
 }
 
-/// The snapshots of this process, by the key they were asked for (an app's
-/// id or its uid; one read by uid is kept under its id too).
+/// The snapshots of this process, by app id. A uid is resolved afresh on
+/// every publish that names one: a uid can move from one app to another,
+/// and a kept mapping could send one tenant's event to another's endpoints.
 #[derive(Default)]
 pub(crate) struct Snapshots {
-    by_key: Mutex<HashMap<String, Arc<AppSnapshot>>>,
+    by_id: Mutex<HashMap<AppId, Arc<AppSnapshot>>>,
 }
 
 impl Snapshots {
@@ -93,26 +94,24 @@ impl Snapshots {
     /// published to are few next to the memory one costs).
     const CAPACITY: usize = 10_000;
 
-    fn get(&self, key: &str) -> Option<Arc<AppSnapshot>> {
-        self.by_key.lock().expect("snapshots").get(key).cloned()
+    fn get(&self, app: &AppId) -> Option<Arc<AppSnapshot>> {
+        self.by_id.lock().expect("snapshots").get(app).cloned()
     }
 
-    fn put(&self, key: &str, snapshot: Arc<AppSnapshot>) {
-        let mut map = self.by_key.lock().expect("snapshots");
+    fn put(&self, snapshot: Arc<AppSnapshot>) {
+        let mut map = self.by_id.lock().expect("snapshots");
         if map.len() >= Self::CAPACITY {
             map.clear();
         }
-        map.insert(snapshot.app.id.to_string(), Arc::clone(&snapshot));
-        map.insert(key.to_owned(), snapshot);
+        map.insert(snapshot.app.id.clone(), snapshot);
     }
 
     /// Forgets the snapshots of `apps`: a write found one of them stale.
     pub(crate) fn forget<'a>(&self, apps: impl IntoIterator<Item = &'a AppId>) {
-        let apps: Vec<&AppId> = apps.into_iter().collect();
-        self.by_key
-            .lock()
-            .expect("snapshots")
-            .retain(|_, snapshot| !apps.contains(&&snapshot.app.id));
+        let mut map = self.by_id.lock().expect("snapshots");
+        for app in apps {
+            map.remove(app);
+        }
     }
 }
 
@@ -132,17 +131,22 @@ pub(crate) static SNAPSHOT_ENDPOINTS: Sql = Sql::new(|_| {
 impl Events<'_> {
     /// The app `key` names (its id, or its uid) with its enabled endpoints, as
     /// a publish reads them: kept from an earlier publish, or read now. `None`
-    /// if there is no such app.
+    /// if there is no such app. By id a kept snapshot answers with no read;
+    /// by uid the app is read every time (which app a uid names can change),
+    /// and its endpoints only if its version moved.
     #[tracing::instrument(skip_all, fields(app = key))]
     pub async fn app_snapshot(&self, key: &str) -> Result<Option<Arc<AppSnapshot>>> {
-        if let Some(snapshot) = self.snapshots.get(key) {
-            return Ok(Some(snapshot));
+        let by_id = key.starts_with(AppId::PREFIX);
+        if by_id {
+            if let Some(snapshot) = key.parse().ok().and_then(|id| self.snapshots.get(&id)) {
+                return Ok(Some(snapshot));
+            }
         }
         if key.contains('\0') {
             // No row holds a NUL (see `find_app`).
             return Ok(None);
         }
-        let by = match key.starts_with(AppId::PREFIX) {
+        let by = match by_id {
             true => &SNAPSHOT_APP_BY_ID,
             false => &SNAPSHOT_APP_BY_UID,
         };
@@ -157,6 +161,11 @@ impl Events<'_> {
         };
         let app = app_from_row(&row)?;
         let version: i64 = row.try_get("config_version")?;
+        if let Some(kept) = self.snapshots.get(&app.id) {
+            if kept.version == version {
+                return Ok(Some(kept));
+            }
+        }
         let rows = engine
             .query(SNAPSHOT_ENDPOINTS.text(engine))
             .bind(app.id.as_str())
@@ -185,7 +194,7 @@ impl Events<'_> {
             targets,
             endpoints: (!endpoints.is_empty()).then(|| endpoints.join(",")),
         });
-        self.snapshots.put(key, Arc::clone(&snapshot));
+        self.snapshots.put(Arc::clone(&snapshot));
         Ok(Some(snapshot))
     }
 }
