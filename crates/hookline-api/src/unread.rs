@@ -15,12 +15,13 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::Request;
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
 /// Middleware: `Connection: close` on an answer whose request body was not
-/// read to its end.
+/// read to its end, and on every 413 (its body is read on only for a while
+/// before the answer, `extract::read_limited`, and may still be arriving).
 pub(crate) async fn close_if_unread(request: Request, next: Next) -> Response {
     let read = Arc::new(AtomicBool::new(request.body().is_end_stream()));
     let request = request.map(|inner| {
@@ -30,7 +31,7 @@ pub(crate) async fn close_if_unread(request: Request, next: Next) -> Response {
         })
     });
     let mut response = next.run(request).await;
-    if !read.load(Ordering::Relaxed) {
+    if !read.load(Ordering::Relaxed) || response.status() == StatusCode::PAYLOAD_TOO_LARGE {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
