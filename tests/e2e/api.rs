@@ -581,6 +581,13 @@ async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Eng
             .status(),
         422
     );
+
+    // A batch is held to its own limit, not to one event's: three events of
+    // 200 KiB each are one body of 600 KiB.
+    let large =
+        json!({"events": vec![json!({"event_type": "a", "payload": "x".repeat(200 * 1024)}); 3]});
+    let large = app.call(Method::POST, &path, Some(&large), 202).await;
+    assert_eq!(large["data"].as_array().unwrap().len(), 3);
 }
 
 /// `hookline create-key --app` (the real binary): an app's id or its uid make a key

@@ -27,7 +27,10 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
-        let limit = state.config.max_payload_bytes + ENVELOPE_ALLOWANCE;
+        let limit = req
+            .extensions()
+            .get::<BodyLimit>()
+            .map_or(state.config.max_payload_bytes + ENVELOPE_ALLOWANCE, |l| l.0);
         let bytes = read_limited(req.into_body(), limit)
             .await
             .map_err(|error| match error {
@@ -56,6 +59,11 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     }
 }
 
+/// A route's own body limit, where it is not the event payload's (the
+/// batch route), as a request extension beside its `DefaultBodyLimit`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyLimit(pub usize);
+
 /// Why a body was not read.
 enum Unread {
     /// Over the limit.
@@ -82,7 +90,8 @@ async fn read_limited(mut body: Body, limit: usize) -> Result<Bytes, Unread> {
     let mut over = false;
     let mut seen = 0usize;
     let drain = DRAIN_BYTES.max(limit.saturating_mul(4));
-    let deadline = tokio::time::Instant::now() + DRAIN_TIME;
+    // Set when the body goes over the limit.
+    let mut deadline = tokio::time::Instant::now();
     loop {
         let frame = match over {
             false => next_frame(&mut body).await,
@@ -102,6 +111,7 @@ async fn read_limited(mut body: Body, limit: usize) -> Result<Bytes, Unread> {
             }
         } else if seen > limit {
             over = true;
+            deadline = tokio::time::Instant::now() + DRAIN_TIME;
             read = Vec::new();
         } else {
             read.extend_from_slice(&data);

@@ -37,7 +37,11 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
     use crate::openapi::id_pattern;
     use Method as M;
     use crate::views::*;
-    let batch_limit = axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT);
+    // The limit of the batch route's body, for axum's extractors and ours.
+    let batch_limit = (
+        axum::extract::DefaultBodyLimit::max(BATCH_BODY_LIMIT),
+        axum::Extension(crate::extract::BodyLimit(BATCH_BODY_LIMIT)),
+    );
     let portal_headers = || axum::middleware::map_response(crate::portal::headers);
     let pages = params::<PageQuery>;
     vec![
