@@ -13,8 +13,10 @@
 //! events, the deliveries as planned and the keys' receipts in **one
 //! statement** on PostgreSQL (one script on SQLite) that first checks the
 //! snapshots: if one is stale, nothing is written and the caller begins again.
-//! Without ordered events a publish is that one statement: a single round trip
-//! (docs/engine-v4.md, "The publish: one write"). The store plans no delivery.
+//! Without ordered events, without an idempotency key (whose earlier answer is
+//! read first) and with its apps' snapshots kept, a publish is that one
+//! statement: a single round trip (docs/engine-v4.md, "The publish: one
+//! write"). The store plans no delivery.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
