@@ -240,6 +240,9 @@ async fn filters_return_exactly_the_matching_rows(engine: Engine) {
         let event = published["id"].as_str().unwrap().to_owned();
         event_rows.push((event.clone(), event_type, key, late));
         for d in published["deliveries"].as_array().unwrap() {
+            // Just published: its event's type, no attempt yet.
+            assert_eq!(d["event_type"], event_type, "{d}");
+            assert!(d["last_status"].is_null(), "{d}");
             known.push(Known {
                 id: d["id"].as_str().unwrap().to_owned(),
                 event: event.clone(),
@@ -378,6 +381,38 @@ async fn filters_return_exactly_the_matching_rows(engine: Engine) {
     for (path, expected) in cases.into_iter().chain(dlq_cases).chain(event_cases) {
         let got: BTreeSet<String> = ids(&walk(&app, &path, 4).await).into_iter().collect();
         assert_eq!(got, expected, "{path}");
+    }
+
+    // Every delivery says what its event was and what its newest attempt got:
+    // in the listing, the DLQ, alone, and in its event.
+    let status_of = |endpoint: &str| match endpoint {
+        "ok" => 200,
+        "failing" => 500,
+        _ => 404,
+    };
+    let check = |row: &Value| {
+        let k = known
+            .iter()
+            .find(|k| k.id == row["id"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(row["event_type"], k.event_type, "{row}");
+        assert_eq!(row["last_status"], status_of(k.endpoint), "{row}");
+    };
+    let listed = walk(&app, &deliveries, 4).await;
+    let dead = walk(&app, &dlq, 4).await;
+    assert_eq!((listed.len(), dead.len()), (27, 18));
+    listed.iter().chain(&dead).for_each(check);
+    for k in &known[..3] {
+        let one = app
+            .call(Method::GET, &format!("{deliveries}/{}", k.id), None, 200)
+            .await;
+        check(&one);
+        let event = app
+            .call(Method::GET, &format!("{events}/{}", k.event), None, 200)
+            .await;
+        let theirs = event["deliveries"].as_array().unwrap();
+        assert_eq!(theirs.len(), 3);
+        theirs.iter().for_each(check);
     }
 
     // An endpoint's attempts: the failing one made two per delivery, the last one dead.

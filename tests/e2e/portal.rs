@@ -228,6 +228,20 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         rows[0].attr("data-id").await.unwrap().as_deref(),
         Some(refused.as_str())
     );
+    // The row says which event it was and what the receiver answered.
+    for (cell, want) in [
+        ("[data-test=event-type]", "order.paid"),
+        ("[data-test=last-status]", "HTTP 400"),
+    ] {
+        let text = rows[0]
+            .find(fantoccini::Locator::Css(cell))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(text, want, "{cell}");
+    }
     rows[0]
         .find(fantoccini::Locator::Css("a"))
         .await

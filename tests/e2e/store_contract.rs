@@ -1,6 +1,7 @@
 //! The store contract: every `Store` method, on SQLite and on PostgreSQL,
 //! with the clock passed in so lease and retry times are exact.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hookline_core::access::{Capabilities, Capability};
@@ -189,6 +190,7 @@ both_engines!(
     dlq_lists_newest_first_with_cursor,
     listings_filter_and_page_newest_first,
     attempts_read_alike_whether_their_delivery_row_holds_them_or_not,
+    a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status,
     bulk_replay_works_in_batches_resumes_and_stops_when_cancelled,
     api_keys_by_hash_and_scope,
     portal_settings_round_trip,
@@ -2959,6 +2961,112 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
 /// its row; its later attempts are rows of their own. Every read of attempts
 /// sees both alike: by delivery, by id, by endpoint, the newest attempt's
 /// status, the endpoint's health and stats.
+/// What a delivery's view shows beside its row: its event's type, and the
+/// status of its newest attempt wherever that attempt is kept (in the row, or
+/// in `attempts`), none when the newest got no answer or there was none yet
+/// (a `fanout` target); another app's delivery is not answered.
+async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app_with_an_endpoint(&store).await;
+    let other = app_with_an_endpoint(&store).await;
+    let (ok, timed_out, recovered) = (
+        publish(&store, &app, "order.paid", t(1)).await,
+        publish(&store, &app, "order.shipped", t(1)).await,
+        publish(&store, &app, "order.refunded", t(1)).await,
+    );
+    let first = lease_due(&store, t(1), 10).await;
+    assert_eq!(first.len(), 3);
+    let of = |claims: &[ClaimedDelivery], event: &EventId| {
+        claims
+            .iter()
+            .find(|c| c.event_id == *event)
+            .unwrap()
+            .clone()
+    };
+    let mut answered = record(&of(&first, &ok), Next::Succeeded, t(2));
+    answered.status_code = Some(200);
+    let records = [
+        answered,
+        record(&of(&first, &timed_out), Next::RetryAt(t(60)), t(2)),
+        record(&of(&first, &recovered), Next::RetryAt(t(60)), t(2)),
+    ];
+    store
+        .complete_attempts(&records, &BreakerPolicy::default(), t(3))
+        .await
+        .unwrap();
+    let second = lease_due(&store, t(60), 10).await;
+    assert_eq!(second.len(), 2);
+    let mut no_answer = record(&of(&second, &timed_out), Next::RetryAt(t(120)), t(61));
+    no_answer.status_code = None;
+    no_answer.response_body = None;
+    no_answer.error = Some((TransportError::Timeout, "timed out".into()));
+    let mut answered = record(&of(&second, &recovered), Next::Succeeded, t(61));
+    answered.status_code = Some(204);
+    store
+        .complete_attempts(&[no_answer, answered], &BreakerPolicy::default(), t(62))
+        .await
+        .unwrap();
+    let waiting = publish(&store, &app, "invoice.created", t(63)).await;
+    publish(&store, &other, "order.paid", t(63)).await;
+
+    let listed = store
+        .listings()
+        .list_deliveries(
+            &app,
+            &DeliveryFilter::default(),
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    let theirs = store
+        .listings()
+        .list_deliveries(
+            &other,
+            &DeliveryFilter::default(),
+            &Page {
+                limit: 10,
+                before: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((listed.len(), theirs.len()), (4, 1));
+    let asked: Vec<Delivery> = listed.iter().chain(&theirs).cloned().collect();
+    let facts = store.listings().delivery_facts(&app, &asked).await.unwrap();
+    let got: BTreeMap<String, (String, Option<u16>)> = listed
+        .iter()
+        .map(|d| {
+            let f = &facts[&d.id];
+            (
+                d.event_id.to_string(),
+                (f.event_type.clone(), f.last_status),
+            )
+        })
+        .collect();
+    let want = |event: &EventId, event_type: &str, status: Option<u16>| {
+        (event.to_string(), (event_type.to_owned(), status))
+    };
+    assert_eq!(
+        got,
+        BTreeMap::from([
+            want(&ok, "order.paid", Some(200)),
+            want(&timed_out, "order.shipped", None),
+            want(&recovered, "order.refunded", Some(204)),
+            want(&waiting, "invoice.created", None),
+        ])
+    );
+    assert_eq!(facts.len(), 4, "the other app's delivery is not answered");
+    assert!(store
+        .listings()
+        .delivery_facts(&app, &[])
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 async fn attempts_read_alike_whether_their_delivery_row_holds_them_or_not(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use hookline_core::model::{request_headers, DeliveryState, RequestParts};
 use hookline_store::{
-    ApiKey, App, Attempt, Delivery, Endpoint, EndpointHealth, Event, EventType, KeyScope,
-    ReplayJob, PARKED,
+    ApiKey, App, Attempt, Delivery, DeliveryFacts, Endpoint, EndpointHealth, Event, EventType,
+    KeyScope, ReplayJob, PARKED,
 };
 pub(crate) use hookline_types::{
     AppView, AttemptView, DeliveryView, EndpointHealthView, EndpointView, EventTypeView, EventView,
@@ -76,10 +76,13 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
     }
 }
 
-pub(crate) fn delivery(d: &Delivery) -> DeliveryView {
+/// A delivery as the API shows it: its row, and what
+/// [`hookline_store::Listings::delivery_facts`] read beside it.
+pub(crate) fn delivery(d: &Delivery, facts: &DeliveryFacts) -> DeliveryView {
     DeliveryView {
         id: d.id.to_string(),
         event_id: d.event_id.to_string(),
+        event_type: facts.event_type.clone(),
         endpoint_id: d.endpoint_id.to_string(),
         state: d.state,
         ordering_key: d.ordering_key.clone(),
@@ -89,13 +92,14 @@ pub(crate) fn delivery(d: &Delivery) -> DeliveryView {
             .then_some(d.due_at),
         parked: d.state == DeliveryState::Pending && d.due_at == PARKED,
         last_attempt_at: d.last_attempt_at,
+        last_status: facts.last_status,
         dead_reason: d.dead_reason,
         dead_at: d.dead_at,
         created_at: d.created_at,
     }
 }
 
-pub(crate) fn event(event: &Event, deliveries: Option<&[Delivery]>) -> EventView {
+pub(crate) fn event(event: &Event, deliveries: Option<Vec<DeliveryView>>) -> EventView {
     let payload = serde_json::from_slice::<serde_json::Value>(&event.body)
         .ok()
         .and_then(|mut envelope| envelope.get_mut("data").map(serde_json::Value::take))
@@ -107,7 +111,7 @@ pub(crate) fn event(event: &Event, deliveries: Option<&[Delivery]>) -> EventView
         sequence: event.sequence,
         payload,
         created_at: event.created_at,
-        deliveries: deliveries.map(|d| d.iter().map(delivery).collect()),
+        deliveries,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::db::{Batch, Query, Row, Sql, Tx};
+use crate::db::{Batch, Kind, Query, Row, Sql, Tx};
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::DeliveryState;
 use hookline_core::retry::{new_round as new_round_at, Round};
@@ -13,8 +13,8 @@ use crate::claim::lane_predicate;
 use crate::fanout::{self, NEXT_DUE_FANOUT, RELEASE_FANOUT};
 use crate::listing::{Arg, Filters};
 use crate::records::{
-    Attempt, AttemptFilter, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, SentRequest,
-    StateFilter,
+    Attempt, AttemptFilter, Delivery, DeliveryFacts, DeliveryFilter, DlqFilter, Page,
+    ReplayOutcome, SentRequest, StateFilter,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
 use crate::{Engine, Events, Listings};
@@ -481,7 +481,62 @@ impl Store {
 /// A deliveries listing's order: newest event first, then its deliveries.
 const DELIVERIES_ORDER: &str = "e.id DESC, d.id DESC";
 
+/// The newest attempt's status of the delivery `d` names: in `attempts`, or
+/// the first, in the row (the listing's status filter reads it too).
+const NEWEST_STATUS: &str =
+    "(SELECT l.status_code FROM (SELECT a.id, a.status_code FROM attempts a \
+     WHERE a.delivery_id = d.id UNION ALL SELECT d.first_attempt_id, d.first_status \
+     WHERE d.first_attempt_id IS NOT NULL) l ORDER BY l.id DESC LIMIT 1)";
+
+/// A batch of an app's deliveries (`$2…`: id, event id) with their event's
+/// type and their newest attempt's status; a delivery without a row (a
+/// `fanout` target, never attempted) has no status.
+static FACTS: Sql = Sql::new(|engine| {
+    let batch = engine.rows(2, &[("id", Kind::Text), ("event_id", Kind::Text)]);
+    format!(
+        "SELECT v.id, e.event_type, \
+           (SELECT {NEWEST_STATUS} FROM deliveries d WHERE d.id = v.id) AS last_status \
+         FROM {batch} JOIN events e ON e.id = v.event_id WHERE e.app_id = $1"
+    )
+});
+
 impl Listings<'_> {
+    /// Each of `deliveries`' event type and newest status, by id: what a
+    /// delivery's view shows beside its row. A delivery whose event is gone
+    /// (retention ran since it was read) is not in the map.
+    #[tracing::instrument(skip_all, fields(app = %app, n = deliveries.len()))]
+    pub async fn delivery_facts(
+        &self,
+        app: &AppId,
+        deliveries: &[Delivery],
+    ) -> Result<HashMap<DeliveryId, DeliveryFacts>> {
+        if deliveries.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let batch = Batch::default()
+            .text(deliveries.iter().map(|d| Some(d.id.as_str())))
+            .text(deliveries.iter().map(|d| Some(d.event_id.as_str())));
+        let engine = self.engine;
+        engine
+            .query(FACTS.text(engine))
+            .bind(app.as_str())
+            .bind_batch(batch)
+            .fetch_all(&self.reader)
+            .await?
+            .iter()
+            .map(|row| {
+                let status: Option<i64> = row.try_get("last_status")?;
+                Ok((
+                    parse_column(row, "id")?,
+                    DeliveryFacts {
+                        event_type: row.try_get("event_type")?,
+                        last_status: status.and_then(|s| u16::try_from(s).ok()),
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// A delivery's attempts, newest first (every round's).
     #[tracing::instrument(skip_all, fields(app = %app, delivery = %id))]
     pub async fn list_attempts(
@@ -716,12 +771,7 @@ impl Listings<'_> {
         );
         f.state(filter.state);
         // The newest attempt's: in `attempts`, or the first, in the row.
-        f.status(
-            "(SELECT l.status_code FROM (SELECT a.id, a.status_code FROM attempts a \
-               WHERE a.delivery_id = d.id UNION ALL SELECT d.first_attempt_id, d.first_status \
-               WHERE d.first_attempt_id IS NOT NULL) l ORDER BY l.id DESC LIMIT 1)",
-            filter.last_status,
-        );
+        f.status(NEWEST_STATUS, filter.last_status);
         let columns: Vec<String> = DELIVERY_COLUMNS
             .split(',')
             .map(|c| format!("d.{}", c.trim()))

@@ -245,6 +245,17 @@ pub struct Delivery {
     pub created_at: Timestamp,
 }
 
+/// What a delivery's view shows beside its own row
+/// ([`Listings::delivery_facts`](crate::Listings::delivery_facts)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryFacts {
+    /// Its event's type.
+    pub event_type: String,
+    /// The HTTP status its newest attempt got: `None` before any attempt, or
+    /// when the newest got no answer (a timeout, a refused connection).
+    pub last_status: Option<u16>,
+}
+
 /// A delivery claimed by a dispatcher, with everything needed to send it.
 #[derive(Debug, Clone)]
 pub struct ClaimedDelivery {

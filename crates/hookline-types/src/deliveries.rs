@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 pub struct DeliveryView {
     pub id: String,
     pub event_id: String,
+    /// Its event's type.
+    pub event_type: String,
     pub endpoint_id: String,
     pub state: DeliveryState,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -28,6 +30,10 @@ pub struct DeliveryView {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub parked: bool,
     pub last_attempt_at: Option<Timestamp>,
+    /// The HTTP status the newest attempt got (of any round): `null` before
+    /// the first attempt, or when the newest got no answer (its `error_kind`
+    /// in the attempts says why). The listing's `status` filter matches it.
+    pub last_status: Option<u16>,
     pub dead_reason: Option<DeadReason>,
     pub dead_at: Option<Timestamp>,
     pub created_at: Timestamp,

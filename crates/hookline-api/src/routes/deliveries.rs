@@ -3,16 +3,62 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use hookline_core::ids::AppId;
 use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
-use hookline_store::{DeliveryFilter, DlqFilter, ReplayOutcome, StateFilter};
+use hookline_store::{Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, StateFilter};
 
-use super::{name_filter, page, page_of, path_id, query_id, status_filter, time_range, PageQuery};
+use super::{
+    name_filter, next_cursor, page, page_of, path_id, query_id, status_filter, time_range,
+    PageQuery,
+};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryParams;
 use crate::views::{AttemptView, DeliveryView, ListView};
 use crate::AppState;
 pub(crate) use hookline_types::{DeliveriesQuery, DlqQuery, ReplayView, ResendView, StateParam};
+
+/// `deliveries` as the API shows them, each with its event's type and its
+/// newest attempt's status (one read for all); one whose event is gone since
+/// it was read (retention ran in between) is left out, as a read a moment
+/// later would have.
+pub(crate) async fn views_of(
+    state: &AppState,
+    app: &AppId,
+    deliveries: &[Delivery],
+) -> ApiResult<Vec<DeliveryView>> {
+    let facts = state
+        .store
+        .listings()
+        .delivery_facts(app, deliveries)
+        .await?;
+    Ok(deliveries
+        .iter()
+        .filter_map(|d| facts.get(&d.id).map(|f| crate::views::delivery(d, f)))
+        .collect())
+}
+
+/// One delivery as [`views_of`] shows it (404 if its event is gone).
+async fn view_of(state: &AppState, app: &AppId, delivery: &Delivery) -> ApiResult<DeliveryView> {
+    views_of(state, app, std::slice::from_ref(delivery))
+        .await?
+        .pop()
+        .ok_or(ApiError::NotFound("delivery"))
+}
+
+/// A page of deliveries: the cursor from the rows read, the views from [`views_of`].
+async fn delivery_page(
+    state: &AppState,
+    app: &AppId,
+    rows: &[Delivery],
+    page: &Page,
+    cursor: impl Fn(&Delivery) -> String,
+) -> ApiResult<ListView<DeliveryView>> {
+    Ok(ListView {
+        next_cursor: next_cursor(rows, page, cursor),
+        data: views_of(state, app, rows).await?,
+    })
+}
 
 pub(crate) async fn get(
     State(state): State<AppState>,
@@ -27,7 +73,7 @@ pub(crate) async fn get(
         .get_delivery(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("delivery"))?;
-    Ok(Json(crate::views::delivery(&delivery)))
+    Ok(Json(view_of(&state, &app.id, &delivery).await?))
 }
 
 /// Every attempt of a delivery, newest first, across replays.
@@ -116,12 +162,16 @@ pub(crate) async fn list(
         .listings()
         .list_deliveries(&app.id, &filter, &page)
         .await?;
-    Ok(Json(page_of(
-        &deliveries,
-        &page,
-        hookline_store::Listings::delivery_cursor,
-        crate::views::delivery,
-    )))
+    Ok(Json(
+        delivery_page(
+            &state,
+            &app.id,
+            &deliveries,
+            &page,
+            hookline_store::Listings::delivery_cursor,
+        )
+        .await?,
+    ))
 }
 
 /// The app's dead-letter queue, most recently dead first, filtered; `since` and
@@ -149,12 +199,16 @@ pub(crate) async fn dlq(
         .listings()
         .list_dlq(&app.id, &filter, &page)
         .await?;
-    Ok(Json(page_of(
-        &dead,
-        &page,
-        hookline_store::Listings::dlq_cursor,
-        crate::views::delivery,
-    )))
+    Ok(Json(
+        delivery_page(
+            &state,
+            &app.id,
+            &dead,
+            &page,
+            hookline_store::Listings::dlq_cursor,
+        )
+        .await?,
+    ))
 }
 
 /// Replays one dead delivery (same event, same `webhook-id`). Replaying a
@@ -177,7 +231,7 @@ pub(crate) async fn replay(
             Json(ReplayView {
                 replayed: true,
                 detail: "the delivery is pending again and will be attempted now".into(),
-                delivery: crate::views::delivery(&delivery),
+                delivery: view_of(&state, &app.id, &delivery).await?,
             }),
         )),
         ReplayOutcome::Unchanged(delivery) => Ok((
@@ -188,7 +242,7 @@ pub(crate) async fn replay(
                     "the delivery is {}, not dead; nothing changed",
                     delivery.state
                 ),
-                delivery: crate::views::delivery(&delivery),
+                delivery: view_of(&state, &app.id, &delivery).await?,
             }),
         )),
         ReplayOutcome::EndpointDeleted(_) => Err(ApiError::EndpointDeleted),
@@ -240,7 +294,7 @@ pub(crate) async fn resend(
         Json(ResendView {
             resent,
             detail,
-            delivery: crate::views::delivery(&delivery),
+            delivery: view_of(&state, &app.id, &delivery).await?,
         }),
     ))
 }

@@ -241,10 +241,17 @@ pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> S
         ordering_key: published.event.ordering_key.clone(),
         sequence: published.event.sequence,
         created_at: published.event.created_at,
+        // Just written: no attempt yet.
         deliveries: published
             .deliveries
             .iter()
-            .map(crate::views::delivery)
+            .map(|d| {
+                let facts = hookline_store::DeliveryFacts {
+                    event_type: published.event.event_type.clone(),
+                    last_status: None,
+                };
+                crate::views::delivery(d, &facts)
+            })
             .collect(),
     };
     StoredResponse {
@@ -279,7 +286,8 @@ pub(crate) async fn get(
         .get_event(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("event"))?;
-    Ok(Json(crate::views::event(&event, Some(&deliveries))))
+    let deliveries = super::deliveries::views_of(&state, &app.id, &deliveries).await?;
+    Ok(Json(crate::views::event(&event, Some(deliveries))))
 }
 
 /// `GET /v1/apps/{app}/events`: the app's events with their payloads, newest

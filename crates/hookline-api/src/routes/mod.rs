@@ -291,11 +291,20 @@ fn page_of<R, V>(
     view: impl Fn(&R) -> V,
 ) -> crate::views::ListView<V> {
     crate::views::ListView {
-        next_cursor: (rows.len() as u32 == page.limit)
-            .then(|| rows.last().map(&cursor))
-            .flatten(),
+        next_cursor: next_cursor(rows, page, cursor),
         data: rows.iter().map(view).collect(),
     }
+}
+
+/// The cursor after a full page's last row; none after a short page.
+fn next_cursor<R>(
+    rows: &[R],
+    page: &hookline_store::Page,
+    cursor: impl Fn(&R) -> String,
+) -> Option<String> {
+    (rows.len() as u32 == page.limit)
+        .then(|| rows.last().map(&cursor))
+        .flatten()
 }
 
 /// A free-text name (event type, ordering key, app name): 1 to 256 characters and

@@ -220,7 +220,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       'tr',
       { 'data-test': 'delivery-row', 'data-id': d.id, 'data-state': d.state },
       h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, timeEl(d.created_at, now))),
-      h('td', { 'data-label': 'Event' }, h('code', { class: 'id' }, d.event_id)),
+      h('td', { 'data-label': 'Event' }, h('code', { 'data-test': 'event-type' }, d.event_type), h('code', { class: 'id sub muted' }, d.event_id)),
       !endpointId &&
         h(
           'td',
@@ -234,9 +234,16 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
         d.dead_reason && h('span', { class: 'sub muted' }, DEAD_REASONS[d.dead_reason] ?? d.dead_reason),
       ),
       h('td', { 'data-label': 'Attempts' }, String(d.attempts)),
-      h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? timeEl(d.last_attempt_at, now) : h('span', { class: 'muted' }, '—')),
+      h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? [lastStatus(d), timeEl(d.last_attempt_at, now)] : h('span', { class: 'muted' }, '—')),
       h('td', { 'data-label': 'Next attempt' }, nextAttempt(d, now)),
     );
+  }
+
+  /** What the newest attempt got: its HTTP status, or "no answer" (a timeout, a refused connection). */
+  function lastStatus(d) {
+    return d.last_status === null
+      ? h('span', { class: 'sub', 'data-test': 'last-status' }, 'no answer')
+      : h('span', { class: 'sub', 'data-test': 'last-status' }, `HTTP ${d.last_status}`);
   }
 
   function nextAttempt(d, now) {
