@@ -228,7 +228,30 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         rows[0].attr("data-id").await.unwrap().as_deref(),
         Some(refused.as_str())
     );
-    // The row says which event it was and what the receiver answered.
+    // The row says when, in short ("… ago", the exact time on hover), which
+    // event it was and what the receiver answered.
+    let time = rows[0]
+        .find(fantoccini::Locator::Css("time.short-time"))
+        .await
+        .unwrap();
+    let (short, exact) = (
+        time.text().await.unwrap(),
+        time.attr("title").await.unwrap().unwrap_or_default(),
+    );
+    assert!(
+        short.len() < 20 && (short.contains("ago") || short == "now"),
+        "a short relative time: {short:?}"
+    );
+    let created = app
+        .get(&format!("/v1/apps/{app_id}/deliveries/{refused}"))
+        .await["created_at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        exact.contains(&created[..4]) && exact != short,
+        "the exact time, with its year ({created}): {exact:?}"
+    );
     for (cell, want) in [
         ("[data-test=event-type]", "order.paid"),
         ("[data-test=last-status]", "HTTP 400"),

@@ -149,6 +149,22 @@ export function timeEl(value, now = new Date()) {
   );
 }
 
+/**
+ * A short time for a dense list: "3 minutes ago", with the exact time shown
+ * on hover (`title`) and, for keyboard readers, on focus (`data-exact`, drawn
+ * by the style sheet). `focusable`: false where the time sits inside a link,
+ * which takes the focus itself (an element inside a link must not be focusable).
+ */
+export function shortTimeEl(value, now = new Date(), { focusable = true } = {}) {
+  if (!value) return h('span', { class: 'muted' }, '—');
+  const exact = dateTime(value);
+  return h(
+    'time',
+    { datetime: value, title: exact, 'data-exact': exact, class: 'short-time', tabindex: focusable ? '0' : null },
+    relativeTime(value, now),
+  );
+}
+
 /** A definition list from `[term, value]` pairs; pairs with a null value are left out. */
 export function facts(pairs, attrs = {}) {
   return h(

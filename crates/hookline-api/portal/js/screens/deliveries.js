@@ -12,7 +12,7 @@ import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { localInputToRfc3339, relativeTime, rfc3339ToLocalInput } from '../format.js';
 import { hashFor } from '../router.js';
-import { announce, clearProblem, empty, field, loading, problemSlot, select, showProblem, stateBadge, timeEl } from '../ui.js';
+import { announce, clearProblem, empty, field, loading, problemSlot, select, shortTimeEl, showProblem, stateBadge } from '../ui.js';
 import { DEAD_REASONS } from '../words.js';
 
 const PAGE_SIZE = 50;
@@ -219,7 +219,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     return h(
       'tr',
       { 'data-test': 'delivery-row', 'data-id': d.id, 'data-state': d.state },
-      h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, timeEl(d.created_at, now))),
+      h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, shortTimeEl(d.created_at, now, { focusable: false }))),
       h('td', { 'data-label': 'Event' }, h('code', { 'data-test': 'event-type' }, d.event_type), h('code', { class: 'id sub muted' }, d.event_id)),
       !endpointId &&
         h(
@@ -234,7 +234,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
         d.dead_reason && h('span', { class: 'sub muted' }, DEAD_REASONS[d.dead_reason] ?? d.dead_reason),
       ),
       h('td', { 'data-label': 'Attempts' }, String(d.attempts)),
-      h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? [lastStatus(d), timeEl(d.last_attempt_at, now)] : h('span', { class: 'muted' }, '—')),
+      h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? [lastStatus(d), shortTimeEl(d.last_attempt_at, now)] : h('span', { class: 'muted' }, '—')),
       h('td', { 'data-label': 'Next attempt' }, nextAttempt(d, now)),
     );
   }
