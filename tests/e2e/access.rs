@@ -33,7 +33,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("DELETE", "/v1/apps/{app}") => (Admin, None),
         ("DELETE", "/v1/apps/{app}/keys") => (Admin, None),
         ("POST", "/v1/apps/{app}/portal-access") => (Admin, Some(json!({}))),
-        ("POST", "/portal/session") => (Portal, Some(json!({"code": "hkp_x"}))),
+        ("POST" | "DELETE", "/portal/session") => (Portal, Some(json!({"code": "hkp_x"}))),
         ("GET", "/portal/apps/{app}/" | "/portal/static/{hash}/{*file}") => (Portal, None),
         ("POST", "/v1/apps/{app}/endpoints") => (App(Endpoints), Some(json!({"url": receiver}))),
         ("GET", "/v1/apps/{app}/endpoints") => (App(Read), None),

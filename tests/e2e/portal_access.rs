@@ -10,6 +10,7 @@ use crate::helpers::{both_engines, Engine, TestApp};
 
 both_engines!(
     a_link_opens_one_session_with_its_capabilities,
+    a_session_signs_out_and_its_key_stops_working,
     codes_that_cannot_open_a_session_say_why,
     portal_settings_are_checked_and_frame_the_page,
     portal_files_are_served_with_strict_headers,
@@ -191,6 +192,46 @@ async fn a_link_opens_one_session_with_its_capabilities(engine: Engine) {
         404,
     )
     .await;
+}
+
+/// Signing out ends the session whose key is the bearer: that key stops
+/// working at once. It is idempotent (a spent key, or none, is a 204 that
+/// changes nothing). A backend's app key is not a portal session: 404, and it
+/// keeps working.
+async fn a_session_signs_out_and_its_key_stops_working(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let a = app.create_app().await;
+    let (status, session, _) = exchange(&app, &code_of(&link(&app, &a, json!({})).await)).await;
+    assert_eq!(status, 200, "{session}");
+    let token = session["token"].as_str().unwrap();
+    let endpoints = format!("/v1/apps/{a}/endpoints");
+    let call = |key: &str, method: Method, path: &str| {
+        let (app, key, path) = (&app, key.to_owned(), path.to_owned());
+        async move { as_session(app, &key, method, &path, Value::Null).await }
+    };
+    assert_eq!(call(token, Method::GET, &endpoints).await, 200);
+    assert_eq!(call(token, Method::DELETE, "/portal/session").await, 204);
+    assert_eq!(call(token, Method::GET, &endpoints).await, 401);
+    assert_eq!(call(token, Method::DELETE, "/portal/session").await, 204);
+
+    let backend = app
+        .call(
+            Method::POST,
+            "/v1/keys",
+            Some(&json!({"name": "backend", "app": a, "capabilities": ["read"]})),
+            201,
+        )
+        .await;
+    let backend = backend["key"].as_str().unwrap();
+    assert_eq!(call(backend, Method::DELETE, "/portal/session").await, 404);
+    assert_eq!(call(backend, Method::GET, &endpoints).await, 200);
+    let keyless = app
+        .http
+        .delete(format!("{}/portal/session", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(keyless.status(), 204);
 }
 
 async fn codes_that_cannot_open_a_session_say_why(engine: Engine) {

@@ -2957,10 +2957,6 @@ async fn listings_filter_and_page_newest_first(engine: Engine) {
     );
 }
 
-/// A delivery written at its first attempt's outcome holds that attempt in
-/// its row; its later attempts are rows of their own. Every read of attempts
-/// sees both alike: by delivery, by id, by endpoint, the newest attempt's
-/// status, the endpoint's health and stats.
 /// What a delivery's view shows beside its row: its event's type, and the
 /// status of its newest attempt wherever that attempt is kept (in the row, or
 /// in `attempts`), none when the newest got no answer or there was none yet
@@ -3067,6 +3063,10 @@ async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(en
         .is_empty());
 }
 
+/// A delivery written at its first attempt's outcome holds that attempt in
+/// its row; its later attempts are rows of their own. Every read of attempts
+/// sees both alike: by delivery, by id, by endpoint, the newest attempt's
+/// status, the endpoint's health and stats.
 async fn attempts_read_alike_whether_their_delivery_row_holds_them_or_not(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app(&store).await;

@@ -41,7 +41,7 @@ impl Access {
 /// An authenticated caller that the route's [`Access`] let through: its
 /// scope, and its key's hash (what rate limits count by).
 #[derive(Debug, Clone)]
-pub(crate) struct Caller(pub KeyScope, String);
+pub(crate) struct Caller(pub KeyScope, pub(crate) String);
 
 /// The route layer: authenticates the bearer key and checks it against `access`.
 pub(crate) async fn authorize(
@@ -68,7 +68,10 @@ pub(crate) async fn authorize(
     next.run(request).await
 }
 
-async fn authenticate(state: &AppState, headers: &axum::http::HeaderMap) -> ApiResult<Caller> {
+pub(crate) async fn authenticate(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> ApiResult<Caller> {
     let key = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -493,10 +493,14 @@ const NEWEST_STATUS: &str =
 /// `fanout` target, never attempted) has no status.
 static FACTS: Sql = Sql::new(|engine| {
     let batch = engine.rows(2, &[("id", Kind::Text), ("event_id", Kind::Text)]);
+    // The events by key, one probe per value (see `Engine::probes`); the
+    // row only if it is this app's, of this event.
     format!(
         "SELECT v.id, e.event_type, \
-           (SELECT {NEWEST_STATUS} FROM deliveries d WHERE d.id = v.id) AS last_status \
-         FROM {batch} JOIN events e ON e.id = v.event_id WHERE e.app_id = $1"
+           (SELECT {NEWEST_STATUS} FROM deliveries d \
+            WHERE d.id = v.id AND d.app_id = $1 AND d.event_id = v.event_id) AS last_status \
+         FROM {batch} JOIN events e ON e.id = v.event_id WHERE e.app_id = $1 AND {}",
+        engine.probes("e.id", 3)
     )
 });
 

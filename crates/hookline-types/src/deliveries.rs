@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 pub struct DeliveryView {
     pub id: String,
     pub event_id: String,
-    /// Its event's type.
+    /// Its event's type. (Absent from a publish's answer stored before this
+    /// field existed and replayed for its `Idempotency-Key`.)
+    #[serde(default)]
     pub event_type: String,
     pub endpoint_id: String,
     pub state: DeliveryState,

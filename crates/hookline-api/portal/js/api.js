@@ -131,6 +131,8 @@ function appPath(...parts) {
 
 /** `POST /portal/session {code}`: a one-time link code for a session key. */
 export const exchangeCode = (code) => request('POST', '/portal/session', { body: { code }, auth: false });
+/** `DELETE /portal/session`: signs this session out; its key stops working. */
+export const signOut = () => request('DELETE', '/portal/session');
 
 export const getApp = (options) => request('GET', appPath(), options);
 

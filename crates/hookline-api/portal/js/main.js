@@ -16,7 +16,7 @@ import * as session from './session.js';
 import { applyBranding, portalName } from './branding.js';
 import { createRouter } from './router.js';
 import { h } from './dom.js';
-import { errorPage } from './ui.js';
+import { announce, errorPage } from './ui.js';
 import { endpointsScreen } from './screens/endpoints.js';
 import { endpointScreen } from './screens/endpoint.js';
 import { deliveriesScreen } from './screens/deliveries.js';
@@ -36,6 +36,7 @@ const LINK_PROBLEMS = {
 
 const view = document.getElementById('view');
 let app = null;
+let appKey = null;
 let router = null;
 let stopExpiryTimer = () => {};
 
@@ -51,7 +52,7 @@ boot().catch((error) => {
 });
 
 async function boot() {
-  const appKey = session.appFromPath(location.pathname);
+  appKey = session.appFromPath(location.pathname);
   if (!appKey) {
     showPage({ heading: 'This page address is not valid', advice: 'Open the portal through the link your provider gave you.' });
     return;
@@ -121,6 +122,27 @@ function endSession(appKey, problem) {
   });
 }
 
+/** Ends this session on the server (its key stops working), then forgets it here. */
+async function signOut() {
+  try {
+    await api.signOut();
+  } catch (problem) {
+    // A session already over is signed out all the same; anything else is said, and nothing is forgotten.
+    if (!problem.sessionEnded) {
+      announce(`Signing out did not work: ${problem.detail || problem.title}`);
+      return;
+    }
+  }
+  session.clear(appKey);
+  stopExpiryTimer();
+  router?.stop();
+  showPage({
+    heading: 'You are signed out',
+    detail: 'This session has ended, and its key no longer works.',
+    advice: 'To come back, open the portal through a new link from your provider.',
+  });
+}
+
 /** Replaces the portal with a full-page message (no navigation: there is nowhere to go). */
 function showPage(message) {
   document.getElementById('nav').hidden = true;
@@ -155,6 +177,7 @@ function buildNav(can) {
     ...NAV.filter((item) => !item.needs || can(item.needs)).map((item) =>
       h('li', {}, h('a', { href: `#/${item.name}`, 'data-test': `nav-${item.name}`, 'data-nav': item.name }, item.label)),
     ),
+    h('li', { class: 'nav-end' }, h('button', { type: 'button', 'data-test': 'sign-out', onclick: signOut }, 'Sign out')),
   );
   document.getElementById('nav').hidden = false;
 }

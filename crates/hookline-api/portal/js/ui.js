@@ -150,18 +150,17 @@ export function timeEl(value, now = new Date()) {
 }
 
 /**
- * A short time for a dense list: "3 minutes ago", with the exact time shown
- * on hover (`title`) and, for keyboard readers, on focus (`data-exact`, drawn
- * by the style sheet). `focusable`: false where the time sits inside a link,
- * which takes the focus itself (an element inside a link must not be focusable).
+ * A short time for a dense list: "3 minutes ago". The exact time is its
+ * `title` (on hover) and, for screen readers, read after it (visually hidden).
  */
-export function shortTimeEl(value, now = new Date(), { focusable = true } = {}) {
+export function shortTimeEl(value, now = new Date()) {
   if (!value) return h('span', { class: 'muted' }, '—');
   const exact = dateTime(value);
   return h(
     'time',
-    { datetime: value, title: exact, 'data-exact': exact, class: 'short-time', tabindex: focusable ? '0' : null },
+    { datetime: value, title: exact, class: 'short-time' },
     relativeTime(value, now),
+    h('span', { class: 'visually-hidden' }, `, ${exact}`),
   );
 }
 

@@ -127,6 +127,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("Revoke an API key").answers(204, Empty).errors(&["conflict"])),
         (M::POST, "/portal/session", Portal, post(crate::portal::session).layer(portal_headers()),
             Doc::new("Exchange a portal link's one-time code for a session (docs/portal.md)").body(schema::<crate::portal::SessionRequest>).answers(200, Json(schema::<crate::portal::PortalSession>)).errors(&["portal_code_invalid", "portal_code_used", "portal_code_expired"])),
+        (M::DELETE, "/portal/session", Portal, delete(crate::portal::sign_out).layer(portal_headers()),
+            Doc::new("Sign out: end the portal session whose key is the bearer; 204 also when there is none left (docs/portal.md)").answers(204, Empty).errors(&["not_found"])),
         (M::GET, "/portal/apps/{app}/", Portal, get(crate::portal::page).layer(portal_headers()),
             Doc::new("The customer portal's page for an app (HTML)").answers(200, Html)),
         (M::GET, "/portal/static/{hash}/{*file}", Portal, get(crate::portal::asset).layer(portal_headers()),

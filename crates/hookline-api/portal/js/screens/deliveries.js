@@ -219,8 +219,8 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     return h(
       'tr',
       { 'data-test': 'delivery-row', 'data-id': d.id, 'data-state': d.state },
-      h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, shortTimeEl(d.created_at, now, { focusable: false }))),
-      h('td', { 'data-label': 'Event' }, h('code', { 'data-test': 'event-type' }, d.event_type), h('code', { class: 'id sub muted' }, d.event_id)),
+      h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, shortTimeEl(d.created_at, now))),
+      h('td', { 'data-label': 'Event' }, h('code', { class: 'type-name', 'data-test': 'delivery-event-type' }, d.event_type), h('code', { class: 'id sub muted' }, d.event_id)),
       !endpointId &&
         h(
           'td',

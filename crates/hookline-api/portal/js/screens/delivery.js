@@ -85,7 +85,7 @@ export async function deliveryScreen(ctx) {
     const next = delivery.state === 'pending' && delivery.next_attempt_at ? nextAttempt(delivery.next_attempt_at) : null;
     return facts([
       ['State', stateBadge(delivery)],
-      ['Event type', event ? h('code', {}, event.event_type) : null],
+      ['Event type', h('code', { class: 'type-name' }, delivery.event_type)],
       ['Event', h('code', { class: 'id' }, delivery.event_id)],
       [
         'Endpoint',
