@@ -209,6 +209,40 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         )
         .await;
     receiver.wait_for_requests(4).await;
+
+    // Live updates pause (WCAG 2.2.2): a delivery made meanwhile is listed
+    // only once they resume, though the log's timer kept ticking.
+    browser.click("[data-test=live-toggle]").await;
+    let ticks = || async {
+        browser
+            .run("return Number(document.querySelector('.delivery-log').dataset.ticks);")
+            .await
+            .as_u64()
+            .unwrap()
+    };
+    publish(&app, &app_id, 9).await;
+    receiver.wait_for_requests(5).await;
+    // A tick after the delivery exists, and the whole interval after it.
+    let made_at = ticks().await;
+    crate::helpers::wait_until(
+        std::time::Duration::from_secs(30),
+        "two ticks of the paused log's timer",
+        || async { (ticks().await >= made_at + 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        browser.all("[data-test=delivery-row]").await.len(),
+        4,
+        "nothing new while paused"
+    );
+    browser.click("[data-test=live-toggle]").await;
+    browser
+        .wait_count(
+            "[data-test=delivery-row]",
+            "the delivery made while paused, once resumed",
+            |n| n == 5,
+        )
+        .await;
     browser.check_accessibility("delivery log").await;
     browser.screenshot("deliveries-light").await;
 

@@ -3005,30 +3005,21 @@ async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(en
     let waiting = publish(&store, &app, "invoice.created", t(63)).await;
     publish(&store, &other, "order.paid", t(63)).await;
 
-    let listed = store
-        .listings()
-        .list_deliveries(
-            &app,
-            &DeliveryFilter::default(),
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
-    let theirs = store
-        .listings()
-        .list_deliveries(
-            &other,
-            &DeliveryFilter::default(),
-            &Page {
-                limit: 10,
-                before: None,
-            },
-        )
-        .await
-        .unwrap();
+    let page = Page {
+        limit: 10,
+        before: None,
+    };
+    let every = |app: AppId| {
+        let (store, page) = (store.clone(), page.clone());
+        async move {
+            store
+                .listings()
+                .list_deliveries(&app, &DeliveryFilter::default(), &page)
+                .await
+                .unwrap()
+        }
+    };
+    let (listed, theirs) = (every(app.clone()).await, every(other.clone()).await);
     assert_eq!((listed.len(), theirs.len()), (4, 1));
     let asked: Vec<Delivery> = listed.iter().chain(&theirs).cloned().collect();
     let facts = store.listings().delivery_facts(&app, &asked).await.unwrap();

@@ -6,7 +6,9 @@
 // cursor: "Older" follows `next_cursor`, "Newest" returns to the first page.
 // On the first page, while the tab is visible, the log polls every 3 s and
 // merges new and changed rows in place: rows that did not change keep their
-// DOM nodes, so focus and scroll stay where the reader left them.
+// DOM nodes, so focus and scroll stay where the reader left them. "Pause live
+// updates" stops the polling (WCAG 2.2.2) until it is pressed again; new rows
+// are announced to screen readers at most once every 30 s, counted together.
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
@@ -17,6 +19,8 @@ import { DEAD_REASONS } from '../words.js';
 
 const PAGE_SIZE = 50;
 const POLL_MS = 3000;
+/** At most one "N new deliveries" announcement in this long. */
+const ANNOUNCE_MS = 30_000;
 
 /** `state=` values the API takes (StateParam in routes/deliveries.rs), in the reader's words. */
 const STATE_OPTIONS = [
@@ -90,12 +94,24 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   let generation = 0;
   let rows = new Map(); // delivery id → { signature, el }
   let endpointUrls = new Map();
+  let paused = false;
+  // New rows not announced yet, and when the last announcement was made.
+  let unannounced = 0;
+  let announcedAt = -Infinity;
 
   const problem = problemSlot();
   const results = h('div', { class: 'log-results' }, loading('Loading deliveries…'));
   const pager = h('nav', { class: 'pager', 'aria-label': 'Delivery pages' });
   const form = filterForm();
-  const root = h('div', { class: 'delivery-log' }, form.el, problem, results, pager);
+  const liveNote = h('span', { class: 'muted', role: 'status' });
+  const liveToggle = h(
+    'button',
+    { type: 'button', 'aria-pressed': 'false', 'data-test': 'live-toggle', onclick: toggleLive },
+    'Pause live updates',
+  );
+  const live = h('div', { class: 'live-control' }, liveToggle, ' ', liveNote);
+  // `data-ticks`: the polling timer's ticks, paused or not (tests wait on it).
+  const root = h('div', { class: 'delivery-log', 'data-ticks': '0' }, form.el, live, problem, results, pager);
 
   start();
   return root;
@@ -111,12 +127,13 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     ]);
     if (urls.status === 'rejected' && urls.reason?.sessionEnded) return;
     await load();
-    ctx.every(POLL_MS, poll);
+    ctx.every(POLL_MS, tick);
   }
 
   /** Reads the current page and draws it. */
   async function load() {
     const mine = ++generation;
+    unannounced = 0;
     busy = true;
     try {
       const page = await api.listDeliveries(
@@ -136,9 +153,22 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     }
   }
 
-  /** The first page again, if it is showing and someone can see it. */
+  /** Pauses or resumes live updates; resuming reads the first page at once. */
+  function toggleLive() {
+    paused = !paused;
+    liveToggle.setAttribute('aria-pressed', String(paused));
+    liveNote.textContent = paused ? 'Live updates paused.' : '';
+    if (!paused) poll();
+  }
+
+  function tick() {
+    root.dataset.ticks = String(Number(root.dataset.ticks) + 1);
+    poll();
+  }
+
+  /** The first page again, if it is showing, live and someone can see it. */
   async function poll() {
-    if (cursor !== null || busy || document.visibilityState !== 'visible') return;
+    if (paused || cursor !== null || busy || document.visibilityState !== 'visible') return;
     const mine = generation;
     busy = true;
     try {
@@ -148,7 +178,12 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       const fresh = page.data.filter((d) => !rows.has(d.id)).length;
       clearProblem(problem);
       draw(page);
-      if (before > 0 && fresh > 0) announce(fresh === 1 ? '1 new delivery' : `${fresh} new deliveries`);
+      if (before > 0) unannounced += fresh;
+      if (unannounced > 0 && Date.now() - announcedAt >= ANNOUNCE_MS) {
+        announce(unannounced === 1 ? '1 new delivery' : `${unannounced} new deliveries`);
+        unannounced = 0;
+        announcedAt = Date.now();
+      }
     } catch (error) {
       if (mine === generation) showProblem(problem, error);
     } finally {
