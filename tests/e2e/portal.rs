@@ -335,6 +335,71 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         })
         .await;
 
+    // Three more are refused: one is replayed from its row in the log, the
+    // other two ticked and replayed together.
+    receiver.script([Reply::status(400), Reply::status(400), Reply::status(400)]);
+    let mut dead = Vec::new();
+    for order in 5..=7 {
+        let id = publish(&app, &app_id, order).await;
+        app.wait_for_delivery_state(&app_id, &id, "dead").await;
+        dead.push(id);
+    }
+    browser
+        .open(&screen(&app, &app_id, "/deliveries?state=dead"))
+        .await;
+    let rows = browser
+        .wait_count("[data-test=delivery-row]", "the three dead", |n| n == 3)
+        .await;
+    let alone = rows[0].attr("data-id").await.unwrap().unwrap();
+    rows[0]
+        .find(fantoccini::Locator::Css("[data-test=delivery-replay-row]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    browser.click("[data-test=confirm-yes]").await;
+    app.wait_for_delivery_state(&app_id, &alone, "succeeded")
+        .await;
+    browser
+        .wait_text("[data-test=replay-note]", "one replayed", |t| {
+            t == "Replayed 1 of 1."
+        })
+        .await;
+    let rows = browser
+        .wait_count("[data-test=delivery-row]", "two still dead", |n| n == 2)
+        .await;
+    for row in &rows {
+        row.find(fantoccini::Locator::Css("[data-test=delivery-select]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+    }
+    browser
+        .wait_text("[data-test=replay-selected]", "two ticked", |t| {
+            t == "Replay selected (2)"
+        })
+        .await;
+    browser
+        .check_accessibility("delivery log (dead, ticked)")
+        .await;
+    browser.click("[data-test=replay-selected]").await;
+    browser.click("[data-test=confirm-yes]").await;
+    for id in dead.iter().filter(|id| **id != alone) {
+        app.wait_for_delivery_state(&app_id, id, "succeeded").await;
+    }
+    browser
+        .wait_text("[data-test=replay-note]", "two replayed", |t| {
+            t == "Replayed 2 of 2."
+        })
+        .await;
+    assert!(
+        dead.contains(&alone),
+        "the row replayed alone was one of the three"
+    );
+
     // The catalog.
     browser.open(&screen(&app, &app_id, "/catalog")).await;
     browser

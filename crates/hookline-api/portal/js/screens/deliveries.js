@@ -12,9 +12,22 @@
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
-import { localInputToRfc3339, relativeTime, rfc3339ToLocalInput } from '../format.js';
+import { dateTime, localInputToRfc3339, relativeTime, rfc3339ToLocalInput } from '../format.js';
 import { hashFor } from '../router.js';
-import { announce, clearProblem, empty, field, loading, problemSlot, select, shortTimeEl, showProblem, stateBadge } from '../ui.js';
+import {
+  announce,
+  clearProblem,
+  confirmAction,
+  empty,
+  field,
+  loading,
+  problemSlot,
+  select,
+  shortTimeEl,
+  showProblem,
+  stateBadge,
+  whileBusy,
+} from '../ui.js';
 import { DEAD_REASONS } from '../words.js';
 
 const PAGE_SIZE = 50;
@@ -109,7 +122,15 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     { type: 'button', 'aria-pressed': 'false', 'data-test': 'live-toggle', onclick: toggleLive },
     'Pause live updates',
   );
-  const live = h('div', { class: 'live-control' }, liveToggle, ' ', liveNote);
+  // Dead deliveries replayed from the log, one (its row's button) or those
+  // ticked (the toolbar's): only for a session that may replay.
+  const canReplay = ctx.can('replay');
+  const chosen = new Set(); // ids of ticked dead rows on this page
+  const replayNote = h('span', { class: 'muted', role: 'status', 'data-test': 'replay-note' });
+  const replayChosen =
+    canReplay &&
+    h('button', { type: 'button', 'data-test': 'replay-selected', 'data-mutating': true, disabled: true, onclick: () => replay([...chosen], replayChosen) }, 'Replay selected');
+  const live = h('div', { class: 'live-control' }, liveToggle, ' ', liveNote, canReplay && [' ', replayChosen, ' ', replayNote]);
   // `data-ticks`: the polling timer's ticks, paused or not (tests wait on it).
   const root = h('div', { class: 'delivery-log', 'data-ticks': '0' }, form.el, live, problem, results, pager);
 
@@ -151,6 +172,43 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     } finally {
       if (mine === generation) busy = false;
     }
+  }
+
+  /** Says how many rows are ticked, on the toolbar's button. */
+  function showChosen() {
+    if (!replayChosen) return;
+    replayChosen.disabled = chosen.size === 0;
+    replayChosen.textContent = chosen.size ? `Replay selected (${chosen.size})` : 'Replay selected';
+  }
+
+  /** Replays `ids` (dead deliveries) after a confirmation, one request each, and reads the page again. */
+  async function replay(ids, button) {
+    if (ids.length === 0) return;
+    const confirmed = await confirmAction({
+      title: ids.length === 1 ? 'Replay this delivery?' : `Replay ${ids.length} deliveries?`,
+      message: 'Hookline sends each event to its endpoint again, now, with the same webhook-id, in a new round of attempts.',
+      yes: 'Replay',
+    });
+    if (!confirmed) return;
+    clearProblem(problem);
+    let replayed = 0;
+    let failure = null;
+    await whileBusy(button, async () => {
+      for (const id of ids) {
+        try {
+          const answer = await api.replayDelivery(id);
+          if (answer?.replayed) replayed += 1;
+        } catch (error) {
+          if (error.sessionEnded) return;
+          failure ??= error;
+        }
+      }
+    });
+    replayNote.textContent = `Replayed ${replayed} of ${ids.length}.`;
+    if (failure) showProblem(problem, failure);
+    chosen.clear();
+    showChosen();
+    await load();
   }
 
   /** Pauses or resumes live updates; resuming reads the first page at once. */
@@ -236,10 +294,13 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       },
     );
     rows = new Map(deliveries.map((d, i) => [d.id, wanted[i]]));
+    const dead = new Set(deliveries.filter((d) => d.state === 'dead').map((d) => d.id));
+    for (const id of chosen) if (!dead.has(id)) chosen.delete(id);
+    showChosen();
   }
 
   function table(tbody) {
-    const columns = ['Time', 'Event', !endpointId && 'Endpoint', 'State', 'Attempts', 'Last attempt', 'Next attempt'].filter(Boolean);
+    const columns = ['Time', 'Event', !endpointId && 'Endpoint', 'State', 'Attempts', 'Last attempt', 'Next attempt', canReplay && 'Replay'].filter(Boolean);
     return h(
       'table',
       { class: 'data responsive deliveries' },
@@ -271,7 +332,28 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       h('td', { 'data-label': 'Attempts' }, String(d.attempts)),
       h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? [lastStatus(d), shortTimeEl(d.last_attempt_at, now)] : h('span', { class: 'muted' }, '—')),
       h('td', { 'data-label': 'Next attempt' }, nextAttempt(d, now)),
+      canReplay && h('td', { 'data-label': 'Replay' }, d.state === 'dead' ? replayControls(d) : h('span', { class: 'muted' }, '—')),
     );
+  }
+
+  /** A dead row's box to tick for "Replay selected", and its own Replay button. */
+  function replayControls(d) {
+    const what = `the ${d.event_type} delivery of ${dateTime(d.created_at)}`;
+    const box = h('input', {
+      type: 'checkbox',
+      'data-test': 'delivery-select',
+      'data-mutating': true,
+      'aria-label': `Select ${what}`,
+      checked: chosen.has(d.id),
+      onchange: () => {
+        if (box.checked) chosen.add(d.id);
+        else chosen.delete(d.id);
+        showChosen();
+      },
+    });
+    const button = h('button', { type: 'button', 'data-test': 'delivery-replay-row', 'data-mutating': true, 'aria-label': `Replay ${what}` }, 'Replay');
+    button.addEventListener('click', () => replay([d.id], button));
+    return h('span', { class: 'row-actions' }, box, ' ', button);
   }
 
   /** What the newest attempt got: its HTTP status, or "no answer" (a timeout, a refused connection). */
@@ -299,6 +381,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
 
   function go(to) {
     cursor = to;
+    chosen.clear();
     // A new page is drawn from scratch (no merging across pages).
     replace(results, loading('Loading deliveries…'));
     load();
