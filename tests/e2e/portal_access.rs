@@ -225,6 +225,9 @@ async fn a_session_signs_out_and_its_key_stops_working(engine: Engine) {
     let backend = backend["key"].as_str().unwrap();
     assert_eq!(call(backend, Method::DELETE, "/portal/session").await, 404);
     assert_eq!(call(backend, Method::GET, &endpoints).await, 200);
+    // Nor is the admin key (the test client's own).
+    app.call(Method::DELETE, "/portal/session", None, 404).await;
+    app.call(Method::GET, "/v1/apps", None, 200).await;
     let keyless = app
         .http
         .delete(format!("{}/portal/session", app.base))

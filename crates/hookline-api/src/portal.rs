@@ -304,27 +304,32 @@ pub(crate) async fn session(
 }
 
 /// `DELETE /portal/session`: signs out the portal session whose key is the
-/// bearer: its key stops working at once (on other nodes within their key
-/// cache's lifetime). Idempotent: 204 whenever no session is left under the
-/// bearer (none given, or one already spent or expired). A live key that is
-/// not a portal session's is not ended by this (404): a backend's app key is
-/// revoked by an admin.
+/// bearer: its key stops working at once on this process, and on others
+/// within their key cache's lifetime (60 s). Idempotent: 204 whenever no
+/// session is left under the bearer (none given, or one already spent or
+/// expired). A live key that is not a portal session's is not ended by this
+/// (404): a backend's app key is revoked by an admin.
 pub(crate) async fn sign_out(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> ApiResult<StatusCode> {
-    let Ok(Caller(scope, hash)) = crate::auth::authenticate(&state, &headers).await else {
-        return Ok(StatusCode::NO_CONTENT);
+    let hash = match crate::auth::authenticate(&state, &headers).await {
+        Ok(Caller(_, hash)) => hash,
+        Err(ApiError::Unauthorized(_)) => return Ok(StatusCode::NO_CONTENT),
+        Err(error) => return Err(error),
     };
+    // Whatever follows, this process stops trusting its cached copy.
+    state.keys.remove(&hash);
     let Some(key) = state.store.apps().find_api_key(&hash).await? else {
         return Ok(StatusCode::NO_CONTENT);
     };
     let is_session =
-        key.name == hookline_store::SESSION_KEY_NAME && matches!(scope, KeyScope::App { .. });
+        key.name == hookline_store::SESSION_KEY_NAME && matches!(key.scope, KeyScope::App { .. });
     if !is_session {
         return Err(ApiError::NotFound("portal session"));
     }
     state.store.apps().revoke_api_key(&key.id).await?;
+    // A request that read the key before the revoke may have cached it again.
     state.keys.remove(&hash);
     Ok(StatusCode::NO_CONTENT)
 }

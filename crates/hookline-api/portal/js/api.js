@@ -134,6 +134,11 @@ export const exchangeCode = (code) => request('POST', '/portal/session', { body:
 /** `DELETE /portal/session`: signs this session out; its key stops working. */
 export const signOut = () => request('DELETE', '/portal/session');
 
+/** No request after this one sends the session's key (signed out). */
+export function forget() {
+  client.ended = true;
+}
+
 export const getApp = (options) => request('GET', appPath(), options);
 
 export const listEndpoints = (query, options) => request('GET', appPath('endpoints'), { ...options, query });

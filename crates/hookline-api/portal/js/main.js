@@ -16,7 +16,7 @@ import * as session from './session.js';
 import { applyBranding, portalName } from './branding.js';
 import { createRouter } from './router.js';
 import { h } from './dom.js';
-import { announce, errorPage } from './ui.js';
+import { announce, errorPage, whileBusy } from './ui.js';
 import { endpointsScreen } from './screens/endpoints.js';
 import { endpointScreen } from './screens/endpoint.js';
 import { deliveriesScreen } from './screens/deliveries.js';
@@ -37,6 +37,7 @@ const LINK_PROBLEMS = {
 const view = document.getElementById('view');
 let app = null;
 let appKey = null;
+let signedOut = false;
 let router = null;
 let stopExpiryTimer = () => {};
 
@@ -112,6 +113,8 @@ async function signIn(appKey, code) {
 
 /** The session is over (expired, or a 401: revoked): forget it and say so. */
 function endSession(appKey, problem) {
+  // A request still under way when the customer signed out ends like this too.
+  if (signedOut) return;
   session.clear(appKey);
   stopExpiryTimer();
   router?.stop();
@@ -123,9 +126,9 @@ function endSession(appKey, problem) {
 }
 
 /** Ends this session on the server (its key stops working), then forgets it here. */
-async function signOut() {
+async function signOut(event) {
   try {
-    await api.signOut();
+    await whileBusy(event.currentTarget, () => api.signOut());
   } catch (problem) {
     // A session already over is signed out all the same; anything else is said, and nothing is forgotten.
     if (!problem.sessionEnded) {
@@ -133,12 +136,14 @@ async function signOut() {
       return;
     }
   }
+  signedOut = true;
+  api.forget();
   session.clear(appKey);
   stopExpiryTimer();
   router?.stop();
   showPage({
     heading: 'You are signed out',
-    detail: 'This session has ended, and its key no longer works.',
+    detail: 'This session has ended.',
     advice: 'To come back, open the portal through a new link from your provider.',
   });
 }

@@ -126,7 +126,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   // ticked (the toolbar's): only for a session that may replay.
   const canReplay = ctx.can('replay');
   const chosen = new Set(); // ids of ticked dead rows on this page
-  const replayNote = h('span', { class: 'muted', role: 'status', 'data-test': 'replay-note' });
+  const replayNote = h('span', { class: 'muted', role: 'status', tabindex: '-1', 'data-test': 'replay-note' });
   const replayChosen =
     canReplay &&
     h('button', { type: 'button', 'data-test': 'replay-selected', 'data-mutating': true, disabled: true, onclick: () => replay([...chosen], replayChosen) }, 'Replay selected');
@@ -168,6 +168,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       if (mine !== generation) return;
       results.replaceChildren();
       pager.replaceChildren();
+      forgetChosen();
       showProblem(problem, error);
     } finally {
       if (mine === generation) busy = false;
@@ -179,6 +180,15 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     if (!replayChosen) return;
     replayChosen.disabled = chosen.size === 0;
     replayChosen.textContent = chosen.size ? `Replay selected (${chosen.size})` : 'Replay selected';
+    for (const box of results.querySelectorAll('[data-test=delivery-select]')) {
+      box.checked = chosen.has(box.closest('tr').dataset.id);
+    }
+  }
+
+  /** Forgets every ticked row (nothing of them is on screen any more). */
+  function forgetChosen() {
+    chosen.clear();
+    showChosen();
   }
 
   /** Replays `ids` (dead deliveries) after a confirmation, one request each, and reads the page again. */
@@ -204,11 +214,16 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
         }
       }
     });
-    replayNote.textContent = `Replayed ${replayed} of ${ids.length}.`;
-    if (failure) showProblem(problem, failure);
-    chosen.clear();
-    showChosen();
+    // Emptied first, so the same words twice are announced twice.
+    replayNote.textContent = '';
+    setTimeout(() => {
+      replayNote.textContent = `Replayed ${replayed} of ${ids.length}.`;
+    }, 50);
+    for (const id of ids) chosen.delete(id);
     await load();
+    if (failure) showProblem(problem, failure);
+    // The replayed rows may be gone from this view: the outcome holds the focus.
+    replayNote.focus();
   }
 
   /** Pauses or resumes live updates; resuming reads the first page at once. */
@@ -253,6 +268,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     drawPager(page.next_cursor);
     if (page.data.length === 0) {
       rows = new Map();
+      forgetChosen();
       const filtered = FILTERS.some((name) => name !== 'endpoint_id' && current[name]);
       replace(results, empty(filtered ? 'No deliveries match these filters.' : 'No deliveries yet.'));
       return;
@@ -338,7 +354,8 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
 
   /** A dead row's box to tick for "Replay selected", and its own Replay button. */
   function replayControls(d) {
-    const what = `the ${d.event_type} delivery of ${dateTime(d.created_at)}`;
+    const to = endpointId ? '' : ` to ${endpointUrls.get(d.endpoint_id) ?? d.endpoint_id}`;
+    const what = `the ${d.event_type} delivery of ${dateTime(d.created_at)}${to}`;
     const box = h('input', {
       type: 'checkbox',
       'data-test': 'delivery-select',
