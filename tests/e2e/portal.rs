@@ -545,6 +545,21 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
             .check_accessibility(&format!("{route} (read-only, phone)"))
             .await;
         if route == "/deliveries" {
+            // On a phone the filters fold away and the log starts on the first screen.
+            let (open, top, screen_height) = (
+                browser
+                    .run("return document.querySelector('[data-test=filters]').open;")
+                    .await,
+                browser
+                    .run("return document.querySelector('[data-test=delivery-row]').getBoundingClientRect().top;")
+                    .await,
+                browser.run("return window.innerHeight;").await,
+            );
+            assert_eq!(open, json!(false), "the filters are folded");
+            assert!(
+                top.as_f64().unwrap() < screen_height.as_f64().unwrap(),
+                "the first row is on the first screen: {top} of {screen_height}"
+            );
             browser.screenshot("deliveries-phone").await;
         }
     }

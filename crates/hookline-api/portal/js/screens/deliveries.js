@@ -441,7 +441,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       event_id: eventId.value.trim(),
     });
 
-    const el = h(
+    const form = h(
       'form',
       { class: 'filters', role: 'search', 'aria-label': 'Filter deliveries' },
       h(
@@ -463,16 +463,34 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
         h('button', { type: 'button', onclick: clear }, 'Clear filters'),
       ),
     );
-    el.addEventListener('submit', (event) => {
+    form.addEventListener('submit', (event) => {
       event.preventDefault();
       apply(read());
+      showActive();
     });
 
+    // The filters fold away: open on a wide screen or when some are set,
+    // folded on a phone, so the log is on the first screen.
+    const summary = h('summary', { 'data-test': 'filters-summary' });
+    const el = h('details', { class: 'filter-panel', 'data-test': 'filters' }, summary, form);
+    el.open = window.matchMedia('(min-width: 48rem)').matches || activeCount() > 0;
+    showActive();
+
+    function activeCount() {
+      return FILTERS.filter((name) => name !== 'since' && name !== 'until' && !(endpointId && name === 'endpoint_id') && current[name]).length;
+    }
+
+    function showActive() {
+      const n = activeCount();
+      summary.textContent = n ? `Filters (${n} set)` : 'Filters';
+    }
+
     function clear() {
-      el.reset();
+      form.reset();
       for (const control of [state, eventType, endpoint, status, range, since, until, eventId]) control.value = '';
       custom.hidden = true;
       apply(read());
+      showActive();
     }
 
     return {
