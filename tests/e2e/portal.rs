@@ -354,13 +354,11 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         .wait_count("[data-test=delivery-row]", "the three dead", |n| n == 3)
         .await;
     let alone = rows[0].attr("data-id").await.unwrap().unwrap();
-    rows[0]
-        .find(fantoccini::Locator::Css("[data-test=delivery-replay-row]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    browser
+        .click(&format!(
+            "tr[data-id=\"{alone}\"] [data-test=delivery-replay-row]"
+        ))
+        .await;
     browser.click("[data-test=confirm-yes]").await;
     app.wait_for_delivery_state(&app_id, &alone, "succeeded")
         .await;

@@ -718,31 +718,27 @@ async fn a_publish_goes_where_the_endpoints_say_now_whoever_changed_them(engine:
 async fn a_uid_names_the_app_that_holds_it_now(engine: Engine) {
     let (store, _db) = open(engine).await;
     let first = app_with_an_endpoint(&store).await;
-    let uid = |uid: &str| AppPatch {
-        uid: Some(Some(uid.into())),
-        ..Default::default()
+    let give_uid = |app: AppId, uid: &'static str, at: Timestamp| {
+        let store = store.clone();
+        async move {
+            let patch = AppPatch {
+                uid: Some(Some(uid.into())),
+                ..Default::default()
+            };
+            store
+                .apps()
+                .update_app(&app, patch, at)
+                .await
+                .unwrap()
+                .unwrap();
+        }
     };
-    store
-        .apps()
-        .update_app(&first, uid("acme"), t(1))
-        .await
-        .unwrap()
-        .unwrap();
+    give_uid(first.clone(), "acme", t(1)).await;
     let found = store.events().app_snapshot("acme").await.unwrap().unwrap();
     assert_eq!(found.app.id, first);
-    store
-        .apps()
-        .update_app(&first, uid("acme-old"), t(2))
-        .await
-        .unwrap()
-        .unwrap();
+    give_uid(first.clone(), "acme-old", t(2)).await;
     let second = app_with_an_endpoint(&store).await;
-    store
-        .apps()
-        .update_app(&second, uid("acme"), t(3))
-        .await
-        .unwrap()
-        .unwrap();
+    give_uid(second.clone(), "acme", t(3)).await;
     let found = store.events().app_snapshot("acme").await.unwrap().unwrap();
     assert_eq!(found.app.id, second, "the uid's app now, not the one kept");
     let found = store

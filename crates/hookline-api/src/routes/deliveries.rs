@@ -3,8 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use hookline_core::ids::AppId;
-use hookline_core::ids::{AttemptId, DeliveryId, EndpointId, EventId};
+use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_store::{Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, StateFilter};
 
 use super::{

@@ -234,6 +234,11 @@ fn batch_item(stored: &StoredResponse, replayed: bool) -> serde_json::Value {
 /// The answer to a publish (and, the same again, to each replay of its key),
 /// with what the event type catalog found wrong, if anything.
 pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> StoredResponse {
+    // Just written: its event's type, no attempt yet.
+    let facts = hookline_store::DeliveryFacts {
+        event_type: published.event.event_type.clone(),
+        last_status: None,
+    };
     let view = PublishedView {
         warnings: warnings.to_vec(),
         id: published.event.id.to_string(),
@@ -241,17 +246,10 @@ pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> S
         ordering_key: published.event.ordering_key.clone(),
         sequence: published.event.sequence,
         created_at: published.event.created_at,
-        // Just written: no attempt yet.
         deliveries: published
             .deliveries
             .iter()
-            .map(|d| {
-                let facts = hookline_store::DeliveryFacts {
-                    event_type: published.event.event_type.clone(),
-                    last_status: None,
-                };
-                crate::views::delivery(d, &facts)
-            })
+            .map(|d| crate::views::delivery(d, &facts))
             .collect(),
     };
     StoredResponse {
