@@ -168,6 +168,29 @@ async fn an_open_breaker_probes_at_the_end_of_its_cool_down_on_the_servers_clock
         probe_at.to_rfc3339(),
         "the retry waits for the probe"
     );
+    let why = &waiting["explanation"];
+    assert_eq!(
+        (
+            &why["code"],
+            &why["action"],
+            &why["next_attempt_at"],
+            &why["status"]
+        ),
+        (
+            &json!("breaker_open"),
+            &json!("fix_endpoint"),
+            &json!(probe_at.to_rfc3339()),
+            &json!(503)
+        ),
+        "{why}"
+    );
+    assert!(
+        why["message"]
+            .as_str()
+            .unwrap()
+            .contains("circuit breaker is open"),
+        "{why}"
+    );
 
     for short_by in [2, 1] {
         turn_at(&app, &clock, probe_at - Duration::from_millis(short_by)).await;

@@ -186,6 +186,36 @@ async fn server_errors_are_retried_until_success_with_the_same_webhook_id(engine
         [(500, "retry"), (500, "retry"), (200, "delivered")]
     );
     assert!(attempts[0]["next_attempt_at"].is_string());
+    // Each attempt says what it meant against the deployment's 5 attempts,
+    // and the delivery how it ended.
+    let meant: Vec<_> = attempts
+        .iter()
+        .map(|a| {
+            let why = &a["explanation"];
+            (
+                why["code"].as_str().unwrap(),
+                why["retries_left"].as_u64().unwrap(),
+                why["max_attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        meant,
+        [
+            ("server_error", 4, 5),
+            ("server_error", 3, 5),
+            ("delivered", 0, 5)
+        ]
+    );
+    assert_eq!(
+        attempts[1]["explanation"]["message"],
+        "Your endpoint answered 500 Internal Server Error. Hookline tries again: attempt 3 of 5 is scheduled."
+    );
+    assert_eq!(delivery["explanation"]["code"], "delivered");
+    assert_eq!(
+        delivery["explanation"]["message"],
+        "Delivered on attempt 3, after 2 failed attempts."
+    );
 }
 
 async fn client_error_goes_to_the_dlq_after_one_attempt(engine: Engine) {
@@ -206,6 +236,29 @@ async fn client_error_goes_to_the_dlq_after_one_attempt(engine: Engine) {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["id"], delivery_id.as_str());
     assert_eq!(entries[0]["dead_reason"], "client_error");
+    // The DLQ says why, and what to do, as the delivery does.
+    for why in [&entries[0]["explanation"], &delivery["explanation"]] {
+        assert_eq!(
+            (
+                &why["code"],
+                &why["action"],
+                &why["status"],
+                &why["retries_left"]
+            ),
+            (
+                &json!("client_error_no_retry"),
+                &json!("fix_then_replay"),
+                &json!(404),
+                &json!(0)
+            ),
+            "{why}"
+        );
+        let message = why["message"].as_str().unwrap();
+        assert!(
+            message.contains("404 Not Found") && message.contains("then replay"),
+            "{message}"
+        );
+    }
 }
 
 /// A receiver may answer anything: NUL (which PostgreSQL's text cannot hold) and
@@ -250,6 +303,12 @@ async fn too_many_requests_honours_retry_after(engine: Engine) {
         gap >= Duration::from_millis(1990),
         "second attempt came after {gap:?}, sooner than 2 s"
     );
+    let asked = &app.attempts(&app_id, &delivery_id).await[0]["explanation"];
+    assert_eq!(
+        (&asked["code"], &asked["action"], &asked["retry_after"]),
+        (&json!("rate_limited"), &json!("wait"), &json!("2")),
+        "{asked}"
+    );
 }
 
 async fn slow_response_times_out_and_is_retried(engine: Engine) {
@@ -271,6 +330,8 @@ async fn slow_response_times_out_and_is_retried(engine: Engine) {
     assert_eq!(attempts[0]["verdict"], "retry");
     assert!(attempts[0]["status_code"].is_null());
     assert_eq!(attempts[1]["verdict"], "delivered");
+    assert_eq!(attempts[0]["explanation"]["code"], "timeout");
+    assert_eq!(attempts[1]["explanation"]["code"], "delivered");
 }
 
 async fn exhausted_retries_dead_letter_with_reason(engine: Engine) {
@@ -289,6 +350,28 @@ async fn exhausted_retries_dead_letter_with_reason(engine: Engine) {
     assert_eq!(receiver.requests().len(), 3);
     let attempts = app.attempts(&app_id, &delivery_id).await;
     assert_eq!(attempts.last().unwrap()["dead_reason"], "retries_exhausted");
+    // Out of attempts, not of time: the deployment's 3, counted by the API too.
+    let why = &delivery["explanation"];
+    assert_eq!(
+        (
+            &why["code"],
+            &why["attempts"],
+            &why["max_attempts"],
+            &why["action"]
+        ),
+        (
+            &json!("max_attempts"),
+            &json!(3),
+            &json!(3),
+            &json!("fix_then_replay")
+        ),
+        "{why}"
+    );
+    assert_eq!(
+        why["message"],
+        "Hookline gave up after 3 of 3 attempts. The last attempt got 503 Service Unavailable from your endpoint. Fix the endpoint, then replay."
+    );
+    assert_eq!(attempts.last().unwrap()["explanation"], *why);
 
     // A per-endpoint override wins over the deployment default.
     let strict = Receiver::start().await;
@@ -303,6 +386,13 @@ async fn exhausted_retries_dead_letter_with_reason(engine: Engine) {
     assert_eq!(
         (delivery["attempts"].as_u64(), strict.requests().len()),
         (Some(1), 1)
+    );
+    assert_eq!(
+        (
+            &delivery["explanation"]["code"],
+            &delivery["explanation"]["max_attempts"]
+        ),
+        (&json!("max_attempts"), &json!(1))
     );
 }
 
@@ -419,6 +509,13 @@ async fn gone_disables_the_endpoint(engine: Engine) {
         .wait_for_delivery_state(&app_id, &delivery_id, "dead")
         .await;
     assert_eq!(delivery["dead_reason"], "gone");
+    assert_eq!(
+        (
+            &delivery["explanation"]["code"],
+            &delivery["explanation"]["action"]
+        ),
+        (&json!("gone"), &json!("enable_then_replay"))
+    );
     let endpoint = app
         .get(&format!(
             "/v1/apps/{app_id}/endpoints/{}",

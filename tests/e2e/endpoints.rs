@@ -246,6 +246,11 @@ async fn a_paused_endpoint_holds_new_deliveries_until_it_is_resumed(engine: Engi
             (json!("pending"), json!(true)),
             "{view}"
         );
+        assert_eq!(
+            (&view["explanation"]["code"], &view["explanation"]["action"]),
+            (&json!("endpoint_paused"), &json!("resume")),
+            "{view}"
+        );
     }
     let parked: Value = app
         .get(&format!("/v1/apps/{app_id}/deliveries?state=parked"))

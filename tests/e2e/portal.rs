@@ -326,6 +326,17 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         attempt_text.contains("missing field customer"),
         "{attempt_text}"
     );
+    // The attempt says what it meant, in the server's words.
+    let meant = browser
+        .wait_for("[data-test=attempt-explanation]")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        meant.contains("400 Bad Request") && meant.contains("does not retry"),
+        "{meant}"
+    );
     browser.check_accessibility("delivery (dead)").await;
     browser.screenshot("delivery-light").await;
     browser.click("[data-test=delivery-replay]").await;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hookline_core::access::{Capabilities, Capability};
-use hookline_core::breaker::{BreakerPolicy, Signal};
+use hookline_core::breaker::{BreakerPolicy, BreakerState, Signal};
 use hookline_core::ids::{AppId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{
     AttemptVerdict, DeadReason, DeliveryState, ReplayJobState, TransportError,
@@ -3025,7 +3025,10 @@ async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(en
             let f = &facts[&d.id];
             (
                 d.event_id.to_string(),
-                (f.event_type.clone(), f.last_status),
+                (
+                    f.event_type.clone(),
+                    f.newest.as_ref().and_then(|a| a.status_code),
+                ),
             )
         })
         .collect();
@@ -3042,6 +3045,25 @@ async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(en
         ])
     );
     assert_eq!(facts.len(), 4, "the other app's delivery is not answered");
+    // The newest attempt is the whole attempt, of either half (the timed-out
+    // delivery's second is an `attempts` row, the others' first is in theirs).
+    let newest = |event: &EventId| {
+        let d = listed.iter().find(|d| d.event_id == *event).unwrap();
+        facts[&d.id].newest.clone()
+    };
+    let late = newest(&timed_out).unwrap();
+    assert_eq!(
+        (late.attempt_number, late.error_kind, late.status_code),
+        (2, Some(TransportError::Timeout), None)
+    );
+    assert_eq!(newest(&ok).unwrap().verdict, AttemptVerdict::Delivered);
+    assert_eq!(newest(&waiting), None);
+    // The endpoint's gate comes along: enabled, not paused, breaker closed.
+    for d in &listed {
+        let gate = facts[&d.id].endpoint.as_ref().expect("the endpoint exists");
+        assert!(gate.enabled && !gate.paused, "{gate:?}");
+        assert_eq!(gate.breaker.state, BreakerState::Closed);
+    }
     assert!(store
         .listings()
         .delivery_facts(&app, &[])

@@ -33,6 +33,7 @@ pub use routes::{list as route_list, Route};
 use std::sync::Arc;
 
 use axum::Router;
+use hookline_core::retry::RetryPolicy;
 use hookline_core::time::Clock;
 use hookline_store::Store;
 
@@ -67,6 +68,9 @@ pub struct ApiConfig {
     /// The dispatcher of this process, if publishes hand it the fresh
     /// deliveries it can send at once (the binary wires it).
     pub handoff: Option<Arc<publish::DispatchHandoff>>,
+    /// The deployment's retry policy (endpoints override parts of it): what
+    /// explanations count attempts and the retry window against.
+    pub retry: RetryPolicy,
 }
 
 impl Default for ApiConfig {
@@ -81,6 +85,7 @@ impl Default for ApiConfig {
             public_url: "http://127.0.0.1:8080".into(),
             rate_limit: None,
             handoff: None,
+            retry: RetryPolicy::default(),
         }
     }
 }

@@ -39,7 +39,6 @@ const FILES: &[(&str, &[u8])] = files![
     "js/branding.js",
     "js/chart.js",
     "js/dom.js",
-    "js/explain.js",
     "js/format.js",
     "js/main.js",
     "js/router.js",

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use hookline_core::explain;
 use hookline_core::model::{request_headers, DeliveryState, RequestParts};
+use hookline_core::retry::RetryPolicy;
 use hookline_store::{
     ApiKey, App, Attempt, Delivery, DeliveryFacts, Endpoint, EndpointHealth, Event, EventType,
     KeyScope, ReplayJob, PARKED,
@@ -77,25 +79,73 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
 }
 
 /// A delivery as the API shows it: its row, and what
-/// [`hookline_store::Listings::delivery_facts`] read beside it.
-pub(crate) fn delivery(d: &Delivery, facts: &DeliveryFacts) -> DeliveryView {
+/// [`hookline_store::Listings::delivery_facts`] read beside it (`None`: only
+/// its event's type, as in a publish's answer, which goes without an explanation).
+pub(crate) fn delivery(
+    d: &Delivery,
+    event_type: &str,
+    facts: Option<(&DeliveryFacts, &RetryPolicy)>,
+) -> DeliveryView {
+    let parked = d.state == DeliveryState::Pending && d.due_at == PARKED;
+    let next_attempt_at = (d.state == DeliveryState::Pending && !parked).then_some(d.due_at);
+    let newest = facts.and_then(|(f, _)| f.newest.as_ref());
     DeliveryView {
         id: d.id.to_string(),
         event_id: d.event_id.to_string(),
-        event_type: facts.event_type.clone(),
+        event_type: event_type.to_owned(),
         endpoint_id: d.endpoint_id.to_string(),
         state: d.state,
         ordering_key: d.ordering_key.clone(),
         sequence: d.sequence,
         attempts: d.attempts,
-        next_attempt_at: (d.state == DeliveryState::Pending && d.due_at != PARKED)
-            .then_some(d.due_at),
-        parked: d.state == DeliveryState::Pending && d.due_at == PARKED,
+        next_attempt_at,
+        parked,
         last_attempt_at: d.last_attempt_at,
-        last_status: facts.last_status,
+        last_status: newest.and_then(|a| a.status_code),
         dead_reason: d.dead_reason,
         dead_at: d.dead_at,
         created_at: d.created_at,
+        explanation: facts.map(|(f, defaults)| {
+            explain::delivery(&explain::DeliveryFacts {
+                state: d.state,
+                parked,
+                attempts: d.attempts,
+                next_attempt_at,
+                dead_reason: d.dead_reason,
+                ordering_key: d.ordering_key.as_deref(),
+                newest: newest.map(attempt_facts),
+                endpoint: f.endpoint.as_ref().map(|e| explain::EndpointFacts {
+                    enabled: e.enabled,
+                    paused: e.paused,
+                    disabled_reason: e.disabled_reason.as_deref(),
+                    breaker: e.breaker.state,
+                    consecutive_failures: e.breaker.consecutive_failures,
+                    next_probe_at: e.breaker.next_probe_at,
+                }),
+                policy: f
+                    .endpoint
+                    .as_ref()
+                    .map_or(*defaults, |e| e.retry.apply(*defaults)),
+            })
+        }),
+    }
+}
+
+/// What an explanation reads of an attempt.
+fn attempt_facts(a: &Attempt) -> explain::AttemptFacts<'_> {
+    explain::AttemptFacts {
+        number: a.attempt_number,
+        status: a.status_code,
+        error_kind: a.error_kind,
+        retry_after: a
+            .response_headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("retry-after"))
+            .map(|(_, value)| value.as_str()),
+        verdict: a.verdict,
+        next_attempt_at: a.next_attempt_at,
+        dead_reason: a.dead_reason,
+        trigger: a.trigger,
     }
 }
 
@@ -130,8 +180,10 @@ fn header_object(headers: &[(String, String)]) -> BTreeMap<String, String> {
     object
 }
 
-pub(crate) fn attempt(a: &Attempt) -> AttemptView {
+/// An attempt, explained under the retry policy its endpoint follows.
+pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy) -> AttemptView {
     AttemptView {
+        explanation: explain::attempt(&attempt_facts(a), policy),
         id: a.id.to_string(),
         delivery_id: a.delivery_id.to_string(),
         endpoint_id: a.endpoint_id.to_string(),

@@ -13,6 +13,7 @@
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
 //! - [`event_types`]: event type names and the patterns endpoints subscribe with.
 //! - [`filter`]: payload filters: which events an endpoint receives, by what their payload says.
+//! - [`explain`]: why a delivery is where it is, and what an attempt meant, as a code, an action and a sentence.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
 //! - [`claim`]: a claim as pure decisions: lane shares, rooms, and the plan for its rows.
@@ -44,6 +45,7 @@ pub mod cursor;
 pub mod custom_headers;
 pub mod destination;
 pub mod event_types;
+pub mod explain;
 pub mod filter;
 pub mod fingerprint;
 pub mod ids;

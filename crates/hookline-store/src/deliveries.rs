@@ -10,10 +10,11 @@ use hookline_core::retry::{new_round as new_round_at, Round};
 use hookline_core::time::Timestamp;
 
 use crate::claim::lane_predicate;
+use crate::endpoints::{breaker_from_row, retry_from_row, BREAKER_COLUMNS};
 use crate::fanout::{self, NEXT_DUE_FANOUT, RELEASE_FANOUT};
 use crate::listing::{Arg, Filters};
 use crate::records::{
-    Attempt, AttemptFilter, Delivery, DeliveryFacts, DeliveryFilter, DlqFilter, Page,
+    Attempt, AttemptFilter, Delivery, DeliveryFacts, DeliveryFilter, DlqFilter, EndpointGate, Page,
     ReplayOutcome, SentRequest, StateFilter,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
@@ -488,26 +489,59 @@ const NEWEST_STATUS: &str =
      WHERE a.delivery_id = d.id UNION ALL SELECT d.first_attempt_id, d.first_status \
      WHERE d.first_attempt_id IS NOT NULL) l ORDER BY l.id DESC LIMIT 1)";
 
-/// A batch of an app's deliveries (`$2…`: id, event id) with their event's
-/// type and their newest attempt's status; a delivery without a row (a
-/// `fanout` target, never attempted) has no status.
+/// A batch of an app's deliveries (`$2…`: id, event id, endpoint id) with
+/// their event's type, their newest attempt's id, and their endpoint's
+/// switches, breaker and retry settings; a delivery without a row (a `fanout`
+/// target, never attempted) has no attempt.
 static FACTS: Sql = Sql::new(|engine| {
-    let batch = engine.rows(2, &[("id", Kind::Text), ("event_id", Kind::Text)]);
+    let batch = engine.rows(
+        2,
+        &[
+            ("id", Kind::Text),
+            ("event_id", Kind::Text),
+            ("endpoint_id", Kind::Text),
+        ],
+    );
+    let breaker: Vec<String> = BREAKER_COLUMNS
+        .split(',')
+        .map(|c| format!("en.{}", c.trim()))
+        .collect();
     // The events by key, one probe per value (see `Engine::probes`); the
     // row only if it is this app's, of this event.
     format!(
         "SELECT v.id, e.event_type, \
-           (SELECT {NEWEST_STATUS} FROM deliveries d \
-            WHERE d.id = v.id AND d.app_id = $1 AND d.event_id = v.event_id) AS last_status \
-         FROM {batch} JOIN events e ON e.id = v.event_id WHERE e.app_id = $1 AND {}",
+           (SELECT {NEWEST_ID} FROM deliveries d \
+            WHERE d.id = v.id AND d.app_id = $1 AND d.event_id = v.event_id) AS newest_id, \
+           en.id AS endpoint_found, en.enabled, en.paused, en.disabled_reason, en.retry_base_ms, \
+           en.retry_cap_ms, en.max_attempts, en.max_age_secs, {} \
+         FROM {batch} JOIN events e ON e.id = v.event_id \
+         LEFT JOIN endpoints en ON en.id = v.endpoint_id AND en.app_id = $1 \
+         WHERE e.app_id = $1 AND {}",
+        breaker.join(", "),
         engine.probes("e.id", 3)
     )
 });
 
+/// The id of delivery `d`'s newest attempt, of either half (see [`every_attempt`]).
+const NEWEST_ID: &str =
+    "(SELECT l.id FROM (SELECT a.id FROM attempts a WHERE a.delivery_id = d.id UNION ALL \
+     SELECT d.first_attempt_id WHERE d.first_attempt_id IS NOT NULL) l ORDER BY l.id DESC LIMIT 1)";
+
+/// An app's attempts by id (`$2`), from either half, each half probed by its
+/// own index (`attempts`' key, `deliveries_first_attempt`).
+static ATTEMPTS_BY_ID: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT {ATTEMPT_COLUMNS}, app_id FROM attempts WHERE app_id = $1 AND {} \
+         UNION ALL SELECT {FIRST_ATTEMPT_COLUMNS} FROM deliveries WHERE app_id = $1 AND {}",
+        engine.in_batch("id", 2),
+        engine.in_batch("first_attempt_id", 2)
+    )
+});
+
 impl Listings<'_> {
-    /// Each of `deliveries`' event type and newest status, by id: what a
-    /// delivery's view shows beside its row. A delivery whose event is gone
-    /// (retention ran since it was read) is not in the map.
+    /// Each of `deliveries`' event type, newest attempt and endpoint gate, by
+    /// id: what a delivery's view shows beside its row. A delivery whose
+    /// event is gone (retention ran since it was read) is not in the map.
     #[tracing::instrument(skip_all, fields(app = %app, n = deliveries.len()))]
     pub async fn delivery_facts(
         &self,
@@ -519,22 +553,58 @@ impl Listings<'_> {
         }
         let batch = Batch::default()
             .text(deliveries.iter().map(|d| Some(d.id.as_str())))
-            .text(deliveries.iter().map(|d| Some(d.event_id.as_str())));
+            .text(deliveries.iter().map(|d| Some(d.event_id.as_str())))
+            .text(deliveries.iter().map(|d| Some(d.endpoint_id.as_str())));
         let engine = self.engine;
-        engine
+        let rows = engine
             .query(FACTS.text(engine))
             .bind(app.as_str())
             .bind_batch(batch)
             .fetch_all(&self.reader)
-            .await?
+            .await?;
+        let newest_ids: Vec<String> = rows
             .iter()
+            .map(|row| row.try_get::<Option<String>, _>("newest_id"))
+            .collect::<std::result::Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        let mut newest: HashMap<DeliveryId, Attempt> = if newest_ids.is_empty() {
+            HashMap::new()
+        } else {
+            engine
+                .query(ATTEMPTS_BY_ID.text(engine))
+                .bind(app.as_str())
+                .bind_batch(Batch::default().text(newest_ids.iter().map(|id| Some(id.as_str()))))
+                .fetch_all(&self.reader)
+                .await?
+                .iter()
+                .map(|row| {
+                    let (attempt, _) = attempt_from_row(row)?;
+                    Ok((attempt.delivery_id.clone(), attempt))
+                })
+                .collect::<Result<_>>()?
+        };
+        rows.iter()
             .map(|row| {
-                let status: Option<i64> = row.try_get("last_status")?;
+                let id: DeliveryId = parse_column(row, "id")?;
+                let found: Option<String> = row.try_get("endpoint_found")?;
+                let endpoint = match found {
+                    None => None,
+                    Some(_) => Some(EndpointGate {
+                        enabled: row.try_get("enabled")?,
+                        paused: row.try_get("paused")?,
+                        disabled_reason: row.try_get("disabled_reason")?,
+                        breaker: breaker_from_row(row)?,
+                        retry: retry_from_row(row)?,
+                    }),
+                };
                 Ok((
-                    parse_column(row, "id")?,
+                    id.clone(),
                     DeliveryFacts {
                         event_type: row.try_get("event_type")?,
-                        last_status: status.and_then(|s| u16::try_from(s).ok()),
+                        newest: newest.remove(&id),
+                        endpoint,
                     },
                 ))
             })

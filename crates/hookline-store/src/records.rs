@@ -246,14 +246,29 @@ pub struct Delivery {
 }
 
 /// What a delivery's view shows beside its own row
-/// ([`Listings::delivery_facts`](crate::Listings::delivery_facts)).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// ([`Listings::delivery_facts`](crate::Listings::delivery_facts)): what it
+/// is, and what its explanation (`hookline_core::explain`) reads.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DeliveryFacts {
     /// Its event's type.
     pub event_type: String,
-    /// The HTTP status its newest attempt got: `None` before any attempt, or
-    /// when the newest got no answer (a timeout, a refused connection).
-    pub last_status: Option<u16>,
+    /// Its newest attempt, of any round: `None` before any attempt. Its
+    /// `status_code` is the delivery's last status (`None` also when the
+    /// newest got no answer: a timeout, a refused connection).
+    pub newest: Option<Attempt>,
+    /// Its endpoint as far as it holds the delivery back; `None` once deleted.
+    pub endpoint: Option<EndpointGate>,
+}
+
+/// An endpoint's switches, breaker and retry settings: what decides whether,
+/// and how long, its pending deliveries wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointGate {
+    pub enabled: bool,
+    pub paused: bool,
+    pub disabled_reason: Option<String>,
+    pub breaker: Breaker,
+    pub retry: RetryOverrides,
 }
 
 /// A delivery claimed by a dispatcher, with everything needed to send it.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use hookline_core::explain::Explanation;
 use hookline_core::model::{
     AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
 };
@@ -39,6 +40,10 @@ pub struct DeliveryView {
     pub dead_reason: Option<DeadReason>,
     pub dead_at: Option<Timestamp>,
     pub created_at: Timestamp,
+    /// Why it is where it is, and what to do about it (absent from a
+    /// publish's answer, which is stored and replayed as it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<Explanation>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -68,6 +73,8 @@ pub struct AttemptView {
     pub response_headers: BTreeMap<String, String>,
     /// The body was longer than the limit (64 KiB) and is cut there.
     pub response_body_truncated: bool,
+    /// What its outcome meant, and what followed.
+    pub explanation: Explanation,
 }
 
 /// What `state=` names (the stored states, with pending split into due and parked).

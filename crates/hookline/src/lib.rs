@@ -368,6 +368,7 @@ impl Server {
                 .unwrap_or_else(|| format!("http://{addr}")),
             rate_limit: config.rate_limit(),
             handoff,
+            retry: config.retry_policy(),
         };
         let api = if role.runs_api() {
             hookline_api::router(store.clone(), clock.clone(), api_config)

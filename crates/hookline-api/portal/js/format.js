@@ -3,7 +3,7 @@
 // The API answers RFC 3339 UTC times with milliseconds
 // ("2026-12-01T09:30:00.120Z"); people read them in their own time zone, with
 // a relative hint ("3 min ago") where that is what they want to know. Pure
-// functions (no DOM), so explain.js can use them too.
+// functions (no DOM).
 
 const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 const clockFormat = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit' });

@@ -7,7 +7,6 @@
 // - router.js    hash routes to screens, with a per-visit scope for requests and timers
 // - branding.js  the provider's name, logo, colour and theme
 // - ui.js, dom.js, format.js, words.js   building blocks and vocabulary
-// - explain.js   why a delivery is where it is, in one sentence (pure)
 // - chart.js     small inline SVG bar charts
 // - screens/     one module per screen; deliveries.js also exports the delivery log
 

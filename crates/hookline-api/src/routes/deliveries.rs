@@ -4,6 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
+use hookline_core::retry::RetryPolicy;
 use hookline_store::{Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, StateFilter};
 
 use super::{
@@ -33,7 +34,14 @@ pub(crate) async fn views_of(
         .await?;
     Ok(deliveries
         .iter()
-        .filter_map(|d| facts.get(&d.id).map(|f| crate::views::delivery(d, f)))
+        .filter_map(|d| {
+            let f = facts.get(&d.id)?;
+            Some(crate::views::delivery(
+                d,
+                &f.event_type,
+                Some((f, &state.config.retry)),
+            ))
+        })
         .collect())
 }
 
@@ -84,15 +92,13 @@ pub(crate) async fn attempts(
 ) -> ApiResult<Json<ListView<AttemptView>>> {
     let app = caller.app(&state, &app).await?;
     let id: DeliveryId = path_id(&delivery, "delivery")?;
-    if state
+    let delivery = state
         .store
         .events()
         .get_delivery(&app.id, &id)
         .await?
-        .is_none()
-    {
-        return Err(ApiError::NotFound("delivery"));
-    }
+        .ok_or(ApiError::NotFound("delivery"))?;
+    let policy = retry_policy(&state, &app.id, &delivery.endpoint_id).await?;
     let page = super::id_page::<AttemptId>(query)?;
     let attempts = state
         .store
@@ -103,8 +109,24 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        crate::views::attempt,
+        |a| crate::views::attempt(a, &policy),
     )))
+}
+
+/// The retry policy `endpoint` follows: the deployment's, with the endpoint's
+/// overrides while it exists.
+pub(crate) async fn retry_policy(
+    state: &AppState,
+    app: &AppId,
+    endpoint: &EndpointId,
+) -> ApiResult<RetryPolicy> {
+    let defaults = state.config.retry;
+    Ok(state
+        .store
+        .endpoints()
+        .get_endpoint(app, endpoint)
+        .await?
+        .map_or(defaults, |e| e.retry.apply(defaults)))
 }
 
 /// `GET …/attempts/{attempt}`: one attempt, in full (what was sent, what came back).
@@ -121,7 +143,8 @@ pub(crate) async fn attempt(
         .get_attempt(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("attempt"))?;
-    Ok(Json(crate::views::attempt(&attempt)))
+    let policy = retry_policy(&state, &app.id, &attempt.endpoint_id).await?;
+    Ok(Json(crate::views::attempt(&attempt, &policy)))
 }
 
 fn state_filter(state: StateParam) -> StateFilter {

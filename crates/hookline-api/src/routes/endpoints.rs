@@ -462,11 +462,12 @@ pub(crate) async fn attempts(
     {
         return Err(ApiError::NotFound("endpoint"));
     }
+    let policy = super::deliveries::retry_policy(&state, &app.id, &id).await?;
     Ok(Json(page_of(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        crate::views::attempt,
+        |a| crate::views::attempt(a, &policy),
     )))
 }
 

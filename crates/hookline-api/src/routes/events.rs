@@ -234,11 +234,6 @@ fn batch_item(stored: &StoredResponse, replayed: bool) -> serde_json::Value {
 /// The answer to a publish (and, the same again, to each replay of its key),
 /// with what the event type catalog found wrong, if anything.
 pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> StoredResponse {
-    // Just written: its event's type, no attempt yet.
-    let facts = hookline_store::DeliveryFacts {
-        event_type: published.event.event_type.clone(),
-        last_status: None,
-    };
     let view = PublishedView {
         warnings: warnings.to_vec(),
         id: published.event.id.to_string(),
@@ -249,7 +244,7 @@ pub(crate) fn render_published(published: &Published, warnings: &[Warning]) -> S
         deliveries: published
             .deliveries
             .iter()
-            .map(|d| crate::views::delivery(d, &facts))
+            .map(|d| crate::views::delivery(d, &published.event.event_type, None))
             .collect(),
     };
     StoredResponse {

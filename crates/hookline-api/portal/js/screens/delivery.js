@@ -1,5 +1,5 @@
 // screens/delivery.js — `#/deliveries/{id}`: one delivery. What happened in
-// one sentence (explain.js), its event's payload, every attempt (what was
+// one sentence (the server's explanation), its event's payload, every attempt (what was
 // sent and what came back), a live countdown to the next attempt, and
 // replay (dead) / resend (succeeded) with the `replay` capability.
 //
@@ -9,8 +9,7 @@
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
-import { clockSeconds, countdown, dateTime, duration, prettyJson } from '../format.js';
-import { explain } from '../explain.js';
+import { clockSeconds, clockTime, countdown, dateTime, duration, prettyJson } from '../format.js';
 import { announce, clearProblem, confirmAction, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
 import { DEAD_REASONS, TRIGGERS, VERDICTS, httpStatus } from '../words.js';
 
@@ -42,14 +41,13 @@ export async function deliveryScreen(ctx) {
   /** Everything the page shows, in parallel; only the delivery itself must load. */
   async function gather(deliveryId, signal) {
     const delivery = await api.getDelivery(deliveryId, { signal });
-    const [event, attempts, endpoint, health] = await Promise.allSettled([
+    const [event, attempts, endpoint] = await Promise.allSettled([
       api.getEvent(delivery.event_id, { signal }),
       api.deliveryAttempts(deliveryId, { limit: ATTEMPTS_PAGE }, { signal }),
       api.getEndpoint(delivery.endpoint_id, { signal }),
-      api.endpointHealth(delivery.endpoint_id, { signal }),
     ]);
     const value = (settled) => (settled.status === 'fulfilled' ? settled.value : null);
-    for (const settled of [event, attempts, endpoint, health]) {
+    for (const settled of [event, attempts, endpoint]) {
       // The session ended: the page that says so has replaced this one.
       if (settled.status === 'rejected' && settled.reason?.sessionEnded) throw settled.reason;
     }
@@ -61,7 +59,6 @@ export async function deliveryScreen(ctx) {
       moreAttempts: value(attempts)?.next_cursor ?? null,
       attemptsError: attempts.status === 'rejected' ? attempts.reason : null,
       endpoint: value(endpoint),
-      health: value(health),
     };
   }
 
@@ -73,7 +70,7 @@ export async function deliveryScreen(ctx) {
       replace(
         body,
         summary(data),
-        h('p', { class: 'explanation', 'data-test': 'delivery-explanation' }, explain(data.delivery, data.attempts, data.health, new Date(), data.endpoint)),
+        h('p', { class: 'explanation', 'data-test': 'delivery-explanation' }, explanationText(data.delivery.explanation)),
         actions(data.delivery),
         payloadSection(data),
         attemptsSection(data),
@@ -215,12 +212,23 @@ function attemptsSection({ attempts, moreAttempts, attemptsError }) {
   );
 }
 
+/**
+ * The server's explanation (`hookline_core::explain`) as read: its sentence,
+ * and the breaker's probe time (a retry's time is the summary's countdown).
+ */
+function explanationText(explanation) {
+  if (!explanation) return '';
+  const probe = explanation.code === 'breaker_open' && explanation.next_attempt_at;
+  return probe ? `${explanation.message} The next probe is at ${clockTime(probe)}.` : explanation.message;
+}
+
 function attemptCard(a) {
   const outcome = a.status_code ? httpStatus(a.status_code) : a.error_kind ? `No response: ${a.error_kind.replace('_', ' ')}` : 'No response';
   return h(
     'article',
     { class: `attempt verdict-${a.verdict}`, 'data-test': 'attempt', 'data-id': a.id },
     h('h3', {}, `Attempt ${a.attempt_number}`, a.trigger && h('span', { class: 'muted' }, ` · ${TRIGGERS[a.trigger] ?? a.trigger}`), ' · ', outcome),
+    a.explanation && h('p', { class: 'attempt-explanation', 'data-test': 'attempt-explanation' }, a.explanation.message),
     facts([
       ['Started', timeEl(a.started_at)],
       ['Latency', duration(a.duration_ms)],

@@ -1,0 +1,1288 @@
+//! Why a delivery is where it is, and what one attempt's outcome meant: one
+//! explanation, worked out here from what the store records, carried by the
+//! API's deliveries and attempts, and rendered by the portal as it comes.
+//!
+//! An [`Explanation`] is structured (a stable [`Code`], the status, how many
+//! attempts are left, when the next is due, what the customer can do about it
+//! as an [`Action`]) and carries one sentence from the locale table ([`en`]).
+//! The sentence names no clock time: a reader's time zone is the renderer's
+//! business, so the time is `next_attempt_at`, beside it.
+//!
+//! [`delivery`] reads the delivery's state first and its newest attempt
+//! second: what holds a pending delivery back (its endpoint paused or
+//! disabled, the breaker open, an earlier event of its ordering key) says more
+//! than the failure that came before. [`attempt`] reads one attempt alone.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerState;
+use crate::model::{AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError};
+use crate::retry::RetryPolicy;
+use crate::time::Timestamp;
+
+/// What happened, or what a delivery waits for: stable, for programs to branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ExplanationCode))]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    /// The endpoint answered 2xx.
+    Delivered,
+    /// Pending, its round's first attempt not made yet (a new delivery, or a replayed one).
+    Scheduled,
+    /// Being sent right now.
+    Sending,
+    /// Waiting for an earlier event with the same ordering key.
+    BehindEarlierEvent,
+    /// Held while its endpoint is paused.
+    EndpointPaused,
+    /// Held while its endpoint is disabled.
+    EndpointDisabled,
+    /// Held while the endpoint's circuit breaker is open.
+    BreakerOpen,
+    /// Held while the breaker's one probe request tests the endpoint.
+    BreakerHalfOpen,
+    /// A 5xx answer: retried.
+    ServerError,
+    /// 429, or 503 with `Retry-After`: retried when the endpoint asked (or on the backoff schedule).
+    RateLimited,
+    /// No answer in time, or 408: retried.
+    Timeout,
+    /// The connection could not be made or broke (refused, reset, DNS): retried.
+    ConnectionError,
+    /// The TLS handshake failed: retried.
+    TlsError,
+    /// The endpoint's OAuth2 token could not be had: retried.
+    AuthError,
+    /// A 4xx other than 408, 410 and 429: not retried.
+    ClientErrorNoRetry,
+    /// 410 Gone: not retried, and the endpoint was disabled.
+    Gone,
+    /// A 3xx: redirects are not followed.
+    Redirect,
+    /// The address resolves to a forbidden network: not connected to.
+    DestinationForbidden,
+    /// Every attempt of the round failed.
+    MaxAttempts,
+    /// The round outlived the retry window before its attempts ran out.
+    MaxAge,
+    /// The endpoint was deleted while the delivery waited.
+    EndpointDeleted,
+}
+
+/// What the customer can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ExplanationAction))]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Nothing: it is delivered, or there is nothing left to deliver to.
+    None,
+    /// Nothing yet: it goes on its own.
+    Wait,
+    /// Fix the endpoint: the retries that follow will then succeed.
+    FixEndpoint,
+    /// Fix the endpoint, then replay the delivery.
+    FixThenReplay,
+    /// Change the endpoint's URL, then replay.
+    ChangeUrlThenReplay,
+    /// Enable the endpoint again, then replay.
+    EnableThenReplay,
+    /// Resume the endpoint: the delivery is sent then.
+    Resume,
+    /// Enable the endpoint: the delivery is kept, and sent then.
+    Enable,
+}
+
+/// Why a delivery is where it is, or what an attempt's outcome meant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Explanation {
+    pub code: Code,
+    /// The HTTP status of the attempt it is about (the newest), if one answered.
+    pub status: Option<u16>,
+    /// Why that attempt got no answer.
+    pub error_kind: Option<TransportError>,
+    /// Attempts made in the round (for an attempt: its number in its round).
+    pub attempts: u32,
+    /// Attempts a round may make: the endpoint's `retry.max_attempts`, or the deployment's.
+    pub max_attempts: u32,
+    /// How many more attempts may follow; 0 once delivered or dead.
+    pub retries_left: u32,
+    /// When the next attempt (or the breaker's probe) is due; `null` when none is.
+    pub next_attempt_at: Option<Timestamp>,
+    /// The endpoint's `Retry-After`, when it asked to wait.
+    pub retry_after: Option<String>,
+    pub action: Action,
+    /// One sentence, in English, that says all of the above (without clock times).
+    pub message: String,
+}
+
+/// What the store knows of a delivery, for [`delivery`].
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryFacts<'a> {
+    pub state: DeliveryState,
+    /// Pending on a paused or disabled endpoint.
+    pub parked: bool,
+    /// Attempts in the current round.
+    pub attempts: u32,
+    pub next_attempt_at: Option<Timestamp>,
+    pub dead_reason: Option<DeadReason>,
+    pub ordering_key: Option<&'a str>,
+    /// The newest attempt, of any round.
+    pub newest: Option<AttemptFacts<'a>>,
+    /// Its endpoint; `None` once deleted.
+    pub endpoint: Option<EndpointFacts<'a>>,
+    /// The retry policy its endpoint follows (the deployment's with the endpoint's overrides).
+    pub policy: RetryPolicy,
+}
+
+/// What the store knows of one attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptFacts<'a> {
+    /// Its number in its round (1, 2, …).
+    pub number: u32,
+    pub status: Option<u16>,
+    pub error_kind: Option<TransportError>,
+    /// The response's `Retry-After` header.
+    pub retry_after: Option<&'a str>,
+    pub verdict: AttemptVerdict,
+    pub next_attempt_at: Option<Timestamp>,
+    pub dead_reason: Option<DeadReason>,
+    pub trigger: Option<AttemptTrigger>,
+}
+
+/// What the store knows of a delivery's endpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointFacts<'a> {
+    pub enabled: bool,
+    pub paused: bool,
+    /// `manual`, `gone` or `failing`, while disabled.
+    pub disabled_reason: Option<&'a str>,
+    pub breaker: BreakerState,
+    pub consecutive_failures: u32,
+    pub next_probe_at: Option<Timestamp>,
+}
+
+/// Why `facts`' delivery is where it is.
+pub fn delivery(facts: &DeliveryFacts<'_>) -> Explanation {
+    let max = facts.policy.max_attempts;
+    // The newest attempt speaks for this round only if the round has made one
+    // (a replay starts a round with none).
+    let of_round = facts.newest.filter(|_| facts.attempts > 0);
+    let mut explanation = Explanation {
+        code: Code::Scheduled,
+        status: facts.newest.and_then(|a| a.status),
+        error_kind: facts.newest.and_then(|a| a.error_kind),
+        attempts: facts.attempts,
+        max_attempts: max,
+        retries_left: 0,
+        next_attempt_at: None,
+        retry_after: None,
+        action: Action::Wait,
+        message: String::new(),
+    };
+    let pending = |code: Code, action: Action, next: Option<Timestamp>| {
+        (code, action, next, max.saturating_sub(facts.attempts))
+    };
+    let (code, action, next, left) = match facts.state {
+        DeliveryState::Succeeded => (Code::Delivered, Action::None, None, 0),
+        DeliveryState::Dead => {
+            let reason = facts.dead_reason.unwrap_or(DeadReason::RetriesExhausted);
+            let (code, action) = dead(reason, facts.attempts, max);
+            (code, action, None, 0)
+        }
+        DeliveryState::InFlight => pending(Code::Sending, Action::Wait, None),
+        DeliveryState::Blocked => pending(Code::BehindEarlierEvent, Action::Wait, None),
+        DeliveryState::Pending if facts.parked => match facts.endpoint {
+            Some(endpoint) if endpoint.enabled && endpoint.paused => {
+                pending(Code::EndpointPaused, Action::Resume, None)
+            }
+            _ => pending(Code::EndpointDisabled, Action::Enable, None),
+        },
+        DeliveryState::Pending => match facts.endpoint.map(|e| e.breaker) {
+            Some(BreakerState::Open) => pending(
+                Code::BreakerOpen,
+                Action::FixEndpoint,
+                facts.endpoint.and_then(|e| e.next_probe_at),
+            ),
+            Some(BreakerState::HalfOpen) => pending(Code::BreakerHalfOpen, Action::Wait, None),
+            _ => match of_round {
+                Some(newest) => {
+                    let code = outcome(newest.status, newest.error_kind, newest.retry_after);
+                    explanation.retry_after = asked_to_wait(code, newest.retry_after);
+                    let action = if code == Code::RateLimited {
+                        Action::Wait
+                    } else {
+                        Action::FixEndpoint
+                    };
+                    pending(code, action, facts.next_attempt_at)
+                }
+                None => pending(Code::Scheduled, Action::Wait, facts.next_attempt_at),
+            },
+        },
+    };
+    explanation.code = code;
+    explanation.action = action;
+    explanation.next_attempt_at = next;
+    explanation.retries_left = left;
+    explanation.message = en::delivery(&explanation, facts, &facts.policy);
+    explanation
+}
+
+/// What one attempt's outcome meant, under the retry policy its endpoint follows.
+pub fn attempt(facts: &AttemptFacts<'_>, policy: &RetryPolicy) -> Explanation {
+    let max = policy.max_attempts;
+    let (code, action, left) = match facts.verdict {
+        AttemptVerdict::Delivered => (Code::Delivered, Action::None, 0),
+        AttemptVerdict::Dead => {
+            let reason = facts.dead_reason.unwrap_or(DeadReason::RetriesExhausted);
+            let (code, action) = dead(reason, facts.number, max);
+            (code, action, 0)
+        }
+        AttemptVerdict::Retry => {
+            let code = outcome(facts.status, facts.error_kind, facts.retry_after);
+            let action = if code == Code::RateLimited {
+                Action::Wait
+            } else {
+                Action::FixEndpoint
+            };
+            (code, action, max.saturating_sub(facts.number))
+        }
+    };
+    let mut explanation = Explanation {
+        code,
+        status: facts.status,
+        error_kind: facts.error_kind,
+        attempts: facts.number,
+        max_attempts: max,
+        retries_left: left,
+        next_attempt_at: facts.next_attempt_at.filter(|_| left > 0),
+        retry_after: asked_to_wait(code, facts.retry_after),
+        action,
+        message: String::new(),
+    };
+    explanation.message = en::attempt(&explanation, policy);
+    explanation
+}
+
+/// The code of an attempt's outcome from what it got.
+fn outcome(status: Option<u16>, error: Option<TransportError>, retry_after: Option<&str>) -> Code {
+    match (status, error) {
+        (Some(200..=299), _) => Code::Delivered,
+        (Some(429), _) => Code::RateLimited,
+        (Some(503), _) if retry_after.is_some() => Code::RateLimited,
+        (Some(408), _) => Code::Timeout,
+        (Some(500..=599), _) => Code::ServerError,
+        (Some(410), _) => Code::Gone,
+        (Some(300..=399), _) => Code::Redirect,
+        (Some(_), _) => Code::ClientErrorNoRetry,
+        (None, Some(TransportError::Timeout)) => Code::Timeout,
+        (None, Some(TransportError::Tls)) => Code::TlsError,
+        (None, Some(TransportError::AuthError)) => Code::AuthError,
+        (None, Some(TransportError::DestinationForbidden)) => Code::DestinationForbidden,
+        (None, _) => Code::ConnectionError,
+    }
+}
+
+fn asked_to_wait(code: Code, retry_after: Option<&str>) -> Option<String> {
+    (code == Code::RateLimited)
+        .then(|| retry_after.map(|value| value.trim().to_owned()))
+        .flatten()
+}
+
+/// A dead delivery's code and action, from its reason.
+fn dead(reason: DeadReason, attempts: u32, max: u32) -> (Code, Action) {
+    match reason {
+        DeadReason::RetriesExhausted if attempts >= max => {
+            (Code::MaxAttempts, Action::FixThenReplay)
+        }
+        DeadReason::RetriesExhausted => (Code::MaxAge, Action::FixThenReplay),
+        DeadReason::ClientError => (Code::ClientErrorNoRetry, Action::FixThenReplay),
+        DeadReason::Redirect => (Code::Redirect, Action::ChangeUrlThenReplay),
+        DeadReason::Gone => (Code::Gone, Action::EnableThenReplay),
+        DeadReason::DestinationForbidden => {
+            (Code::DestinationForbidden, Action::ChangeUrlThenReplay)
+        }
+        DeadReason::EndpointDeleted => (Code::EndpointDeleted, Action::None),
+    }
+}
+
+/// The locale table: each explanation as an English sentence. A second
+/// language is a second module of these functions.
+pub mod en {
+    use super::*;
+
+    /// A delivery's sentence.
+    pub fn delivery(e: &Explanation, facts: &DeliveryFacts<'_>, policy: &RetryPolicy) -> String {
+        match e.code {
+            Code::Delivered => {
+                let replayed = facts.newest.and_then(|a| a.trigger) == Some(AttemptTrigger::Replay);
+                match e.attempts {
+                    0 | 1 if replayed => "Delivered when it was sent again.".to_owned(),
+                    0 | 1 => "Delivered on the first attempt.".to_owned(),
+                    n => format!(
+                        "Delivered on attempt {n}, after {}.",
+                        plural(n - 1, "failed attempt")
+                    ),
+                }
+            }
+            Code::Scheduled if facts.newest.is_some() => {
+                "Sent again: the first attempt of its new round is scheduled.".to_owned()
+            }
+            Code::Scheduled => "Waiting for its first attempt.".to_owned(),
+            Code::Sending => "Being sent to your endpoint right now.".to_owned(),
+            Code::BehindEarlierEvent => format!(
+                "Waiting for an earlier event with the same ordering key{} to be delivered first.",
+                facts
+                    .ordering_key
+                    .map(|key| format!(" ({key})"))
+                    .unwrap_or_default()
+            ),
+            Code::EndpointPaused => {
+                "Your endpoint is paused: this delivery waits, and is sent as soon as you resume the endpoint."
+                    .to_owned()
+            }
+            Code::EndpointDisabled => {
+                let why = match facts.endpoint.and_then(|e| e.disabled_reason) {
+                    Some("manual") => " (by hand)",
+                    Some("gone") => " (it answered 410 Gone)",
+                    Some("failing") => " (it kept failing for too long)",
+                    _ => "",
+                };
+                format!(
+                    "Your endpoint is disabled{why}: this delivery is kept, and is sent once the endpoint is enabled again."
+                )
+            }
+            Code::BreakerOpen => {
+                let failed = match facts.endpoint.map_or(0, |e| e.consecutive_failures) {
+                    0 => "your endpoint kept failing".to_owned(),
+                    n => format!("your endpoint failed {} in a row", times(n)),
+                };
+                format!(
+                    "The circuit breaker is open: {failed}. Deliveries wait until a probe request succeeds."
+                )
+            }
+            Code::BreakerHalfOpen => {
+                "The circuit breaker is half-open: one probe request is testing your endpoint, and the rest follow once it succeeds."
+                    .to_owned()
+            }
+            Code::ServerError
+            | Code::RateLimited
+            | Code::Timeout
+            | Code::ConnectionError
+            | Code::TlsError
+            | Code::AuthError => {
+                format!("{}. {}", failure(e), next_attempt(e.attempts + 1, e.max_attempts))
+            }
+            _ => dead(e, policy),
+        }
+    }
+
+    /// An attempt's sentence.
+    pub fn attempt(e: &Explanation, policy: &RetryPolicy) -> String {
+        match e.code {
+            Code::Delivered => format!("Delivered: {}.", answered(e.status)),
+            _ if e.retries_left > 0 => {
+                format!(
+                    "{}. {}",
+                    failure(e),
+                    next_attempt(e.attempts + 1, e.max_attempts)
+                )
+            }
+            _ => dead(e, policy),
+        }
+    }
+
+    /// A dead delivery's (or its last attempt's) sentence.
+    fn dead(e: &Explanation, policy: &RetryPolicy) -> String {
+        match e.code {
+            Code::EndpointDeleted => {
+                "The endpoint was deleted while this delivery was waiting, so there is nowhere to send it again."
+                    .to_owned()
+            }
+            Code::Gone => {
+                "Your endpoint answered 410 Gone, so Hookline disabled it and stopped sending. Enable the endpoint again, then replay."
+                    .to_owned()
+            }
+            Code::Redirect => format!(
+                "Your endpoint answered {}. Hookline does not follow redirects: change the endpoint's URL to the final address, then replay.",
+                status_or(e.status, "a redirect")
+            ),
+            Code::DestinationForbidden => {
+                "Your endpoint's address resolves to a private or otherwise forbidden network, so Hookline did not connect. Use a public address, then replay."
+                    .to_owned()
+            }
+            Code::ClientErrorNoRetry => format!(
+                "Your endpoint answered {}{}. Hookline does not retry 4xx answers: fix the endpoint, then replay.",
+                status_or(e.status, "a 4xx status"),
+                client_error(e.status)
+            ),
+            Code::MaxAge => format!(
+                "Hookline gave up after {}: the delivery grew older than the retry window ({}). The last attempt {}. Fix the endpoint, then replay.",
+                plural(e.attempts, "attempt"),
+                span(policy.max_age),
+                last(e)
+            ),
+            _ => format!(
+                "Hookline gave up after {} of {} attempts. The last attempt {}. Fix the endpoint, then replay.",
+                e.attempts,
+                e.max_attempts,
+                last(e)
+            ),
+        }
+    }
+
+    /// What went wrong, as a sentence without its full stop.
+    fn failure(e: &Explanation) -> String {
+        match (e.code, e.status) {
+            (Code::RateLimited, Some(status)) => match &e.retry_after {
+                Some(wait) => format!(
+                    "Your endpoint answered {} and asked to wait (Retry-After: {wait})",
+                    http_status(status)
+                ),
+                None => format!(
+                    "Your endpoint answered {} without a Retry-After, so Hookline backs off on its own schedule",
+                    http_status(status)
+                ),
+            },
+            (_, Some(status)) => format!("Your endpoint answered {}", http_status(status)),
+            (Code::Timeout, None) => "Your endpoint did not answer in time".to_owned(),
+            (Code::TlsError, None) => "The TLS (HTTPS) handshake with your endpoint failed".to_owned(),
+            (Code::AuthError, None) => {
+                "Hookline could not get an access token for your endpoint: its OAuth2 token endpoint failed or refused"
+                    .to_owned()
+            }
+            _ => match e.error_kind {
+                Some(TransportError::Dns) => "Your endpoint's host name could not be resolved".to_owned(),
+                Some(TransportError::Io) => {
+                    "The connection to your endpoint failed while sending or reading".to_owned()
+                }
+                _ => "Hookline could not connect to your endpoint: the connection was refused or reset"
+                    .to_owned(),
+            },
+        }
+    }
+
+    /// "got 503 Service Unavailable from your endpoint", "timed out", … (after "The last attempt").
+    fn last(e: &Explanation) -> String {
+        match (e.status, e.error_kind) {
+            (Some(status), _) => format!("got {} from your endpoint", http_status(status)),
+            (None, Some(TransportError::Timeout)) => "timed out".to_owned(),
+            (None, Some(TransportError::Tls)) => "failed in the TLS (HTTPS) handshake".to_owned(),
+            (None, Some(TransportError::Dns)) => {
+                "could not resolve your endpoint's host name".to_owned()
+            }
+            (None, Some(TransportError::AuthError)) => {
+                "could not get an access token for your endpoint".to_owned()
+            }
+            (None, Some(TransportError::Io)) => "failed while sending or reading".to_owned(),
+            (None, Some(_)) => "could not connect: the connection was refused or reset".to_owned(),
+            (None, None) => "did not succeed".to_owned(),
+        }
+    }
+
+    fn next_attempt(number: u32, max: u32) -> String {
+        format!("Hookline tries again: attempt {number} of {max} is scheduled.")
+    }
+
+    /// What a 4xx most often means, after its status.
+    fn client_error(status: Option<u16>) -> &'static str {
+        match status {
+            Some(400 | 422) => ": it refused the payload",
+            Some(401 | 403) => {
+                ": it refused the request. Check that it verifies signatures with this endpoint's secret, and the endpoint's authentication settings"
+            }
+            Some(404) => ": nothing answers at the endpoint's URL",
+            Some(405) => ": it does not take POST requests",
+            Some(413) => ": the payload is too large for it",
+            Some(415) => ": it does not take JSON",
+            _ => "",
+        }
+    }
+
+    fn answered(status: Option<u16>) -> String {
+        format!("your endpoint answered {}", status_or(status, "2xx"))
+    }
+
+    fn status_or(status: Option<u16>, otherwise: &str) -> String {
+        status.map_or_else(|| otherwise.to_owned(), http_status)
+    }
+
+    /// "503 Service Unavailable"; an unusual code stays a number.
+    pub fn http_status(code: u16) -> String {
+        let phrase = match code {
+            200 => "OK",
+            201 => "Created",
+            202 => "Accepted",
+            204 => "No Content",
+            301 => "Moved Permanently",
+            302 => "Found",
+            303 => "See Other",
+            307 => "Temporary Redirect",
+            308 => "Permanent Redirect",
+            400 => "Bad Request",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            408 => "Request Timeout",
+            409 => "Conflict",
+            410 => "Gone",
+            413 => "Payload Too Large",
+            415 => "Unsupported Media Type",
+            422 => "Unprocessable Entity",
+            429 => "Too Many Requests",
+            500 => "Internal Server Error",
+            501 => "Not Implemented",
+            502 => "Bad Gateway",
+            503 => "Service Unavailable",
+            504 => "Gateway Timeout",
+            _ => return code.to_string(),
+        };
+        format!("{code} {phrase}")
+    }
+
+    fn plural(n: u32, word: &str) -> String {
+        format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+    }
+
+    fn times(n: u32) -> String {
+        match n {
+            1 => "once".to_owned(),
+            n => format!("{n} times"),
+        }
+    }
+
+    /// "24 hours", "90 minutes", "45 seconds".
+    fn span(d: Duration) -> String {
+        let secs = d.as_secs();
+        match secs {
+            s if s >= 3600 && s % 3600 == 0 => plural((s / 3600) as u32, "hour"),
+            s if s >= 60 && s % 60 == 0 => plural((s / 60) as u32, "minute"),
+            s => plural(s as u32, "second"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEXT: Timestamp = Timestamp::from_millis(1_700_000_060_000);
+    const PROBE: Timestamp = Timestamp::from_millis(1_700_000_090_000);
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 8,
+            max_age: Duration::from_secs(24 * 3600),
+            ..RetryPolicy::default()
+        }
+    }
+
+    fn endpoint() -> EndpointFacts<'static> {
+        EndpointFacts {
+            enabled: true,
+            paused: false,
+            disabled_reason: None,
+            breaker: BreakerState::Closed,
+            consecutive_failures: 0,
+            next_probe_at: None,
+        }
+    }
+
+    /// The newest attempt, number `number`, that got `status` (or `error`).
+    fn got(
+        number: u32,
+        status: Option<u16>,
+        error: Option<TransportError>,
+    ) -> AttemptFacts<'static> {
+        let code = outcome(status, error, None);
+        let (verdict, dead_reason) = match code {
+            Code::Delivered => (AttemptVerdict::Delivered, None),
+            Code::ClientErrorNoRetry => (AttemptVerdict::Dead, Some(DeadReason::ClientError)),
+            Code::Gone => (AttemptVerdict::Dead, Some(DeadReason::Gone)),
+            Code::Redirect => (AttemptVerdict::Dead, Some(DeadReason::Redirect)),
+            Code::DestinationForbidden => {
+                (AttemptVerdict::Dead, Some(DeadReason::DestinationForbidden))
+            }
+            _ => (AttemptVerdict::Retry, None),
+        };
+        AttemptFacts {
+            number,
+            status,
+            error_kind: error,
+            retry_after: None,
+            verdict,
+            next_attempt_at: (verdict == AttemptVerdict::Retry).then_some(NEXT),
+            dead_reason,
+            trigger: Some(if number == 1 {
+                AttemptTrigger::First
+            } else {
+                AttemptTrigger::Retry
+            }),
+        }
+    }
+
+    /// A delivery whose newest attempt is `newest`, in the state that attempt leaves it in.
+    fn after(newest: AttemptFacts<'static>) -> DeliveryFacts<'static> {
+        let (state, dead_reason) = match newest.verdict {
+            AttemptVerdict::Delivered => (DeliveryState::Succeeded, None),
+            AttemptVerdict::Retry => (DeliveryState::Pending, None),
+            AttemptVerdict::Dead => (DeliveryState::Dead, newest.dead_reason),
+        };
+        DeliveryFacts {
+            state,
+            parked: false,
+            attempts: newest.number,
+            next_attempt_at: newest.next_attempt_at,
+            dead_reason,
+            ordering_key: None,
+            newest: Some(newest),
+            endpoint: Some(endpoint()),
+            policy: policy(),
+        }
+    }
+
+    fn fresh() -> DeliveryFacts<'static> {
+        DeliveryFacts {
+            state: DeliveryState::Pending,
+            parked: false,
+            attempts: 0,
+            next_attempt_at: Some(NEXT),
+            dead_reason: None,
+            ordering_key: None,
+            newest: None,
+            endpoint: Some(endpoint()),
+            policy: policy(),
+        }
+    }
+
+    struct Want {
+        code: Code,
+        action: Action,
+        retries_left: u32,
+        next: Option<Timestamp>,
+        says: &'static [&'static str],
+    }
+
+    fn want(
+        code: Code,
+        action: Action,
+        retries_left: u32,
+        next: Option<Timestamp>,
+        says: &'static [&'static str],
+    ) -> Want {
+        Want {
+            code,
+            action,
+            retries_left,
+            next,
+            says,
+        }
+    }
+
+    fn check(name: &str, explanation: &Explanation, want: &Want) {
+        assert_eq!(explanation.code, want.code, "{name}: {explanation:?}");
+        assert_eq!(explanation.action, want.action, "{name}: {explanation:?}");
+        assert_eq!(
+            explanation.retries_left, want.retries_left,
+            "{name}: {explanation:?}"
+        );
+        assert_eq!(
+            explanation.next_attempt_at, want.next,
+            "{name}: {explanation:?}"
+        );
+        for words in want.says {
+            assert!(
+                explanation.message.contains(words),
+                "{name}: {:?} lacks {words:?}",
+                explanation.message
+            );
+        }
+        assert!(
+            !explanation.message.contains("{"),
+            "{name}: {}",
+            explanation.message
+        );
+    }
+
+    #[test]
+    fn every_outcome_of_an_attempt_explains_the_delivery_it_leaves() {
+        let status = |s: u16| Some(s);
+        let error = |e: TransportError| Some(e);
+        let cases: Vec<(&str, AttemptFacts<'static>, Want)> = vec![
+            (
+                "2xx first",
+                got(1, status(200), None),
+                want(
+                    Code::Delivered,
+                    Action::None,
+                    0,
+                    None,
+                    &["Delivered on the first attempt."],
+                ),
+            ),
+            (
+                "2xx after retries",
+                got(3, status(204), None),
+                want(
+                    Code::Delivered,
+                    Action::None,
+                    0,
+                    None,
+                    &["Delivered on attempt 3, after 2 failed attempts."],
+                ),
+            ),
+            (
+                "400",
+                got(1, status(400), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &[
+                        "400 Bad Request",
+                        "refused the payload",
+                        "does not retry 4xx",
+                        "then replay",
+                    ],
+                ),
+            ),
+            (
+                "401",
+                got(1, status(401), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["401 Unauthorized", "verifies signatures"],
+                ),
+            ),
+            (
+                "403",
+                got(1, status(403), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["403 Forbidden", "authentication settings"],
+                ),
+            ),
+            (
+                "404",
+                got(1, status(404), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["404 Not Found", "nothing answers at the endpoint's URL"],
+                ),
+            ),
+            (
+                "405",
+                got(1, status(405), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["does not take POST"],
+                ),
+            ),
+            (
+                "413",
+                got(1, status(413), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["too large"],
+                ),
+            ),
+            (
+                "422",
+                got(1, status(422), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["422 Unprocessable Entity", "refused the payload"],
+                ),
+            ),
+            (
+                "418",
+                got(1, status(418), None),
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["answered 418. Hookline does not retry"],
+                ),
+            ),
+            (
+                "410",
+                got(1, status(410), None),
+                want(
+                    Code::Gone,
+                    Action::EnableThenReplay,
+                    0,
+                    None,
+                    &["410 Gone", "disabled it", "Enable the endpoint again"],
+                ),
+            ),
+            (
+                "3xx",
+                got(1, status(301), None),
+                want(
+                    Code::Redirect,
+                    Action::ChangeUrlThenReplay,
+                    0,
+                    None,
+                    &["301 Moved Permanently", "does not follow redirects"],
+                ),
+            ),
+            (
+                "429 without Retry-After",
+                got(2, status(429), None),
+                want(
+                    Code::RateLimited,
+                    Action::Wait,
+                    6,
+                    Some(NEXT),
+                    &[
+                        "429 Too Many Requests without a Retry-After",
+                        "attempt 3 of 8",
+                    ],
+                ),
+            ),
+            (
+                "5xx",
+                got(1, status(503), None),
+                want(
+                    Code::ServerError,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["503 Service Unavailable.", "attempt 2 of 8 is scheduled"],
+                ),
+            ),
+            (
+                "500",
+                got(4, status(500), None),
+                want(
+                    Code::ServerError,
+                    Action::FixEndpoint,
+                    4,
+                    Some(NEXT),
+                    &["500 Internal Server Error", "attempt 5 of 8"],
+                ),
+            ),
+            (
+                "408",
+                got(1, status(408), None),
+                want(
+                    Code::Timeout,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["408 Request Timeout"],
+                ),
+            ),
+            (
+                "timeout",
+                got(1, None, error(TransportError::Timeout)),
+                want(
+                    Code::Timeout,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["did not answer in time"],
+                ),
+            ),
+            (
+                "connection refused",
+                got(1, None, error(TransportError::Connect)),
+                want(
+                    Code::ConnectionError,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["refused or reset"],
+                ),
+            ),
+            (
+                "dns",
+                got(1, None, error(TransportError::Dns)),
+                want(
+                    Code::ConnectionError,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["host name could not be resolved"],
+                ),
+            ),
+            (
+                "io",
+                got(1, None, error(TransportError::Io)),
+                want(
+                    Code::ConnectionError,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["while sending or reading"],
+                ),
+            ),
+            (
+                "tls",
+                got(1, None, error(TransportError::Tls)),
+                want(
+                    Code::TlsError,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["TLS (HTTPS) handshake"],
+                ),
+            ),
+            (
+                "auth_error",
+                got(1, None, error(TransportError::AuthError)),
+                want(
+                    Code::AuthError,
+                    Action::FixEndpoint,
+                    7,
+                    Some(NEXT),
+                    &["access token", "OAuth2"],
+                ),
+            ),
+            (
+                "destination forbidden",
+                got(1, None, error(TransportError::DestinationForbidden)),
+                want(
+                    Code::DestinationForbidden,
+                    Action::ChangeUrlThenReplay,
+                    0,
+                    None,
+                    &["forbidden network", "public address"],
+                ),
+            ),
+        ];
+        for (name, newest, want) in &cases {
+            check(name, &delivery(&after(*newest)), want);
+        }
+    }
+
+    #[test]
+    fn a_429_or_503_that_asks_to_wait_says_so_and_waits() {
+        for status in [429, 503] {
+            let mut newest = got(2, Some(status), None);
+            newest.retry_after = Some(" 30 ");
+            let explanation = delivery(&after(newest));
+            check(
+                "asked to wait",
+                &explanation,
+                &want(
+                    Code::RateLimited,
+                    Action::Wait,
+                    6,
+                    Some(NEXT),
+                    &["asked to wait (Retry-After: 30)", "attempt 3 of 8"],
+                ),
+            );
+            assert_eq!(explanation.retry_after.as_deref(), Some("30"));
+        }
+        // A Retry-After on another status is not a request to wait.
+        let mut newest = got(1, Some(500), None);
+        newest.retry_after = Some("30");
+        let explanation = delivery(&after(newest));
+        assert_eq!(
+            (explanation.code, explanation.retry_after),
+            (Code::ServerError, None)
+        );
+    }
+
+    #[test]
+    fn a_round_that_ran_out_says_whether_attempts_or_age_ended_it() {
+        let mut last = got(8, Some(502), None);
+        last.verdict = AttemptVerdict::Dead;
+        last.dead_reason = Some(DeadReason::RetriesExhausted);
+        last.next_attempt_at = None;
+        check(
+            "max attempts",
+            &delivery(&after(last)),
+            &want(
+                Code::MaxAttempts,
+                Action::FixThenReplay,
+                0,
+                None,
+                &[
+                    "gave up after 8 of 8 attempts",
+                    "got 502 Bad Gateway",
+                    "then replay",
+                ],
+            ),
+        );
+        check(
+            "max attempts, the attempt",
+            &attempt(&last, &policy()),
+            &want(
+                Code::MaxAttempts,
+                Action::FixThenReplay,
+                0,
+                None,
+                &["gave up after 8 of 8 attempts"],
+            ),
+        );
+        let mut last = got(5, None, Some(TransportError::Timeout));
+        last.verdict = AttemptVerdict::Dead;
+        last.dead_reason = Some(DeadReason::RetriesExhausted);
+        last.next_attempt_at = None;
+        check(
+            "max age",
+            &delivery(&after(last)),
+            &want(
+                Code::MaxAge,
+                Action::FixThenReplay,
+                0,
+                None,
+                &[
+                    "after 5 attempts",
+                    "older than the retry window (24 hours)",
+                    "timed out",
+                ],
+            ),
+        );
+    }
+
+    #[test]
+    fn what_holds_a_pending_delivery_back_speaks_before_its_last_failure() {
+        let failed = after(got(3, Some(503), None));
+        let with = |f: &dyn Fn(&mut DeliveryFacts<'static>)| {
+            let mut facts = failed;
+            f(&mut facts);
+            delivery(&facts)
+        };
+        check(
+            "paused",
+            &with(&|f| {
+                f.parked = true;
+                f.next_attempt_at = None;
+                f.endpoint = Some(EndpointFacts {
+                    paused: true,
+                    ..endpoint()
+                });
+            }),
+            &want(
+                Code::EndpointPaused,
+                Action::Resume,
+                5,
+                None,
+                &["paused", "resume"],
+            ),
+        );
+        check(
+            "disabled",
+            &with(&|f| {
+                f.parked = true;
+                f.endpoint = Some(EndpointFacts {
+                    enabled: false,
+                    disabled_reason: Some("failing"),
+                    ..endpoint()
+                });
+            }),
+            &want(
+                Code::EndpointDisabled,
+                Action::Enable,
+                5,
+                None,
+                &["disabled (it kept failing for too long)", "enabled again"],
+            ),
+        );
+        check(
+            "breaker open",
+            &with(&|f| {
+                f.endpoint = Some(EndpointFacts {
+                    breaker: BreakerState::Open,
+                    consecutive_failures: 12,
+                    next_probe_at: Some(PROBE),
+                    ..endpoint()
+                })
+            }),
+            &want(
+                Code::BreakerOpen,
+                Action::FixEndpoint,
+                5,
+                Some(PROBE),
+                &["circuit breaker is open", "12 times in a row", "probe"],
+            ),
+        );
+        check(
+            "breaker half-open",
+            &with(&|f| {
+                f.endpoint = Some(EndpointFacts {
+                    breaker: BreakerState::HalfOpen,
+                    ..endpoint()
+                })
+            }),
+            &want(Code::BreakerHalfOpen, Action::Wait, 5, None, &["half-open"]),
+        );
+        check(
+            "sending",
+            &with(&|f| f.state = DeliveryState::InFlight),
+            &want(Code::Sending, Action::Wait, 5, None, &["right now"]),
+        );
+        check(
+            "blocked",
+            &with(&|f| {
+                f.state = DeliveryState::Blocked;
+                f.ordering_key = Some("order-42");
+            }),
+            &want(
+                Code::BehindEarlierEvent,
+                Action::Wait,
+                5,
+                None,
+                &["same ordering key (order-42)"],
+            ),
+        );
+        // The failure's status stays beside what holds it back.
+        assert_eq!(
+            with(&|f| f.state = DeliveryState::Blocked).status,
+            Some(503)
+        );
+    }
+
+    #[test]
+    fn a_delivery_without_an_attempt_in_its_round_is_scheduled() {
+        check(
+            "new",
+            &delivery(&fresh()),
+            &want(
+                Code::Scheduled,
+                Action::Wait,
+                8,
+                Some(NEXT),
+                &["Waiting for its first attempt."],
+            ),
+        );
+        // Replayed: the dead round's attempt is the newest, the new round has none.
+        let mut replayed = fresh();
+        replayed.newest = Some(got(1, Some(400), None));
+        let explanation = delivery(&replayed);
+        check(
+            "replayed",
+            &explanation,
+            &want(
+                Code::Scheduled,
+                Action::Wait,
+                8,
+                Some(NEXT),
+                &["Sent again"],
+            ),
+        );
+        assert_eq!(explanation.status, Some(400));
+        // …and delivered in its new round.
+        let mut delivered = got(1, Some(200), None);
+        delivered.trigger = Some(AttemptTrigger::Replay);
+        check(
+            "delivered on replay",
+            &delivery(&after(delivered)),
+            &want(
+                Code::Delivered,
+                Action::None,
+                0,
+                None,
+                &["when it was sent again"],
+            ),
+        );
+    }
+
+    #[test]
+    fn a_delivery_whose_endpoint_was_deleted_has_nothing_to_do() {
+        let facts = DeliveryFacts {
+            state: DeliveryState::Dead,
+            dead_reason: Some(DeadReason::EndpointDeleted),
+            endpoint: None,
+            ..fresh()
+        };
+        check(
+            "deleted",
+            &delivery(&facts),
+            &want(Code::EndpointDeleted, Action::None, 0, None, &["deleted"]),
+        );
+        // Parked on an endpoint that is gone since: disabled, not paused.
+        let facts = DeliveryFacts {
+            parked: true,
+            endpoint: None,
+            ..fresh()
+        };
+        assert_eq!(delivery(&facts).code, Code::EndpointDisabled);
+    }
+
+    #[test]
+    fn an_attempt_says_what_its_own_outcome_meant() {
+        let policy = policy();
+        check(
+            "delivered",
+            &attempt(&got(2, Some(200), None), &policy),
+            &want(
+                Code::Delivered,
+                Action::None,
+                0,
+                None,
+                &["Delivered: your endpoint answered 200 OK."],
+            ),
+        );
+        check(
+            "retried",
+            &attempt(&got(2, Some(502), None), &policy),
+            &want(
+                Code::ServerError,
+                Action::FixEndpoint,
+                6,
+                Some(NEXT),
+                &["502 Bad Gateway", "attempt 3 of 8"],
+            ),
+        );
+        check(
+            "refused",
+            &attempt(&got(1, Some(404), None), &policy),
+            &want(
+                Code::ClientErrorNoRetry,
+                Action::FixThenReplay,
+                0,
+                None,
+                &["404 Not Found"],
+            ),
+        );
+        // An endpoint's own max_attempts counts.
+        let tight = RetryPolicy {
+            max_attempts: 3,
+            ..policy
+        };
+        let explanation = attempt(&got(2, None, Some(TransportError::Connect)), &tight);
+        assert_eq!((explanation.max_attempts, explanation.retries_left), (3, 1));
+        assert!(
+            explanation.message.contains("attempt 3 of 3"),
+            "{}",
+            explanation.message
+        );
+    }
+
+    #[test]
+    fn every_code_and_action_serialises_in_snake_case() {
+        let json = serde_json::to_value(delivery(&after(got(1, Some(400), None)))).unwrap();
+        assert_eq!(json["code"], "client_error_no_retry");
+        assert_eq!(json["action"], "fix_then_replay");
+        assert_eq!(json["status"], 400);
+        assert_eq!(json["retries_left"], 0);
+        assert_eq!(json["next_attempt_at"], serde_json::Value::Null);
+    }
+}
