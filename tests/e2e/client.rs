@@ -10,7 +10,8 @@ use std::time::Duration;
 use futures_util::TryStreamExt;
 use hookline_client::types::{
     BatchItem, BatchItemAnswer, CreateApp, CreateEndpoint, DeliveriesQuery, DeliveryState,
-    EventsQuery, PageQuery, PublishRequest, StateParam, UpdateEndpoint,
+    EventsQuery, ExplanationCode, PageQuery, PublishRequest, StateParam, TimelineWindow,
+    UpdateEndpoint,
 };
 use hookline_client::{Client, Error, Retries};
 use serde_json::json;
@@ -138,6 +139,24 @@ async fn the_client_writes_reads_and_streams_with_the_servers_types(engine: Engi
     let stats = hookline.endpoint_stats("acme", &endpoint.id).await.unwrap();
     assert_eq!(stats.deliveries["succeeded"], 5);
     assert_eq!(stats.windows["hour"].attempts, 5);
+    // The timeline counts the same five, in the last hour's minutes.
+    let timeline = hookline
+        .endpoint_timeline("acme", &endpoint.id, Some(TimelineWindow::Hour))
+        .await
+        .unwrap();
+    assert_eq!(timeline.buckets.len(), 60);
+    assert_eq!(
+        timeline
+            .buckets
+            .iter()
+            .map(|b| (b.delivered, b.failed))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)),
+        (5, 0)
+    );
+    assert_eq!(attempts[0].explanation.code, ExplanationCode::Delivered);
+    // Nothing is wrong.
+    let incidents = hookline.incidents("acme", None).await.unwrap();
+    assert!(incidents.data.is_empty(), "{incidents:?}");
 
     // A patch changes only what it names; `null` clears.
     let patched = hookline

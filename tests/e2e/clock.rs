@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::time::{Clock, ManualClock, Timestamp};
-use serde_json::json;
+use reqwest::Method;
+use serde_json::{json, Value};
 
 use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
 
@@ -212,6 +213,63 @@ async fn an_open_breaker_probes_at_the_end_of_its_cool_down_on_the_servers_clock
     assert_eq!(attempts[1]["started_at"], probe_at.to_rfc3339());
     assert_eq!(receiver.requests().len(), 2, "exactly one probe");
     assert_eq!(app.get(&health).await["breaker"], "closed");
+
+    // The timeline marks the opening and the closing at the server's times,
+    // and counts the failure and the probe in their minutes.
+    let timeline_path = health.replace("/health", "/timeline");
+    let timeline = app.get(&format!("{timeline_path}?window=hour")).await;
+    assert_eq!(
+        (
+            &timeline["window"],
+            &timeline["bucket_secs"],
+            timeline["buckets"].as_array().unwrap().len()
+        ),
+        (&json!("hour"), &json!(60), 60)
+    );
+    let marks: Vec<(String, String)> = timeline["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["at"].as_str().unwrap().to_owned(),
+                m["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        marks,
+        vec![
+            (T0.to_rfc3339(), "breaker_opened".to_owned()),
+            (probe_at.to_rfc3339(), "breaker_closed".to_owned())
+        ]
+    );
+    let since = Timestamp::parse_rfc3339(timeline["since"].as_str().unwrap()).unwrap();
+    let in_bucket = |at: Timestamp| {
+        let bucket = &timeline["buckets"][((at.as_millis() - since.as_millis()) / 60_000) as usize];
+        (
+            bucket["delivered"].as_u64().unwrap(),
+            bucket["failed"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(in_bucket(T0), (0, 1));
+    assert_eq!(in_bucket(probe_at), (1, 0));
+    let counted: u64 = timeline["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["delivered"].as_u64().unwrap() + b["failed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(counted, 2, "one failure and one probe, nothing else");
+    assert_eq!(timeline["complete_since"], Value::Null);
+    // A window it does not know is a clear 400.
+    app.call(
+        Method::GET,
+        &format!("{timeline_path}?window=month"),
+        None,
+        400,
+    )
+    .await;
 }
 
 /// History kept 10 s on the server's clock: a delivered event survives a

@@ -18,6 +18,7 @@ both_engines!(
     bad_listing_queries_are_clear_400s,
     bulk_replay_sends_each_dead_delivery_once_more,
     endpoint_stats_match_what_the_receiver_saw,
+    incidents_group_what_is_wrong_now_by_cause,
 );
 
 /// Every page of `path` (which has no `?` yet unless `query` adds one), `limit` at a time.
@@ -675,6 +676,166 @@ async fn endpoint_stats_match_what_the_receiver_saw(engine: Engine) {
         &format!("/v1/apps/{app_id}/endpoints/ep_01J00000000000000000000000/stats"),
         None,
         404,
+    )
+    .await;
+}
+
+/// Six endpoints: two answer 503 (their breakers open), one refuses with 401,
+/// one is paused with a delivery held, one is disabled by hand, one is
+/// healthy. The incidents are those four troubles, grouped by cause, worst
+/// first, each said in one sentence; the healthy endpoint is in none.
+async fn incidents_group_what_is_wrong_now_by_cause(engine: Engine) {
+    let app = TestApp::spawn_with(engine, |c| {
+        c.breaker_failure_threshold = 2;
+        c.breaker_cooldown_ms = 600_000;
+    })
+    .await;
+    let app_id = app.create_app().await;
+    let incidents_path = format!("/v1/apps/{app_id}/incidents");
+    let all_good = app.get(&incidents_path).await;
+    assert_eq!(all_good["data"], json!([]), "nothing is wrong yet");
+
+    let (down, refusing, healthy) = (
+        Receiver::start().await,
+        Receiver::start().await,
+        Receiver::start().await,
+    );
+    down.answer_always(Reply::status(503));
+    refusing.answer_always(Reply::status(401));
+    let endpoint = |url: &str, types: &[&str]| {
+        let (app, app_id, url) = (&app, app_id.clone(), url.to_owned());
+        let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+        async move {
+            app.create_endpoint_with(&app_id, &url, json!({ "event_types": types }))
+                .await["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let (first_down, second_down) = (
+        endpoint(&down.url, &["order.paid"]).await,
+        endpoint(&down.url, &["order.paid"]).await,
+    );
+    let refused = endpoint(&refusing.url, &["invoice.paid"]).await;
+    let paused = endpoint(&healthy.url, &["user.created"]).await;
+    let disabled = endpoint(&healthy.url, &["user.deleted"]).await;
+    let fine = endpoint(&healthy.url, &["order.paid"]).await;
+    for (id, patch) in [
+        (&paused, json!({"paused": true})),
+        (&disabled, json!({"enabled": false})),
+    ] {
+        app.call(
+            Method::PATCH,
+            &format!("/v1/apps/{app_id}/endpoints/{id}"),
+            Some(&patch),
+            200,
+        )
+        .await;
+    }
+    for (event_type, n) in [("order.paid", 2), ("invoice.paid", 2), ("user.created", 1)] {
+        for _ in 0..n {
+            app.publish(&app_id, event_type, json!({})).await;
+        }
+    }
+
+    let incidents = wait_until(
+        Duration::from_secs(30),
+        "four incidents, both breakers open",
+        || async {
+            let answer = app.get(&incidents_path).await;
+            let data = answer["data"].as_array().unwrap();
+            let settled = data.len() == 4
+                && data[0]["endpoints"]
+                    .as_array()
+                    .is_some_and(|e| e.len() == 2 && e.iter().all(|e| e["breaker"] == "open"))
+                && data[2]["dead"] == 2;
+            settled.then_some(answer)
+        },
+    )
+    .await;
+    let said: Vec<(&str, &str, Vec<&str>, &str)> = incidents["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["kind"].as_str().unwrap(),
+                i["action"].as_str().unwrap(),
+                i["endpoints"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["endpoint_id"].as_str().unwrap())
+                    .collect(),
+                i["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let mut down_both = vec![first_down.as_str(), second_down.as_str()];
+    down_both.sort();
+    assert_eq!(
+        said,
+        vec![
+            ("failing", "fix_endpoint", down_both, "2 endpoints answer 503 Service Unavailable: 4 deliveries wait and are retried."),
+            ("disabled", "enable", vec![disabled.as_str()], "Your endpoint is disabled by hand."),
+            ("dead_letters", "fix_then_replay", vec![refused.as_str()], "Your endpoint refused deliveries with 401 Unauthorized: 2 deliveries are in the dead-letter queue. Fix it, then recover them."),
+            ("paused", "resume", vec![paused.as_str()], "Your endpoint is paused: 1 delivery is held until it is resumed."),
+        ]
+    );
+    let data = &incidents["data"];
+    assert_eq!(
+        (&data[0]["code"], &data[0]["status"], &data[0]["waiting"]),
+        (&json!("server_error"), &json!(503), &json!(4))
+    );
+    assert_eq!(
+        (&data[2]["code"], &data[2]["status"]),
+        (&json!("client_error_no_retry"), &json!(401))
+    );
+    for incident in data.as_array().unwrap() {
+        assert!(
+            incident["since"].is_string(),
+            "each says since when: {incident}"
+        );
+    }
+    for e in data[0]["endpoints"].as_array().unwrap() {
+        assert!(e["next_probe_at"].is_string(), "{e}");
+        assert_eq!(e["cause"]["code"], "server_error", "{e}");
+    }
+    let named: Vec<&str> = data
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|i| i["endpoints"].as_array().unwrap())
+        .map(|e| e["endpoint_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        !named.contains(&fine.as_str()),
+        "the healthy endpoint is in no incident"
+    );
+    // The healthy endpoint got its two orders; the paused one held its event.
+    let got = healthy.wait_for_requests(2).await;
+    assert!(
+        got.iter().all(|r| r.json()["type"] == "order.paid"),
+        "only the orders reached the healthy receiver"
+    );
+    // Deaths older than `since` are not counted; a bad time is a clear 400.
+    let later = app
+        .get(&format!("{incidents_path}?since=2999-01-01T00:00:00Z"))
+        .await;
+    assert!(
+        later["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["kind"] != "dead_letters"),
+        "{later}"
+    );
+    app.call(
+        Method::GET,
+        &format!("{incidents_path}?since=yesterday"),
+        None,
+        400,
     )
     .await;
 }

@@ -4,7 +4,7 @@
 //! `portal_access.rs`.
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::browser::Browser;
 use crate::helpers::{wait_until, Engine, Receiver, Reply, TestApp};
@@ -80,12 +80,20 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     let app_id = app.create_app().await;
     let browser = Browser::start(1280, 900).await;
 
-    // The link opens the Endpoints screen, and the code leaves the address bar.
+    // The link opens the Status screen (nothing is wrong), and the code
+    // leaves the address bar; the Endpoints screen is one click away.
     let link = portal_link(&app, &app_id, &["endpoints", "secrets", "replay"]).await;
     browser.open(&link).await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     let url = browser.client.current_url().await.unwrap();
     assert!(!url.as_str().contains("code="), "{url}");
+    browser
+        .wait_text("[data-test=incidents-all-good]", "all good", |t| {
+            t.contains("All good")
+        })
+        .await;
+    browser.check_accessibility("status (all good)").await;
+    browser.click("[data-test=nav-endpoints]").await;
     browser
         .wait_text("main", "the empty list", |t| {
             t.to_lowercase().contains("no endpoints")
@@ -448,7 +456,25 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     }
     receiver.answer_always(Reply::status(200));
     let before = receiver.requests().len();
-    browser.open(&screen(&app, &app_id, "/recover")).await;
+    // The Status screen says so, and leads to Recover for this endpoint.
+    browser.open(&screen(&app, &app_id, "/status")).await;
+    browser.client.refresh().await.unwrap();
+    let said = browser
+        .wait_text(
+            "[data-test=incident][data-kind=dead_letters] [data-test=incident-message]",
+            "the refusals, said",
+            |t| t.contains("422"),
+        )
+        .await;
+    assert_eq!(
+        said,
+        "Your endpoint refused deliveries with 422 Unprocessable Entity: 3 deliveries are in the dead-letter queue. Fix it, then recover them."
+    );
+    browser
+        .check_accessibility("status (failed deliveries)")
+        .await;
+    browser.screenshot("status-light").await;
+    browser.click("[data-test=incident-recover]").await;
     browser.select("#recover-endpoint", &endpoint_id).await;
     browser.click("[data-test=recover-dry-run]").await;
     browser
@@ -471,6 +497,45 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     }
     assert_eq!(receiver.requests().len(), before + 3);
 
+    // The endpoint's timeline counts what the receiver answered, as the API
+    // does, and switches windows.
+    let totals = |timeline: &Value| {
+        timeline["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .fold((0, 0), |(d, f), b| {
+                (
+                    d + b["delivered"].as_u64().unwrap(),
+                    f + b["failed"].as_u64().unwrap(),
+                )
+            })
+    };
+    let timeline_path = format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/timeline");
+    let (delivered, failed) = totals(&app.get(&timeline_path).await);
+    assert!(
+        failed >= 7 && delivered >= 1,
+        "{delivered} delivered, {failed} failed"
+    );
+    browser
+        .open(&screen(&app, &app_id, &format!("/endpoints/{endpoint_id}")))
+        .await;
+    let want = format!("Last 24 hours: {delivered} delivered, {failed} failed.");
+    browser
+        .wait_text("[data-test=timeline-summary]", "the day's totals", |t| {
+            t.starts_with(&want)
+        })
+        .await;
+    browser.select("#timeline-window", "hour").await;
+    let (delivered, failed) = totals(&app.get(&format!("{timeline_path}?window=hour")).await);
+    let want = format!("Last hour: {delivered} delivered, {failed} failed.");
+    browser
+        .wait_text("[data-test=timeline-summary]", "the hour's totals", |t| {
+            t.starts_with(&want)
+        })
+        .await;
+    browser.check_accessibility("endpoint timeline").await;
+
     // Dark, forced by the app: every screen again, checked and pictured.
     app.call(
         Method::PATCH,
@@ -480,6 +545,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     )
     .await;
     for (route, name) in [
+        ("/status".to_owned(), "status"),
         ("/endpoints".to_owned(), "endpoints"),
         (format!("/endpoints/{endpoint_id}"), "endpoint"),
         ("/deliveries".to_owned(), "deliveries"),
@@ -528,6 +594,7 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
     browser.open(&portal_link(&app, &app_id, &[]).await).await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     for (route, ready) in [
+        ("/status".to_owned(), "[data-test=incident]"),
         ("/endpoints".to_owned(), "[data-test=endpoint-row]"),
         (format!("/endpoints/{endpoint_id}"), "main h1"),
         ("/deliveries".to_owned(), "[data-test=delivery-row]"),

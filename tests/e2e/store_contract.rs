@@ -191,6 +191,8 @@ both_engines!(
     listings_filter_and_page_newest_first,
     attempts_read_alike_whether_their_delivery_row_holds_them_or_not,
     a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status,
+    an_endpoints_timeline_counts_its_attempts_and_marks_its_changes,
+    an_apps_troubles_are_its_failing_switched_off_and_refused_endpoints,
     bulk_replay_works_in_batches_resumes_and_stops_when_cancelled,
     api_keys_by_hash_and_scope,
     portal_settings_round_trip,
@@ -3070,6 +3072,293 @@ async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(en
         .await
         .unwrap()
         .is_empty());
+}
+
+/// An endpoint's timeline: its attempts counted in their buckets (the latest
+/// `cap` at most, saying from when the counts are whole), and the marks its
+/// breaker and switches left in the transactions that changed them; retention
+/// removes old marks.
+async fn an_endpoints_timeline_counts_its_attempts_and_marks_its_changes(engine: Engine) {
+    use hookline_core::timeline::{MarkKind, Window};
+    let (store, _db) = open(engine).await;
+    let app = app_with_an_endpoint(&store).await;
+    let endpoint = store
+        .endpoints()
+        .list_endpoints(
+            &app,
+            &Page {
+                limit: 1,
+                before: None,
+            },
+        )
+        .await
+        .unwrap()
+        .remove(0)
+        .id;
+    let breaker = BreakerPolicy {
+        failure_threshold: 2,
+        ..BreakerPolicy::default()
+    };
+    for _ in 0..3 {
+        publish(&store, &app, "order.paid", t(1)).await;
+    }
+    let claimed = lease_due(&store, t(1), 10).await;
+    assert_eq!(claimed.len(), 3);
+    // Two failures open the breaker; a success later closes it.
+    store
+        .complete_attempts(
+            &[
+                record(&claimed[0], Next::RetryAt(t(600)), t(2)),
+                record(&claimed[1], Next::RetryAt(t(600)), t(2)),
+            ],
+            &breaker,
+            t(3),
+        )
+        .await
+        .unwrap();
+    let mut delivered = record(&claimed[2], Next::Succeeded, t(64));
+    delivered.status_code = Some(200);
+    store
+        .complete_attempts(&[delivered], &breaker, t(65))
+        .await
+        .unwrap();
+    // Paused, resumed, disabled by hand.
+    for (at, patch) in [
+        (
+            70,
+            EndpointPatch {
+                paused: Some(true),
+                ..Default::default()
+            },
+        ),
+        (
+            80,
+            EndpointPatch {
+                paused: Some(false),
+                ..Default::default()
+            },
+        ),
+        (
+            90,
+            EndpointPatch {
+                enabled: Some(false),
+                ..Default::default()
+            },
+        ),
+    ] {
+        store
+            .endpoints()
+            .update_endpoint(&app, &endpoint, patch, t(at))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    let layout = Window::Hour.layout(t(100));
+    let timeline = store
+        .endpoints()
+        .endpoint_timeline(&app, &endpoint, &layout, 1000)
+        .await
+        .unwrap();
+    let buckets = layout.fill(&timeline.counts);
+    let busy: Vec<(Timestamp, u64, u64)> = buckets
+        .iter()
+        .filter(|b| b.delivered + b.failed > 0)
+        .map(|b| (b.start, b.delivered, b.failed))
+        .collect();
+    assert_eq!(busy, vec![(t(0), 0, 2), (t(60), 1, 0)]);
+    assert_eq!(timeline.complete_since, None, "every attempt is counted");
+    let marks: Vec<(Timestamp, MarkKind, Option<&str>)> = timeline
+        .marks
+        .iter()
+        .map(|m| (m.at, m.kind, m.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        marks,
+        vec![
+            (t(3), MarkKind::BreakerOpened, None),
+            (t(65), MarkKind::BreakerClosed, None),
+            (t(70), MarkKind::Paused, None),
+            (t(80), MarkKind::Resumed, None),
+            (t(90), MarkKind::Disabled, Some("manual")),
+        ]
+    );
+
+    // Capped: the latest two attempts, whole from the older's start.
+    let capped = store
+        .endpoints()
+        .endpoint_timeline(&app, &endpoint, &layout, 2)
+        .await
+        .unwrap();
+    let counted: u64 = capped.counts.iter().map(|(_, d, f)| d + f).sum();
+    assert_eq!((counted, capped.complete_since), (2, Some(t(2))));
+
+    // Another endpoint's timeline is its own.
+    let other = app_with_an_endpoint(&store).await;
+    let theirs = store
+        .endpoints()
+        .list_endpoints(
+            &other,
+            &Page {
+                limit: 1,
+                before: None,
+            },
+        )
+        .await
+        .unwrap()
+        .remove(0)
+        .id;
+    let empty = store
+        .endpoints()
+        .endpoint_timeline(&other, &theirs, &layout, 1000)
+        .await
+        .unwrap();
+    assert!(
+        empty.counts.is_empty() && empty.marks.is_empty(),
+        "{empty:?}"
+    );
+
+    // Retention takes the marks older than its cut-off.
+    store.purge_history(t(75)).await.unwrap();
+    let kept: Vec<MarkKind> = store
+        .endpoints()
+        .endpoint_timeline(&app, &endpoint, &layout, 1000)
+        .await
+        .unwrap()
+        .marks
+        .iter()
+        .map(|m| m.kind)
+        .collect();
+    assert_eq!(kept, vec![MarkKind::Resumed, MarkKind::Disabled]);
+}
+
+/// The endpoints in trouble: failing (its breaker open), refused (deliveries
+/// dead since the asked time, the newest named), paused with a delivery held,
+/// disabled; each with what waits, and when it was switched. A healthy
+/// endpoint, and a paused one with nothing held, are in no trouble.
+async fn an_apps_troubles_are_its_failing_switched_off_and_refused_endpoints(engine: Engine) {
+    let (store, _db) = open(engine).await;
+    let app = app(&store).await;
+    let mut ids = Vec::new();
+    for types in [
+        vec!["order.paid"],
+        vec!["invoice.paid"],
+        vec!["user.created"],
+        vec!["user.deleted"],
+        vec!["order.paid"],
+        vec!["nothing.ever"],
+    ] {
+        ids.push(
+            store
+                .endpoints()
+                .create_endpoint(&app, new_endpoint("https://a.example", Some(types)), t(0))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let (failing, refused, paused, disabled, healthy, idle) =
+        (&ids[0], &ids[1], &ids[2], &ids[3], &ids[4], &ids[5]);
+    let switch = |id: &EndpointId, patch: EndpointPatch, at: Timestamp| {
+        let (store, app, id) = (store.clone(), app.clone(), id.clone());
+        async move {
+            store
+                .endpoints()
+                .update_endpoint(&app, &id, patch, at)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    };
+    let pause = || EndpointPatch {
+        paused: Some(true),
+        ..Default::default()
+    };
+    switch(paused, pause(), t(5)).await;
+    switch(idle, pause(), t(5)).await;
+    switch(
+        disabled,
+        EndpointPatch {
+            enabled: Some(false),
+            ..Default::default()
+        },
+        t(6),
+    )
+    .await;
+    for event_type in [
+        "order.paid",
+        "order.paid",
+        "invoice.paid",
+        "invoice.paid",
+        "user.created",
+    ] {
+        publish(&store, &app, event_type, t(10)).await;
+    }
+    let claimed = lease_due(&store, t(10), 20).await;
+    let of = |endpoint: &EndpointId| -> Vec<ClaimedDelivery> {
+        claimed
+            .iter()
+            .filter(|c| c.endpoint_id == *endpoint)
+            .cloned()
+            .collect()
+    };
+    let breaker = BreakerPolicy {
+        failure_threshold: 2,
+        ..BreakerPolicy::default()
+    };
+    let mut records: Vec<AttemptRecord> = of(failing)
+        .iter()
+        .map(|c| record(c, Next::RetryAt(t(600)), t(11)))
+        .collect();
+    for (n, c) in of(refused).iter().enumerate() {
+        let mut refusal = record(c, Next::Dead(DeadReason::ClientError), t(11 + n as i64));
+        refusal.status_code = Some(401);
+        // A 4xx is an answer: the breaker counts it healthy (`classify::breaker_signal`).
+        refusal.signal = Signal::Healthy;
+        records.push(refusal);
+    }
+    for c in of(healthy) {
+        let mut ok = record(&c, Next::Succeeded, t(11));
+        ok.status_code = Some(200);
+        records.push(ok);
+    }
+    assert_eq!(records.len(), 6);
+    store
+        .complete_attempts(&records, &breaker, t(12))
+        .await
+        .unwrap();
+
+    let troubles = store.endpoints().troubles(&app, t(0)).await.unwrap();
+    let got: Vec<(&EndpointId, bool, bool, bool, u64, u64)> = troubles
+        .iter()
+        .map(|t| (&t.id, t.enabled, t.paused, t.failing(), t.waiting, t.dead))
+        .collect();
+    let mut want = vec![
+        (failing, true, false, true, 2, 0),
+        (refused, true, false, false, 0, 2),
+        (paused, true, true, false, 1, 0),
+        (disabled, false, false, false, 0, 0),
+    ];
+    want.sort_by_key(|w| w.0.to_string());
+    assert_eq!(
+        got, want,
+        "in id order; the healthy and the idle paused endpoint are not in trouble"
+    );
+    let find = |id: &EndpointId| troubles.iter().find(|t| t.id == *id).unwrap();
+    assert_eq!(find(failing).breaker.state, BreakerState::Open);
+    assert_eq!(find(failing).breaker.failing_since, Some(t(12)));
+    let newest = find(refused).newest_dead.as_ref().unwrap();
+    assert_eq!(
+        (newest.endpoint_id.clone(), newest.dead_reason),
+        (refused.clone(), Some(DeadReason::ClientError))
+    );
+    assert_eq!(find(refused).first_dead_at, Some(t(12)));
+    assert_eq!(find(paused).switched_at, Some(t(5)));
+    assert_eq!(find(disabled).switched_at, Some(t(6)));
+    let _ = (healthy, idle);
+    // Deaths before the asked time do not count: the refusing endpoint is fine then.
+    let later = store.endpoints().troubles(&app, t(13)).await.unwrap();
+    assert!(later.iter().all(|t| t.id != *refused), "{later:?}");
 }
 
 /// A delivery written at its first attempt's outcome holds that attempt in

@@ -13,7 +13,7 @@ use hookline_store::{
 };
 pub(crate) use hookline_types::{
     AppView, AttemptView, DeliveryView, EndpointHealthView, EndpointView, EventTypeView, EventView,
-    FilterView, KeyView, ListView, PublishedView, ReplayJobView,
+    FilterView, KeyView, ListView, MarkView, PublishedView, ReplayJobView,
 };
 
 pub(crate) fn app(app: &App) -> AppView {
@@ -180,10 +180,15 @@ fn header_object(headers: &[(String, String)]) -> BTreeMap<String, String> {
     object
 }
 
+/// What `a`'s outcome meant, under the retry policy its endpoint follows.
+pub(crate) fn attempt_explanation(a: &Attempt, policy: &RetryPolicy) -> explain::Explanation {
+    explain::attempt(&attempt_facts(a), policy)
+}
+
 /// An attempt, explained under the retry policy its endpoint follows.
 pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy) -> AttemptView {
     AttemptView {
-        explanation: explain::attempt(&attempt_facts(a), policy),
+        explanation: attempt_explanation(a, policy),
         id: a.id.to_string(),
         delivery_id: a.delivery_id.to_string(),
         endpoint_id: a.endpoint_id.to_string(),

@@ -1,4 +1,5 @@
-//! An app's endpoints: where its events go, their secrets, health and stats.
+//! An app's endpoints: where its events go, their secrets, health, stats,
+//! timelines, and the incidents they are in.
 
 use futures_util::Stream;
 use reqwest::Method;
@@ -6,8 +7,9 @@ use reqwest::Method;
 use crate::request::app_path;
 use crate::types::{
     AttemptView, AttemptsQuery, CreateEndpoint, EndpointHealthView, EndpointStatsView,
-    EndpointView, ListView, PageQuery, RotateSecret, RotatedSecretView, SecretView, TestSend,
-    TestSendView, UpdateEndpoint,
+    EndpointView, IncidentsQuery, IncidentsView, ListView, PageQuery, RotateSecret,
+    RotatedSecretView, SecretView, TestSend, TestSendView, TimelineQuery, TimelineView,
+    TimelineWindow, Timestamp, UpdateEndpoint,
 };
 use crate::{segment, Client, Result};
 
@@ -99,6 +101,28 @@ impl Client {
     pub async fn endpoint_stats(&self, app: &str, endpoint: &str) -> Result<EndpointStatsView> {
         self.read(endpoint_path(app, endpoint, "/stats")?, None)
             .await
+    }
+
+    /// `GET …/timeline`: attempts per time bucket over the last hour, day
+    /// (`None`) or week, with the breaker's and the switches' changes.
+    pub async fn endpoint_timeline(
+        &self,
+        app: &str,
+        endpoint: &str,
+        window: Option<TimelineWindow>,
+    ) -> Result<TimelineView> {
+        let query = TimelineQuery { window };
+        self.read(endpoint_path(app, endpoint, "/timeline")?, Some(&query))
+            .await
+    }
+
+    /// `GET /v1/apps/{app}/incidents`: what is wrong now with the app's
+    /// endpoints, grouped by cause; deaths count from `since` (default a day ago).
+    pub async fn incidents(&self, app: &str, since: Option<Timestamp>) -> Result<IncidentsView> {
+        let query = IncidentsQuery {
+            since: since.map(Timestamp::to_rfc3339),
+        };
+        self.read(app_path(app, "/incidents")?, Some(&query)).await
     }
 
     /// `POST …/test`: a test event to this endpoint only.

@@ -17,6 +17,7 @@ use crate::model::{DeadReason, DeliveryState, TransportError};
 use crate::operational::{self, DeadCount, Notice};
 use crate::ordering::{self, OnDead};
 use crate::time::Timestamp;
+use crate::timeline::{Mark, MarkKind};
 
 /// The longest `last_error` kept on an endpoint.
 pub const LAST_ERROR_CHARS: usize = 500;
@@ -103,6 +104,8 @@ pub struct EndpointChange {
     pub disable: Option<DisableReason>,
     /// What to tell the operator (`crate::operational`): failing, recovered, disabled.
     pub notices: Vec<Notice>,
+    /// What the endpoint's timeline marks: the breaker opened or closed, a disable.
+    pub marks: Vec<Mark>,
 }
 
 /// A partition whose head ended: its next `blocked` delivery becomes pending,
@@ -233,6 +236,7 @@ fn endpoint_change(
     let mut disable = None;
     let mut last_error = None;
     let mut notices = Vec::new();
+    let mut marks = Vec::new();
     let app = attempts.first().map(|a| a.app);
     let notify = app.filter(|app| !operational::is_internal(app));
     let failing_after = policy.failing_notice_after.max(1);
@@ -268,10 +272,12 @@ fn endpoint_change(
             Transition::Opened { next_probe_at } => {
                 opened = Some(next_probe_at);
                 changes.opened += 1;
+                marks.push(Mark::of(MarkKind::BreakerOpened));
             }
             Transition::Closed => {
                 closed = true;
                 changes.closed += 1;
+                marks.push(Mark::of(MarkKind::BreakerClosed));
             }
             Transition::Disable => disable = disable.or(Some(DisableReason::Failing)),
             Transition::Unchanged => {}
@@ -299,6 +305,7 @@ fn endpoint_change(
     let disable = disable.filter(|_| row.enabled);
     if let Some(reason) = disable {
         changes.disabled += 1;
+        marks.push(Mark::disabled(reason.as_str()));
         if let (Some(app), Some(attempt)) = (notify, attempts.first()) {
             notices.push(Notice::disabled(app, attempt.endpoint, reason.as_str()));
         }
@@ -310,6 +317,7 @@ fn endpoint_change(
         queue_move,
         disable,
         notices,
+        marks,
     };
     (
         change,

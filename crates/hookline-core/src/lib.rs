@@ -13,6 +13,7 @@
 //! - [`model`]: delivery states, dead-letter reasons, the webhook envelope.
 //! - [`event_types`]: event type names and the patterns endpoints subscribe with.
 //! - [`filter`]: payload filters: which events an endpoint receives, by what their payload says.
+//! - [`incidents`]: what is wrong now with an app's endpoints, grouped by cause, in words.
 //! - [`explain`]: why a delivery is where it is, and what an attempt meant, as a code, an action and a sentence.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
@@ -28,6 +29,7 @@
 //! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
 //! - [`switches`]: an endpoint's `enabled` and `paused`: whether it sends, and what turning them does.
+//! - [`timeline`]: an endpoint's attempts in time buckets, and the marks of its breaker and switches.
 //! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`custom_headers`]: the headers an endpoint adds to its requests, and which it may not.
@@ -49,6 +51,7 @@ pub mod explain;
 pub mod filter;
 pub mod fingerprint;
 pub mod ids;
+pub mod incidents;
 pub mod model;
 pub mod operational;
 pub mod ordering;
@@ -62,3 +65,4 @@ pub mod signing;
 pub mod stats;
 pub mod switches;
 pub mod time;
+pub mod timeline;

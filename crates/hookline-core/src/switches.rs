@@ -7,6 +7,7 @@
 use crate::ids::{AppId, EndpointId};
 use crate::model::{DeadReason, DeliveryState};
 use crate::operational::{Kind, Notice};
+use crate::timeline::{Mark, MarkKind};
 
 /// The reason a disable by hand is recorded (and told) with.
 pub const MANUAL: &str = "manual";
@@ -49,6 +50,23 @@ pub fn turn(before: Switches, after: Switches) -> Turned {
         park: before.sending() && !after.sending() && after.enabled,
         unpark: !before.sending() && after.sending(),
     }
+}
+
+/// The timeline's marks of going from `before` to `after`: each switch that
+/// turned, a disable by hand with its reason.
+pub fn marks(before: Switches, after: Switches) -> Vec<Mark> {
+    let mut marks = Vec::new();
+    match (before.enabled, after.enabled) {
+        (true, false) => marks.push(Mark::disabled(MANUAL)),
+        (false, true) => marks.push(Mark::of(MarkKind::Enabled)),
+        _ => {}
+    }
+    match (before.paused, after.paused) {
+        (false, true) => marks.push(Mark::of(MarkKind::Paused)),
+        (true, false) => marks.push(Mark::of(MarkKind::Resumed)),
+        _ => {}
+    }
+    marks
 }
 
 impl Turned {
@@ -178,6 +196,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn each_switch_that_turns_leaves_a_mark() {
+        let kinds = |before, after| -> Vec<(MarkKind, Option<&str>)> {
+            marks(before, after)
+                .iter()
+                .map(|m| (m.kind, m.reason))
+                .collect()
+        };
+        let (on, paused, off) = (
+            switches(true, false),
+            switches(true, true),
+            switches(false, false),
+        );
+        assert_eq!(kinds(on, on), vec![]);
+        assert_eq!(kinds(on, off), vec![(MarkKind::Disabled, Some(MANUAL))]);
+        assert_eq!(kinds(off, on), vec![(MarkKind::Enabled, None)]);
+        assert_eq!(kinds(on, paused), vec![(MarkKind::Paused, None)]);
+        assert_eq!(kinds(paused, on), vec![(MarkKind::Resumed, None)]);
+        assert_eq!(
+            kinds(paused, off),
+            vec![
+                (MarkKind::Disabled, Some(MANUAL)),
+                (MarkKind::Resumed, None)
+            ]
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::endpoints::{
 };
 use crate::operational::{count_dead, insert_notices};
 use crate::records::AttemptRecord;
+use crate::timeline::insert_marks;
 use crate::{parse_column, Engine, Result};
 
 /// An attempt's `detail` column: what was sent and what came back, beyond the
@@ -463,6 +464,7 @@ impl Turn {
                 disable_endpoint(tx, endpoint, reason.as_str(), now).await?;
             }
             insert_notices(tx, &change.notices, now).await?;
+            insert_marks(tx, endpoint, &change.marks, now).await?;
         }
         count_dead(tx, &plan.dead).await?;
         let mut due_now = plan.due_now;

@@ -18,6 +18,7 @@ use crate::records::{
     Endpoint, EndpointHealth, EndpointPatch, NewEndpoint, Page, RetryOverrides, PARKED,
 };
 use crate::secrets::Secrets;
+use crate::timeline::insert_marks;
 use crate::Endpoints;
 use crate::{parse_column, Result, StoreError};
 use hookline_core::operational::{Kind, Notice};
@@ -489,6 +490,8 @@ impl Endpoints<'_> {
         }
         let notices = turned.notices(app, id);
         insert_notices(&mut tx, &notices, now).await?;
+        let marks = switches::marks(before, endpoint.switches());
+        insert_marks(&mut tx, id, &marks, now).await?;
         tx.commit().await?;
         if turned.unpark {
             self.notify_due();

@@ -46,6 +46,7 @@ mod event_types;
 mod events;
 mod fanout;
 mod gauges;
+mod incidents;
 mod keys;
 mod listing;
 mod operational;
@@ -59,6 +60,7 @@ mod retention;
 mod secrets;
 mod snapshots;
 mod sqlite;
+mod timeline;
 mod wake;
 
 use std::str::FromStr;
@@ -70,6 +72,7 @@ pub use claim::{ClaimEndpoint, Leased, Turn};
 pub use complete::Written;
 pub use event_types::MAX_EVENT_TYPES;
 pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
+pub use incidents::{EndpointTrouble, WAITING_CAP};
 pub use operational::{PendingNotice, Source as NoticeSource};
 pub use portal::{PortalExchange, SESSION_KEY_NAME};
 pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
@@ -77,6 +80,7 @@ pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};
 pub use retention::{Purged, RETENTION_BATCH};
 pub use snapshots::AppSnapshot;
+pub use timeline::{StoredMark, Timeline};
 
 /// A store error. Callers map `NotFound`/`Conflict` to user errors; the rest is internal.
 #[derive(Debug, thiserror::Error)]

@@ -8,7 +8,8 @@
 //! - **events** that have no delivery left (all succeeded and removed, or the
 //!   event had no subscriber);
 //! - **idempotency records** (their own, shorter period);
-//! - the per-minute counts of events **payload filters dropped**.
+//! - the per-minute counts of events **payload filters dropped**, and the
+//!   **marks** on endpoints' timelines.
 //!
 //! What stays: pending, in-flight, blocked and **dead** deliveries (of endpoints
 //! that exist) with their
@@ -121,6 +122,12 @@ impl Store {
             .execute(&mut tx)
             .await?
             .rows_affected();
+        // The endpoints' timeline marks.
+        self.engine
+            .query("DELETE FROM endpoint_marks WHERE at < $1")
+            .bind(cutoff.as_millis())
+            .execute(&mut tx)
+            .await?;
         // The counts of events payload filters dropped, by the minute.
         self.engine
             .query("DELETE FROM filter_drops WHERE minute < $1")

@@ -3,10 +3,14 @@
 use std::collections::BTreeMap;
 
 use hookline_core::breaker::BreakerState;
+use hookline_core::explain::{Action as ExplanationAction, Code as ExplanationCode, Explanation};
+use hookline_core::incidents::Kind as IncidentKind;
+use hookline_core::model::TransportError;
 use hookline_core::ordering::OnDead;
 use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::retry::RetryOverrides;
 use hookline_core::time::Timestamp;
+use hookline_core::timeline::{Bucket, MarkKind, Window};
 use serde::{Deserialize, Serialize};
 
 use crate::events::Warning;
@@ -313,6 +317,111 @@ pub struct StatsWindow {
     pub sampled: bool,
     /// Events of its types that its payload filter dropped (by the minute).
     pub filtered: u64,
+}
+
+/// `GET …/endpoints/{endpoint}/timeline`: every field narrows the answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct TimelineQuery {
+    /// `hour` (60 buckets of a minute), `day` (96 of 15 minutes, the default)
+    /// or `week` (168 of an hour).
+    #[param(inline)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+}
+
+/// `GET …/endpoints/{endpoint}/timeline` (docs/api.md#endpoint-timeline):
+/// attempts per time bucket, and what happened to the endpoint's sending.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TimelineView {
+    pub endpoint_id: String,
+    pub window: Window,
+    /// Each bucket's width.
+    pub bucket_secs: u64,
+    /// The first bucket's start (a whole multiple of the width since the epoch).
+    pub since: Timestamp,
+    /// The last bucket's end; the last bucket holds now.
+    pub until: Timestamp,
+    /// Every bucket, oldest first, empty ones as zeros.
+    pub buckets: Vec<Bucket>,
+    /// The breaker opening and closing, disables, enables, pauses and resumes, oldest first.
+    pub marks: Vec<MarkView>,
+    /// `null`: every attempt of the span is counted. Otherwise the span held
+    /// more than `sample_cap` attempts; only the latest were counted, and
+    /// the buckets are whole from this time on.
+    pub complete_since: Option<Timestamp>,
+    /// The most attempts a timeline counts (the latest ones).
+    pub sample_cap: u32,
+}
+
+/// A mark on an endpoint's timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MarkView {
+    pub at: Timestamp,
+    pub kind: MarkKind,
+    /// A disable's reason: `gone`, `failing` or `manual`.
+    pub reason: Option<String>,
+}
+
+/// `GET /v1/apps/{app}/incidents`: every field narrows the answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct IncidentsQuery {
+    /// Dead-lettered deliveries count from this time (RFC 3339; default: a day ago).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+/// `GET /v1/apps/{app}/incidents` (docs/api.md#incidents): what is wrong now
+/// with the app's endpoints, grouped by cause, worst first; empty when all is well.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct IncidentsView {
+    pub data: Vec<IncidentView>,
+    /// Dead-lettered deliveries are counted from this time.
+    pub since: Timestamp,
+    pub checked_at: Timestamp,
+}
+
+/// Endpoints with the same trouble and the same cause.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct IncidentView {
+    pub kind: IncidentKind,
+    /// The cause's explanation code (`null` for a disable or a pause).
+    pub code: Option<ExplanationCode>,
+    pub status: Option<u16>,
+    pub error_kind: Option<TransportError>,
+    /// Since when (the earliest of its endpoints').
+    pub since: Option<Timestamp>,
+    /// Deliveries that wait on its endpoints (counted up to a million each).
+    pub waiting: u64,
+    /// Deliveries of its endpoints dead-lettered since the asked time.
+    pub dead: u64,
+    pub action: ExplanationAction,
+    /// One English sentence that says it.
+    pub message: String,
+    pub endpoints: Vec<IncidentEndpointView>,
+}
+
+/// One endpoint of an incident.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct IncidentEndpointView {
+    pub endpoint_id: String,
+    pub url: String,
+    pub description: String,
+    pub enabled: bool,
+    pub paused: bool,
+    pub disabled_reason: Option<String>,
+    pub breaker: BreakerState,
+    pub consecutive_failures: u32,
+    /// Open: when the breaker's probe goes.
+    pub next_probe_at: Option<Timestamp>,
+    pub since: Option<Timestamp>,
+    pub waiting: u64,
+    pub dead: u64,
+    /// The newest failed attempt's (failing) or dead delivery's explanation.
+    pub cause: Option<Explanation>,
 }
 
 /// Attempt latency percentiles in milliseconds (`null` before any attempt).

@@ -32,8 +32,10 @@ pub use deliveries::{
     StateParam,
 };
 pub use endpoints::{
-    CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView, Latency, RotateSecret,
-    RotatedSecretView, SecretView, StatsWindow, TestSend, TestSendView, UpdateEndpoint,
+    CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView, IncidentEndpointView,
+    IncidentView, IncidentsQuery, IncidentsView, Latency, MarkView, RotateSecret,
+    RotatedSecretView, SecretView, StatsWindow, TestSend, TestSendView, TimelineQuery,
+    TimelineView, UpdateEndpoint,
 };
 pub use event_types::{CreateEventType, EventTypeView, UpdateEventType};
 pub use events::{
@@ -49,6 +51,8 @@ pub use replays::{BulkReplayRequest, DryRunView, FilterView, ReplayJobView};
 pub use hookline_core::{
     access::Capability,
     breaker::BreakerState,
+    explain::{Action as ExplanationAction, Code as ExplanationCode, Explanation},
+    incidents::Kind as IncidentKind,
     model::{
         AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, ReplayJobState, TransportError,
     },
@@ -57,4 +61,5 @@ pub use hookline_core::{
     portal::PortalSettings,
     retry::RetryOverrides,
     time::Timestamp,
+    timeline::{Bucket as TimelineBucket, MarkKind, Window as TimelineWindow},
 };

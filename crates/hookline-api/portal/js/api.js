@@ -148,6 +148,9 @@ export const updateEndpoint = (id, body) => request('PATCH', appPath('endpoints'
 export const deleteEndpoint = (id) => request('DELETE', appPath('endpoints', id));
 export const endpointHealth = (id, options) => request('GET', appPath('endpoints', id, 'health'), options);
 export const endpointStats = (id, options) => request('GET', appPath('endpoints', id, 'stats'), options);
+export const incidents = (options) => request('GET', appPath('incidents'), options);
+export const endpointTimeline = (id, window, options) =>
+  request('GET', appPath('endpoints', id, 'timeline'), { ...options, query: { window } });
 export const endpointSecret = (id) => request('GET', appPath('endpoints', id, 'secret'));
 export const rotateSecret = (id, body) => request('POST', appPath('endpoints', id, 'secret', 'rotate'), { body });
 export const testSend = (id, body) => request('POST', appPath('endpoints', id, 'test'), { body });

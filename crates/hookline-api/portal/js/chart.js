@@ -56,3 +56,54 @@ function barRow({ label, value, text }, top, scale) {
     s('text', { class: 'chart-value', x: LABEL_WIDTH + BAR_WIDTH + 6, y: middle, 'dominant-baseline': 'middle' }, text),
   );
 }
+
+const COLUMN_WIDTH = 720;
+const COLUMN_HEIGHT = 120;
+const AXIS = 16;
+
+/**
+ * Stacked columns over time: `buckets` `[{start, delivered, failed}]`
+ * (delivered below, failed above), `marks` `[{at, kind}]` as vertical lines
+ * between `since` and `until`, each with its words (`words(mark)`) as a title;
+ * the first and last times under the axis. `summary` is the accessible name.
+ */
+export function timelineChart({ summary, buckets, marks, since, until, words }) {
+  const tallest = Math.max(1, ...buckets.map((b) => b.delivered + b.failed));
+  const step = COLUMN_WIDTH / Math.max(1, buckets.length);
+  const height = (n) => (n / tallest) * COLUMN_HEIGHT;
+  const columns = buckets.map((b, i) => {
+    const x = (i * step + 0.5).toFixed(1);
+    const width = Math.max(1, step - 1).toFixed(1);
+    const ok = height(b.delivered);
+    const bad = height(b.failed);
+    return s(
+      'g',
+      {},
+      ok > 0 && s('rect', { class: 'chart-ok', x, y: (COLUMN_HEIGHT - ok).toFixed(1), width, height: Math.max(1, ok).toFixed(1) }),
+      bad > 0 && s('rect', { class: 'chart-bad', x, y: (COLUMN_HEIGHT - ok - bad).toFixed(1), width, height: Math.max(1, bad).toFixed(1) }),
+    );
+  });
+  const from = new Date(since).getTime();
+  const span = Math.max(1, new Date(until).getTime() - from);
+  const lines = marks.map((m) => {
+    const x = (((new Date(m.at).getTime() - from) / span) * COLUMN_WIDTH).toFixed(1);
+    return s('line', { class: `chart-mark mark-${m.kind}`, x1: x, x2: x, y1: 0, y2: COLUMN_HEIGHT }, s('title', {}, words(m)));
+  });
+  const time = (value) => new Date(value).toLocaleString(undefined, { month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit' });
+  return s(
+    'svg',
+    {
+      class: 'chart timeline-chart',
+      viewBox: `0 0 ${COLUMN_WIDTH} ${COLUMN_HEIGHT + AXIS}`,
+      role: 'img',
+      'aria-label': summary,
+      preserveAspectRatio: 'xMinYMin meet',
+    },
+    s('title', {}, summary),
+    s('rect', { class: 'chart-track', x: 0, y: 0, width: COLUMN_WIDTH, height: COLUMN_HEIGHT }),
+    columns,
+    lines,
+    s('text', { class: 'chart-label', x: 0, y: COLUMN_HEIGHT + AXIS - 3 }, time(since)),
+    s('text', { class: 'chart-label', x: COLUMN_WIDTH, y: COLUMN_HEIGHT + AXIS - 3, 'text-anchor': 'end' }, time(until)),
+  );
+}

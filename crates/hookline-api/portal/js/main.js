@@ -8,7 +8,8 @@
 // - branding.js  the provider's name, logo, colour and theme
 // - ui.js, dom.js, format.js, words.js   building blocks and vocabulary
 // - chart.js     small inline SVG bar charts
-// - screens/     one module per screen; deliveries.js also exports the delivery log
+// - screens/     one module per screen; deliveries.js also exports the delivery log,
+//                endpoint-timeline.js an endpoint's attempts over time with its changes marked
 
 import * as api from './api.js';
 import * as session from './session.js';
@@ -17,6 +18,7 @@ import { createRouter } from './router.js';
 import { h } from './dom.js';
 import { announce, errorPage, whileBusy } from './ui.js';
 import { endpointsScreen } from './screens/endpoints.js';
+import { statusScreen } from './screens/status.js';
 import { endpointScreen } from './screens/endpoint.js';
 import { deliveriesScreen } from './screens/deliveries.js';
 import { deliveryScreen } from './screens/delivery.js';
@@ -90,7 +92,7 @@ async function boot() {
   router = createRouter({
     view,
     routes: routes(can),
-    defaultHash: '#/endpoints',
+    defaultHash: '#/status',
     context: { can, portalName: () => portalName(app) },
     onRoute: markNav,
   });
@@ -158,6 +160,7 @@ function showPage(message) {
 /** The routes this session may see (recovering needs `replay`). */
 function routes(can) {
   const all = [
+    { name: 'status', pattern: ['status'], screen: statusScreen },
     { name: 'endpoints', pattern: ['endpoints'], screen: endpointsScreen },
     { name: 'endpoints', pattern: ['endpoints', ':id'], screen: endpointScreen },
     { name: 'deliveries', pattern: ['deliveries'], screen: deliveriesScreen },
@@ -169,6 +172,7 @@ function routes(can) {
 }
 
 const NAV = [
+  { name: 'status', label: 'Status' },
   { name: 'endpoints', label: 'Endpoints' },
   { name: 'deliveries', label: 'Deliveries' },
   { name: 'catalog', label: 'Event catalog' },

@@ -16,12 +16,12 @@ export function appFromPath(pathname) {
 
 /**
  * The one-time code in `#code=…`, removed from the address (which then shows
- * the endpoints screen); null when there is none.
+ * the router's default screen, Status); null when there is none.
  */
 export function takeCodeFromHash() {
   if (!location.hash.startsWith('#code=')) return null;
   const code = decodeURIComponent(location.hash.slice('#code='.length).split('&')[0]);
-  history.replaceState(null, '', `${location.pathname}${location.search}#/endpoints`);
+  history.replaceState(null, '', `${location.pathname}${location.search}#/`);
   return code;
 }
 

@@ -10,7 +10,7 @@ use hookline_core::ids::{AttemptId, EndpointId};
 use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::signing::EndpointSecret;
 use hookline_store::{
-    AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, PublishOutcome, RetryOverrides,
+    AttemptFilter, Endpoint, EndpointPatch, NewEndpoint, Page, PublishOutcome, RetryOverrides,
 };
 
 use super::events::{prepare, PublishRequest};
@@ -22,8 +22,9 @@ use crate::extract::QueryParams;
 use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 pub(crate) use hookline_types::{
-    AttemptsQuery, CreateEndpoint, EndpointStatsView, Latency, RotateSecret, RotatedSecretView,
-    SecretView, StatsWindow, TestSend, TestSendView, UpdateEndpoint,
+    AttemptsQuery, CreateEndpoint, EndpointStatsView, IncidentEndpointView, IncidentView,
+    IncidentsQuery, IncidentsView, Latency, RotateSecret, RotatedSecretView, SecretView,
+    StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
 };
 
 /// Outbound authentication that holds together, with the custom headers it
@@ -478,6 +479,148 @@ const STATS_SAMPLE: u32 = 10_000;
 /// `GET …/endpoints/{endpoint}/stats`: deliveries by state, the DLQ by reason,
 /// the breaker, and per window (hour, day, week) the success rate and latency
 /// percentiles of its attempts.
+/// How far back dead-lettered deliveries count as an incident, unless asked.
+const INCIDENTS_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+/// `GET /v1/apps/{app}/incidents`: the app's endpoints in trouble, grouped by cause.
+pub(crate) async fn incidents(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    QueryParams(query): QueryParams<IncidentsQuery>,
+) -> ApiResult<Json<IncidentsView>> {
+    use hookline_core::incidents::{group, Kind, Trouble};
+    let app = caller.app(&state, &app).await?;
+    let now = state.clock.now();
+    let since = super::time_range(query.since, None)?
+        .since
+        .unwrap_or(now - INCIDENTS_LOOKBACK);
+    let troubles = state.store.endpoints().troubles(&app.id, since).await?;
+    let mut found = Vec::with_capacity(troubles.len());
+    for t in troubles {
+        let policy = t.retry.apply(state.config.retry);
+        let (kind, cause, from) = if !t.enabled {
+            (Kind::Disabled, None, t.switched_at)
+        } else if t.failing() {
+            let newest = state
+                .store
+                .listings()
+                .list_endpoint_attempts(
+                    &app.id,
+                    &t.id,
+                    &AttemptFilter::default(),
+                    &Page {
+                        limit: 1,
+                        before: None,
+                    },
+                )
+                .await?;
+            let cause = newest
+                .first()
+                .map(|a| crate::views::attempt_explanation(a, &policy));
+            (Kind::Failing, cause, t.breaker.failing_since)
+        } else if t.dead > 0 {
+            let cause = match &t.newest_dead {
+                Some(d) => super::deliveries::views_of(&state, &app.id, std::slice::from_ref(d))
+                    .await?
+                    .pop()
+                    .and_then(|v| v.explanation),
+                None => None,
+            };
+            (Kind::DeadLetters, cause, t.first_dead_at)
+        } else {
+            (Kind::Paused, None, t.switched_at)
+        };
+        let trouble = Trouble {
+            kind,
+            cause,
+            since: from,
+            waiting: t.waiting,
+            dead: t.dead,
+            disabled_reason: t.disabled_reason.clone(),
+        };
+        found.push((t, trouble));
+    }
+    let data = group(found)
+        .into_iter()
+        .map(|g| IncidentView {
+            kind: g.kind,
+            code: g.code,
+            status: g.status,
+            error_kind: g.error_kind,
+            since: g.since,
+            waiting: g.waiting,
+            dead: g.dead,
+            action: g.action,
+            message: g.message,
+            endpoints: g
+                .endpoints
+                .into_iter()
+                .map(|(e, t)| IncidentEndpointView {
+                    endpoint_id: e.id.to_string(),
+                    url: e.url,
+                    description: e.description,
+                    enabled: e.enabled,
+                    paused: e.paused,
+                    disabled_reason: e.disabled_reason,
+                    breaker: e.breaker.state,
+                    consecutive_failures: e.breaker.consecutive_failures,
+                    next_probe_at: e.breaker.next_probe_at,
+                    since: t.since,
+                    waiting: t.waiting,
+                    dead: t.dead,
+                    cause: t.cause,
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Json(IncidentsView {
+        data,
+        since,
+        checked_at: now,
+    }))
+}
+
+/// The most attempts a timeline counts (the latest ones): a busy endpoint's
+/// week is whole from `complete_since` on.
+const TIMELINE_SAMPLE: u32 = 100_000;
+
+/// `GET …/endpoints/{endpoint}/timeline`: attempts per bucket, and the marks.
+pub(crate) async fn timeline(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    QueryParams(query): QueryParams<TimelineQuery>,
+) -> ApiResult<Json<TimelineView>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let window = query.window.unwrap_or_default();
+    let layout = window.layout(state.clock.now());
+    let timeline = state
+        .store
+        .endpoints()
+        .endpoint_timeline(&endpoint.app_id, &endpoint.id, &layout, TIMELINE_SAMPLE)
+        .await?;
+    Ok(Json(TimelineView {
+        endpoint_id: endpoint.id.to_string(),
+        window,
+        bucket_secs: window.bucket().as_secs(),
+        since: layout.since,
+        until: layout.until,
+        buckets: layout.fill(&timeline.counts),
+        marks: timeline
+            .marks
+            .into_iter()
+            .map(|m| crate::views::MarkView {
+                at: m.at,
+                kind: m.kind,
+                reason: m.reason,
+            })
+            .collect(),
+        complete_since: timeline.complete_since,
+        sample_cap: TIMELINE_SAMPLE,
+    }))
+}
+
 pub(crate) async fn stats(
     State(state): State<AppState>,
     caller: Caller,

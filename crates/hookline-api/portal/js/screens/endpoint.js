@@ -13,6 +13,7 @@ import { endpointActions } from './endpoint-actions.js';
 import { openEndpointForm } from './endpoint-form.js';
 import { secretSection } from './endpoint-secret.js';
 import { statsSection } from './endpoint-stats.js';
+import { timelineSection } from './endpoint-timeline.js';
 import { testSendSection } from './endpoint-test.js';
 
 export async function endpointScreen(ctx) {
@@ -35,7 +36,7 @@ export async function endpointScreen(ctx) {
   heading.textContent = endpoint.url;
   drawOverview(endpoint, health);
 
-  ctx.root.append(statsSection(stats));
+  ctx.root.append(timelineSection(ctx, endpoint.id), statsSection(stats));
   if (ctx.can('secrets')) ctx.root.append(secretSection(endpoint));
   if (ctx.can('endpoints')) ctx.root.append(testSendSection(ctx, endpoint));
   ctx.root.append(

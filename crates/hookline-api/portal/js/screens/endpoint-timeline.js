@@ -1,0 +1,118 @@
+// screens/endpoint-timeline.js — "when did it start failing?": an endpoint's
+// attempts per time bucket from GET …/timeline (the last hour, day or week),
+// as stacked columns (delivered below, failed above), with the breaker's
+// openings and closings, disables, enables, pauses and resumes marked; the
+// same in words (when failures began, each mark) and as a table.
+
+import * as api from '../api.js';
+import { timelineChart } from '../chart.js';
+import { append, h, replace } from '../dom.js';
+import { clockTime, dateTime, integer } from '../format.js';
+import { loading, problemSlot, showProblem } from '../ui.js';
+import { DISABLED_REASONS } from '../words.js';
+
+const WINDOWS = [
+  ['hour', 'Last hour'],
+  ['day', 'Last 24 hours'],
+  ['week', 'Last 7 days'],
+];
+
+/** What each mark says, in words. */
+export const MARKS = {
+  breaker_opened: 'circuit breaker opened',
+  breaker_closed: 'circuit breaker closed',
+  disabled: 'disabled',
+  enabled: 'enabled',
+  paused: 'paused',
+  resumed: 'resumed',
+};
+
+export function markWords(mark) {
+  const words = MARKS[mark.kind] ?? mark.kind;
+  const why = mark.kind === 'disabled' && DISABLED_REASONS[mark.reason];
+  return why ? `${words} (${why})` : words;
+}
+
+/** The section; it loads the default window, and another when chosen. */
+export function timelineSection(ctx, endpointId) {
+  const chooser = h(
+    'select',
+    { id: 'timeline-window', 'data-test': 'timeline-window' },
+    WINDOWS.map(([key, label]) => h('option', { value: key, selected: key === 'day' }, label)),
+  );
+  const body = h('div', { 'data-test': 'timeline' }, loading('Loading the timeline…'));
+  const load = async () => {
+    replace(body, loading('Loading the timeline…'));
+    try {
+      const timeline = await api.endpointTimeline(endpointId, chooser.value, { signal: ctx.signal });
+      const label = WINDOWS.find(([key]) => key === chooser.value)?.[1] ?? chooser.value;
+      replace(body, drawn(timeline, label));
+    } catch (error) {
+      if (error?.sessionEnded || error?.name === 'AbortError') throw error;
+      const problem = problemSlot();
+      replace(body, problem);
+      showProblem(problem, error);
+    }
+  };
+  chooser.addEventListener('change', () => load().catch(() => {}));
+  load().catch(() => {});
+  return append(
+    h('section', { class: 'section', 'aria-labelledby': 'timeline-heading' }, h('h2', { id: 'timeline-heading' }, 'Timeline')),
+    [h('div', { class: 'field inline' }, h('label', { for: 'timeline-window' }, 'Window'), chooser), body],
+  );
+}
+
+function drawn(timeline, label) {
+  const buckets = timeline.buckets ?? [];
+  const marks = timeline.marks ?? [];
+  const delivered = buckets.reduce((n, b) => n + b.delivered, 0);
+  const failed = buckets.reduce((n, b) => n + b.failed, 0);
+  const summary = sentence(timeline, label, delivered, failed);
+  return [
+    h('p', { 'data-test': 'timeline-summary' }, summary),
+    h('figure', { class: 'chart-figure timeline-figure' }, timelineChart({ summary, buckets, marks, since: timeline.since, until: timeline.until, words: markWords }),
+      h('figcaption', {}, h('span', { class: 'key key-ok' }, 'delivered'), ' ', h('span', { class: 'key key-bad' }, 'failed'), marks.length ? ' · lines: changes below' : '')),
+    marks.length
+      ? h('ul', { class: 'marks', 'data-test': 'timeline-marks' }, marks.map((m) => h('li', {}, h('time', { datetime: m.at, title: dateTime(m.at) }, clockTime(m.at)), ` ${markWords(m)}`)))
+      : null,
+    timeline.complete_since &&
+      h('p', { class: 'hint' }, `Busy: counted are the latest ${integer(timeline.sample_cap)} attempts, whole since ${dateTime(timeline.complete_since)}.`),
+    table(buckets),
+  ];
+}
+
+/**
+ * "Last 24 hours: 1,204 delivered, 31 failed. Failing since 14:02." — when
+ * the newest attempts fail, since the first bucket of that unbroken run.
+ */
+function sentence(timeline, label, delivered, failed) {
+  const totals = `${label}: ${integer(delivered)} delivered, ${integer(failed)} failed.`;
+  if (!delivered && !failed) return `${label}: no attempts.`;
+  const busy = (timeline.buckets ?? []).filter((b) => b.delivered + b.failed > 0);
+  const newest = busy[busy.length - 1];
+  if (!newest?.failed || newest.delivered) {
+    const lastFailure = [...busy].reverse().find((b) => b.failed);
+    return lastFailure ? `${totals} Last failure around ${clockTime(lastFailure.start)}.` : `${totals} No failures.`;
+  }
+  let start = busy.length - 1;
+  while (start > 0 && busy[start - 1].failed && !busy[start - 1].delivered) start -= 1;
+  return `${totals} Failing since about ${clockTime(busy[start].start)}.`;
+}
+
+/** The buckets that hold attempts, as a table (for reading exact figures). */
+function table(buckets) {
+  const busy = buckets.filter((b) => b.delivered + b.failed > 0);
+  if (!busy.length) return null;
+  return h(
+    'details',
+    {},
+    h('summary', {}, `As a table (${busy.length} ${busy.length === 1 ? 'period' : 'periods'} with attempts)`),
+    h(
+      'table',
+      { class: 'timeline-table' },
+      h('caption', { class: 'visually-hidden' }, 'Attempts per period'),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'From'), h('th', { scope: 'col' }, 'Delivered'), h('th', { scope: 'col' }, 'Failed'))),
+      h('tbody', {}, busy.map((b) => h('tr', {}, h('th', { scope: 'row' }, h('time', { datetime: b.start }, dateTime(b.start))), h('td', {}, integer(b.delivered)), h('td', {}, integer(b.failed))))),
+    ),
+  );
+}
