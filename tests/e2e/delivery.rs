@@ -147,6 +147,28 @@ async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: E
         (Some(200), Some("delivered"))
     );
     assert_eq!(attempts[0]["response_body"], "receiver says hi");
+
+    // The attempt alone carries the body as signed, byte for byte, and its
+    // headers: the standard verifier accepts them (what copy-as-curl sends).
+    assert!(attempts[0].get("request_body").is_none(), "not in listings");
+    let full = app
+        .get(&format!(
+            "/v1/apps/{app_id}/attempts/{}",
+            attempts[0]["id"].as_str().unwrap()
+        ))
+        .await;
+    let sent = full["request_body"].as_str().unwrap();
+    assert_eq!(sent.as_bytes(), &request.body[..]);
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (name, value) in full["request_headers"].as_object().unwrap() {
+        headers.insert(
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.as_str().unwrap().parse().unwrap(),
+        );
+    }
+    verifier
+        .verify(sent.as_bytes(), &headers)
+        .expect("the attempt's own record verifies");
 }
 
 async fn server_errors_are_retried_until_success_with_the_same_webhook_id(engine: Engine) {

@@ -331,13 +331,19 @@ async fn an_attempt_shows_what_was_sent_and_what_came_back(engine: Engine) {
             !attempt.to_string().contains("whsec_"),
             "no secret material"
         );
-        // The single view is the listed one.
-        let one = app
+        // The single view is the listed one, with the body as sent.
+        let mut one = app
             .get(&format!(
                 "/v1/apps/{app_id}/attempts/{}",
                 attempt["id"].as_str().unwrap()
             ))
             .await;
+        let body = one
+            .as_object_mut()
+            .unwrap()
+            .remove("request_body")
+            .expect("the single view carries the body");
+        assert_eq!(body.as_str().unwrap().as_bytes(), &request.body[..]);
         assert_eq!(&one, attempt);
     }
     let (failed, delivered) = (&attempts[0], &attempts[1]);

@@ -334,6 +334,74 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         attempt_text.contains("missing field customer"),
         "{attempt_text}"
     );
+    // Its event's id is copied with one click.
+    let event_id = app
+        .get(&format!("/v1/apps/{app_id}/deliveries/{refused}"))
+        .await["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    browser
+        .click(&format!("[data-test=copy-id][data-copy='{event_id}']"))
+        .await;
+    browser
+        .wait_text(
+            &format!("[data-test=id-copied][data-copy='{event_id}']"),
+            "copied",
+            |t| t == "Copied",
+        )
+        .await;
+    let clipboard = browser
+        .client
+        .execute_async(
+            "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(clipboard.as_str(), Some(event_id.as_str()));
+
+    // Its attempt, copied as curl: the request as signed.
+    let attempt = &app.attempts(&app_id, &refused).await[0];
+    let full = app
+        .get(&format!(
+            "/v1/apps/{app_id}/attempts/{}",
+            attempt["id"].as_str().unwrap()
+        ))
+        .await;
+    browser
+        .click(&format!(
+            "[data-test=copy-curl][data-id='{}']",
+            attempt["id"].as_str().unwrap()
+        ))
+        .await;
+    let command = browser
+        .wait_text("[data-test=curl-command]", "the curl command", |t| {
+            t.starts_with("curl -X POST")
+        })
+        .await;
+    let clipboard = browser
+        .client
+        .execute_async(
+            "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(clipboard.as_str(), Some(command.as_str()));
+    assert!(
+        command.starts_with(&format!("curl -X POST '{}'", receiver.url)),
+        "{command}"
+    );
+    assert!(command.contains("-H 'webhook-signature: v1,"), "{command}");
+    assert!(
+        command.ends_with(&format!(
+            "--data-raw '{}'",
+            full["request_body"].as_str().unwrap()
+        )),
+        "{command}"
+    );
+
     // The attempt says what it meant, in the server's words.
     let meant = browser
         .wait_for("[data-test=attempt-explanation]")

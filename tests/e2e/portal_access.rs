@@ -453,12 +453,39 @@ async fn portal_files_are_served_with_strict_headers(engine: Engine) {
         let response = get_keyless(&app, &missing).await;
         assert_eq!(response.status(), 404, "{missing}");
     }
-    // The portal of no app is a plain page that says so.
-    let none = get_keyless(&app, "/portal/apps/app_01J00000000000000000000000/").await;
-    assert_eq!(none.status(), 404);
-    assert!(none
-        .text()
-        .await
-        .unwrap()
-        .contains("This portal does not exist"));
+    assert_eq!(headers["cross-origin-opener-policy"], "same-origin");
+    for directive in [
+        "img-src 'self' data:;",
+        "require-trusted-types-for 'script'",
+        "trusted-types 'none'",
+    ] {
+        assert!(csp.contains(directive), "{directive} in {csp}");
+    }
+
+    // The address tells no one which apps exist: the portal of no app, and
+    // an app's uid (links carry ids), get the very page an app without
+    // portal settings gets.
+    let uid = app
+        .call(
+            Method::POST,
+            "/v1/apps",
+            Some(&json!({"name": "Known", "uid": "known-customer"})),
+            201,
+        )
+        .await;
+    assert_eq!(uid["uid"], "known-customer");
+    for address in [
+        "/portal/apps/app_01J00000000000000000000000/".to_owned(),
+        "/portal/apps/known-customer/".to_owned(),
+        "/portal/apps/made-up-customer/".to_owned(),
+    ] {
+        let other = get_keyless(&app, &address).await;
+        assert_eq!(other.status(), 200, "{address}");
+        assert_eq!(
+            other.headers()["content-security-policy"],
+            headers["content-security-policy"],
+            "{address}"
+        );
+        assert_eq!(other.text().await.unwrap(), html, "{address}");
+    }
 }

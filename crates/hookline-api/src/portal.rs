@@ -11,10 +11,11 @@
 use std::sync::LazyLock;
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use hookline_core::access::{Capabilities, Capability};
+use hookline_core::ids::AppId;
 use hookline_core::portal::{self, PortalSettings};
 use hookline_core::signing::api_key;
 use hookline_core::time::Timestamp;
@@ -105,12 +106,22 @@ fn content_type(path: &str) -> &'static str {
     }
 }
 
-/// The Content-Security-Policy of a portal response framed by `frame_ancestors`:
-/// nothing inline, nothing evaluated, data only from this origin.
-fn content_security_policy(frame_ancestors: &str) -> String {
+/// The Content-Security-Policy of a portal response for an app with
+/// `settings`: nothing inline, nothing evaluated, no string into a DOM sink
+/// (Trusted Types: the portal builds its DOM from nodes), data only from this
+/// origin, images from this origin and the app's logo's, framed only by the
+/// app's origins.
+fn content_security_policy(settings: &PortalSettings) -> String {
+    let logo = settings
+        .logo_origin()
+        .map(|origin| format!(" {origin}"))
+        .unwrap_or_default();
     format!(
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https: data:; \
-         connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors {frame_ancestors}"
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:{logo}; \
+         connect-src 'self'; base-uri 'none'; form-action 'none'; \
+         require-trusted-types-for 'script'; trusted-types 'none'; \
+         frame-ancestors {}",
+        settings.frame_ancestors()
     )
 }
 
@@ -119,7 +130,7 @@ fn content_security_policy(frame_ancestors: &str) -> String {
 pub(crate) async fn headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        let csp = content_security_policy("'none'");
+        let csp = content_security_policy(&PortalSettings::default());
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_str(&csp).expect("a constant policy"),
@@ -133,20 +144,31 @@ pub(crate) async fn headers(mut response: Response) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    // A window the portal opens, or that opens it, gets no handle on it.
+    headers.insert(
+        HeaderName::from_static("cross-origin-opener-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
     headers
         .entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));
     response
 }
 
-/// `GET /portal/apps/{app}/`: the portal's page, framed only by the app's origins.
+/// `GET /portal/apps/{app}/`: the portal's page, framed only by the app's
+/// origins. `{app}` is an app's id, which links carry and no one can guess:
+/// a uid, or an id of no app, gets the same page as an app without portal
+/// settings (it then finds no session), so the address tells no one which
+/// apps exist.
 pub(crate) async fn page(State(state): State<AppState>, Path(app): Path<String>) -> Response {
-    let app = match state.store.apps().find_app(&app).await {
-        Ok(Some(app)) => app,
-        Ok(None) => return not_found_page(),
-        Err(error) => return ApiError::from(error).into_response(),
+    let settings = match AppId::parse(&app) {
+        Ok(id) => match state.store.apps().find_app(id.as_str()).await {
+            Ok(found) => found.map(|app| app.portal).unwrap_or_default(),
+            Err(error) => return ApiError::from(error).into_response(),
+        },
+        Err(_) => PortalSettings::default(),
     };
-    let csp = content_security_policy(&app.portal.frame_ancestors());
+    let csp = content_security_policy(&settings);
     let Ok(csp) = HeaderValue::from_str(&csp) else {
         // Settings are validated when written; one that is not a header is corrupt.
         return ApiError::Internal("an app's frame origins are not a header".into())
@@ -161,19 +183,6 @@ pub(crate) async fn page(State(state): State<AppState>, Path(app): Path<String>)
             (header::CONTENT_SECURITY_POLICY, csp),
         ],
         ASSETS.page.clone(),
-    )
-        .into_response()
-}
-
-/// A page for a portal address of no app: plain, with nothing to run.
-fn not_found_page() -> Response {
-    const PAGE: &str = "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-        <title>Portal not found</title></head><body><main><h1>This portal does not exist</h1>\
-        <p>Open the portal through the link your provider gave you.</p></main></body></html>";
-    (
-        StatusCode::NOT_FOUND,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        PAGE,
     )
         .into_response()
 }
@@ -392,8 +401,30 @@ mod tests {
 
     #[test]
     fn the_policy_allows_nothing_inline() {
-        let csp = content_security_policy("'none'");
+        let csp = content_security_policy(&PortalSettings::default());
         assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"));
+        assert!(csp.contains("require-trusted-types-for 'script'; trusted-types 'none'"));
+        assert!(
+            csp.contains("img-src 'self' data:;"),
+            "no image from elsewhere: {csp}"
+        );
         assert!(csp.ends_with("frame-ancestors 'none'"));
+    }
+
+    #[test]
+    fn images_load_from_the_logos_origin_and_no_other() {
+        let settings = PortalSettings {
+            logo_url: Some("https://cdn.acme.example/brand/logo.svg".into()),
+            ..Default::default()
+        };
+        let csp = content_security_policy(&settings);
+        assert!(
+            csp.contains("img-src 'self' data: https://cdn.acme.example;"),
+            "{csp}"
+        );
+        assert!(
+            !csp.contains("https:;") && !csp.contains("https: "),
+            "{csp}"
+        );
     }
 }

@@ -189,6 +189,7 @@ pub(crate) fn attempt_explanation(a: &Attempt, policy: &RetryPolicy) -> explain:
 pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy) -> AttemptView {
     AttemptView {
         explanation: attempt_explanation(a, policy),
+        request_body: None,
         id: a.id.to_string(),
         delivery_id: a.delivery_id.to_string(),
         endpoint_id: a.endpoint_id.to_string(),

@@ -333,7 +333,7 @@ pub mod en {
             Code::Scheduled => "Waiting for its first attempt.".to_owned(),
             Code::Sending => "Being sent to your endpoint right now.".to_owned(),
             Code::BehindEarlierEvent => format!(
-                "Waiting for an earlier event with the same ordering key{} to be delivered first.",
+                "Waiting for an earlier event with the same ordering key{} to be delivered first. If that one failed, replay it: this one follows.",
                 facts
                     .ordering_key
                     .map(|key| format!(" ({key})"))

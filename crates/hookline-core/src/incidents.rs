@@ -62,34 +62,35 @@ pub struct Group<T> {
     pub message: String,
     /// Each endpoint (the caller's item) with its trouble.
     pub endpoints: Vec<(T, Trouble)>,
+    /// What its endpoints' causes share ([`key`]).
+    key: Key,
 }
+
+type Key = (Option<Code>, Option<u16>, Option<TransportError>);
 
 /// Groups `troubles` by kind and cause (kind first, then the most deliveries
 /// affected), each with its sentence. `T` is the caller's endpoint.
 pub fn group<T>(troubles: Vec<(T, Trouble)>) -> Vec<Group<T>> {
     let mut groups: Vec<Group<T>> = Vec::new();
     for (endpoint, trouble) in troubles {
-        let (code, status, error_kind) = match &trouble.cause {
-            Some(c) => (Some(c.code), c.status, c.error_kind),
-            None => (None, None, None),
-        };
+        let shared = key(trouble.kind, trouble.cause.as_ref());
         let reason = trouble.disabled_reason.clone();
         let found = groups.iter_mut().find(|g| {
             g.kind == trouble.kind
-                && g.code == code
-                && g.status == status
-                && g.error_kind == error_kind
+                && g.key == shared
                 && (g.kind != Kind::Disabled
                     || g.endpoints.first().map(|(_, t)| &t.disabled_reason) == Some(&reason))
         });
         let group = match found {
             Some(group) => group,
             None => {
+                let cause = trouble.cause.as_ref();
                 groups.push(Group {
                     kind: trouble.kind,
-                    code,
-                    status,
-                    error_kind,
+                    code: cause.map(|c| c.code),
+                    status: cause.and_then(|c| c.status),
+                    error_kind: cause.and_then(|c| c.error_kind),
+                    key: shared,
                     since: None,
                     waiting: 0,
                     dead: 0,
@@ -117,6 +118,21 @@ pub fn group<T>(troubles: Vec<(T, Trouble)>) -> Vec<Group<T>> {
             .then((b.waiting + b.dead).cmp(&(a.waiting + a.dead)))
     });
     groups
+}
+
+/// What makes two endpoints' causes the same: for failing ones what their
+/// endpoint answered (or why it did not), whichever attempt it was; for dead
+/// letters that ran out of retries, only that.
+fn key(kind: Kind, cause: Option<&explain::Explanation>) -> Key {
+    let Some(c) = cause else {
+        return (None, None, None);
+    };
+    match (kind, c.code) {
+        (Kind::Failing, _) if c.status.is_some() => (None, c.status, None),
+        (Kind::Failing, code) => (Some(code), None, c.error_kind),
+        (Kind::DeadLetters, code @ (Code::MaxAttempts | Code::MaxAge)) => (Some(code), None, None),
+        (_, code) => (Some(code), c.status, c.error_kind),
+    }
 }
 
 fn action(kind: Kind, cause: Option<&explain::Explanation>) -> Action {
@@ -171,11 +187,16 @@ pub mod en {
                     ),
                 }
             }
-            Kind::Paused => format!(
-                "{}: {} held until it is resumed.",
-                who("is paused", "are paused"),
-                deliveries(g.waiting, "is", "are")
-            ),
+            Kind::Paused => {
+                let paused = who("is paused", "are paused");
+                match g.waiting {
+                    0 => format!("{paused}."),
+                    n => format!(
+                        "{paused}: {} held until it is resumed.",
+                        deliveries(n, "is", "are")
+                    ),
+                }
+            }
             Kind::DeadLetters => format!(
                 "{}: {} in the dead-letter queue. {}",
                 who(&refused(g, false), &refused(g, true)),
@@ -432,6 +453,72 @@ mod tests {
                 ("redirect", Action::ChangeUrlThenReplay, "Your endpoint redirected with 301 Moved Permanently: 1 delivery is in the dead-letter queue. Change the URL, then recover them."),
                 ("paused", Action::Resume, "Your endpoint is paused: 1 delivery is held until it is resumed."),
             ]
+        );
+    }
+
+    #[test]
+    fn what_the_endpoint_answered_groups_failing_ones_and_running_out_groups_dead_ones() {
+        let groups = group(vec![
+            (
+                "a",
+                trouble(
+                    Kind::Failing,
+                    cause(Code::ServerError, Some(503), None),
+                    0,
+                    1,
+                    0,
+                ),
+            ),
+            (
+                "b",
+                trouble(
+                    Kind::Failing,
+                    cause(Code::RateLimited, Some(503), None),
+                    0,
+                    1,
+                    0,
+                ),
+            ),
+            (
+                "c",
+                trouble(
+                    Kind::DeadLetters,
+                    cause(Code::MaxAttempts, Some(502), None),
+                    0,
+                    0,
+                    1,
+                ),
+            ),
+            (
+                "d",
+                trouble(
+                    Kind::DeadLetters,
+                    cause(Code::MaxAge, Some(503), None),
+                    0,
+                    0,
+                    1,
+                ),
+            ),
+            (
+                "e",
+                trouble(
+                    Kind::DeadLetters,
+                    cause(Code::MaxAttempts, Some(503), None),
+                    0,
+                    0,
+                    1,
+                ),
+            ),
+        ]);
+        let members: Vec<Vec<&str>> = groups
+            .iter()
+            .map(|g| g.endpoints.iter().map(|(e, _)| *e).collect())
+            .collect();
+        assert_eq!(members, vec![vec!["a", "b"], vec!["c", "e"], vec!["d"]]);
+        assert_eq!(
+            groups[0].code,
+            Some(Code::ServerError),
+            "the first one's cause names the group"
         );
     }
 

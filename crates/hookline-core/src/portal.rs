@@ -110,9 +110,9 @@ impl PortalSettings {
                 && logo.strip_prefix("https://").is_some_and(|rest| {
                     !rest.is_empty() && !rest.chars().any(|c| c.is_whitespace() || c.is_control())
                 });
-            if !ok {
+            if !ok || logo_origin(logo).is_none() {
                 return Err(InvalidSettings(
-                    "portal.logo_url must be an https:// URL of at most 2048 characters".into(),
+                    "portal.logo_url must be an https:// URL of at most 2048 characters, with a host name or address".into(),
                 ));
             }
         }
@@ -131,6 +131,12 @@ impl PortalSettings {
 
     /// The `frame-ancestors` source list of a portal page: the allowed
     /// origins, or `'none'`.
+    /// The origin the logo loads from (the page's `img-src` allows it and no
+    /// other): `https://host[:port]`.
+    pub fn logo_origin(&self) -> Option<String> {
+        self.logo_url.as_deref().and_then(logo_origin)
+    }
+
     pub fn frame_ancestors(&self) -> String {
         if self.frame_origins.is_empty() {
             "'none'".into()
@@ -138,6 +144,15 @@ impl PortalSettings {
             self.frame_origins.join(" ")
         }
     }
+}
+
+/// The origin of an `https://` URL, canonical; `None` if it has none.
+fn logo_origin(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("https://")?;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Origin::parse(&format!("https://{}", &rest[..end]))
+        .ok()
+        .map(|origin| origin.to_string())
 }
 
 /// A web origin: `http` or `https`, a host, and a port unless it is the default.
@@ -220,6 +235,42 @@ mod tests {
             ..Default::default()
         }
         .validated()
+    }
+
+    #[test]
+    fn a_logo_loads_from_its_own_origin_only() {
+        let logo = |url: &str| PortalSettings {
+            logo_url: Some(url.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            logo("https://CDN.example.com/a/logo.svg?v=2")
+                .logo_origin()
+                .as_deref(),
+            Some("https://cdn.example.com")
+        );
+        assert_eq!(
+            logo("https://cdn.example.com:8443#x")
+                .logo_origin()
+                .as_deref(),
+            Some("https://cdn.example.com:8443")
+        );
+        assert_eq!(
+            logo("https://cdn.example.com:443/l.png")
+                .logo_origin()
+                .as_deref(),
+            Some("https://cdn.example.com")
+        );
+        // A URL whose host is no host name is refused when written.
+        for bad in [
+            "https://a b/",
+            "https://user@cdn.example.com/l.png",
+            "https:///l.png",
+            "https://x;y/l.png",
+        ] {
+            assert!(logo(bad).validated().is_err(), "{bad}");
+        }
+        assert_eq!(PortalSettings::default().logo_origin(), None);
     }
 
     #[test]

@@ -528,12 +528,31 @@ const NEWEST_ID: &str =
      SELECT d.first_attempt_id WHERE d.first_attempt_id IS NOT NULL) l ORDER BY l.id DESC LIMIT 1)";
 
 /// An app's attempts by id (`$2`), from either half, each half probed by its
-/// own index (`attempts`' key, `deliveries_first_attempt`).
+/// own index (`attempts`' key, `deliveries_first_attempt`): what an
+/// explanation reads of them, without the response body (up to 64 KiB) and
+/// the error message, which read as `NULL`.
 static ATTEMPTS_BY_ID: Sql = Sql::new(|engine| {
+    let narrow = |columns: &str| {
+        columns
+            .split(',')
+            .map(|column| {
+                let column = column.trim();
+                match column.rsplit(' ').next() {
+                    Some(name @ ("response_body" | "error_message")) => {
+                        format!("CAST(NULL AS TEXT) AS {name}")
+                    }
+                    _ => column.to_owned(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     format!(
-        "SELECT {ATTEMPT_COLUMNS}, app_id FROM attempts WHERE app_id = $1 AND {} \
-         UNION ALL SELECT {FIRST_ATTEMPT_COLUMNS} FROM deliveries WHERE app_id = $1 AND {}",
+        "SELECT {}, app_id FROM attempts WHERE app_id = $1 AND {} \
+         UNION ALL SELECT {} FROM deliveries WHERE app_id = $1 AND {}",
+        narrow(ATTEMPT_COLUMNS),
         engine.in_batch("id", 2),
+        narrow(FIRST_ATTEMPT_COLUMNS),
         engine.in_batch("first_attempt_id", 2)
     )
 });

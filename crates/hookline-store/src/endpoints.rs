@@ -349,6 +349,13 @@ impl Endpoints<'_> {
         .await?;
         let created = Notice::endpoint(Kind::EndpointCreated, app, &endpoint.id);
         insert_notices(&mut tx, &[created], now).await?;
+        // Created disabled or paused: marked as if switched at creation.
+        let on = switches::Switches {
+            enabled: true,
+            paused: false,
+        };
+        let marks = switches::marks(on, endpoint.switches());
+        insert_marks(&mut tx, &endpoint.id, &marks, now).await?;
         tx.commit().await?;
         Ok(endpoint)
     }

@@ -14,7 +14,7 @@ use crate::records::Delivery;
 use crate::{fanout, parse_column, Endpoints, Result};
 
 /// Waiting deliveries are counted up to this many per endpoint.
-pub const WAITING_CAP: u64 = 1_000_000;
+pub const WAITING_CAP: u64 = 100_000;
 
 /// An endpoint that is disabled, paused, failing or has dead deliveries lately.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,9 +40,12 @@ pub struct EndpointTrouble {
 }
 
 impl EndpointTrouble {
-    /// Whether its attempts fail now: the breaker not closed, or failures in a row.
+    /// Whether its attempts fail now: the breaker not closed, or as many
+    /// failures in a row as make the failing gauge count it
+    /// ([`FAILING_AFTER`](crate::FAILING_AFTER); one transient failure is no incident).
     pub fn failing(&self) -> bool {
-        self.breaker.state != BreakerState::Closed || self.breaker.consecutive_failures > 0
+        self.breaker.state != BreakerState::Closed
+            || i64::from(self.breaker.consecutive_failures) >= crate::FAILING_AFTER
     }
 }
 

@@ -36,13 +36,18 @@ pub(crate) async fn insert_marks(
     marks: &[Mark],
     now: Timestamp,
 ) -> Result<()> {
+    // Monotonic: marks of one transaction share their time and read back in order.
+    let mut ids = ulid::Generator::new();
     for mark in marks {
+        let id = ids
+            .generate()
+            .map_err(|e| StoreError::Corrupt(format!("mark id: {e}")))?;
         tx.engine()
             .query(
                 "INSERT INTO endpoint_marks (id, endpoint_id, at, kind, reason) \
                  VALUES ($1, $2, $3, $4, $5)",
             )
-            .bind(format!("mk_{}", ulid::Ulid::new()))
+            .bind(format!("mk_{id}"))
             .bind(endpoint.as_str())
             .bind(now.as_millis())
             .bind(mark.kind.as_str())
@@ -104,7 +109,7 @@ impl Endpoints<'_> {
             .engine
             .query(
                 "SELECT at, kind, reason FROM endpoint_marks \
-                 WHERE endpoint_id = $1 AND at >= $2 ORDER BY at, id",
+                 WHERE endpoint_id = $1 AND at >= $2 ORDER BY at, id LIMIT 1000",
             )
             .bind(id.as_str())
             .bind(layout.since.as_millis())

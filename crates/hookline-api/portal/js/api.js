@@ -159,6 +159,7 @@ export const listDeliveries = (query, options) => request('GET', appPath('delive
 export const getDelivery = (id, options) => request('GET', appPath('deliveries', id), options);
 export const deliveryAttempts = (id, query, options) =>
   request('GET', appPath('deliveries', id, 'attempts'), { ...options, query });
+export const getAttempt = (id, options) => request('GET', appPath('attempts', id), options);
 export const replayDelivery = (id) => request('POST', appPath('deliveries', id, 'replay'));
 export const resendDelivery = (id) => request('POST', appPath('deliveries', id, 'resend'));
 

@@ -7,7 +7,7 @@
 // - router.js    hash routes to screens, with a per-visit scope for requests and timers
 // - branding.js  the provider's name, logo, colour and theme
 // - ui.js, dom.js, format.js, words.js   building blocks and vocabulary
-// - chart.js     small inline SVG bar charts
+// - chart.js     small inline SVG charts: bars, and columns over time
 // - screens/     one module per screen; deliveries.js also exports the delivery log,
 //                endpoint-timeline.js an endpoint's attempts over time with its changes marked
 

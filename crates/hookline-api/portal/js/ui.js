@@ -219,6 +219,20 @@ export function notFound(what = 'page') {
  * Copies `text`. The Clipboard API first; where it is refused (no permission,
  * an insecure context) the older select-and-copy. Resolves to success.
  */
+/**
+ * An id with a button that copies it: `<code>` (never broken mid-token) and
+ * "Copy", whose outcome is said beside it (`what`: "delivery", "event"…).
+ */
+export function copyableId(id, what) {
+  const value = h('code', { class: 'id' }, id);
+  const said = h('span', { class: 'copied', role: 'status', 'data-test': 'id-copied', 'data-copy': id });
+  const button = h('button', { type: 'button', class: 'copy-id', 'data-test': 'copy-id', 'data-copy': id, 'aria-label': `Copy the ${what} id` }, 'Copy');
+  button.addEventListener('click', async () => {
+    said.textContent = (await copyText(id, value)) ? 'Copied' : 'Could not copy: select the id and copy it by hand.';
+  });
+  return h('span', { class: 'copyable' }, value, ' ', button, ' ', said);
+}
+
 export async function copyText(text, source) {
   try {
     await navigator.clipboard.writeText(text);

@@ -144,7 +144,17 @@ pub(crate) async fn attempt(
         .await?
         .ok_or(ApiError::NotFound("attempt"))?;
     let policy = retry_policy(&state, &app.id, &attempt.endpoint_id).await?;
-    Ok(Json(crate::views::attempt(&attempt, &policy)))
+    let mut view = crate::views::attempt(&attempt, &policy);
+    // The body as signed: its event's envelope (gone once retention took it).
+    if let Some(sent) = &attempt.sent {
+        view.request_body = state
+            .store
+            .events()
+            .get_event(&app.id, &sent.event_id)
+            .await?
+            .map(|(event, _)| String::from_utf8_lossy(&event.body).into_owned());
+    }
+    Ok(Json(view))
 }
 
 fn state_filter(state: StateParam) -> StateFilter {

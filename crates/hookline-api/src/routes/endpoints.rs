@@ -476,11 +476,10 @@ pub(crate) async fn attempts(
 /// holds more): the documented precision of the percentiles and rates.
 const STATS_SAMPLE: u32 = 10_000;
 
-/// `GET …/endpoints/{endpoint}/stats`: deliveries by state, the DLQ by reason,
-/// the breaker, and per window (hour, day, week) the success rate and latency
-/// percentiles of its attempts.
 /// How far back dead-lettered deliveries count as an incident, unless asked.
 const INCIDENTS_LOOKBACK: std::time::Duration = std::time::Duration::from_secs(86_400);
+/// The furthest back `since` reaches.
+const INCIDENTS_FURTHEST: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
 /// `GET /v1/apps/{app}/incidents`: the app's endpoints in trouble, grouped by cause.
 pub(crate) async fn incidents(
@@ -492,15 +491,21 @@ pub(crate) async fn incidents(
     use hookline_core::incidents::{group, Kind, Trouble};
     let app = caller.app(&state, &app).await?;
     let now = state.clock.now();
+    // At most a week back: the count walks the dead-letter queue's index.
     let since = super::time_range(query.since, None)?
         .since
-        .unwrap_or(now - INCIDENTS_LOOKBACK);
+        .unwrap_or(now - INCIDENTS_LOOKBACK)
+        .max(now - INCIDENTS_FURTHEST);
     let troubles = state.store.endpoints().troubles(&app.id, since).await?;
     let mut found = Vec::with_capacity(troubles.len());
     for t in troubles {
         let policy = t.retry.apply(state.config.retry);
+        // Disabled, then paused (nothing is sent either way), then failing,
+        // then dead letters: the first that applies.
         let (kind, cause, from) = if !t.enabled {
             (Kind::Disabled, None, t.switched_at)
+        } else if t.paused {
+            (Kind::Paused, None, t.switched_at)
         } else if t.failing() {
             let newest = state
                 .store
@@ -529,7 +534,7 @@ pub(crate) async fn incidents(
             };
             (Kind::DeadLetters, cause, t.first_dead_at)
         } else {
-            (Kind::Paused, None, t.switched_at)
+            continue;
         };
         let trouble = Trouble {
             kind,
@@ -621,6 +626,9 @@ pub(crate) async fn timeline(
     }))
 }
 
+/// `GET …/endpoints/{endpoint}/stats`: deliveries by state, the DLQ by reason,
+/// the breaker, and per window (hour, day, week) the success rate and latency
+/// percentiles of its attempts.
 pub(crate) async fn stats(
     State(state): State<AppState>,
     caller: Caller,

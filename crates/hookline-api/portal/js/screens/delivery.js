@@ -10,7 +10,7 @@
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { clockSeconds, clockTime, countdown, dateTime, duration, prettyJson } from '../format.js';
-import { announce, clearProblem, confirmAction, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
+import { announce, clearProblem, confirmAction, copyText, copyableId, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
 import { DEAD_REASONS, TRIGGERS, VERDICTS, httpStatus } from '../words.js';
 
 const WATCH_EVERY_MS = 2000;
@@ -83,7 +83,8 @@ export async function deliveryScreen(ctx) {
     return facts([
       ['State', stateBadge(delivery)],
       ['Event type', h('code', { class: 'type-name' }, delivery.event_type)],
-      ['Event', h('code', { class: 'id' }, delivery.event_id)],
+      ['Delivery id', copyableId(delivery.id, 'delivery')],
+      ['Event', copyableId(delivery.event_id, 'event')],
       [
         'Endpoint',
         h('a', { href: `#/endpoints/${encodeURIComponent(delivery.endpoint_id)}`, class: 'url' }, endpoint?.url ?? delivery.endpoint_id),
@@ -239,6 +240,7 @@ function attemptCard(a) {
       ['Gave up because', a.dead_reason ? DEAD_REASONS[a.dead_reason] ?? a.dead_reason : null],
       ['URL', a.url ? h('span', { class: 'url' }, a.url) : null],
     ]),
+    a.url && curlBlock(a),
     headersBlock('Request headers sent', a.request_headers),
     headersBlock('Response headers', a.response_headers),
     a.response_body !== null && a.response_body !== undefined
@@ -251,6 +253,47 @@ function attemptCard(a) {
         )
       : null,
   );
+}
+
+/**
+ * "Copy as curl": the attempt's request, its body byte for byte as signed
+ * (read from `GET …/attempts/{id}`, which carries it), to replay by hand.
+ */
+function curlBlock(a) {
+  const said = h('span', { class: 'copied', role: 'status', 'data-test': 'curl-copied', 'data-id': a.id });
+  const shown = h('div');
+  const button = h('button', { type: 'button', 'data-test': 'copy-curl', 'data-id': a.id }, 'Copy as curl');
+  button.addEventListener('click', async () => {
+    said.textContent = '';
+    try {
+      const full = await api.getAttempt(a.id);
+      if (full.request_body === undefined || full.request_body === null) {
+        said.textContent = 'Its event is no longer kept: there is no body to copy.';
+        return;
+      }
+      const command = curlCommand(full);
+      const pre = h('pre', { class: 'code', tabindex: '0', 'data-test': 'curl-command' }, command);
+      replace(shown, pre);
+      said.textContent = (await copyText(command, pre)) ? 'Copied' : 'Could not copy: select the command below and copy it by hand.';
+    } catch (error) {
+      if (error?.sessionEnded) throw error;
+      said.textContent = `Could not copy: ${error?.message ?? error}`;
+    }
+  });
+  return h(
+    'div',
+    { class: 'curl' },
+    h('p', {}, button, ' ', said),
+    h('p', { class: 'hint' }, 'The signature is this attempt’s: a receiver that checks the timestamp’s age refuses it after a few minutes. Your own headers’ values are not kept (…).'),
+    shown,
+  );
+}
+
+/** A POSIX shell command that sends `attempt`'s request again. */
+export function curlCommand(attempt) {
+  const quote = (text) => `'${String(text).replaceAll("'", "'\\''")}'`;
+  const headers = Object.entries(attempt.request_headers ?? {}).map(([name, value]) => ` \\\n  -H ${quote(`${name}: ${value}`)}`);
+  return `curl -X POST ${quote(attempt.url)}${headers.join('')} \\\n  --data-raw ${quote(attempt.request_body)}`;
 }
 
 function headersBlock(title, headers) {

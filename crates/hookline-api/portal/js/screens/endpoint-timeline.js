@@ -41,14 +41,19 @@ export function timelineSection(ctx, endpointId) {
     WINDOWS.map(([key, label]) => h('option', { value: key, selected: key === 'day' }, label)),
   );
   const body = h('div', { 'data-test': 'timeline' }, loading('Loading the timeline…'));
+  let generation = 0; // only the latest window's answer is drawn
   const load = async () => {
+    const mine = ++generation;
+    const window = chooser.value;
     replace(body, loading('Loading the timeline…'));
     try {
-      const timeline = await api.endpointTimeline(endpointId, chooser.value, { signal: ctx.signal });
-      const label = WINDOWS.find(([key]) => key === chooser.value)?.[1] ?? chooser.value;
+      const timeline = await api.endpointTimeline(endpointId, window, { signal: ctx.signal });
+      if (mine !== generation) return;
+      const label = WINDOWS.find(([key]) => key === window)?.[1] ?? window;
       replace(body, drawn(timeline, label));
     } catch (error) {
       if (error?.sessionEnded || error?.name === 'AbortError') throw error;
+      if (mine !== generation) return;
       const problem = problemSlot();
       replace(body, problem);
       showProblem(problem, error);

@@ -6,7 +6,7 @@ import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { dateTime } from '../format.js';
 import { hashFor } from '../router.js';
-import { facts, loading, problemSlot, showProblem, statusBadge, timeEl } from '../ui.js';
+import { copyableId, facts, loading, problemSlot, showProblem, statusBadge, timeEl } from '../ui.js';
 import { breakerWords, endpointStatus } from '../words.js';
 import { deliveryLog } from './deliveries.js';
 import { endpointActions } from './endpoint-actions.js';
@@ -70,6 +70,7 @@ export async function endpointScreen(ctx) {
       overview,
       current.description && h('p', { class: 'lead' }, current.description),
       facts([
+        ['Endpoint id', copyableId(current.id, 'endpoint')],
         ['Status', statusBadge(status.key, status.text)],
         ['Circuit breaker', currentHealth instanceof Error ? unavailable(currentHealth) : h('span', { 'data-test': 'endpoint-breaker' }, breakerWords(currentHealth))],
         ['Failing since', currentHealth?.failing_since ? timeEl(currentHealth.failing_since) : null],

@@ -20,15 +20,24 @@ export async function statusScreen(ctx) {
   const body = h('div', {}, loading('Checking your endpoints…'));
   ctx.root.append(h('div', { class: 'page-head' }, heading), checked, body);
 
+  let shown = null; // the incidents as last drawn (a redraw would move the focus)
   const draw = async () => {
     const answer = await api.incidents({ signal: ctx.signal });
     checked.textContent = `Checked at ${clockTime(answer.checked_at)}; failed deliveries counted since ${clockTime(answer.since)}.`;
+    const text = JSON.stringify(answer.data);
+    if (text === shown) return;
+    shown = text;
     await keepingFocus(heading, () =>
       replace(body, answer.data.length ? answer.data.map((incident) => card(ctx, incident, answer.since)) : allGood()),
     );
   };
   await draw();
-  ctx.every(CHECK_EVERY_MS, () => draw().catch(() => {}));
+  ctx.every(CHECK_EVERY_MS, () =>
+    draw().catch((error) => {
+      if (error?.sessionEnded || error?.name === 'AbortError') return;
+      checked.textContent = `Could not check again at ${clockTime(new Date())}: ${error?.message ?? error}. What shows is from the last check.`;
+    }),
+  );
 }
 
 function allGood() {
@@ -59,13 +68,20 @@ function card(ctx, incident, since) {
   );
 }
 
+/** A failing endpoint's breaker in words, or its failures in a row while it is closed. */
+function failingWords(incident, e) {
+  if (incident.kind !== 'failing') return null;
+  if (e.breaker !== 'closed') return `Circuit breaker ${breakerWords(e)}`;
+  return `${integer(e.consecutive_failures)} failures in a row`;
+}
+
 function endpointItem(ctx, incident, e, since) {
   const counts = [
     e.waiting ? `${integer(e.waiting)} waiting` : null,
     e.dead ? `${integer(e.dead)} failed` : null,
   ].filter(Boolean);
   const way = [];
-  if (incident.kind === 'dead_letters' && e.dead && ctx.can('replay')) {
+  if (e.dead && ctx.can('replay')) {
     const query = new URLSearchParams({ endpoint_id: e.endpoint_id, since });
     way.push(h('a', { href: `#/recover?${query}`, 'data-test': 'incident-recover' }, `Recover ${integer(e.dead)}`));
   }
@@ -78,7 +94,7 @@ function endpointItem(ctx, incident, e, since) {
     h(
       'p',
       { class: 'muted' },
-      [incident.kind === 'failing' ? `Circuit breaker ${breakerWords(e)}` : null, counts.join(', ') || null].filter(Boolean).join(' · '),
+      [failingWords(incident, e), counts.join(', ') || null].filter(Boolean).join(' · '),
     ),
     e.cause && h('p', { class: 'incident-cause' }, e.cause.message),
     h('p', { class: 'incident-way' }, way.flatMap((link, i) => (i ? [' · ', link] : [link]))),
