@@ -149,6 +149,12 @@ impl Browser {
         self.client.goto(url).await.unwrap();
     }
 
+    /// Opens a portal link and clicks "Continue", which spends its code.
+    pub async fn open_link(&self, url: &str) {
+        self.open(url).await;
+        self.click("[data-test=continue]").await;
+    }
+
     /// The first element matching `css`, once there is one.
     pub async fn wait_for(&self, css: &str) -> Element {
         let found = self

@@ -24,6 +24,19 @@ async fn portal_link(app: &TestApp, app_id: &str, capabilities: &[&str]) -> Stri
     link["url"].as_str().unwrap().to_owned()
 }
 
+/// A link for an iframe's `src`, spent on load (nobody clicks "Continue" in a frame).
+async fn framing_link(app: &TestApp, app_id: &str) -> String {
+    let link = app
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/portal-access"),
+            Some(&json!({ "redeem": "load" })),
+            201,
+        )
+        .await;
+    link["url"].as_str().unwrap().to_owned()
+}
+
 /// The portal's address of a screen (`#/…`) for `app`, once a session exists.
 fn screen(app: &TestApp, app_id: &str, route: &str) -> String {
     format!("{}/portal/apps/{app_id}/#{route}", app.base)
@@ -83,7 +96,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     // The link opens the Status screen (nothing is wrong), and the code
     // leaves the address bar; the Endpoints screen is one click away.
     let link = portal_link(&app, &app_id, &["endpoints", "secrets", "replay"]).await;
-    browser.open(&link).await;
+    browser.open_link(&link).await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     let url = browser.client.current_url().await.unwrap();
     assert!(!url.as_str().contains("code="), "{url}");
@@ -659,7 +672,9 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
     let other_delivery = publish(&app, &other, 2).await;
 
     let browser = Browser::start(390, 844).await; // a phone
-    browser.open(&portal_link(&app, &app_id, &[]).await).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &[]).await)
+        .await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     for (route, ready) in [
         ("/status".to_owned(), "[data-test=incident]"),
@@ -764,13 +779,23 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
     let app_id = app.create_app().await;
     let browser = Browser::start(1024, 768).await;
 
+    // A link opened but not continued spends nothing (a mail scanner that
+    // opens links and runs their scripts): it still signs in afterwards.
     let link = portal_link(&app, &app_id, &[]).await;
     browser.open(&link).await;
+    browser.wait_for("[data-test=continue-page]").await;
+    browser.check_accessibility("continue").await;
+    assert!(
+        browser.all("[data-test=nav-endpoints]").await.is_empty(),
+        "not signed in before the click"
+    );
+    browser.open(&format!("{}/healthz", app.base)).await;
+    browser.open_link(&link).await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     // The same link again, in a fresh tab state: it has been used.
     browser.run("sessionStorage.clear(); return null;").await;
     browser.open(&format!("{}/healthz", app.base)).await;
-    browser.open(&link).await;
+    browser.open_link(&link).await;
     let page = browser
         .wait_text("[data-test=error-page]", "the used link", |t| !t.is_empty())
         .await;
@@ -781,7 +806,7 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
     let fresh = portal_link(&app, &app_id, &[]).await;
     browser.run("sessionStorage.clear(); return null;").await;
     browser.open(&format!("{}/healthz", app.base)).await;
-    browser.open(&fresh).await;
+    browser.open_link(&fresh).await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     app.call(
         Method::DELETE,
@@ -818,7 +843,7 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
     browser.run("sessionStorage.clear(); return null;").await;
     browser.open(&format!("{}/healthz", app.base)).await;
     browser
-        .open(&format!("{}/portal/apps/{app_id}/#code={code}", app.base))
+        .open_link(&format!("{}/portal/apps/{app_id}/#code={code}", app.base))
         .await;
     browser.wait_for("[data-test=nav-endpoints]").await;
     let page = browser
@@ -828,11 +853,29 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
         .await;
     assert!(page.to_lowercase().contains("expired"), "{page}");
 
+    // A link that names a screen lands on it once signed in.
+    let deep = app
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/portal-access"),
+            Some(&json!({ "screen": "/catalog" })),
+            201,
+        )
+        .await;
+    browser.run("sessionStorage.clear(); return null;").await;
+    browser.open(&format!("{}/healthz", app.base)).await;
+    browser.open_link(deep["url"].as_str().unwrap()).await;
+    browser
+        .wait_text("main h1", "the named screen", |t| t == "Event catalog")
+        .await;
+    let url = browser.client.current_url().await.unwrap();
+    assert!(url.as_str().ends_with("#/catalog"), "{url}");
+
     // Framing: a page on another 127.0.0.1 port embeds the portal.
     let framer = Framer::start().await;
     let framed = |link: String| framer.page_for(&link);
     browser
-        .open(&framed(portal_link(&app, &app_id, &[]).await))
+        .open(&framed(framing_link(&app, &app_id).await))
         .await;
     assert!(
         !framed_portal_loads(&browser).await,
@@ -846,7 +889,7 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
     )
     .await;
     browser
-        .open(&framed(portal_link(&app, &app_id, &[]).await))
+        .open(&framed(framing_link(&app, &app_id).await))
         .await;
     assert!(
         framed_portal_loads(&browser).await,

@@ -30,7 +30,8 @@ async fn link(app: &TestApp, app_id: &str, body: Value) -> Value {
 /// The code in a link's fragment.
 fn code_of(link: &Value) -> String {
     let url = link["url"].as_str().unwrap();
-    url.split_once("#code=").unwrap().1.to_owned()
+    let rest = url.split_once("#code=").unwrap().1;
+    rest.split('&').next().unwrap().to_owned()
 }
 
 /// `POST /portal/session` without a key: status and body.
@@ -83,6 +84,45 @@ async fn a_link_opens_one_session_with_its_capabilities(engine: Engine) {
         "{url}"
     );
     assert_eq!(read_only["capabilities"], json!(["read"]));
+    assert!(!url.contains("&to=") && !url.contains("redeem"), "{url}");
+
+    // A link may name the screen it opens on, and be spent on load (an
+    // iframe's `src`); its fragment carries both, and its code is a code.
+    let deep = link(
+        &app,
+        &a,
+        json!({"screen": "/deliveries?state=dead&endpoint_id=ep_1", "redeem": "load"}),
+    )
+    .await;
+    assert!(
+        deep["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("&to=/deliveries%3Fstate%3Ddead%26endpoint_id%3Dep_1&redeem=load"),
+        "{deep}"
+    );
+    assert!(code_of(&deep).starts_with("hkp_") && !code_of(&deep).contains('&'));
+    for bad in [
+        json!({"screen": "deliveries"}),
+        json!({"screen": "/deliveries#x"}),
+        json!({"screen": "/a b"}),
+        json!({"screen": format!("/{}", "a".repeat(200))}),
+        json!({"redeem": "later"}),
+    ] {
+        let refused = app
+            .call(
+                Method::POST,
+                &format!("/v1/apps/{a}/portal-access"),
+                Some(&bad),
+                422,
+            )
+            .await;
+        assert!(
+            ["validation_failed", "invalid_body"].contains(&refused["code"].as_str().unwrap()),
+            "{bad}: {refused}"
+        );
+    }
+
     let (status, session, headers) = exchange(&app, &code_of(&read_only)).await;
     assert_eq!(status, 200, "{session}");
     assert_eq!(session["app_id"], a);

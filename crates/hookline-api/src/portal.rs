@@ -26,7 +26,7 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, PortalCode};
 use crate::extract::JsonBody;
 use crate::AppState;
-pub(crate) use hookline_types::{PortalAccess, PortalLink};
+pub(crate) use hookline_types::{PortalAccess, PortalLink, Redeem};
 
 /// The portal's files (`crates/hookline-api/portal/`), by their path there.
 macro_rules! files {
@@ -218,7 +218,21 @@ pub(crate) async fn access(
     let PortalAccess {
         capabilities,
         ttl_secs,
+        screen,
+        redeem,
     } = body.value;
+    if let Some(screen) = &screen {
+        let ok = screen.starts_with('/')
+            && screen.len() <= 200
+            && screen
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_./?=&%-".contains(c));
+        if !ok {
+            return Err(ApiError::Validation(format!(
+                "screen must be a portal route such as /deliveries/dlv_… (a slash, then at most 199 of A-Z a-z 0-9 _ . / ? = & % -), not {screen:?}"
+            )));
+        }
+    }
     let ttl = ttl_secs.unwrap_or(portal::DEFAULT_SESSION_SECS);
     if !(MIN_SESSION_SECS..=portal::MAX_SESSION_SECS).contains(&ttl) {
         return Err(ApiError::Validation(format!(
@@ -244,11 +258,25 @@ pub(crate) async fn access(
             now,
         )
         .await?;
-    let url = format!(
+    // The fragment never reaches a server; the portal reads it and removes it.
+    let mut url = format!(
         "{}/portal/apps/{}/#code={code}",
         state.config.public_url.trim_end_matches('/'),
         app.id
     );
+    if let Some(screen) = &screen {
+        url.push_str("&to=");
+        url.push_str(
+            &screen
+                .replace('%', "%25")
+                .replace('&', "%26")
+                .replace('=', "%3D")
+                .replace('?', "%3F"),
+        );
+    }
+    if redeem.unwrap_or_default() == Redeem::Load {
+        url.push_str("&redeem=load");
+    }
     Ok((
         StatusCode::CREATED,
         Json(PortalLink {

@@ -78,6 +78,29 @@ pub struct PortalAccess {
     #[schema(minimum = 60, maximum = 604_800)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
+    /// The screen the portal opens on once signed in: a portal route such as
+    /// `/deliveries/dlv_…`, `/endpoints/ep_…` or `/deliveries?state=dead`
+    /// (default: `/status`, what is wrong now).
+    #[schema(pattern = r"^/[A-Za-z0-9_./?=&%-]{0,199}$")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<String>,
+    /// When the link's code is spent: `click` (the default) only once the
+    /// customer clicks "Continue", so a mail scanner that opens links spends
+    /// nothing; `load` as soon as the page opens (for a link your own server
+    /// sets as an iframe's `src`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redeem: Option<Redeem>,
+}
+
+/// When a portal link's code is spent ([`PortalAccess::redeem`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Redeem {
+    /// On the customer's click.
+    #[default]
+    Click,
+    /// On opening.
+    Load,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

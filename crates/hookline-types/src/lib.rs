@@ -26,7 +26,7 @@ pub mod problem;
 pub mod replays;
 pub mod schema;
 
-pub use apps::{AppView, CreateApp, PortalAccess, PortalLink, UpdateApp};
+pub use apps::{AppView, CreateApp, PortalAccess, PortalLink, Redeem, UpdateApp};
 pub use deliveries::{
     AttemptView, AttemptsQuery, DeliveriesQuery, DeliveryView, DlqQuery, ReplayView, ResendView,
     StateParam,

@@ -257,6 +257,8 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
                     .map(|name| named(name))
                     .collect::<anyhow::Result<_>>()?,
                 ttl_secs: Some(ttl.as_secs()),
+                screen: None,
+                redeem: None,
             };
             let answer = json(&api.portal_access(app, &access).await?);
             let table = Table::pairs(&answer, &["url", "expires_at", "capabilities"]);

@@ -59,10 +59,13 @@ async function boot() {
     showPage({ heading: 'This page address is not valid', advice: 'Open the portal through the link your provider gave you.' });
     return;
   }
-  const code = session.takeCodeFromHash();
-  const current = code ? await signIn(appKey, code) : session.load(appKey);
+  const link = session.takeCodeFromHash();
+  // A link's code is spent on the customer's click, unless the link says
+  // otherwise: a mail scanner that opens links (and runs scripts) spends nothing.
+  if (link && !link.onLoad) await continueClicked();
+  const current = link ? await signIn(appKey, link.code) : session.load(appKey);
   if (!current) {
-    if (!code) {
+    if (!link) {
       showPage({ heading: 'No session', detail: 'Open the portal through the link your provider gave you.', advice: ASK_FOR_A_LINK });
     }
     return;
@@ -96,7 +99,32 @@ async function boot() {
     context: { can, portalName: () => portalName(app) },
     onRoute: markNav,
   });
+  // The screen the link named, once signed in.
+  if (link?.to) history.replaceState(null, '', `${location.pathname}${location.search}#${link.to}`);
   router.start();
+}
+
+/** Shows "Continue" and resolves on its click. */
+function continueClicked() {
+  return new Promise((resolve) => {
+    const button = h('button', { type: 'button', class: 'primary', 'data-test': 'continue' }, 'Continue');
+    button.addEventListener('click', () => {
+      button.disabled = true;
+      resolve();
+    });
+    document.getElementById('nav').hidden = true;
+    document.title = 'Your webhooks portal';
+    view.replaceChildren(
+      h(
+        'section',
+        { class: 'continue', 'data-test': 'continue-page' },
+        h('h1', { tabindex: '-1' }, 'Your webhooks portal'),
+        h('p', {}, 'This link signs you in once. Continue to see your endpoints, their deliveries and what is wrong now.'),
+        h('p', {}, button),
+      ),
+    );
+    button.focus();
+  });
 }
 
 /** Exchanges the link's one-time code for a session; null (after showing why) when refused. */

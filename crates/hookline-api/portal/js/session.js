@@ -2,7 +2,8 @@
 //
 // A customer opens `/portal/apps/{app}/#code=<one-time code>`. The code is
 // taken out of the address at once (so it is not left in history, bookmarks
-// or a shared screenshot) and exchanged for a session key, which is kept in
+// or a shared screenshot) and, on the customer's "Continue" (main.js),
+// exchanged for a session key, which is kept in
 // sessionStorage: it lives as long as the tab, and is per app so two portals
 // in one browser don't mix.
 
@@ -15,14 +16,20 @@ export function appFromPath(pathname) {
 }
 
 /**
- * The one-time code in `#code=…`, removed from the address (which then shows
- * the router's default screen, Status); null when there is none.
+ * The link's fragment, `#code=…[&to=/screen][&redeem=load]`, removed from the
+ * address at once (which then shows the router's default screen, Status):
+ * `{ code, to, onLoad }`, `to` a portal route or null; null when there is no code.
  */
 export function takeCodeFromHash() {
   if (!location.hash.startsWith('#code=')) return null;
-  const code = decodeURIComponent(location.hash.slice('#code='.length).split('&')[0]);
+  const params = new URLSearchParams(location.hash.slice(1));
   history.replaceState(null, '', `${location.pathname}${location.search}#/`);
-  return code;
+  const to = params.get('to');
+  return {
+    code: params.get('code'),
+    to: to && /^\/[A-Za-z0-9_./?=&%-]*$/.test(to) ? to : null,
+    onLoad: params.get('redeem') === 'load',
+  };
 }
 
 /** Keeps `{token, app_id, capabilities, expires_at}` for this tab. */

@@ -7,8 +7,8 @@
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
-import { clockTime, integer } from '../format.js';
-import { loading, shortTimeEl } from '../ui.js';
+import { clockTime, dateTime, integer } from '../format.js';
+import { loading } from '../ui.js';
 import { breakerWords } from '../words.js';
 
 const CHECK_EVERY_MS = 30_000;
@@ -62,7 +62,12 @@ function card(ctx, incident, since) {
   return h(
     'section',
     { class: `incident incident-${incident.kind}`, 'data-test': 'incident', 'data-kind': incident.kind, 'aria-labelledby': id },
-    h('h2', { id }, TITLES[incident.kind] ?? incident.kind, incident.since && h('span', { class: 'muted' }, ' since ', shortTimeEl(incident.since))),
+    h(
+      'h2',
+      { id },
+      TITLES[incident.kind] ?? incident.kind,
+      incident.since && h('span', { class: 'muted' }, ' since ', h('time', { datetime: incident.since, title: dateTime(incident.since) }, clockTime(incident.since))),
+    ),
     h('p', { class: 'incident-message', 'data-test': 'incident-message' }, incident.message),
     h('ul', { class: 'incident-endpoints' }, incident.endpoints.map((e) => endpointItem(ctx, incident, e, since))),
   );
