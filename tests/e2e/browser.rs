@@ -149,6 +149,19 @@ impl Browser {
         self.client.goto(url).await.unwrap();
     }
 
+    /// What the clipboard holds (after [`Browser::allow_clipboard`]).
+    pub async fn clipboard(&self) -> String {
+        let text = self
+            .client
+            .execute_async(
+                "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
+                vec![],
+            )
+            .await
+            .unwrap();
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
     /// Opens a portal link and clicks "Continue", which spends its code.
     pub async fn open_link(&self, url: &str) {
         self.open(url).await;

@@ -231,7 +231,7 @@ async fn server_errors_are_retried_until_success_with_the_same_webhook_id(engine
     );
     assert_eq!(
         attempts[1]["explanation"]["message"],
-        "Your endpoint answered 500 Internal Server Error. Hookline tries again: attempt 3 of 5 is scheduled."
+        "Your endpoint answered 500 Internal Server Error. It is tried again: attempt 3 of 5 is scheduled."
     );
     assert_eq!(delivery["explanation"]["code"], "delivered");
     assert_eq!(
@@ -391,7 +391,7 @@ async fn exhausted_retries_dead_letter_with_reason(engine: Engine) {
     );
     assert_eq!(
         why["message"],
-        "Hookline gave up after 3 of 3 attempts. The last attempt got 503 Service Unavailable from your endpoint. Fix the endpoint, then replay."
+        "Gave up after 3 of 3 attempts. The last attempt got 503 Service Unavailable from your endpoint. Fix the endpoint, then replay."
     );
     assert_eq!(attempts.last().unwrap()["explanation"], *why);
 

@@ -54,6 +54,11 @@ async fn catalog(app: &TestApp) {
             "An order was refunded.",
             json!({"order_id": 42}),
         ),
+        (
+            "invoice.created",
+            "An invoice was issued.",
+            json!({"order_id": 42}),
+        ),
     ] {
         app.call(
             Method::POST,
@@ -61,7 +66,14 @@ async fn catalog(app: &TestApp) {
             Some(&json!({
                 "name": name,
                 "description": description,
-                "schema": {"type": "object", "required": ["order_id"]},
+                "schema": {
+                    "type": "object",
+                    "required": ["order_id"],
+                    "properties": {
+                        "order_id": {"type": "integer", "description": "The order's number."},
+                        "amount": {"type": "integer", "description": "In cents."}
+                    }
+                },
                 "example": example,
             })),
             201,
@@ -121,6 +133,29 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     browser
         .fill("#endpoint-description", "Orders into our ERP")
         .await;
+    // "All event types" is said, not implied by nothing ticked: choosing
+    // "only these" with none ticked is refused here, and nothing is made.
+    let all = browser
+        .run("return document.querySelector('[data-test=types-all]').checked;")
+        .await;
+    assert_eq!(
+        all,
+        json!(true),
+        "a new endpoint starts with all event types"
+    );
+    browser.click("[data-test=types-some]").await;
+    browser.click("[data-test=endpoint-save]").await;
+    browser
+        .wait_text(
+            "[data-test=endpoint-form] [data-test=problem]",
+            "no type picked",
+            |t| t.contains("Pick at least one event type"),
+        )
+        .await;
+    assert_eq!(
+        app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
+        json!([])
+    );
     browser
         .click("input[name=event_types][value='order.paid']")
         .await;
@@ -137,6 +172,17 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
         json!([])
     );
+    // The refusal is tied to the field it is about, and has the focus there.
+    let tied = browser
+        .run(
+            "const f = document.getElementById('endpoint-filter');
+             const ids = (f.getAttribute('aria-describedby') || '').split(' ');
+             const why = ids.map((id) => document.getElementById(id)).filter(Boolean).map((el) => el.textContent).join(' ');
+             return [f.getAttribute('aria-invalid'), document.activeElement === f, why.includes('position 12')];",
+        )
+        .await;
+    assert_eq!(tied, json!(["true", true, true]));
+    browser.check_accessibility("endpoint form (refused)").await;
     browser.fill("#endpoint-filter", "/order_id >= 0").await;
     browser.click("[data-test=endpoint-save]").await;
     let endpoints = wait_until(PATIENCE, "the endpoint over the API", || async {
@@ -182,16 +228,9 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     browser
         .wait_text("[data-test=secret-copied]", "copied", |t| !t.is_empty())
         .await;
-    let clipboard = browser
-        .client
-        .execute_async(
-            "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
-            vec![],
-        )
-        .await
-        .unwrap();
+    let clipboard = browser.clipboard().await;
     assert_eq!(
-        clipboard.as_str(),
+        Some(clipboard.as_str()),
         secret["key"].as_str(),
         "the clipboard holds the secret"
     );
@@ -338,7 +377,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         })
         .await;
     assert!(
-        explanation.contains("does not retry") && explanation.to_lowercase().contains("replay"),
+        explanation.contains("are not retried") && explanation.to_lowercase().contains("replay"),
         "{explanation}"
     );
     let attempt = browser.wait_for("[data-test=attempt]").await;
@@ -364,15 +403,8 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
             |t| t == "Copied",
         )
         .await;
-    let clipboard = browser
-        .client
-        .execute_async(
-            "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(clipboard.as_str(), Some(event_id.as_str()));
+    let clipboard = browser.clipboard().await;
+    assert_eq!(clipboard, event_id);
 
     // Its attempt, copied as curl: the request as signed.
     let attempt = &app.attempts(&app_id, &refused).await[0];
@@ -393,15 +425,8 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
             t.starts_with("curl -X POST")
         })
         .await;
-    let clipboard = browser
-        .client
-        .execute_async(
-            "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('error: ' + e));",
-            vec![],
-        )
-        .await
-        .unwrap();
-    assert_eq!(clipboard.as_str(), Some(command.as_str()));
+    let clipboard = browser.clipboard().await;
+    assert_eq!(clipboard, command);
     assert!(
         command.starts_with(&format!("curl -X POST '{}'", receiver.url)),
         "{command}"
@@ -423,7 +448,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         .await
         .unwrap();
     assert!(
-        meant.contains("400 Bad Request") && meant.contains("does not retry"),
+        meant.contains("400 Bad Request") && meant.contains("are not retried"),
         "{meant}"
     );
     browser.check_accessibility("delivery (dead)").await;
@@ -515,7 +540,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     // The catalog.
     browser.open(&screen(&app, &app_id, "/catalog")).await;
     browser
-        .wait_count("[data-test=event-type]", "both types", |n| n == 2)
+        .wait_count("[data-test=event-type]", "the three types", |n| n == 3)
         .await;
     let catalog_text = browser
         .wait_text("main", "the descriptions", |t| {
@@ -523,8 +548,43 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         })
         .await;
     assert!(catalog_text.contains("order.refunded"), "{catalog_text}");
+    // Grouped by prefix; each type's fields as a table.
+    let groups = browser
+        .run("return [...document.querySelectorAll('[data-test=event-group]')].map((g) => g.dataset.prefix);")
+        .await;
+    assert_eq!(groups, json!(["invoice", "order"]));
+    let fields = browser
+        .run("return document.querySelector('[data-name=\"order.paid\"] [data-test=event-fields] tbody').innerText;")
+        .await;
+    let fields = fields.as_str().unwrap();
+    assert!(
+        fields.contains("order_id")
+            && fields.contains("integer")
+            && fields.contains("The order's number."),
+        "{fields}"
+    );
     browser.check_accessibility("catalog").await;
     browser.screenshot("catalog-light").await;
+    // A search narrows it, and says how many match.
+    browser.fill("#catalog-search", "refund").await;
+    browser
+        .wait_text("[data-test=catalog-found]", "one match", |t| {
+            t == "1 of 3 event types match."
+        })
+        .await;
+    let shown = browser
+        .run("return [...document.querySelectorAll('[data-test=event-type]')].filter((e) => !e.hidden).map((e) => e.dataset.name);")
+        .await;
+    assert_eq!(shown, json!(["order.refunded"]));
+    // "Subscribe an endpoint to this" opens the form with the type picked.
+    browser
+        .click("[data-name=\"order.refunded\"] [data-test=subscribe]")
+        .await;
+    browser.wait_for("[data-test=endpoint-form]").await;
+    let picked = browser
+        .run("return [document.querySelector('[data-test=types-some]').checked, [...document.querySelectorAll('input[name=event_types]:checked')].map((b) => b.value)];")
+        .await;
+    assert_eq!(picked, json!([true, ["order.refunded"]]));
 
     // Recover: three deliveries die; the dry run counts them; the job replays them.
     receiver.answer_always(Reply::status(422));
@@ -617,11 +677,13 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         .await;
     browser.check_accessibility("endpoint timeline").await;
 
-    // Dark, forced by the app: every screen again, checked and pictured.
+    // Dark, forced by the app, with a dark brand colour (navy, which on the
+    // dark page is lightened until buttons stand out): every screen again,
+    // checked and pictured.
     app.call(
         Method::PATCH,
         &format!("/v1/apps/{app_id}"),
-        Some(&json!({"portal": {"theme": "dark", "display_name": "Acme Webhooks"}})),
+        Some(&json!({"portal": {"theme": "dark", "display_name": "Acme Webhooks", "brand_color": "#102040"}})),
         200,
     )
     .await;
@@ -646,6 +708,29 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
             .await;
         assert_eq!(theme, "dark", "{name}");
         browser.wait_for("main h1").await;
+        // White-label: the product's name is nowhere a customer reads.
+        let text = browser.run("return document.body.innerText;").await;
+        assert!(
+            !text.as_str().unwrap().contains("Hookline"),
+            "{name} names the product: {text}"
+        );
+        if name == "endpoints" {
+            browser.wait_for("[data-test=endpoint-new]").await;
+            let contrast = browser
+                .run(
+                    "const rgb = (el, p) => getComputedStyle(el)[p].match(/\\d+/g).slice(0, 3).map(Number);
+                     const lum = ([r, g, b]) => [r, g, b].map((c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; })
+                       .reduce((s, c, i) => s + c * [0.2126, 0.7152, 0.0722][i], 0);
+                     const a = lum(rgb(document.querySelector('[data-test=endpoint-new]'), 'backgroundColor'));
+                     const b = lum(rgb(document.documentElement, 'backgroundColor'));
+                     return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);",
+                )
+                .await;
+            assert!(
+                contrast.as_f64().unwrap() >= 3.0,
+                "a primary button stands out of the dark page: {contrast}"
+            );
+        }
         browser.check_accessibility(&format!("{name} (dark)")).await;
         browser.screenshot(&format!("{name}-dark")).await;
     }
@@ -719,6 +804,15 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
                 top.as_f64().unwrap() < screen_height.as_f64().unwrap(),
                 "the first row is on the first screen: {top} of {screen_height}"
             );
+            // Drawn as cards, the rows keep their table roles.
+            let roles = browser
+                .run(
+                    "const row = document.querySelector('[data-test=delivery-row]');
+                     return [row.closest('table'), row.closest('tbody'), row, row.querySelector('th'), row.querySelector('td')]
+                       .map((el) => el.getAttribute('role')).join(' ');",
+                )
+                .await;
+            assert_eq!(roles, json!("table rowgroup row rowheader cell"));
             browser.screenshot("deliveries-phone").await;
         }
     }

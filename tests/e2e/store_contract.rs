@@ -3074,18 +3074,12 @@ async fn a_deliverys_facts_are_its_events_type_and_its_newest_attempts_status(en
         .is_empty());
 }
 
-/// An endpoint's timeline: its attempts counted in their buckets (the latest
-/// `cap` at most, saying from when the counts are whole), and the marks its
-/// breaker and switches left in the transactions that changed them; retention
-/// removes old marks.
-async fn an_endpoints_timeline_counts_its_attempts_and_marks_its_changes(engine: Engine) {
-    use hookline_core::timeline::{MarkKind, Window};
-    let (store, _db) = open(engine).await;
-    let app = app_with_an_endpoint(&store).await;
-    let endpoint = store
+/// The id of `app`'s one endpoint.
+async fn only_endpoint(store: &Store, app: &AppId) -> EndpointId {
+    store
         .endpoints()
         .list_endpoints(
-            &app,
+            app,
             &Page {
                 limit: 1,
                 before: None,
@@ -3094,7 +3088,18 @@ async fn an_endpoints_timeline_counts_its_attempts_and_marks_its_changes(engine:
         .await
         .unwrap()
         .remove(0)
-        .id;
+        .id
+}
+
+/// An endpoint's timeline: its attempts counted in their buckets (the latest
+/// `cap` at most, saying from when the counts are whole), and the marks its
+/// breaker and switches left in the transactions that changed them; retention
+/// removes old marks.
+async fn an_endpoints_timeline_counts_its_attempts_and_marks_its_changes(engine: Engine) {
+    use hookline_core::timeline::{MarkKind, Window};
+    let (store, _db) = open(engine).await;
+    let app = app_with_an_endpoint(&store).await;
+    let endpoint = only_endpoint(&store, &app).await;
     let breaker = BreakerPolicy {
         failure_threshold: 2,
         ..BreakerPolicy::default()
@@ -3195,19 +3200,7 @@ async fn an_endpoints_timeline_counts_its_attempts_and_marks_its_changes(engine:
 
     // Another endpoint's timeline is its own.
     let other = app_with_an_endpoint(&store).await;
-    let theirs = store
-        .endpoints()
-        .list_endpoints(
-            &other,
-            &Page {
-                limit: 1,
-                before: None,
-            },
-        )
-        .await
-        .unwrap()
-        .remove(0)
-        .id;
+    let theirs = only_endpoint(&store, &other).await;
     let empty = store
         .endpoints()
         .endpoint_timeline(&other, &theirs, &layout, 1000)

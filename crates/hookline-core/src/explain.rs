@@ -402,30 +402,30 @@ pub mod en {
                     .to_owned()
             }
             Code::Gone => {
-                "Your endpoint answered 410 Gone, so Hookline disabled it and stopped sending. Enable the endpoint again, then replay."
+                "Your endpoint answered 410 Gone, so it was disabled and sending stopped. Enable the endpoint again, then replay."
                     .to_owned()
             }
             Code::Redirect => format!(
-                "Your endpoint answered {}. Hookline does not follow redirects: change the endpoint's URL to the final address, then replay.",
+                "Your endpoint answered {}. Redirects are not followed: change the endpoint's URL to the final address, then replay.",
                 status_or(e.status, "a redirect")
             ),
             Code::DestinationForbidden => {
-                "Your endpoint's address resolves to a private or otherwise forbidden network, so Hookline did not connect. Use a public address, then replay."
+                "Your endpoint's address resolves to a private or otherwise forbidden network, so no connection was made. Use a public address, then replay."
                     .to_owned()
             }
             Code::ClientErrorNoRetry => format!(
-                "Your endpoint answered {}{}. Hookline does not retry 4xx answers: fix the endpoint, then replay.",
+                "Your endpoint answered {}{}. 4xx answers are not retried: fix the endpoint, then replay.",
                 status_or(e.status, "a 4xx status"),
                 client_error(e.status)
             ),
             Code::MaxAge => format!(
-                "Hookline gave up after {}: the delivery grew older than the retry window ({}). The last attempt {}. Fix the endpoint, then replay.",
+                "Gave up after {}: the delivery grew older than the retry window ({}). The last attempt {}. Fix the endpoint, then replay.",
                 plural(e.attempts, "attempt"),
                 span(policy.max_age),
                 last(e)
             ),
             _ => format!(
-                "Hookline gave up after {} of {} attempts. The last attempt {}. Fix the endpoint, then replay.",
+                "Gave up after {} of {} attempts. The last attempt {}. Fix the endpoint, then replay.",
                 e.attempts,
                 e.max_attempts,
                 last(e)
@@ -442,7 +442,7 @@ pub mod en {
                     http_status(status)
                 ),
                 None => format!(
-                    "Your endpoint answered {} without a Retry-After, so Hookline backs off on its own schedule",
+                    "Your endpoint answered {} without a Retry-After, so retries back off on their own schedule",
                     http_status(status)
                 ),
             },
@@ -450,7 +450,7 @@ pub mod en {
             (Code::Timeout, None) => "Your endpoint did not answer in time".to_owned(),
             (Code::TlsError, None) => "The TLS (HTTPS) handshake with your endpoint failed".to_owned(),
             (Code::AuthError, None) => {
-                "Hookline could not get an access token for your endpoint: its OAuth2 token endpoint failed or refused"
+                "No access token could be had for your endpoint: its OAuth2 token endpoint failed or refused"
                     .to_owned()
             }
             _ => match e.error_kind {
@@ -458,7 +458,7 @@ pub mod en {
                 Some(TransportError::Io) => {
                     "The connection to your endpoint failed while sending or reading".to_owned()
                 }
-                _ => "Hookline could not connect to your endpoint: the connection was refused or reset"
+                _ => "Could not connect to your endpoint: the connection was refused or reset"
                     .to_owned(),
             },
         }
@@ -483,7 +483,7 @@ pub mod en {
     }
 
     fn next_attempt(number: u32, max: u32) -> String {
-        format!("Hookline tries again: attempt {number} of {max} is scheduled.")
+        format!("It is tried again: attempt {number} of {max} is scheduled.")
     }
 
     /// What a 4xx most often means, after its status.
@@ -745,7 +745,7 @@ mod tests {
                     &[
                         "400 Bad Request",
                         "refused the payload",
-                        "does not retry 4xx",
+                        "4xx answers are not retried",
                         "then replay",
                     ],
                 ),
@@ -824,7 +824,7 @@ mod tests {
                     Action::FixThenReplay,
                     0,
                     None,
-                    &["answered 418. Hookline does not retry"],
+                    &["answered 418. 4xx answers are not retried"],
                 ),
             ),
             (
@@ -835,7 +835,7 @@ mod tests {
                     Action::EnableThenReplay,
                     0,
                     None,
-                    &["410 Gone", "disabled it", "Enable the endpoint again"],
+                    &["410 Gone", "it was disabled", "Enable the endpoint again"],
                 ),
             ),
             (
@@ -846,7 +846,7 @@ mod tests {
                     Action::ChangeUrlThenReplay,
                     0,
                     None,
-                    &["301 Moved Permanently", "does not follow redirects"],
+                    &["301 Moved Permanently", "Redirects are not followed"],
                 ),
             ),
             (
@@ -1023,7 +1023,7 @@ mod tests {
                 0,
                 None,
                 &[
-                    "gave up after 8 of 8 attempts",
+                    "Gave up after 8 of 8 attempts",
                     "got 502 Bad Gateway",
                     "then replay",
                 ],
@@ -1037,7 +1037,7 @@ mod tests {
                 Action::FixThenReplay,
                 0,
                 None,
-                &["gave up after 8 of 8 attempts"],
+                &["Gave up after 8 of 8 attempts"],
             ),
         );
         let mut last = got(5, None, Some(TransportError::Timeout));
@@ -1274,6 +1274,40 @@ mod tests {
             "{}",
             explanation.message
         );
+    }
+
+    #[test]
+    fn no_sentence_names_the_product() {
+        // The portal is white-labelled: its sentences come from here.
+        let mut said = Vec::new();
+        for status in [200, 301, 400, 401, 404, 410, 429, 500, 503] {
+            for number in [1, 8] {
+                let mut newest = got(number, Some(status), None);
+                newest.retry_after = Some("30");
+                said.push(delivery(&after(newest)).message);
+                said.push(attempt(&newest, &policy()).message);
+            }
+        }
+        for error in [
+            TransportError::Timeout,
+            TransportError::Connect,
+            TransportError::Dns,
+            TransportError::Io,
+            TransportError::Tls,
+            TransportError::AuthError,
+            TransportError::DestinationForbidden,
+        ] {
+            said.push(delivery(&after(got(1, None, Some(error)))).message);
+        }
+        let mut exhausted = got(8, Some(502), None);
+        exhausted.verdict = AttemptVerdict::Dead;
+        exhausted.dead_reason = Some(DeadReason::RetriesExhausted);
+        said.push(delivery(&after(exhausted)).message);
+        exhausted.number = 3;
+        said.push(delivery(&after(exhausted)).message);
+        for message in said {
+            assert!(!message.contains("Hookline"), "{message}");
+        }
     }
 
     #[test]

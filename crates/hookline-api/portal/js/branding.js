@@ -37,8 +37,38 @@ function showLogo(url) {
 function applyColour(colour) {
   if (typeof colour !== 'string' || !HEX_COLOUR.test(colour)) return;
   const root = document.documentElement.style;
-  root.setProperty('--brand', colour);
-  root.setProperty('--on-brand', readableOn(colour));
+  // On the dark page a dark brand colour would leave a button no edge: it is
+  // lightened there until it stands out (3:1, WCAG 1.4.11).
+  const dark = standingOut(colour, DARK_BACKGROUND, 3);
+  root.setProperty('--brand', `light-dark(${colour}, ${dark})`);
+  root.setProperty('--on-brand', `light-dark(${readableOn(colour)}, ${readableOn(dark)})`);
+}
+
+/** The dark theme's page background (`--bg` in portal.css). */
+const DARK_BACKGROUND = '#0f1216';
+
+/** `hex`, mixed with white in steps until it contrasts `ratio`:1 with `background`. */
+export function standingOut(hex, background, ratio) {
+  const back = relativeLuminance(background);
+  const contrast = (h) => {
+    const l = relativeLuminance(h);
+    return (Math.max(l, back) + 0.05) / (Math.min(l, back) + 0.05);
+  };
+  let colour = hex;
+  for (let step = 1; step <= 20 && contrast(colour) < ratio; step += 1) {
+    colour = mixWithWhite(hex, step / 20);
+  }
+  return colour;
+}
+
+function mixWithWhite(hex, share) {
+  const channel = (i) => {
+    const c = parseInt(hex.slice(i, i + 2), 16);
+    return Math.round(c + (255 - c) * share)
+      .toString(16)
+      .padStart(2, '0');
+  };
+  return `#${channel(1)}${channel(3)}${channel(5)}`;
 }
 
 /** "light" or "dark" pin the theme; "system" (or nothing) follows prefers-color-scheme in CSS. */

@@ -29,6 +29,26 @@ export function clearProblem(slot) {
   slot.replaceChildren();
 }
 
+/**
+ * Ties a problem shown in `slot` to the control it is about: `aria-invalid`,
+ * and the problem added to what describes it (so a screen reader on the
+ * field hears why); `untieProblem` undoes it.
+ */
+export function tieProblem(control, slot) {
+  if (!slot.id) slot.id = uid('problem');
+  control.setAttribute('aria-invalid', 'true');
+  const described = (control.getAttribute('aria-describedby') ?? '').split(' ').filter(Boolean);
+  if (!described.includes(slot.id)) control.setAttribute('aria-describedby', [...described, slot.id].join(' '));
+  control.focus();
+}
+
+export function untieProblem(control, slot) {
+  control.removeAttribute('aria-invalid');
+  const described = (control.getAttribute('aria-describedby') ?? '').split(' ').filter((id) => id && id !== slot.id);
+  if (described.length) control.setAttribute('aria-describedby', described.join(' '));
+  else control.removeAttribute('aria-describedby');
+}
+
 // --- announcements --------------------------------------------------------------
 
 /** Says `text` to screen readers through the page's polite live region. */
@@ -231,6 +251,21 @@ export function copyableId(id, what) {
     said.textContent = (await copyText(id, value)) ? 'Copied' : 'Could not copy: select the id and copy it by hand.';
   });
   return h('span', { class: 'copyable' }, value, ' ', button, ' ', said);
+}
+
+/**
+ * Gives a responsive table's parts (`node`, or a row added later) their
+ * roles explicitly: on a phone they are drawn as cards (CSS `display: block`
+ * and `grid`), which makes browsers drop the table semantics they infer, and
+ * screen readers would read loose text. Returns `node`.
+ */
+export function withTableRoles(node) {
+  const roles = { TABLE: 'table', THEAD: 'rowgroup', TBODY: 'rowgroup', TR: 'row', TD: 'cell' };
+  for (const el of [node, ...node.querySelectorAll('thead, tbody, tr, th, td')]) {
+    const role = el.tagName === 'TH' ? (el.getAttribute('scope') === 'row' ? 'rowheader' : 'columnheader') : roles[el.tagName];
+    if (role) el.setAttribute('role', role);
+  }
+  return node;
 }
 
 export async function copyText(text, source) {

@@ -27,6 +27,7 @@ import {
   showProblem,
   stateBadge,
   whileBusy,
+  withTableRoles,
 } from '../ui.js';
 import { DEAD_REASONS } from '../words.js';
 
@@ -196,7 +197,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     if (ids.length === 0) return;
     const confirmed = await confirmAction({
       title: ids.length === 1 ? 'Replay this delivery?' : `Replay ${ids.length} deliveries?`,
-      message: 'Hookline sends each event to its endpoint again, now, with the same webhook-id, in a new round of attempts.',
+      message: 'Each event is sent to its endpoint again, now, with the same webhook-id, in a new round of attempts.',
       yes: 'Replay',
     });
     if (!confirmed) return;
@@ -317,16 +318,22 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
 
   function table(tbody) {
     const columns = ['Time', 'Event', !endpointId && 'Endpoint', 'State', 'Attempts', 'Last attempt', 'Next attempt', canReplay && 'Replay'].filter(Boolean);
-    return h(
-      'table',
-      { class: 'data responsive deliveries' },
-      h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
-      h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
-      tbody,
+    return withTableRoles(
+      h(
+        'table',
+        { class: 'data responsive deliveries' },
+        h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
+        h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
+        tbody,
+      ),
     );
   }
 
   function deliveryRow(d) {
+    return withTableRoles(row(d));
+  }
+
+  function row(d) {
     const now = new Date();
     return h(
       'tr',

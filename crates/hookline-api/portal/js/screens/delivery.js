@@ -123,7 +123,7 @@ export async function deliveryScreen(ctx) {
     if (delivery.state === 'dead') {
       button = actionButton('delivery-replay', 'Replay', {
         title: 'Replay this delivery?',
-        message: 'Hookline sends the event to the endpoint again, now, with the same webhook-id, in a new round of attempts.',
+        message: 'The event is sent to the endpoint again, now, with the same webhook-id, in a new round of attempts.',
         yes: 'Replay',
         call: () => api.replayDelivery(delivery.id),
         done: (answer) => (answer.replayed ? 'Replayed: the delivery is pending again.' : answer.detail),

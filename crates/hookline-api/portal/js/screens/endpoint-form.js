@@ -6,13 +6,13 @@
 
 import * as api from '../api.js';
 import { h, replace } from '../dom.js';
-import { clearProblem, field, problemSlot, showProblem, whileBusy } from '../ui.js';
+import { clearProblem, field, problemSlot, showProblem, tieProblem, untieProblem, whileBusy } from '../ui.js';
 
 /**
  * Loads the event catalog and opens the form in `host`, focused on its URL;
  * a catalog that cannot be loaded is shown in `problem` instead.
  */
-export async function openEndpointForm(host, problem, { endpoint = null, onSaved, onCancel }) {
+export async function openEndpointForm(host, problem, { endpoint = null, types = null, onSaved, onCancel }) {
   let catalog;
   try {
     catalog = await api.listEventTypes();
@@ -20,7 +20,7 @@ export async function openEndpointForm(host, problem, { endpoint = null, onSaved
     showProblem(problem, error);
     return;
   }
-  const form = endpointForm({ endpoint, catalog, onSaved, onCancel });
+  const form = endpointForm({ endpoint, types, catalog, onSaved, onCancel });
   replace(host, form);
   form.querySelector('#endpoint-url').focus();
 }
@@ -30,7 +30,7 @@ export async function openEndpointForm(host, problem, { endpoint = null, onSaved
  * the event types to offer. `onSaved(endpoint)` after the server took it;
  * `onCancel()` when the person backs out.
  */
-export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
+export function endpointForm({ endpoint = null, types: preset = null, catalog, onSaved, onCancel }) {
   const creating = !endpoint;
   const url = h('input', {
     id: 'endpoint-url',
@@ -69,7 +69,7 @@ export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
     placeholder: '/amount >= 100 and /currency in ["EUR", "USD"]',
     value: endpoint?.filter ?? '',
   });
-  const types = eventTypeChoices(catalog, endpoint?.event_types ?? null);
+  const types = eventTypeChoices(catalog, endpoint ? endpoint.event_types : preset);
   const problem = problemSlot();
   const save = h(
     'button',
@@ -81,7 +81,7 @@ export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
     'form',
     { class: 'panel endpoint-form', 'data-test': 'endpoint-form', 'data-mutating': true, novalidate: true, 'aria-labelledby': 'endpoint-form-title' },
     h('h2', { id: 'endpoint-form-title' }, creating ? 'New endpoint' : 'Change endpoint'),
-    field('URL', url, 'Where Hookline sends events: an https:// (or http://) address your server answers.'),
+    field('URL', url, 'Where events are sent: an https:// (or http://) address your server answers.'),
     field('Description (optional)', description),
     field('Rate limit (deliveries per second, optional)', rateLimit, 'Leave empty for no limit.'),
     types.fieldset,
@@ -94,30 +94,52 @@ export function endpointForm({ endpoint = null, catalog, onSaved, onCancel }) {
     h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, 'Cancel')),
   );
 
+  /** The control a refusal is about, by its problem code or the field its detail names. */
+  const controlOf = (error) => {
+    if (error?.code === 'no_event_type_picked') return types.fieldset.querySelector('input[value="some"]');
+    if (error?.code === 'destination_forbidden') return url;
+    if (error?.code === 'invalid_filter') return filter;
+    const detail = String(error?.detail ?? error?.message ?? '');
+    const named = [
+      ['url', url],
+      ['description', description],
+      ['rate_limit_per_sec', rateLimit],
+      ['filter', filter],
+    ].find(([name]) => detail.startsWith(name) || detail.includes(`${name} `));
+    return named?.[1] ?? null;
+  };
+  const controls = [url, description, rateLimit, filter, types.fieldset.querySelector('input[value="some"]')].filter(Boolean);
+
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     clearProblem(problem);
-    const body = {
-      url: url.value.trim(),
-      description: description.value,
-      event_types: types.selected(),
-      rate_limit_per_sec: rateLimit.value.trim() === '' ? null : Number(rateLimit.value),
-      filter: filter.value.trim() === '' ? null : filter.value.trim(),
-    };
+    for (const control of controls) untieProblem(control, problem);
     try {
+      const body = {
+        url: url.value.trim(),
+        description: description.value,
+        event_types: types.selected(),
+        rate_limit_per_sec: rateLimit.value.trim() === '' ? null : Number(rateLimit.value),
+        filter: filter.value.trim() === '' ? null : filter.value.trim(),
+      };
       const saved = await whileBusy(save, () => (creating ? api.createEndpoint(body) : api.updateEndpoint(endpoint.id, body)));
       onSaved(saved);
     } catch (error) {
       showProblem(problem, error);
+      const control = controlOf(error);
+      if (control) tieProblem(control, problem);
     }
   });
   return form;
 }
 
 /**
+ * Which event types the endpoint receives, said plainly: "All event types,
+ * now and future" or "Only the types I pick" (never "none ticked means all").
  * One checkbox per catalog type (with its description), plus any pattern the
  * endpoint already has that the catalog does not list (`invoice.*`, or a type
- * removed since), so saving does not drop it. None ticked means every type.
+ * removed since), so saving does not drop it; a search narrows the list.
+ * Ticking a type chooses "only these"; choosing "all" unticks them.
  */
 function eventTypeChoices(catalog, current) {
   const chosen = new Set(current ?? []);
@@ -127,25 +149,54 @@ function eventTypeChoices(catalog, current) {
     ...catalog.map((t) => checkbox(t.name, t.description + (t.deprecated ? ' (deprecated)' : ''), chosen.has(t.name))),
     ...extra.map((name) => checkbox(name, name.endsWith('*') ? 'every type in this group' : 'not in the catalog', true)),
   ];
+  const radio = (value, label, checked) =>
+    h('label', { class: 'check' }, h('input', { type: 'radio', name: 'event_types_scope', value, checked, 'data-test': `types-${value}` }), h('span', { class: 'check-text' }, label));
+  const all = radio('all', 'All event types, now and future', current === null);
+  const some = radio('some', 'Only the types I pick', current !== null);
+  const search = h('input', { id: 'types-search', type: 'search', autocomplete: 'off', 'data-test': 'types-search', placeholder: 'order., invoice.paid…' });
+  const items = boxes.map((box) => h('li', {}, box));
+  const list = h('ul', { class: 'checklist' }, items);
+  const scope = (value) => all.closest('fieldset')?.querySelector(`input[value="${value}"]`);
+  list.addEventListener('change', (event) => {
+    if (event.target.checked) scope('some').checked = true;
+  });
+  all.querySelector('input').addEventListener('change', () => {
+    for (const box of list.querySelectorAll('input[name="event_types"]')) box.checked = false;
+  });
+  search.addEventListener('input', () => {
+    const words = search.value.trim().toLowerCase();
+    for (const item of items) item.hidden = words !== '' && !item.textContent.toLowerCase().includes(words);
+  });
   const fieldset = h(
     'fieldset',
-    { class: 'event-types', 'aria-describedby': 'event-types-hint' },
+    { class: 'event-types', 'aria-describedby': 'event-types-hint', 'data-test': 'event-types' },
     h('legend', {}, 'Event types'),
-    h(
-      'p',
-      { class: 'hint', id: 'event-types-hint' },
-      boxes.length
-        ? 'Tick the types this endpoint receives. None ticked: it receives every event type.'
-        : 'The event catalog is empty: this endpoint receives every event type.',
-    ),
-    boxes.length > 0 && h('ul', { class: 'checklist' }, boxes.map((box) => h('li', {}, box))),
+    boxes.length
+      ? [
+          all,
+          some,
+          boxes.length > 6 && field('Search types', search),
+          h('p', { class: 'hint', id: 'event-types-hint' }, 'Pick the types this endpoint receives; a type added to the catalog later reaches it only with “All event types”.'),
+          list,
+        ]
+      : h('p', { class: 'hint', id: 'event-types-hint' }, 'The event catalog is empty: this endpoint receives every event type.'),
   );
   return {
     fieldset,
-    /** The ticked names, or null for "every type" (the API's `event_types: null`). */
+    /**
+     * The ticked names, or null for "every type" (the API's `event_types:
+     * null`); throws a Problem-like error when "only" has none ticked.
+     */
     selected() {
+      if (!boxes.length || scope('all')?.checked) return null;
       const names = [...fieldset.querySelectorAll('input[name="event_types"]:checked')].map((box) => box.value);
-      return names.length ? names : null;
+      if (!names.length) {
+        const error = new Error('Pick at least one event type, or choose “All event types”.');
+        error.name = 'Problem';
+        error.code = 'no_event_type_picked';
+        throw error;
+      }
+      return names;
     },
   };
 }

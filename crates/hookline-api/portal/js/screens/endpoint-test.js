@@ -58,10 +58,14 @@ function noCatalog() {
 
 function testForm(ctx, endpoint, catalog) {
   const byName = new Map(catalog.map((t) => [t.name, t]));
+  // It starts on the first type the endpoint receives (any type may be sent).
+  const receives = (name) =>
+    !endpoint.event_types || endpoint.event_types.some((p) => p === name || (p.endsWith('*') && name.startsWith(p.slice(0, -1))));
+  const first = catalog.find((t) => receives(t.name))?.name;
   const type = h(
     'select',
     { id: 'test-event-type', name: 'event_type' },
-    catalog.map((t) => h('option', { value: t.name }, t.deprecated ? `${t.name} (deprecated)` : t.name)),
+    catalog.map((t) => h('option', { value: t.name, selected: t.name === first }, t.deprecated ? `${t.name} (deprecated)` : t.name)),
   );
   const payload = h('textarea', { id: 'test-payload', name: 'payload', rows: 10, spellcheck: 'false', class: 'code' });
   const exampleNote = h('p', { class: 'hint', id: 'test-payload-hint' });

@@ -8,7 +8,7 @@
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { percent } from '../format.js';
-import { announce, clearProblem, empty, loading, problemSlot, showProblem, statusBadge } from '../ui.js';
+import { announce, clearProblem, empty, loading, problemSlot, showProblem, statusBadge, withTableRoles } from '../ui.js';
 import { breakerWords, endpointStatus } from '../words.js';
 import { endpointActions } from './endpoint-actions.js';
 import { openEndpointForm } from './endpoint-form.js';
@@ -30,13 +30,17 @@ export async function endpointsScreen(ctx) {
   const heading = h('h1', { tabindex: '-1' }, 'Endpoints');
   ctx.root.append(
     h('div', { class: 'page-head' }, heading, newButton),
-    h('p', { class: 'lead' }, 'The addresses Hookline sends your events to.'),
+    h('p', { class: 'lead' }, 'The addresses your events are sent to.'),
     formHost,
     problem,
     listHost,
   );
 
   let cursors = [undefined];
+  // `#/endpoints?new=order.paid` (the catalog's "Subscribe an endpoint"):
+  // the form opens with that type picked.
+  const preset = ctx.query.get('new');
+  if (preset && canChange) openForm(null, [preset]).catch((error) => showProblem(problem, error));
   await showPage();
 
   /** Loads the page at the top of `cursors` and draws it. */
@@ -66,7 +70,7 @@ export async function endpointsScreen(ctx) {
     if (endpoints.length === 0) {
       return empty(canChange ? 'No endpoints yet. Add one with “New endpoint”.' : 'No endpoints yet.');
     }
-    return h(
+    return withTableRoles(h(
       'table',
       { class: 'data responsive' },
       h('caption', { class: 'visually-hidden' }, 'Endpoints'),
@@ -84,7 +88,7 @@ export async function endpointsScreen(ctx) {
         ),
       ),
       h('tbody', {}, endpoints.map(endpointRow)),
-    );
+    ));
   }
 
   function endpointRow(endpoint) {
@@ -144,8 +148,11 @@ export async function endpointsScreen(ctx) {
     await Promise.all(Array.from({ length: HEALTH_CONCURRENCY }, worker));
   }
 
-  /** Opens the form to create (`endpoint` null) or change an endpoint. */
-  function openForm(endpoint) {
+  /**
+   * Opens the form to create (`endpoint` null) or change an endpoint;
+   * `types` preselects event types for a new one.
+   */
+  function openForm(endpoint, types = null) {
     clearProblem(problem);
     const close = () => {
       formHost.replaceChildren();
@@ -153,6 +160,7 @@ export async function endpointsScreen(ctx) {
     };
     return openEndpointForm(formHost, problem, {
       endpoint,
+      types,
       onCancel: close,
       onSaved: (saved) => {
         close();
