@@ -48,6 +48,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/stats") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/timeline") => (App(Read), None),
         ("GET", "/v1/apps/{app}/incidents") => (App(Read), None),
+        ("POST", "/v1/apps/{app}/endpoints/{endpoint}/signature-check") => (App(Read), Some(json!({"headers": {}, "body": ""}))),
         ("POST", "/v1/apps/{app}/events") => (App(Publish), Some(json!({"event_type": "t.x", "payload": {}}))),
         ("GET", "/v1/apps/{app}/events") => (App(Read), None),
         ("POST", "/v1/apps/{app}/events/batch") => (App(Publish), Some(json!({"events": [{"event_type": "t.x", "payload": {}}]}))),

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{both_engines, only_delivery, wait_until, Engine, Receiver, Reply, TestApp};
@@ -169,6 +170,82 @@ async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: E
     verifier
         .verify(sent.as_bytes(), &headers)
         .expect("the attempt's own record verifies");
+
+    // The signature checker: what the receiver got verifies; each way it can
+    // go wrong is told apart.
+    let check_path = format!(
+        "/v1/apps/{app_id}/endpoints/{}/signature-check",
+        endpoint["id"].as_str().unwrap()
+    );
+    let got: serde_json::Map<String, Value> = request
+        .headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap())))
+        .collect();
+    let body = String::from_utf8(request.body.to_vec()).unwrap();
+    let check = |headers: Value, body: String| {
+        let (app, path) = (&app, check_path.clone());
+        async move {
+            app.call(
+                Method::POST,
+                &path,
+                Some(&json!({"headers": headers, "body": body})),
+                200,
+            )
+            .await
+        }
+    };
+    let ok = check(Value::Object(got.clone()), body.clone()).await;
+    assert_eq!(
+        (&ok["code"], &ok["signature_valid"], &ok["signed_with"]),
+        (&json!("verified"), &json!(true), &json!("current")),
+        "{ok}"
+    );
+    let changed = check(Value::Object(got.clone()), body.replace("42", "43")).await;
+    assert_eq!(changed["code"], "body_changed", "{changed}");
+    assert!(changed["first_difference"].is_u64(), "{changed}");
+    let mut unsigned = got.clone();
+    unsigned.remove("webhook-signature");
+    assert_eq!(
+        check(Value::Object(unsigned), body.clone()).await["code"],
+        "missing_header"
+    );
+    // Signed with another secret, over the body sent.
+    let stranger = hookline_core::signing::EndpointSecret::generate();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let id = request.header("webhook-id");
+    let mut forged = got.clone();
+    forged.insert("webhook-timestamp".into(), json!(now.to_string()));
+    forged.insert(
+        "webhook-signature".into(),
+        json!(stranger.sign(&id, now, body.as_bytes())),
+    );
+    assert_eq!(
+        check(Value::Object(forged), body.clone()).await["code"],
+        "wrong_secret"
+    );
+    // The endpoint's own secret, three hours ago.
+    let secret =
+        hookline_core::signing::EndpointSecret::parse(endpoint["secret"].as_str().unwrap())
+            .unwrap();
+    let mut stale = got.clone();
+    stale.insert(
+        "webhook-timestamp".into(),
+        json!((now - 3 * 3600).to_string()),
+    );
+    stale.insert(
+        "webhook-signature".into(),
+        json!(secret.sign(&id, now - 3 * 3600, body.as_bytes())),
+    );
+    let old = check(Value::Object(stale), body).await;
+    assert_eq!(
+        (&old["code"], &old["signature_valid"]),
+        (&json!("timestamp_too_old"), &json!(true)),
+        "{old}"
+    );
 }
 
 async fn server_errors_are_retried_until_success_with_the_same_webhook_id(engine: Engine) {

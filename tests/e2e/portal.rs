@@ -246,6 +246,29 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         json!({"order_id": 42, "amount": 1999}),
         "the catalog's example"
     );
+    // What the receiver got, pasted into the signature checker, verifies;
+    // the same with its body changed does not, and says why.
+    let pasted = ["webhook-id", "webhook-timestamp", "webhook-signature"]
+        .map(|name| format!("{name}: {}", received[0].header(name)))
+        .join("\n");
+    let got = String::from_utf8(received[0].body.to_vec()).unwrap();
+    browser.fill("#check-headers", &pasted).await;
+    browser.fill("#check-body", &got).await;
+    browser.click("[data-test=signature-check]").await;
+    browser
+        .wait_text("[data-test=signature-result]", "it verifies", |t| {
+            t.starts_with("The signature is right")
+        })
+        .await;
+    browser
+        .fill("#check-body", &got.replace("1999", "2999"))
+        .await;
+    browser.click("[data-test=signature-check]").await;
+    browser
+        .wait_text("[data-test=signature-result]", "the body changed", |t| {
+            t.starts_with("The body differs")
+        })
+        .await;
     browser.check_accessibility("endpoint").await;
     browser.screenshot("endpoint-light").await;
 

@@ -49,6 +49,7 @@ const FILES: &[(&str, &[u8])] = files![
     "js/screens/endpoint-actions.js",
     "js/screens/endpoint-form.js",
     "js/screens/endpoint-secret.js",
+    "js/screens/endpoint-signature.js",
     "js/screens/endpoint-stats.js",
     "js/screens/endpoint-timeline.js",
     "js/screens/endpoint-test.js",

@@ -6,10 +6,10 @@ use reqwest::Method;
 
 use crate::request::app_path;
 use crate::types::{
-    AttemptView, AttemptsQuery, CreateEndpoint, EndpointHealthView, EndpointStatsView,
-    EndpointView, IncidentsQuery, IncidentsView, ListView, PageQuery, RotateSecret,
-    RotatedSecretView, SecretView, TestSend, TestSendView, TimelineQuery, TimelineView,
-    TimelineWindow, Timestamp, UpdateEndpoint,
+    AttemptView, AttemptsQuery, CheckSignature, CreateEndpoint, EndpointHealthView,
+    EndpointStatsView, EndpointView, IncidentsQuery, IncidentsView, ListView, PageQuery,
+    RotateSecret, RotatedSecretView, SecretView, SignatureCheck, TestSend, TestSendView,
+    TimelineQuery, TimelineView, TimelineWindow, Timestamp, UpdateEndpoint,
 };
 use crate::{segment, Client, Result};
 
@@ -136,6 +136,22 @@ impl Client {
             Method::POST,
             endpoint_path(app, endpoint, "/test")?,
             Some(test),
+        )
+        .await
+    }
+
+    /// `POST …/signature-check`: what a receiver got, checked against the
+    /// endpoint's secrets, and why it does not verify when it does not.
+    pub async fn check_signature(
+        &self,
+        app: &str,
+        endpoint: &str,
+        got: &CheckSignature,
+    ) -> Result<SignatureCheck> {
+        self.write(
+            Method::POST,
+            endpoint_path(app, endpoint, "/signature-check")?,
+            Some(got),
         )
         .await
     }

@@ -27,6 +27,7 @@
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
 //! - [`retry`]: full-jitter exponential backoff and the retry budget.
 //! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
+//! - [`signature_check`]: what a receiver got, checked against an endpoint's secrets, and why it does not verify.
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
 //! - [`switches`]: an endpoint's `enabled` and `paused`: whether it sends, and what turning them does.
 //! - [`timeline`]: an endpoint's attempts in time buckets, and the marks of its breaker and switches.
@@ -61,6 +62,7 @@ pub mod publish;
 pub mod rate;
 pub mod retry;
 pub mod sealing;
+pub mod signature_check;
 pub mod signing;
 pub mod stats;
 pub mod switches;

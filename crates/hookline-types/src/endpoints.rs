@@ -364,6 +364,17 @@ pub struct MarkView {
     pub reason: Option<String>,
 }
 
+/// `POST …/endpoints/{endpoint}/signature-check`: what a receiver got.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSignature {
+    /// The request's headers as received (names in any case); only
+    /// `webhook-id`, `webhook-timestamp` and `webhook-signature` are read.
+    pub headers: BTreeMap<String, String>,
+    /// The body exactly as received.
+    pub body: String,
+}
+
 /// `GET /v1/apps/{app}/incidents`: every field narrows the answer.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]

@@ -32,10 +32,10 @@ pub use deliveries::{
     StateParam,
 };
 pub use endpoints::{
-    CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView, IncidentEndpointView,
-    IncidentView, IncidentsQuery, IncidentsView, Latency, MarkView, RotateSecret,
-    RotatedSecretView, SecretView, StatsWindow, TestSend, TestSendView, TimelineQuery,
-    TimelineView, UpdateEndpoint,
+    CheckSignature, CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView,
+    IncidentEndpointView, IncidentView, IncidentsQuery, IncidentsView, Latency, MarkView,
+    RotateSecret, RotatedSecretView, SecretView, StatsWindow, TestSend, TestSendView,
+    TimelineQuery, TimelineView, UpdateEndpoint,
 };
 pub use event_types::{CreateEventType, EventTypeView, UpdateEventType};
 pub use events::{
@@ -60,6 +60,7 @@ pub use hookline_core::{
     outbound_auth::OutboundAuth,
     portal::PortalSettings,
     retry::RetryOverrides,
+    signature_check::{Check as SignatureCheck, Code as SignatureCheckCode},
     time::Timestamp,
     timeline::{Bucket as TimelineBucket, MarkKind, Window as TimelineWindow},
 };

@@ -153,6 +153,7 @@ export const endpointTimeline = (id, window, options) =>
   request('GET', appPath('endpoints', id, 'timeline'), { ...options, query: { window } });
 export const endpointSecret = (id) => request('GET', appPath('endpoints', id, 'secret'));
 export const rotateSecret = (id, body) => request('POST', appPath('endpoints', id, 'secret', 'rotate'), { body });
+export const checkSignature = (id, body) => request('POST', appPath('endpoints', id, 'signature-check'), { body });
 export const testSend = (id, body) => request('POST', appPath('endpoints', id, 'test'), { body });
 
 export const listDeliveries = (query, options) => request('GET', appPath('deliveries'), { ...options, query });

@@ -22,9 +22,9 @@ use crate::extract::QueryParams;
 use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 pub(crate) use hookline_types::{
-    AttemptsQuery, CreateEndpoint, EndpointStatsView, IncidentEndpointView, IncidentView,
-    IncidentsQuery, IncidentsView, Latency, RotateSecret, RotatedSecretView, SecretView,
-    StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
+    AttemptsQuery, CheckSignature, CreateEndpoint, EndpointStatsView, IncidentEndpointView,
+    IncidentView, IncidentsQuery, IncidentsView, Latency, RotateSecret, RotatedSecretView,
+    SecretView, StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
 };
 
 /// Outbound authentication that holds together, with the custom headers it
@@ -263,6 +263,51 @@ pub(crate) async fn secret(
     Ok(Json(SecretView {
         key: endpoint.secret.expose().to_owned(),
     }))
+}
+
+/// `POST …/signature-check`: what a receiver got, checked against the
+/// endpoint's secrets (never shown), with the body sent for its `webhook-id`
+/// when the event is still kept (to tell a changed body from another secret).
+pub(crate) async fn check_signature(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    body: JsonBody<CheckSignature>,
+) -> ApiResult<Json<hookline_core::signature_check::Check>> {
+    use hookline_core::signature_check::{check, Received};
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let got = body.value;
+    let header = |name: &str| {
+        got.headers
+            .iter()
+            .find(|(key, _)| key.trim().eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    };
+    let id = header("webhook-id");
+    let sent = match id.and_then(|id| hookline_core::ids::EventId::parse(id.trim()).ok()) {
+        Some(event) => state
+            .store
+            .events()
+            .get_event(&endpoint.app_id, &event)
+            .await?
+            .map(|(event, _)| event.body),
+        None => None,
+    };
+    let keys = hookline_core::signing::SigningKeys {
+        current: endpoint.secret.clone(),
+        previous: endpoint.previous_secret.clone(),
+    };
+    Ok(Json(check(
+        &Received {
+            id,
+            timestamp: header("webhook-timestamp"),
+            signature: header("webhook-signature"),
+            body: got.body.as_bytes(),
+        },
+        &keys,
+        sent.as_deref(),
+        state.clock.now(),
+    )))
 }
 
 /// The longest grace a rotation may give the old secret.

@@ -14,6 +14,7 @@ import { openEndpointForm } from './endpoint-form.js';
 import { secretSection } from './endpoint-secret.js';
 import { statsSection } from './endpoint-stats.js';
 import { timelineSection } from './endpoint-timeline.js';
+import { signatureSection } from './endpoint-signature.js';
 import { testSendSection } from './endpoint-test.js';
 
 export async function endpointScreen(ctx) {
@@ -39,6 +40,7 @@ export async function endpointScreen(ctx) {
   ctx.root.append(timelineSection(ctx, endpoint.id), statsSection(stats));
   if (ctx.can('secrets')) ctx.root.append(secretSection(endpoint));
   if (ctx.can('endpoints')) ctx.root.append(testSendSection(ctx, endpoint));
+  ctx.root.append(signatureSection(endpoint));
   ctx.root.append(
     h(
       'section',
