@@ -221,7 +221,7 @@ async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: E
     forged.insert("webhook-timestamp".into(), json!(now.to_string()));
     forged.insert(
         "webhook-signature".into(),
-        json!(stranger.sign(&id, now, body.as_bytes())),
+        json!(stranger.sign(id, now, body.as_bytes())),
     );
     assert_eq!(
         check(Value::Object(forged), body.clone()).await["code"],
@@ -238,7 +238,7 @@ async fn delivery_is_signed_so_a_standard_webhooks_verifier_accepts_it(engine: E
     );
     stale.insert(
         "webhook-signature".into(),
-        json!(secret.sign(&id, now - 3 * 3600, body.as_bytes())),
+        json!(secret.sign(id, now - 3 * 3600, body.as_bytes())),
     );
     let old = check(Value::Object(stale), body).await;
     assert_eq!(

@@ -11,30 +11,27 @@ use crate::helpers::{wait_until, Engine, Receiver, Reply, TestApp};
 
 const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// A portal link for `app` with these capabilities besides `read`.
-async fn portal_link(app: &TestApp, app_id: &str, capabilities: &[&str]) -> String {
+/// A portal link for `app`, minted with `access` (`POST …/portal-access`'s body).
+async fn link_with(app: &TestApp, app_id: &str, access: Value) -> String {
     let link = app
         .call(
             Method::POST,
             &format!("/v1/apps/{app_id}/portal-access"),
-            Some(&json!({ "capabilities": capabilities })),
+            Some(&access),
             201,
         )
         .await;
     link["url"].as_str().unwrap().to_owned()
 }
 
+/// A portal link for `app` with these capabilities besides `read`.
+async fn portal_link(app: &TestApp, app_id: &str, capabilities: &[&str]) -> String {
+    link_with(app, app_id, json!({ "capabilities": capabilities })).await
+}
+
 /// A link for an iframe's `src`, spent on load (nobody clicks "Continue" in a frame).
 async fn framing_link(app: &TestApp, app_id: &str) -> String {
-    let link = app
-        .call(
-            Method::POST,
-            &format!("/v1/apps/{app_id}/portal-access"),
-            Some(&json!({ "redeem": "load" })),
-            201,
-        )
-        .await;
-    link["url"].as_str().unwrap().to_owned()
+    link_with(app, app_id, json!({ "redeem": "load" })).await
 }
 
 /// The portal's address of a screen (`#/…`) for `app`, once a session exists.
@@ -971,17 +968,10 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
     assert!(page.to_lowercase().contains("expired"), "{page}");
 
     // A link that names a screen lands on it once signed in.
-    let deep = app
-        .call(
-            Method::POST,
-            &format!("/v1/apps/{app_id}/portal-access"),
-            Some(&json!({ "screen": "/catalog" })),
-            201,
-        )
-        .await;
+    let deep = link_with(&app, &app_id, json!({ "screen": "/catalog" })).await;
     browser.run("sessionStorage.clear(); return null;").await;
     browser.open(&format!("{}/healthz", app.base)).await;
-    browser.open_link(deep["url"].as_str().unwrap()).await;
+    browser.open_link(&deep).await;
     browser
         .wait_text("main h1", "the named screen", |t| t == "Event catalog")
         .await;
