@@ -903,6 +903,9 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
         browser.all("[data-test=nav-endpoints]").await.is_empty(),
         "not signed in before the click"
     );
+    // A reload on "Continue" keeps the unspent link (the address lost its code).
+    browser.client.refresh().await.unwrap();
+    browser.wait_for("[data-test=continue-page]").await;
     browser.open(&format!("{}/healthz", app.base)).await;
     browser.open_link(&link).await;
     browser.wait_for("[data-test=nav-endpoints]").await;

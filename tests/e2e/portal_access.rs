@@ -106,6 +106,8 @@ async fn a_link_opens_one_session_with_its_capabilities(engine: Engine) {
         json!({"screen": "deliveries"}),
         json!({"screen": "/deliveries#x"}),
         json!({"screen": "/a b"}),
+        json!({"screen": "/deliveries/100%"}),
+        json!({"screen": "/deliveries/../keys"}),
         json!({"screen": format!("/{}", "a".repeat(200))}),
         json!({"redeem": "later"}),
     ] {

@@ -223,14 +223,18 @@ pub(crate) async fn access(
         redeem,
     } = body.value;
     if let Some(screen) = &screen {
+        let path = screen.split('?').next().unwrap_or_default();
         let ok = screen.starts_with('/')
             && screen.len() <= 200
             && screen
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_./?=&%-".contains(c));
+                .all(|c| c.is_ascii_alphanumeric() || "_./?=&-".contains(c))
+            && !path
+                .split('/')
+                .any(|segment| segment == "." || segment == "..");
         if !ok {
             return Err(ApiError::Validation(format!(
-                "screen must be a portal route such as /deliveries/dlv_… (a slash, then at most 199 of A-Z a-z 0-9 _ . / ? = & % -), not {screen:?}"
+                "screen must be a portal route such as /deliveries/dlv_… (a slash, then at most 199 of A-Z a-z 0-9 _ . / ? = & -, no . or .. segment), not {screen:?}"
             )));
         }
     }
@@ -269,7 +273,6 @@ pub(crate) async fn access(
         url.push_str("&to=");
         url.push_str(
             &screen
-                .replace('%', "%25")
                 .replace('&', "%26")
                 .replace('=', "%3D")
                 .replace('?', "%3F"),

@@ -101,7 +101,13 @@ pub fn check(
         return answer;
     }
     let (id, signature) = (id.trim(), signature.trim());
-    let Ok(seconds) = timestamp.trim().parse::<i64>() else {
+    // Seconds since 1970 up to the year 9999: anything else is no timestamp.
+    let Some(seconds) = timestamp
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|s| (0..=253_402_300_799).contains(s))
+    else {
         answer.code = Code::Malformed;
         answer.message =
             format!("webhook-timestamp {timestamp:?} is not a number of seconds since 1970.");
@@ -159,7 +165,7 @@ pub fn check(
         }
         Some(_) => {
             answer.code = Code::WrongSecret;
-            answer.message = "The body is the one sent, but the signature was not made with this endpoint's secret: your verifier uses another secret (another endpoint's, or one replaced by a rotation).".into();
+            answer.message = "The body is the one sent, but no signature matches this endpoint's secrets over it: your verifier uses another secret (another endpoint's, or one a rotation replaced whose grace has ended), or webhook-id or webhook-timestamp changed on the way.".into();
         }
         None => {
             answer.code = Code::NoMatch;
@@ -255,6 +261,10 @@ mod tests {
             check(&received("soon", &sig, BODY), &keys, None, NOW).code,
             Code::Malformed
         );
+        for extreme in ["-9223372036854775808", "9223372036854775807", "-1"] {
+            let answer = check(&received(extreme, &sig, BODY), &keys, None, NOW);
+            assert_eq!(answer.code, Code::Malformed, "{extreme}");
+        }
         assert_eq!(
             check(&received(&ts, "v2,abc", BODY), &keys, None, NOW).code,
             Code::Malformed

@@ -81,7 +81,7 @@ pub struct PortalAccess {
     /// The screen the portal opens on once signed in: a portal route such as
     /// `/deliveries/dlv_…`, `/endpoints/ep_…` or `/deliveries?state=dead`
     /// (default: `/status`, what is wrong now).
-    #[schema(pattern = r"^/[A-Za-z0-9_./?=&%-]{0,199}$")]
+    #[schema(pattern = r"^/[A-Za-z0-9_./?=&-]{0,199}$")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub screen: Option<String>,
     /// When the link's code is spent: `click` (the default) only once the

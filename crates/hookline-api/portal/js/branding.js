@@ -44,8 +44,11 @@ function applyColour(colour) {
   root.setProperty('--on-brand', `light-dark(${readableOn(colour)}, ${readableOn(dark)})`);
 }
 
-/** The dark theme's page background (`--bg` in portal.css). */
-const DARK_BACKGROUND = '#0f1216';
+/**
+ * The lightest dark background a button sits on (`--raised` in portal.css;
+ * the page's `--bg` and panels' `--surface` are darker, so 3:1 here is 3:1 there).
+ */
+const DARK_BACKGROUND = '#1d222a';
 
 /** `hex`, mixed with white in steps until it contrasts `ratio`:1 with `background`. */
 export function standingOut(hex, background, ratio) {

@@ -59,11 +59,28 @@ async function boot() {
     showPage({ heading: 'This page address is not valid', advice: 'Open the portal through the link your provider gave you.' });
     return;
   }
-  const link = session.takeCodeFromHash();
+  const fresh = session.takeCodeFromHash();
+  if (fresh) session.keepLink(appKey, fresh);
+  const link = fresh ?? session.pendingLink(appKey);
   // A link's code is spent on the customer's click, unless the link says
-  // otherwise: a mail scanner that opens links (and runs scripts) spends nothing.
-  if (link && !link.onLoad) await continueClicked();
-  const current = link ? await signIn(appKey, link.code) : session.load(appKey);
+  // otherwise: a mail scanner that opens links (and runs scripts) spends
+  // nothing. A failure that may pass (no answer, a 5xx) offers it again.
+  let current = null;
+  if (link) {
+    let trouble = null;
+    for (;;) {
+      if (!link.onLoad || trouble) await continueClicked(trouble);
+      const answer = await signIn(appKey, link.code);
+      if (!answer?.retry) {
+        session.dropLink(appKey);
+        current = answer?.session ?? null;
+        break;
+      }
+      trouble = answer.message;
+    }
+  } else {
+    current = session.load(appKey);
+  }
   if (!current) {
     if (!link) {
       showPage({ heading: 'No session', detail: 'Open the portal through the link your provider gave you.', advice: ASK_FOR_A_LINK });
@@ -102,14 +119,18 @@ async function boot() {
   // The screen the link named, once signed in.
   if (link?.to) history.replaceState(null, '', `${location.pathname}${location.search}#${link.to}`);
   router.start();
+  // From "Continue", reading starts at the screen's heading.
+  if (link) view.querySelector('h1')?.focus();
 }
 
-/** Shows "Continue" and resolves on its click. */
-function continueClicked() {
+/** Shows "Continue" (with what went wrong last time, if anything) and resolves on its click. */
+function continueClicked(trouble = null) {
   return new Promise((resolve) => {
     const button = h('button', { type: 'button', class: 'primary', 'data-test': 'continue' }, 'Continue');
     button.addEventListener('click', () => {
-      button.disabled = true;
+      button.textContent = 'Signing in…';
+      button.setAttribute('aria-disabled', 'true');
+      button.setAttribute('aria-busy', 'true');
       resolve();
     });
     document.getElementById('nav').hidden = true;
@@ -120,6 +141,7 @@ function continueClicked() {
         { class: 'continue', 'data-test': 'continue-page' },
         h('h1', { tabindex: '-1' }, 'Your webhooks portal'),
         h('p', {}, 'This link signs you in once. Continue to see your endpoints, their deliveries and what is wrong now.'),
+        trouble && h('p', { class: 'problem', role: 'alert', 'data-test': 'problem' }, `Signing in did not work: ${trouble} Try again.`),
         h('p', {}, button),
       ),
     );
@@ -127,11 +149,18 @@ function continueClicked() {
   });
 }
 
-/** Exchanges the link's one-time code for a session; null (after showing why) when refused. */
+/**
+ * Exchanges the link's one-time code for a session: `{session}`; `{retry,
+ * message}` when it may work again (no answer, a 5xx: the code is unspent);
+ * null (after showing why) when it was refused for good.
+ */
 async function signIn(appKey, code) {
   try {
-    return session.save(appKey, await api.exchangeCode(code));
+    return { session: session.save(appKey, await api.exchangeCode(code)) };
   } catch (problem) {
+    if (!problem?.status || problem.status >= 500) {
+      return { retry: true, message: problem?.detail || problem?.message || 'no answer from the server.' };
+    }
     const heading =
       LINK_PROBLEMS[problem.code] ??
       (problem.status === 404 || problem.status === 401 ? 'This link is not valid' : 'Signing in did not work');

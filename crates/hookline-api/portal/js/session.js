@@ -27,9 +27,37 @@ export function takeCodeFromHash() {
   const to = params.get('to');
   return {
     code: params.get('code'),
-    to: to && /^\/[A-Za-z0-9_./?=&%-]*$/.test(to) ? to : null,
+    to: to && isScreen(to) ? to : null,
     onLoad: params.get('redeem') === 'load',
   };
+}
+
+/** A portal route a link may name: `/`, then `A-Z a-z 0-9 _ . / ? = & -`, no `.` or `..` segment. */
+export function isScreen(to) {
+  return /^\/[A-Za-z0-9_./?=&-]*$/.test(to) && !to.split('?')[0].split('/').some((s) => s === '.' || s === '..');
+}
+
+const LINK_PREFIX = 'hookline.portal.link.';
+
+/**
+ * A link whose code is not spent yet, kept for this tab until it is (or is
+ * refused for good), so a reload on "Continue" or a failed attempt loses nothing.
+ */
+export function keepLink(app, link) {
+  sessionStorage.setItem(LINK_PREFIX + app, JSON.stringify(link));
+}
+
+export function pendingLink(app) {
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(LINK_PREFIX + app));
+    return kept && typeof kept.code === 'string' ? kept : null;
+  } catch {
+    return null;
+  }
+}
+
+export function dropLink(app) {
+  sessionStorage.removeItem(LINK_PREFIX + app);
 }
 
 /** Keeps `{token, app_id, capabilities, expires_at}` for this tab. */

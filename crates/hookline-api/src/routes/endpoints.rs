@@ -290,6 +290,8 @@ pub(crate) async fn check_signature(
             .events()
             .get_event(&endpoint.app_id, &event)
             .await?
+            // Only an event this endpoint was sent says what it got.
+            .filter(|(_, deliveries)| deliveries.iter().any(|d| d.endpoint_id == endpoint.id))
             .map(|(event, _)| event.body),
         None => None,
     };

@@ -6,7 +6,7 @@
 // the type picked.
 
 import * as api from '../api.js';
-import { h, replace } from '../dom.js';
+import { h, replace, uid } from '../dom.js';
 import { prettyJson } from '../format.js';
 import { copyableId, empty, field, loading } from '../ui.js';
 
@@ -29,12 +29,13 @@ export async function catalogScreen(ctx) {
   const sections = groups.map(([prefix, members]) => group(ctx, prefix, members));
   replace(list, field('Search the catalog', search), found, sections);
   search.addEventListener('input', () => {
-    const words = search.value.trim().toLowerCase();
+    const terms = search.value.trim().toLowerCase().split(/[\s,]+/).filter(Boolean);
+    const words = terms.join(' ');
     let shown = 0;
     for (const section of sections) {
       let inGroup = 0;
       for (const entry of section.querySelectorAll('[data-test=event-type]')) {
-        entry.hidden = words !== '' && !entry.dataset.search.includes(words);
+        entry.hidden = !terms.every((term) => entry.dataset.search.includes(term));
         if (!entry.hidden) inGroup += 1;
       }
       section.hidden = inGroup === 0;
@@ -48,7 +49,8 @@ export async function catalogScreen(ctx) {
 function groupByPrefix(types) {
   const groups = new Map();
   for (const t of [...types].sort((a, b) => a.name.localeCompare(b.name))) {
-    const prefix = t.name.includes('.') ? t.name.split('.')[0] : t.name;
+    // A name without a dot is in no group: "Other".
+    const prefix = t.name.includes('.') ? t.name.split('.')[0] : '';
     if (!groups.has(prefix)) groups.set(prefix, []);
     groups.get(prefix).push(t);
   }
@@ -56,17 +58,17 @@ function groupByPrefix(types) {
 }
 
 function group(ctx, prefix, members) {
-  const id = `group-${prefix.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+  const id = uid('group');
   return h(
     'section',
     { class: 'event-group', 'data-test': 'event-group', 'data-prefix': prefix, 'aria-labelledby': id },
-    h('h2', { id }, h('code', {}, `${prefix}.*`), h('span', { class: 'muted' }, ` · ${members.length} ${members.length === 1 ? 'type' : 'types'}`)),
+    h('h2', { id }, prefix ? h('code', {}, `${prefix}.*`) : 'Other', h('span', { class: 'muted' }, ` · ${members.length} ${members.length === 1 ? 'type' : 'types'}`)),
     members.map((t) => eventType(ctx, t)),
   );
 }
 
 function eventType(ctx, t) {
-  const headingId = `type-${t.name.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+  const headingId = uid('type');
   return h(
     'article',
     {

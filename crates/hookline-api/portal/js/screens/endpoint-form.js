@@ -160,12 +160,14 @@ function eventTypeChoices(catalog, current) {
   list.addEventListener('change', (event) => {
     if (event.target.checked) scope('some').checked = true;
   });
-  all.querySelector('input').addEventListener('change', () => {
-    for (const box of list.querySelectorAll('input[name="event_types"]')) box.checked = false;
-  });
+  // "All" keeps the picks (patterns the catalog lacks among them): they are
+  // simply not sent, and are there again if "only" is chosen back.
   search.addEventListener('input', () => {
-    const words = search.value.trim().toLowerCase();
-    for (const item of items) item.hidden = words !== '' && !item.textContent.toLowerCase().includes(words);
+    const terms = search.value.trim().toLowerCase().split(/[\s,]+/).filter(Boolean);
+    for (const item of items) {
+      const text = item.textContent.toLowerCase();
+      item.hidden = !terms.every((term) => text.includes(term));
+    }
   });
   const fieldset = h(
     'fieldset',

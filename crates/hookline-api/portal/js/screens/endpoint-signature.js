@@ -52,8 +52,19 @@ export function signatureSection(endpoint) {
   );
 }
 
-/** "name: value" lines (as copied from a log) to an object; other lines are left out. */
+/**
+ * "name: value" lines (as copied from a log), or a JSON object of them (as a
+ * logged `req.headers` prints), to an object; other lines are left out.
+ */
 export function parseHeaders(text) {
+  try {
+    const parsed = JSON.parse(text);
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
+      return Object.fromEntries(Object.entries(parsed).map(([name, value]) => [name.toLowerCase(), String(value)]));
+    }
+  } catch {
+    // Not JSON: lines.
+  }
   const headers = {};
   for (const line of text.split('\n')) {
     const at = line.indexOf(':');

@@ -156,6 +156,8 @@ export async function endpointsScreen(ctx) {
     clearProblem(problem);
     const close = () => {
       formHost.replaceChildren();
+      // A form the catalog opened (`?new=…`) is not opened again by a reload.
+      if (ctx.query.has('new')) history.replaceState(null, '', '#/endpoints');
       newButton?.focus();
     };
     return openEndpointForm(formHost, problem, {
