@@ -48,6 +48,9 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/stats") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/timeline") => (App(Read), None),
         ("GET", "/v1/apps/{app}/incidents") => (App(Read), None),
+        ("GET", "/v1/apps/{app}/notifications") => (App(Read), None),
+        ("POST", "/v1/apps/{app}/notifications") => (App(Endpoints), Some(json!({"kind": "slack", "to": receiver}))),
+        ("DELETE", "/v1/apps/{app}/notifications/{channel}") => (App(Endpoints), None),
         ("POST", "/v1/apps/{app}/endpoints/{endpoint}/signature-check") => (App(Read), Some(json!({"headers": {}, "body": ""}))),
         ("POST", "/v1/apps/{app}/events") => (App(Publish), Some(json!({"event_type": "t.x", "payload": {}}))),
         ("GET", "/v1/apps/{app}/events") => (App(Read), None),
@@ -140,6 +143,7 @@ impl Tenant {
             .replace("{delivery}", &self.delivery)
             .replace("{replay}", &self.replay)
             .replace("{attempt}", &self.attempt)
+            .replace("{channel}", endpoint)
             .replace("{key}", "key_01J00000000000000000000000")
             .replace("{code}", "not_found")
             .replace("{name}", "t.x")
@@ -297,7 +301,18 @@ async fn every_route_enforces_its_access_for_app_scoped_keys(engine: Engine) {
                 // The capability alone suffices (a DELETE gets a throwaway endpoint).
                 let only = app_key(&app, &a.app, &[needed]).await;
                 let target = if route.method == Method::DELETE {
-                    let spare = app.create_endpoint(&a.app, &receiver.url).await;
+                    // A notification channel's route gets a channel.
+                    let spare = if route.path.contains("{channel}") {
+                        app.call(
+                            Method::POST,
+                            &format!("/v1/apps/{}/notifications", a.app),
+                            Some(&json!({"kind": "slack", "to": receiver.url})),
+                            201,
+                        )
+                        .await
+                    } else {
+                        app.create_endpoint(&a.app, &receiver.url).await
+                    };
                     a.fill(route.path, spare["id"].as_str().unwrap())
                 } else {
                     on_a.clone()

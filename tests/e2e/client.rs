@@ -157,6 +157,33 @@ async fn the_client_writes_reads_and_streams_with_the_servers_types(engine: Engi
     // Nothing is wrong.
     let incidents = hookline.incidents("acme", None).await.unwrap();
     assert!(incidents.data.is_empty(), "{incidents:?}");
+    // A Teams channel for the app's notices: made, listed (its URL masked), removed.
+    let teams = hookline
+        .create_notification_channel(
+            "acme",
+            &hookline_client::types::CreateNotificationChannel {
+                kind: hookline_client::types::ChannelKind::Teams,
+                to: format!("{}/workflows/abc/secret1234", receiver.url),
+                events: Some(vec![
+                    hookline_client::types::NotificationEvent::EndpointFailing,
+                ]),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(teams.to.ends_with("/…1234"), "{teams:?}");
+    let channels = hookline.notification_channels("acme").await.unwrap();
+    assert_eq!(channels.data, vec![teams.clone()]);
+    hookline
+        .delete_notification_channel("acme", &teams.id)
+        .await
+        .unwrap();
+    assert!(hookline
+        .notification_channels("acme")
+        .await
+        .unwrap()
+        .data
+        .is_empty());
 
     // A patch changes only what it names; `null` clears.
     let patched = hookline

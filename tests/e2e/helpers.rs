@@ -903,6 +903,8 @@ pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store
         rate_limit_per_sec: None,
         max_in_flight: None,
         ordering_on_dead: Default::default(),
+        owner_app: None,
+        transform: None,
     }
 }
 

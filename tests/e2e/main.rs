@@ -6,6 +6,7 @@
 mod browser;
 mod helpers;
 mod prerequisites;
+mod smtp;
 
 mod access;
 mod api;
@@ -23,6 +24,7 @@ mod freeze;
 mod history;
 mod hostile;
 mod limits;
+mod notifications;
 mod operational;
 mod ops;
 mod outage;

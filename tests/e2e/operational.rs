@@ -48,7 +48,25 @@ async fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
     (receiver, current)
 }
 
-/// The `(type, data)` of what the operator's receiver got, in order.
+/// What a notice's event adds for people when it is told (`hookline_core::notify`),
+/// besides the notice's own data.
+const FOR_PEOPLE: [&str; 4] = [
+    "endpoint_url",
+    "endpoint_description",
+    "portal_url",
+    "since",
+];
+
+/// A notice's own data: its event's without [`FOR_PEOPLE`].
+fn own(data: &Value) -> Value {
+    let mut data = data.clone();
+    for field in FOR_PEOPLE {
+        data.as_object_mut().unwrap().remove(field);
+    }
+    data
+}
+
+/// The `(type, own data)` of what the operator's receiver got, in order.
 fn told(receiver: &Receiver) -> Vec<(String, Value)> {
     receiver
         .requests()
@@ -57,7 +75,7 @@ fn told(receiver: &Receiver) -> Vec<(String, Value)> {
             let body = r.json();
             (
                 body["type"].as_str().unwrap().to_owned(),
-                body["data"].clone(),
+                own(&body["data"]),
             )
         })
         .collect()
@@ -112,6 +130,25 @@ async fn twenty_failures_make_one_failing_and_a_success_one_recovered(engine: En
             ),
         ]
     );
+    // For people: where the endpoint is, a link to it in the portal, and since
+    // when it fails (its first failure, before the notice's own time).
+    let failing = operator.requests()[0].json();
+    let portal = format!(
+        "{}/portal/apps/{app_id}/#/endpoints/{endpoint_id}",
+        app.base
+    );
+    for (i, data) in [&failing["data"], &operator.requests()[1].json()["data"]]
+        .into_iter()
+        .enumerate()
+    {
+        assert_eq!(data["endpoint_url"], customer.url, "{i}");
+        assert_eq!(data["endpoint_description"], "", "{i}");
+        assert_eq!(data["portal_url"], portal, "{i}");
+    }
+    let since = Timestamp::parse_rfc3339(failing["data"]["since"].as_str().unwrap()).unwrap();
+    let told_at = Timestamp::parse_rfc3339(failing["timestamp"].as_str().unwrap()).unwrap();
+    assert!(since <= told_at, "{failing}");
+    assert!(operator.requests()[1].json()["data"].get("since").is_none());
     // Signed like any delivery, with the operational endpoint's own secret.
     assert!(operator.requests()[0]
         .header("webhook-signature")
@@ -148,7 +185,7 @@ async fn a_gone_endpoint_and_a_manual_disable_are_told_with_their_reasons(engine
     assert_eq!(
         (
             first[0].json()["type"].clone(),
-            first[0].json()["data"].clone()
+            own(&first[0].json()["data"])
         ),
         (
             json!("hookline.endpoint.disabled"),

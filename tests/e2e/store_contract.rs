@@ -159,6 +159,7 @@ async fn lease_due(store: &Store, now: Timestamp, limit: u32) -> Vec<ClaimedDeli
 }
 
 both_engines!(
+    notification_channels_are_the_endpoints_their_app_owns,
     apps_round_trip_by_id_and_uid,
     a_publish_goes_where_the_endpoints_say_now_whoever_changed_them,
     a_uid_names_the_app_that_holds_it_now,
@@ -2350,6 +2351,111 @@ async fn api_keys_by_hash_and_scope(engine: Engine) {
     assert!(store.apps().revoke_app_keys(&app).await.unwrap().is_empty());
 }
 
+/// A notification channel is an endpoint of the internal app that another
+/// app owns (`hookline_core::notify`): its owner and chat format read back, and
+/// an app's channels are listed by their owner, oldest first, up to a limit.
+async fn notification_channels_are_the_endpoints_their_app_owns(engine: Engine) {
+    use hookline_core::chat::Format;
+    let (store, _db) = open(engine).await;
+    store.operational().ensure_internal_app(t(0)).await.unwrap();
+    let internal = hookline_core::operational::app_id();
+    let acme = store
+        .apps()
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "Acme".into(),
+                portal: Default::default(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let other = store
+        .apps()
+        .create_app(
+            NewApp {
+                uid: None,
+                name: "Other".into(),
+                portal: Default::default(),
+            },
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let mut made = Vec::new();
+    for (owner, url, transform) in [
+        (&acme, "https://hooks.slack.example/a", Some(Format::Slack)),
+        (&other, "mailto:ops@other.example", None),
+        (&acme, "mailto:ops@acme.example", None),
+    ] {
+        let endpoint = store
+            .endpoints()
+            .create_endpoint(
+                &internal,
+                NewEndpoint {
+                    owner_app: Some(owner.clone()),
+                    transform,
+                    ..new_endpoint(url, Some(vec!["hookline.endpoint.failing"]))
+                },
+                t(1),
+            )
+            .await
+            .unwrap();
+        made.push(endpoint);
+    }
+    // An ordinary endpoint of the internal app is no one's channel.
+    store
+        .endpoints()
+        .create_endpoint(
+            &internal,
+            new_endpoint("https://ops.example/hook", None),
+            t(1),
+        )
+        .await
+        .unwrap();
+    let owned = store.endpoints().owned_endpoints(&acme, 20).await.unwrap();
+    let seen: Vec<_> = owned
+        .iter()
+        .map(|e| (e.url.as_str(), e.transform, e.owner_app.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "https://hooks.slack.example/a",
+                Some(Format::Slack),
+                Some(acme.clone())
+            ),
+            ("mailto:ops@acme.example", None, Some(acme.clone())),
+        ]
+    );
+    assert_eq!(
+        store
+            .endpoints()
+            .owned_endpoints(&acme, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let found = store
+        .endpoints()
+        .get_endpoint(&internal, &made[1].id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.owner_app, Some(other.clone()));
+    assert!(store
+        .endpoints()
+        .owned_endpoints(&internal, 20)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 async fn portal_settings_round_trip(engine: Engine) {
     use hookline_core::portal::{PortalSettings, Theme};
     let (store, _db) = open(engine).await;
@@ -2359,6 +2465,7 @@ async fn portal_settings_round_trip(engine: Engine) {
         logo_url: Some("https://cdn.example.com/acme.svg".into()),
         theme: Theme::Dark,
         frame_origins: vec!["https://app.acme.example".into()],
+        sign_in_url: Some("https://app.acme.example/webhooks/sign-in".into()),
     };
     let created = store
         .apps()

@@ -71,6 +71,9 @@ pub struct ApiConfig {
     /// The deployment's retry policy (endpoints override parts of it): what
     /// explanations count attempts and the retry window against.
     pub retry: RetryPolicy,
+    /// Whether an SMTP server is configured: e-mail notification channels
+    /// can be made.
+    pub email: bool,
 }
 
 impl Default for ApiConfig {
@@ -86,6 +89,7 @@ impl Default for ApiConfig {
             rate_limit: None,
             handoff: None,
             retry: RetryPolicy::default(),
+            email: false,
         }
     }
 }

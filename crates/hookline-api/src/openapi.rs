@@ -310,6 +310,12 @@ const SOURCES: &[(&str, &str, &str, &str)] = &[
         "/v1/apps/{app}/replays",
         "$response.body#/id",
     ),
+    (
+        "channel",
+        "POST",
+        "/v1/apps/{app}/notifications",
+        "$response.body#/id",
+    ),
     ("key", "POST", "/v1/keys", "$response.body#/id"),
     ("name", "POST", "/v1/event-types", "$response.body#/name"),
 ];

@@ -91,6 +91,7 @@ mod deliveries;
 mod endpoints;
 mod events;
 mod keys;
+mod notifications;
 mod request;
 
 use std::sync::Arc;

@@ -17,6 +17,11 @@ pub enum Outcome {
     },
     /// No response: the request failed in transport.
     Failed(TransportError),
+    /// A destination that is not HTTP (an SMTP server) took the message.
+    Accepted,
+    /// A destination that is not HTTP refused the message for good (an SMTP
+    /// 5xx reply): retrying would get the same answer.
+    Rejected,
 }
 
 /// The classifier's decision.
@@ -41,6 +46,11 @@ pub fn classify(outcome: &Outcome, now: SystemTime) -> Verdict {
             disable_endpoint: false,
         },
         Outcome::Failed(_) => Verdict::Retry { not_before: None },
+        Outcome::Accepted => Verdict::Delivered,
+        Outcome::Rejected => Verdict::Dead {
+            reason: DeadReason::ClientError,
+            disable_endpoint: false,
+        },
         Outcome::Response {
             status,
             retry_after,
@@ -77,6 +87,7 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
         // The token endpoint failed, not the receiver: nothing was sent to it.
         Outcome::Failed(TransportError::AuthError) => Signal::Neutral,
         Outcome::Failed(_) => Signal::Failed,
+        Outcome::Accepted | Outcome::Rejected => Signal::Healthy,
         Outcome::Response { status: 429, .. } => Signal::Neutral,
         Outcome::Response {
             status: 408 | 500..=599,
@@ -100,6 +111,7 @@ pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
             Pressure::Neutral
         }
         Outcome::Failed(_) => Pressure::Overloaded,
+        Outcome::Accepted | Outcome::Rejected => Pressure::Answered,
         Outcome::Response {
             status: 408 | 429 | 503 | 504,
             ..
@@ -145,6 +157,27 @@ mod tests {
 
     fn now() -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    #[test]
+    fn a_mail_server_taking_the_message_delivers_it_and_refusing_it_for_good_kills_it() {
+        assert_eq!(classify(&Outcome::Accepted, now()), Verdict::Delivered);
+        assert_eq!(
+            classify(&Outcome::Rejected, now()),
+            Verdict::Dead {
+                reason: DeadReason::ClientError,
+                disable_endpoint: false
+            }
+        );
+        // The server answered: healthy for the breaker, no sign of load.
+        assert_eq!(
+            breaker_signal(&Outcome::Rejected),
+            crate::breaker::Signal::Healthy
+        );
+        assert_eq!(
+            pressure(&Outcome::Accepted),
+            crate::concurrency::Pressure::Answered
+        );
     }
 
     #[test]

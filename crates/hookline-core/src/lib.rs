@@ -22,6 +22,8 @@
 //! - [`breaker`]: the per-endpoint circuit breaker state machine.
 //! - [`concurrency`]: per-endpoint concurrency that adapts to the receiver (AIMD).
 //! - [`operational`]: operational webhooks: notices about endpoints, deaths and replays, for the operator.
+//! - [`notify`]: customer notifications: an app's own e-mail and chat channels for its endpoints' notices.
+//! - [`chat`]: Slack, Microsoft Teams and Discord incoming webhooks' formats.
 //! - [`ordering`]: the rules of per-entity ordered partitions.
 //! - [`outbound_auth`]: how Hookline authenticates to a receiver (OAuth2, Basic, bearer, client TLS).
 //! - [`rate`]: per-endpoint rate limits (GCRA over one stored number).
@@ -40,6 +42,7 @@
 pub mod access;
 pub mod admission;
 pub mod breaker;
+pub mod chat;
 pub mod claim;
 pub mod classify;
 pub mod completion;
@@ -54,6 +57,7 @@ pub mod fingerprint;
 pub mod ids;
 pub mod incidents;
 pub mod model;
+pub mod notify;
 pub mod operational;
 pub mod ordering;
 pub mod outbound_auth;

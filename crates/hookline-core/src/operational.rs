@@ -115,10 +115,19 @@ impl Kind {
         };
         let count = json!({"type": "integer", "minimum": 1});
         let time = json!({"type": "string", "format": "date-time"});
+        let text = json!({"type": "string"});
+        // Added when it is told, for people (`crate::notify`): a link into the
+        // app's portal and, while the endpoint exists, its URL and description.
+        add("portal_url", text.clone(), false);
+        if self != Kind::ReplayFinished {
+            add("endpoint_url", text.clone(), false);
+            add("endpoint_description", text.clone(), false);
+        }
         match self {
             Kind::EndpointFailing => {
                 add("consecutive_failures", count.clone(), true);
                 add("last_error", json!({"type": ["string", "null"]}), true);
+                add("since", time.clone(), false);
             }
             Kind::EndpointRecovered => add("failures_before", count.clone(), true),
             Kind::EndpointDisabled => add(

@@ -72,6 +72,18 @@ pub struct PortalSettings {
         )
     )]
     pub frame_origins: Vec<String>,
+    /// Your own page that signs a customer in and opens the portal at a
+    /// screen. Links in the customer's notifications go to
+    /// `{sign_in_url}?screen=/endpoints/ep_…`: the page makes a portal link
+    /// with that `screen` (`POST /v1/apps/{app}/portal-access`) and redirects
+    /// to it. Unset: they open the portal page itself, which works while the
+    /// customer's session in that browser lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(max_length = 2048, pattern = r"^https?://[^\s#]+$")
+    )]
+    pub sign_in_url: Option<String>,
 }
 
 /// A setting that is not acceptable, with a message that says which and why.
@@ -116,6 +128,24 @@ impl PortalSettings {
                 ));
             }
         }
+        if let Some(url) = &self.sign_in_url {
+            let rest = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"));
+            let ok = url.len() <= MAX_URL
+                && rest.is_some_and(|rest| {
+                    !rest.is_empty()
+                        && !rest.starts_with(['/', '?'])
+                        && !rest
+                            .chars()
+                            .any(|c| c.is_whitespace() || c.is_control() || c == '#')
+                });
+            if !ok {
+                return Err(InvalidSettings(
+                    "portal.sign_in_url must be an http:// or https:// URL of at most 2048 characters, without a fragment".into(),
+                ));
+            }
+        }
         if self.frame_origins.len() > MAX_FRAME_ORIGINS {
             return Err(InvalidSettings(format!(
                 "portal.frame_origins holds at most {MAX_FRAME_ORIGINS} origins"
@@ -135,6 +165,25 @@ impl PortalSettings {
     /// other): `https://host[:port]`.
     pub fn logo_origin(&self) -> Option<String> {
         self.logo_url.as_deref().and_then(logo_origin)
+    }
+
+    /// Where a link to one of the portal's screens (`/endpoints/ep_…`) should
+    /// go for the app `app` of a deployment at `public_url`: the app's
+    /// `sign_in_url` with the screen, or the portal page opened at it.
+    pub fn link(&self, public_url: &str, app: &str, screen: &str) -> String {
+        match &self.sign_in_url {
+            Some(url) => {
+                let join = if url.contains('?') { '&' } else { '?' };
+                format!(
+                    "{url}{join}screen={}",
+                    screen.replace('&', "%26").replace('#', "%23")
+                )
+            }
+            None => format!(
+                "{}/portal/apps/{app}/#{screen}",
+                public_url.trim_end_matches('/')
+            ),
+        }
     }
 
     pub fn frame_ancestors(&self) -> String {
@@ -238,6 +287,37 @@ mod tests {
     }
 
     #[test]
+    fn links_go_through_the_sign_in_page_when_there_is_one() {
+        let plain = PortalSettings::default();
+        assert_eq!(
+            plain.link("https://hooks.example/", "app_1", "/endpoints/ep_1"),
+            "https://hooks.example/portal/apps/app_1/#/endpoints/ep_1"
+        );
+        let with = |url: &str| PortalSettings {
+            sign_in_url: Some(url.into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            with("https://acme.example/webhooks/sign-in").link("https://h", "app_1", "/status"),
+            "https://acme.example/webhooks/sign-in?screen=/status"
+        );
+        assert_eq!(
+            with("https://acme.example/in?org=7").link("https://h", "app_1", "/endpoints/ep_1"),
+            "https://acme.example/in?org=7&screen=/endpoints/ep_1"
+        );
+        for bad in [
+            "ftp://acme.example",
+            "https://",
+            "https:///x",
+            "https://a.example/#x",
+            "https://a b",
+        ] {
+            assert!(with(bad).validated().is_err(), "{bad}");
+        }
+        assert!(with("http://localhost:3000/in").validated().is_ok());
+    }
+
+    #[test]
     fn a_logo_loads_from_its_own_origin_only() {
         let logo = |url: &str| PortalSettings {
             logo_url: Some(url.into()),
@@ -329,6 +409,7 @@ mod tests {
             logo_url: Some("https://cdn.example.com/logo.svg".into()),
             theme: Theme::Dark,
             frame_origins: vec![],
+            sign_in_url: Some("https://acme.example/sign-in".into()),
         };
         assert_eq!(ok.clone().validated(), Ok(ok));
         for bad in [

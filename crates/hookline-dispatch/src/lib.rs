@@ -19,6 +19,7 @@
 //!   fresh deliveries on.
 
 mod engine;
+pub mod mail;
 pub mod metrics;
 pub mod room;
 pub mod sender;
@@ -71,6 +72,9 @@ pub struct DispatcherConfig {
     /// How many endpoints get their own `endpoint` label on the attempts
     /// counter (later ones share `other`); 0, the default, adds no such label.
     pub metrics_endpoint_cap: usize,
+    /// The SMTP server e-mail notifications are sent through; `None`: no
+    /// e-mail (a `mailto:` endpoint's attempts fail, and are retried).
+    pub smtp: Option<mail::SmtpConfig>,
 }
 
 impl Default for DispatcherConfig {
@@ -90,6 +94,7 @@ impl Default for DispatcherConfig {
             idle_poll: Duration::from_secs(1),
             drain_timeout: Duration::from_secs(15),
             metrics_endpoint_cap: 0,
+            smtp: None,
         }
     }
 }
@@ -101,4 +106,6 @@ pub enum DispatchError {
     Client(#[from] reqwest::Error),
     #[error(transparent)]
     Store(#[from] hookline_store::StoreError),
+    #[error("could not set up e-mail: {0}")]
+    Mail(String),
 }

@@ -35,13 +35,15 @@ use hookline_core::classify::Outcome;
 use hookline_core::destination;
 use hookline_core::model::TransportError;
 use hookline_core::model::{request_headers, RequestParts};
+use hookline_core::notify;
 use hookline_core::outbound_auth::{
     parse_token_response, refresh_after, OAuth2, OutboundAuth, Tls, Token,
 };
 use hookline_store::ClaimedDelivery;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use crate::DispatcherConfig;
+use crate::mail::Mailer;
+use crate::{DispatchError, DispatcherConfig};
 
 pub use hookline_core::model::{ORDERING_KEY_HEADER, SEQUENCE_HEADER};
 
@@ -116,7 +118,21 @@ pub const MAX_RESPONSE_HEADERS: usize = 50;
 pub const MAX_RESPONSE_HEADER_BYTES: usize = 8 * 1024;
 
 impl SendResult {
-    fn failed(
+    /// A destination that is not HTTP answered (no status, no headers).
+    pub(crate) fn answered(outcome: Outcome, started: Instant) -> Self {
+        Self {
+            outcome,
+            status: None,
+            response_body: None,
+            error: None,
+            duration: started.elapsed(),
+            signature: None,
+            response_headers: Vec::new(),
+            response_truncated: false,
+        }
+    }
+
+    pub(crate) fn failed(
         kind: TransportError,
         message: String,
         started: Instant,
@@ -152,6 +168,8 @@ pub struct Sender {
     tls_clients: Arc<Mutex<HashMap<String, reqwest::Client>>>,
     /// OAuth2 tokens, by client configuration (one fetch shared by every delivery).
     tokens: Arc<Mutex<HashMap<String, SharedToken>>>,
+    /// E-mail, if an SMTP server is configured (`mailto:` endpoints).
+    mailer: Option<Mailer>,
 }
 
 /// One client configuration's token: fetched by whoever finds it missing or
@@ -206,7 +224,7 @@ const MAX_TOKEN_RESPONSE: usize = 64 * 1024;
 const CACHE_CAPACITY: usize = 10_000;
 
 impl Sender {
-    pub fn new(config: &DispatcherConfig) -> Result<Self, reqwest::Error> {
+    pub fn new(config: &DispatcherConfig) -> Result<Self, DispatchError> {
         let resolver = GuardedResolver {
             allow_private: config.allow_private_destinations,
             trusted: config
@@ -230,6 +248,12 @@ impl Sender {
             settings: Arc::new(settings),
             tls_clients: Arc::default(),
             tokens: Arc::default(),
+            mailer: config
+                .smtp
+                .as_ref()
+                .map(|smtp| Mailer::new(smtp, config.request_timeout))
+                .transpose()
+                .map_err(DispatchError::Mail)?,
         })
     }
 
@@ -399,6 +423,22 @@ impl Sender {
                 return SendResult::failed(TransportError::Connect, message, started, None)
             }
         };
+        if url.scheme() == "mailto" {
+            return match &self.mailer {
+                Some(mailer) => {
+                    let message = notify::message(&delivery.body);
+                    mailer
+                        .send(url.path(), &message, delivery.event_id.as_str())
+                        .await
+                }
+                None => SendResult::failed(
+                    TransportError::Connect,
+                    "no SMTP server is configured (smtp_url)".into(),
+                    started,
+                    None,
+                ),
+            };
+        }
         if let Err((kind, message)) = self.check_destination(&url).await {
             return SendResult::failed(kind, message, started, None);
         }
@@ -419,9 +459,17 @@ impl Sender {
             },
             None => None,
         };
-        let signature = destination
-            .signing
-            .signature_header(id, timestamp, &delivery.body);
+        // A chat's format instead of the envelope: what is signed is what is sent.
+        let body: Arc<[u8]> = match destination.transform {
+            Some(format) => {
+                let message = notify::message(&delivery.body);
+                serde_json::to_vec(&format.body(&message))
+                    .expect("a JSON value always serializes")
+                    .into()
+            }
+            None => delivery.body.clone(),
+        };
+        let signature = destination.signing.signature_header(id, timestamp, &body);
         // The endpoint's own headers first; Hookline's cannot be among them
         // (refused at creation: hookline_core::custom_headers).
         let sent = request_headers(RequestParts {
@@ -447,7 +495,7 @@ impl Sender {
             if let Some(authorization) = authorization {
                 request = request.header("authorization", authorization);
             }
-            request.body(bytes::Bytes::from_owner(delivery.body.clone()))
+            request.body(bytes::Bytes::from_owner(body.clone()))
         };
 
         let mut response = match request(authorization.as_deref()).send().await {

@@ -24,7 +24,8 @@ use crate::complete::release_partition_successor;
 use crate::db::{Batch, Kind, Row, Sql, Tx};
 use crate::endpoints::{
     auth_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row,
-    retry_from_row, save_breaker, signing_from_row, BREAKER_COLUMNS, SENDING_COLUMNS,
+    retry_from_row, save_breaker, signing_from_row, transform_from_row, BREAKER_COLUMNS,
+    SENDING_COLUMNS,
 };
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
@@ -74,6 +75,7 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             signing: signing_from_row(secrets, row, &id)?,
             headers: headers_from_row(secrets, row, &id)?,
             auth: auth_from_row(secrets, row, &id)?,
+            transform: transform_from_row(row)?,
         }),
         gate: EndpointGate {
             enabled: Switches {

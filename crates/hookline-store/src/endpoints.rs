@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::db::{Row, Sql, Tx};
 use crate::deliveries::every_attempt;
 use hookline_core::breaker::{Breaker, BreakerState};
+use hookline_core::chat::Format;
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
@@ -31,7 +32,7 @@ macro_rules! sending_columns {
     () => {
         "id, url, secret, previous_secret, previous_secret_until, headers, auth, enabled, paused, \
          retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
-         ordering_on_dead"
+         ordering_on_dead, transform"
     };
 }
 
@@ -45,7 +46,7 @@ macro_rules! breaker_columns {
 /// An endpoint as the API shows it.
 pub(crate) const ENDPOINT_COLUMNS: &str = concat!(
     sending_columns!(),
-    ", app_id, description, event_types, payload_filter, disabled_reason, created_at, updated_at"
+    ", app_id, description, event_types, payload_filter, disabled_reason, owner_app, created_at, updated_at"
 );
 
 /// What sending and admission need of an endpoint, its breaker included.
@@ -128,9 +129,25 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
         max_in_flight: max_in_flight_from_row(row)?,
         ordering_on_dead: on_dead_from_row(row)?,
         disabled_reason: row.try_get("disabled_reason")?,
+        owner_app: row
+            .try_get::<Option<String>, _>("owner_app")?
+            .map(|app| {
+                AppId::parse(&app).map_err(|_| StoreError::Corrupt(format!("owner_app: {app}")))
+            })
+            .transpose()?,
+        transform: transform_from_row(row)?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
     })
+}
+
+/// An endpoint row's `transform`.
+pub(crate) fn transform_from_row(row: &Row) -> Result<Option<Format>> {
+    row.try_get::<Option<String>, _>("transform")?
+        .map(|text| {
+            Format::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("transform: {text}")))
+        })
+        .transpose()
 }
 
 /// The signing secrets of the endpoint `id`'s row (`secret`, `previous_secret`,
@@ -312,6 +329,8 @@ impl Endpoints<'_> {
             max_in_flight: new.max_in_flight,
             ordering_on_dead: new.ordering_on_dead,
             disabled_reason: (!new.enabled).then(|| "manual".to_owned()),
+            owner_app: new.owner_app,
+            transform: new.transform,
             created_at: now,
             updated_at: now,
         };
@@ -319,8 +338,10 @@ impl Endpoints<'_> {
         self.engine.query(
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
-             disabled_reason, created_at, updated_at, max_in_flight, paused, headers, payload_filter, auth) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20)",
+             disabled_reason, created_at, updated_at, max_in_flight, paused, headers, payload_filter, auth, \
+             owner_app, transform) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20, \
+             $21, $22)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -345,6 +366,8 @@ impl Endpoints<'_> {
             self.secrets
                 .seal_auth(endpoint.auth.as_ref(), endpoint.id.as_str()),
         )
+        .bind(endpoint.owner_app.as_ref().map(AppId::as_str))
+        .bind(endpoint.transform.map(Format::as_str))
         .execute(&mut tx)
         .await?;
         let created = Notice::endpoint(Kind::EndpointCreated, app, &endpoint.id);
@@ -382,6 +405,25 @@ impl Endpoints<'_> {
             .bind(app.as_str())
             .bind(page.before.as_deref())
             .bind(i64::from(page.limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|row| endpoint_from_row(&self.secrets, row))
+            .collect()
+    }
+
+    /// The notification channels of `owner` (endpoints of the internal app,
+    /// `hookline_core::notify`), oldest first; at most `most`.
+    #[tracing::instrument(skip_all, fields(app = %owner))]
+    pub async fn owned_endpoints(&self, owner: &AppId, most: u32) -> Result<Vec<Endpoint>> {
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE owner_app = $1 ORDER BY id LIMIT $2"
+        );
+        let rows = self
+            .engine
+            .query(&sql)
+            .bind(owner.as_str())
+            .bind(i64::from(most))
             .fetch_all(&self.reader)
             .await?;
         rows.iter()

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use hookline_core::access::Capabilities;
 use hookline_core::breaker::{Breaker, Signal};
+use hookline_core::chat::Format;
 use hookline_core::ids::{ApiKeyId, AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{
     AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
@@ -79,6 +80,11 @@ pub struct Endpoint {
     pub ordering_on_dead: OnDead,
     /// Why the endpoint is disabled: `manual`, `gone` (410) or `failing` (the breaker's span).
     pub disabled_reason: Option<String>,
+    /// The app whose notification channel this is (an endpoint of the internal
+    /// app: `hookline_core::notify`); `None` for every other endpoint.
+    pub owner_app: Option<AppId>,
+    /// What is sent instead of the envelope: a chat's format.
+    pub transform: Option<Format>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -92,6 +98,8 @@ pub struct Destination {
     pub headers: Vec<(String, String)>,
     /// How Hookline authenticates to it besides the signature (opened, shared).
     pub auth: Option<Arc<OutboundAuth>>,
+    /// What is sent instead of the envelope: a chat's format.
+    pub transform: Option<Format>,
 }
 
 impl Endpoint {
@@ -120,6 +128,9 @@ pub struct NewEndpoint {
     pub rate_limit_per_sec: Option<u32>,
     pub max_in_flight: Option<u32>,
     pub ordering_on_dead: OnDead,
+    /// The app whose notification channel this is (see [`Endpoint::owner_app`]).
+    pub owner_app: Option<AppId>,
+    pub transform: Option<Format>,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.

@@ -11,7 +11,7 @@
 //!
 //! One module per resource, as the routes are grouped: [`apps`], [`endpoints`],
 //! [`events`], [`deliveries`] (with attempts and the DLQ), [`replays`] (bulk),
-//! [`event_types`], [`keys`]; [`page`] for listings. [`schema`] holds the
+//! [`event_types`], [`keys`], [`notifications`]; [`page`] for listings. [`schema`] holds the
 //! OpenAPI rules the derives cannot state.
 
 pub mod apps;
@@ -21,6 +21,7 @@ pub mod endpoints;
 pub mod event_types;
 pub mod events;
 pub mod keys;
+pub mod notifications;
 pub mod page;
 pub mod problem;
 pub mod replays;
@@ -43,6 +44,10 @@ pub use events::{
     PublishedView, Warning,
 };
 pub use keys::{CreateKey, KeyQuery, KeyView, RevokedView};
+pub use notifications::{
+    ChannelKind, CreateNotificationChannel, NotificationChannelView, NotificationChannelsView,
+    NotificationEvent,
+};
 pub use page::{ListView, PageQuery};
 pub use problem::Problem;
 pub use replays::{BulkReplayRequest, DryRunView, FilterView, ReplayJobView};

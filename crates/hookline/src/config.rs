@@ -41,6 +41,18 @@ pub struct Config {
     /// An HTTP proxy every delivery goes through (`http://host:port`), so
     /// deliveries leave from its fixed addresses; unset: direct.
     pub egress_proxy: Option<String>,
+    /// The SMTP server customers' e-mail notifications go through:
+    /// `smtp://user@host:587?tls=required` (STARTTLS), `smtps://user@host:465`,
+    /// or `smtp://host:25` (plain, for a relay on your own network). Unset: no
+    /// e-mail channels (chat channels still work).
+    pub smtp_url: Option<String>,
+    /// A file holding the password of `smtp_url`'s user, so that neither the
+    /// configuration nor the environment holds it (a password in `smtp_url`
+    /// itself works too).
+    pub smtp_password_file: Option<String>,
+    /// Who notification e-mails are from: `Webhooks <notify@example.com>`
+    /// (required with `smtp_url`).
+    pub smtp_from: Option<String>,
     /// Full-jitter backoff: the first retry waits up to this long…
     pub retry_base_ms: u64,
     /// …each later one up to twice the previous ceiling, never more than this.
@@ -144,6 +156,9 @@ impl Default for Config {
             previous_master_keys: String::new(),
             allow_private_destinations: false,
             egress_proxy: None,
+            smtp_url: None,
+            smtp_password_file: None,
+            smtp_from: None,
             retry_base_ms: retry.base.as_millis() as u64,
             retry_cap_ms: retry.cap.as_millis() as u64,
             max_attempts: retry.max_attempts,
@@ -381,6 +396,33 @@ impl Config {
                 ));
             }
         }
+        if let Some(smtp) = &self.smtp_url {
+            let parsed =
+                reqwest::Url::parse(smtp).map_err(|e| ("smtp_url", format!("not a URL ({e})")))?;
+            if !matches!(parsed.scheme(), "smtp" | "smtps") || parsed.host_str().is_none() {
+                return Err((
+                    "smtp_url",
+                    "must be an smtp:// or smtps:// URL with a host".into(),
+                ));
+            }
+            if self.smtp_from.is_none() {
+                return Err(("smtp_from", "is required with smtp_url".into()));
+            }
+            if let Some(file) = &self.smtp_password_file {
+                if parsed.username().is_empty() {
+                    return Err((
+                        "smtp_url",
+                        "names no user for smtp_password_file's password".into(),
+                    ));
+                }
+                std::fs::read_to_string(file).map_err(|e| {
+                    (
+                        "smtp_password_file",
+                        format!("cannot be read ({e}): {file}"),
+                    )
+                })?;
+            }
+        }
         if let Some(endpoint) = &self.otlp_endpoint {
             if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
                 return Err((
@@ -476,8 +518,24 @@ impl Config {
             idle_poll: Duration::from_millis(self.idle_poll_ms),
             drain_timeout: Duration::from_millis(self.drain_timeout_ms),
             metrics_endpoint_cap: self.metrics_endpoint_cap,
+            smtp: self.smtp(),
             ..DispatcherConfig::default()
         }
+    }
+
+    /// The SMTP server, its password read from `smtp_password_file` (checked
+    /// at load: [`Config::load`]).
+    pub fn smtp(&self) -> Option<hookline_dispatch::mail::SmtpConfig> {
+        let mut url = reqwest::Url::parse(self.smtp_url.as_deref()?).ok()?;
+        if let Some(file) = &self.smtp_password_file {
+            let password = std::fs::read_to_string(file).ok()?;
+            url.set_password(Some(password.trim_end_matches(['\r', '\n'])))
+                .ok()?;
+        }
+        Some(hookline_dispatch::mail::SmtpConfig {
+            url: url.to_string(),
+            from: self.smtp_from.clone()?,
+        })
     }
 }
 
@@ -511,6 +569,40 @@ mod tests {
         assert!(error.contains("max_atempts"), "{error}");
         assert!(error.contains(&path.display().to_string()), "{error}");
         let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn smtp_needs_a_sender_and_takes_its_password_from_a_file() {
+        let bad = |text: &str, key: &str| {
+            let path = file(&format!("smtp-{key}"), text);
+            let error = Config::load(Some(&path)).unwrap_err().to_string();
+            assert!(error.contains(key), "{text}: {error}");
+            let _ = std::fs::remove_file(path);
+        };
+        bad("smtp_url = \"smtp://mail.example:587\"\n", "smtp_from");
+        bad(
+            "smtp_url = \"https://mail.example\"\nsmtp_from = \"a@b.example\"\n",
+            "smtp_url",
+        );
+        bad(
+            "smtp_url = \"smtp://mail.example\"\nsmtp_from = \"a@b.example\"\nsmtp_password_file = \"/nonexistent/pw\"\n",
+            "smtp_url",
+        );
+        let password = file("smtp-password", "s3cr3t\n");
+        let config = Config {
+            smtp_url: Some("smtp://notify@mail.example:587?tls=required".into()),
+            smtp_from: Some("Webhooks <notify@example.com>".into()),
+            smtp_password_file: Some(password.display().to_string()),
+            ..Config::default()
+        };
+        config.validate().unwrap();
+        let smtp = config.smtp().unwrap();
+        assert_eq!(
+            smtp.url,
+            "smtp://notify:s3cr3t@mail.example:587?tls=required"
+        );
+        assert_eq!(smtp.from, "Webhooks <notify@example.com>");
+        let _ = std::fs::remove_file(password);
     }
 
     #[test]

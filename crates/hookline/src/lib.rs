@@ -10,6 +10,7 @@ pub mod config;
 mod http;
 pub mod metrics;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -353,6 +354,10 @@ impl Server {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
+        let public_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
         let api_config = hookline_api::ApiConfig {
             max_payload_bytes: config.max_payload_bytes,
             allow_private_destinations: config.allow_private_destinations,
@@ -362,10 +367,8 @@ impl Server {
                 dispatcher_readiness(heartbeat, clock.clone(), config.dispatcher())
             }),
             refuse_unchecked_events: config.event_type_check.eq_ignore_ascii_case("refuse"),
-            public_url: config
-                .public_url
-                .clone()
-                .unwrap_or_else(|| format!("http://{addr}")),
+            public_url: public_url.clone(),
+            email: config.smtp_url.is_some(),
             rate_limit: config.rate_limit(),
             handoff,
             retry: config.retry_policy(),
@@ -402,6 +405,7 @@ impl Server {
             tasks.push(tokio::spawn(operational_loop(
                 store.clone(),
                 config.operational_dead_window_secs,
+                public_url,
                 clock.clone(),
                 last_notices.clone(),
                 shutdown.clone(),
@@ -686,6 +690,7 @@ const NOTICE_BATCH: u32 = 100;
 async fn operational_loop(
     store: Store,
     dead_window_secs: u64,
+    public_url: String,
     clock: Arc<dyn Clock>,
     last_pass: Arc<std::sync::atomic::AtomicI64>,
     shutdown: CancellationToken,
@@ -693,7 +698,7 @@ async fn operational_loop(
     let window_ms = (dead_window_secs.saturating_mul(1000)).min(i64::MAX as u64) as i64;
     loop {
         let now = clock.now();
-        let more = match publish_notices(&store, now, window_ms).await {
+        let more = match publish_notices(&store, now, window_ms, &public_url).await {
             Ok(published) => {
                 last_pass.store(now.as_millis(), std::sync::atomic::Ordering::SeqCst);
                 published >= NOTICE_BATCH as usize
@@ -722,7 +727,12 @@ fn beat(last: &std::sync::atomic::AtomicI64) -> Option<Timestamp> {
 }
 
 /// One group of pending notices published and deleted; how many.
-async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyhow::Result<usize> {
+async fn publish_notices(
+    store: &Store,
+    now: Timestamp,
+    window_ms: i64,
+    public_url: &str,
+) -> anyhow::Result<usize> {
     use hookline_store::{IdempotencyKey, NewEvent, PublishItem};
     let pending = store
         .operational()
@@ -732,9 +742,15 @@ async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyho
         return Ok(0);
     }
     let app = hookline_core::operational::app_id();
+    let mut told = Vec::with_capacity(pending.len());
+    let mut apps = HashMap::new();
+    for notice in &pending {
+        told.push(told_data(store, notice, public_url, &mut apps).await?);
+    }
     let items: Vec<PublishItem> = pending
         .iter()
-        .map(|notice| {
+        .zip(&told)
+        .map(|(notice, data)| {
             let event_type = notice.kind.event_type();
             PublishItem {
                 app: app.clone(),
@@ -742,7 +758,7 @@ async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyho
                     id: hookline_core::ids::EventId::generate(),
                     event_type: event_type.to_owned(),
                     ordering_key: notice.data["endpoint_id"].as_str().map(str::to_owned),
-                    body: hookline_core::model::envelope(event_type, now, &notice.data),
+                    body: hookline_core::model::envelope(event_type, now, data),
                     only_endpoint: None,
                 },
                 // The key names the notice, the fingerprint what it says: a notice
@@ -774,6 +790,55 @@ async fn publish_notices(store: &Store, now: Timestamp, window_ms: i64) -> anyho
     let into = hookline_core::operational::window_of(now, 1000);
     store.operational().settle(&settled, into).await?;
     Ok(settled.len())
+}
+
+/// What a notice's event says: its data, and what people need to read it
+/// (`hookline_core::notify`): the endpoint's URL and description, since when
+/// it fails, and a link into the app's portal. Looked up when it is told, so
+/// the notice's idempotency fingerprint stays its own data.
+async fn told_data(
+    store: &Store,
+    notice: &hookline_store::PendingNotice,
+    public_url: &str,
+    apps: &mut HashMap<String, Option<hookline_store::App>>,
+) -> anyhow::Result<serde_json::Value> {
+    use hookline_core::ids::{AppId, EndpointId};
+    let mut data = notice.data.clone();
+    let Some(app) = data["app_id"].as_str().and_then(|a| AppId::parse(a).ok()) else {
+        return Ok(data);
+    };
+    let endpoint = data["endpoint_id"]
+        .as_str()
+        .and_then(|e| EndpointId::parse(e).ok());
+    if let Some(id) = &endpoint {
+        if let Some(found) = store.endpoints().get_endpoint(&app, id).await? {
+            data["endpoint_url"] = found.url.into();
+            data["endpoint_description"] = found.description.into();
+        }
+        if notice.kind == hookline_core::operational::Kind::EndpointFailing {
+            let health = store.endpoints().endpoint_health(&app, id).await?;
+            let since = health
+                .and_then(|h| h.breaker.failing_since)
+                .unwrap_or(notice.at);
+            data["since"] = since.to_rfc3339().into();
+        }
+    }
+    let found = match apps.get(app.as_str()) {
+        Some(found) => found.clone(),
+        None => {
+            let found = store.apps().find_app(app.as_str()).await?;
+            apps.insert(app.as_str().to_owned(), found.clone());
+            found
+        }
+    };
+    if let Some(found) = found {
+        let screen = match &endpoint {
+            Some(id) => format!("/endpoints/{id}"),
+            None => "/status".to_owned(),
+        };
+        data["portal_url"] = found.portal.link(public_url, app.as_str(), &screen).into();
+    }
+    Ok(data)
 }
 
 /// How many removed rows make retention reclaim their space (`Store::reclaim_space`):

@@ -120,6 +120,8 @@ pub(crate) async fn delete(
             "this is Hookline's internal app (operational webhooks): it cannot be deleted",
         ));
     }
+    // Its customers' notification channels go first (endpoints of the internal app).
+    super::notifications::remove_all(&state, &app.id).await?;
     if state.store.apps().delete_app(&app.id).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {

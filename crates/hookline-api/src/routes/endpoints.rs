@@ -56,7 +56,7 @@ fn validate_auth(
 /// An endpoint URL: absolute http(s) with a host, no credentials, and — unless
 /// private destinations are allowed — not a literal private address or `localhost`.
 /// (Names are checked again where the connection is made.)
-fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
+pub(super) fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
     use hookline_core::destination::{check_url, InvalidUrl};
     check_url(raw, state.config.allow_private_destinations).map_err(|error| match error {
         InvalidUrl::Forbidden => ApiError::DestinationForbidden,
@@ -204,6 +204,8 @@ pub(crate) async fn create(
                 rate_limit_per_sec: new.rate_limit_per_sec,
                 max_in_flight: new.max_in_flight,
                 ordering_on_dead: new.ordering_on_dead,
+                owner_app: None,
+                transform: None,
             },
             state.clock.now(),
         )

@@ -6,6 +6,7 @@ mod endpoints;
 mod event_types;
 mod events;
 mod keys;
+mod notifications;
 mod replays;
 mod system;
 
@@ -87,6 +88,12 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("An endpoint's attempts per time bucket, with its breaker and switch changes (docs/api.md#endpoint-timeline)").query(params::<endpoints::TimelineQuery>).answers(200, Json(schema::<endpoints::TimelineView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/test", App(Endpoints), post(endpoints::test_send),
             Doc::new("Send a test event to this endpoint only, whatever its filter").body(schema::<endpoints::TestSend>).answers(202, Json(schema::<endpoints::TestSendView>)).errors(&["conflict", "unknown_event_type", "schema_violation", "missing_capability_publish"])),
+        (M::GET, "/v1/apps/{app}/notifications", App(Read), get(notifications::list),
+            Doc::new("The channels the app's customers are told through when its endpoints break (docs/api.md#notifications)").answers(200, Json(schema::<notifications::NotificationChannelsView>))),
+        (M::POST, "/v1/apps/{app}/notifications", App(Endpoints), post(notifications::create),
+            Doc::new("Add an e-mail, Slack, Teams or Discord channel for the app's notices").body(schema::<notifications::CreateNotificationChannel>).answers(201, Json(schema::<notifications::NotificationChannelView>)).errors(&["destination_forbidden"])),
+        (M::DELETE, "/v1/apps/{app}/notifications/{channel}", App(Endpoints), delete(notifications::delete),
+            Doc::new("Remove a notification channel").answers(204, Empty)),
         (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish),
             Doc::new("Publish an event (honours Idempotency-Key)").body(schema::<events::PublishRequest>).answers(202, Json(schema::<PublishedView>)).errors(&["idempotency_key_reused", "unknown_event_type", "schema_violation"])),
         (M::GET, "/v1/apps/{app}/events", App(Read), get(events::list),

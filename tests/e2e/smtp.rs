@@ -1,0 +1,196 @@
+//! A real SMTP server on 127.0.0.1:0 for the tests: it speaks enough of
+//! RFC 5321 for a client (EHLO or HELO, MAIL, RCPT, DATA, RSET, NOOP, QUIT),
+//! keeps every message it accepts, and refuses some mailboxes as real servers
+//! do: `refused@…` for good (550), `busy@…` for now (451).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::helpers::wait_until;
+
+/// A message the server accepted.
+#[derive(Debug, Clone)]
+pub struct Mail {
+    pub from: String,
+    pub to: Vec<String>,
+    /// The message as sent (headers, a blank line, the body), dots unstuffed.
+    pub data: String,
+}
+
+impl Mail {
+    /// A header's value (unfolded).
+    pub fn header(&self, name: &str) -> Option<String> {
+        let head = self.data.split("\r\n\r\n").next()?;
+        let unfolded = head.replace("\r\n ", " ").replace("\r\n\t", " ");
+        unfolded.split("\r\n").find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_owned())
+        })
+    }
+
+    /// The body, its lines joined back if the client wrapped them
+    /// (quoted-printable soft breaks).
+    pub fn body(&self) -> String {
+        let body = self
+            .data
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, body)| body);
+        if self
+            .header("content-transfer-encoding")
+            .is_some_and(|e| e.eq_ignore_ascii_case("quoted-printable"))
+        {
+            return body
+                .replace("=\r\n", "")
+                .replace("=3D", "=")
+                .replace("\r\n", "\n");
+        }
+        body.replace("\r\n", "\n")
+    }
+}
+
+#[derive(Default)]
+struct State {
+    mails: Mutex<Vec<Mail>>,
+    /// Every RCPT it answered, with its reply code.
+    recipients: Mutex<Vec<(String, u16)>>,
+    arrived: Notify,
+}
+
+pub struct SmtpServer {
+    /// `smtp://127.0.0.1:port` (plain: the test's own loopback).
+    pub url: String,
+    state: Arc<State>,
+}
+
+impl SmtpServer {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("smtp://{}", listener.local_addr().unwrap());
+        let state = Arc::new(State::default());
+        let shared = state.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let _ = session(socket, &state).await;
+                });
+            }
+        });
+        Self { url, state }
+    }
+
+    pub fn mails(&self) -> Vec<Mail> {
+        self.state.mails.lock().unwrap().clone()
+    }
+
+    /// The mailboxes clients named, with what the server answered.
+    pub fn recipients(&self) -> Vec<(String, u16)> {
+        self.state.recipients.lock().unwrap().clone()
+    }
+
+    /// Waits until `count` messages arrived; returns them all.
+    pub async fn wait_for_mails(&self, count: usize) -> Vec<Mail> {
+        wait_until(
+            Duration::from_secs(30),
+            &format!("{count} mails at the test's SMTP server"),
+            || async {
+                let mails = self.mails();
+                (mails.len() >= count).then_some(mails)
+            },
+        )
+        .await
+    }
+}
+
+async fn session(socket: tokio::net::TcpStream, state: &State) -> std::io::Result<()> {
+    let (read, mut write) = socket.into_split();
+    let mut lines = BufReader::new(read);
+    write.write_all(b"220 test.invalid ESMTP\r\n").await?;
+    let (mut from, mut to) = (String::new(), Vec::new());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if lines.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let command = line.trim_end().to_owned();
+        let verb = command
+            .split([' ', ':'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        let reply: &[u8] = match verb.as_str() {
+            "EHLO" => b"250-test.invalid\r\n250 8BITMIME\r\n",
+            "HELO" | "NOOP" => b"250 OK\r\n",
+            "RSET" => {
+                (from, to) = (String::new(), Vec::new());
+                b"250 OK\r\n"
+            }
+            "MAIL" => {
+                from = address(&command);
+                b"250 OK\r\n"
+            }
+            "RCPT" => {
+                let mailbox = address(&command);
+                let code = if mailbox.starts_with("refused@") {
+                    550
+                } else if mailbox.starts_with("busy@") {
+                    451
+                } else {
+                    to.push(mailbox.clone());
+                    250
+                };
+                state.recipients.lock().unwrap().push((mailbox, code));
+                match code {
+                    550 => b"550 5.1.1 No such user here\r\n",
+                    451 => b"451 4.3.0 Try again later\r\n",
+                    _ => b"250 OK\r\n",
+                }
+            }
+            "DATA" if to.is_empty() => b"554 5.5.1 No valid recipients\r\n",
+            "DATA" => {
+                write
+                    .write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n")
+                    .await?;
+                let mut data = String::new();
+                loop {
+                    line.clear();
+                    if lines.read_line(&mut line).await? == 0 {
+                        return Ok(());
+                    }
+                    if line == ".\r\n" {
+                        break;
+                    }
+                    data.push_str(line.strip_prefix('.').unwrap_or(&line));
+                }
+                state.mails.lock().unwrap().push(Mail {
+                    from: from.clone(),
+                    to: std::mem::take(&mut to),
+                    data,
+                });
+                state.arrived.notify_waiters();
+                b"250 2.0.0 Ok: queued\r\n"
+            }
+            "QUIT" => {
+                write.write_all(b"221 2.0.0 Bye\r\n").await?;
+                return Ok(());
+            }
+            _ => b"502 5.5.2 Command not recognized\r\n",
+        };
+        write.write_all(reply).await?;
+    }
+}
+
+/// `ops@example.com` from `RCPT TO:<ops@example.com> …`.
+fn address(command: &str) -> String {
+    let start = command.find('<').map_or(0, |i| i + 1);
+    let end = command[start..]
+        .find('>')
+        .map_or(command.len(), |i| start + i);
+    command[start..end].to_owned()
+}
