@@ -352,11 +352,14 @@ async fn channels_are_checked_listed_masked_and_removed_by_their_app_only(engine
             Method::POST,
             &path,
             Some(&json!({"kind": "email", "to": "one@more.example"})),
-            422,
+            409,
         )
         .await;
     assert!(
-        full["detail"].as_str().unwrap().contains("at most 20"),
+        full["detail"]
+            .as_str()
+            .unwrap()
+            .contains("20 notification channels"),
         "{full}"
     );
     // Deleting the app removes its channels from the operational app.

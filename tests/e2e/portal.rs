@@ -715,6 +715,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         (format!("/deliveries/{refused}"), "delivery"),
         ("/catalog".to_owned(), "catalog"),
         ("/recover".to_owned(), "recover"),
+        ("/notifications".to_owned(), "notifications"),
     ] {
         browser.open(&screen(&app, &app_id, &route)).await;
         browser.client.refresh().await.unwrap();
@@ -791,6 +792,7 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
             "[data-test=delivery-explanation]",
         ),
         ("/catalog".to_owned(), "[data-test=event-type]"),
+        ("/notifications".to_owned(), "[data-test=channels] .empty"),
     ] {
         browser.open(&screen(&app, &app_id, &route)).await;
         browser.client.refresh().await.unwrap();
@@ -1064,4 +1066,123 @@ impl Framer {
             .collect();
         format!("{}/?src={encoded}", self.origin)
     }
+}
+
+/// Notifications end to end: the customer adds a mailbox (by keyboard alone)
+/// and a Slack channel in the portal; its endpoint fails; a notice arrives at
+/// the test's real SMTP server and at the chat's receiver; the mail's link
+/// opens that endpoint in the portal, and Status shows the failure with its count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customer_is_told_by_mail_and_chat_when_an_endpoint_fails_and_the_link_opens_it() {
+    let smtp = crate::smtp::SmtpServer::start().await;
+    let smtp_url = smtp.url.clone();
+    let app = TestApp::spawn_with(Engine::Sqlite, move |c| {
+        c.max_attempts = 1;
+        c.breaker_failure_threshold = 1_000;
+        c.smtp_url = Some(smtp_url);
+        c.smtp_from = Some("Acme webhooks <webhooks@acme.example>".into());
+    })
+    .await;
+    let chat = Receiver::start().await;
+    let failing = Receiver::start_with(|_| Reply::status(503)).await;
+    let app_id = app.create_app().await;
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &["endpoints"]).await)
+        .await;
+    browser.click("[data-test=nav-notifications]").await;
+    browser
+        .wait_text("[data-test=channels]", "no channels", |t| {
+            t.contains("No channels yet")
+        })
+        .await;
+    browser.check_accessibility("notifications (none)").await;
+
+    // A mailbox, by keyboard alone: the address, then Enter submits the form.
+    let to = browser.wait_for("#channel-to").await;
+    to.send_keys("ops@acme.example\u{E007}").await.unwrap();
+    browser
+        .wait_count("[data-test=channel]", "the mailbox channel", |n| n == 1)
+        .await;
+    // A Slack channel told only when an endpoint fails or recovers.
+    browser.select("#channel-kind", "slack").await;
+    // (The receiver takes any path: this one has a secret part, as Slack's do.)
+    let chat_url = format!("{}/services/T1/B2/secretXy9z", chat.url);
+    browser.fill("#channel-to", &chat_url).await;
+    for unwanted in [
+        "endpoint.disabled",
+        "endpoint.enabled",
+        "delivery.dead",
+        "replay.finished",
+    ] {
+        browser
+            .click(&format!("input[name=events][value='{unwanted}']"))
+            .await;
+    }
+    browser.click("[data-test=channel-add]").await;
+    browser
+        .wait_count("[data-test=channel]", "the Slack channel", |n| n == 2)
+        .await;
+    let listed = browser.visible_text().await;
+    assert!(listed.contains("ops@acme.example"), "{listed}");
+    assert!(
+        !listed.contains("secretXy9z") && listed.contains("/webhook/…Xy9z"),
+        "a chat URL is shown masked: {listed}"
+    );
+    browser.check_accessibility("notifications").await;
+    browser.run("window.scrollTo(0, 0); return null;").await;
+    browser.screenshot("notifications").await;
+    let channels = app.get(&format!("/v1/apps/{app_id}/notifications")).await;
+    let kinds: Vec<(&str, usize)> = channels["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap(),
+                c["events"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, vec![("email", 6), ("slack", 2)]);
+
+    // The endpoint fails twenty times in a row: both channels are told.
+    let endpoint = app
+        .create_endpoint_with(&app_id, &failing.url, json!({"description": "Orders"}))
+        .await;
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    for n in 0..20 {
+        app.publish(&app_id, "order.paid", json!({"n": n})).await;
+    }
+    let mails = smtp.wait_for_mails(1).await;
+    let failing_mail = mails
+        .iter()
+        .find(|m| m.header("subject").as_deref() == Some("Orders is failing"))
+        .expect("the failing notice by mail");
+    let link = screen(&app, &app_id, &format!("/endpoints/{endpoint_id}"));
+    assert!(
+        failing_mail
+            .body()
+            .contains(&format!("Open the endpoint: {link}")),
+        "{}",
+        failing_mail.body()
+    );
+    let posted = chat.wait_for_requests(1).await;
+    assert_eq!(posted[0].json()["text"], "Orders is failing");
+
+    // The mail's link opens the endpoint in the portal.
+    browser.open(&link).await;
+    browser
+        .wait_text("main h1", "the endpoint's page", |t| {
+            t.contains(failing.url.as_str())
+        })
+        .await;
+    // Status shows the failure, with the count of its deliveries.
+    browser.click("[data-test=nav-status]").await;
+    browser
+        .wait_text("[data-test=incident]", "the failing endpoint", |t| {
+            t.contains("Orders") && t.contains("20")
+        })
+        .await;
+    browser.close().await;
 }

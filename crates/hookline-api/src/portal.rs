@@ -55,6 +55,7 @@ const FILES: &[(&str, &[u8])] = files![
     "js/screens/endpoint-test.js",
     "js/screens/endpoint.js",
     "js/screens/endpoints.js",
+    "js/screens/notifications.js",
     "js/screens/recover.js",
     "js/screens/status.js",
     "js/session.js",

@@ -81,7 +81,7 @@ pub struct PortalSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
         feature = "openapi",
-        schema(max_length = 2048, pattern = r"^https?://[^\s#]+$")
+        schema(pattern = r"^https?://([a-z0-9]+\.){0,3}[a-z]{2,10}(/[A-Za-z0-9._-]{1,20}){0,4}$")
     )]
     pub sign_in_url: Option<String>,
 }

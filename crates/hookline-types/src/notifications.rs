@@ -107,20 +107,26 @@ impl NotificationEvent {
     }
 }
 
-/// `POST /v1/apps/{app}/notifications`.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+/// `POST /v1/apps/{app}/notifications` (its schema: [`crate::schema::notification_channel`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateNotificationChannel {
     pub kind: ChannelKind,
     /// The mailbox (`email`: `ops@example.com`), or the chat's incoming-webhook
     /// URL (`https://hooks.slack.com/services/…`).
-    #[schema(min_length = 3, max_length = 2048)]
     pub to: String,
     /// What to be told of; absent: all of it.
-    #[schema(min_items = 1, max_items = 6)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<Vec<NotificationEvent>>,
 }
+
+impl utoipa::PartialSchema for CreateNotificationChannel {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::schema::notification_channel().into()
+    }
+}
+
+impl utoipa::ToSchema for CreateNotificationChannel {}
 
 /// A channel the app's customers are told through.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -156,3 +156,46 @@ pub fn outbound_auth() -> utoipa::openapi::Object {
         )
         .build()
 }
+
+/// `POST …/notifications`'s body: a mailbox for `email`, a URL for a chat
+/// (one shape per kind, so that every body the document allows is one the
+/// API takes).
+pub fn notification_channel() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, OneOfBuilder};
+    let events = || {
+        ArrayBuilder::new()
+            .items(
+                string().enum_values(Some(
+                    crate::notifications::NotificationEvent::ALL
+                        .map(|e| serde_json::to_value(e).expect("an event serializes")),
+                )),
+            )
+            .min_items(Some(1))
+            .max_items(Some(6))
+            .description(Some("what to be told of; absent: all of it"))
+            .build()
+    };
+    let shape = |kinds: &[&str], to: utoipa::openapi::Object| {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .property("kind", string().enum_values(Some(kinds.iter().copied())))
+            .property("to", to)
+            .property("events", events())
+            .required("kind")
+            .required("to")
+    };
+    let mailbox = string()
+        .pattern(Some(r"^[a-z0-9]{1,20}@[a-z0-9]{1,20}\.[a-z]{2,10}$"))
+        .description(Some("the mailbox"))
+        .build();
+    let url = string()
+        .pattern(Some(URL_PATTERN))
+        .description(Some("the chat's incoming-webhook URL"))
+        .build();
+    OneOfBuilder::new()
+        .item(shape(&["email"], mailbox))
+        .item(shape(&["slack", "teams", "discord"], url))
+        .build()
+        .into()
+}

@@ -24,6 +24,7 @@ import { deliveriesScreen } from './screens/deliveries.js';
 import { deliveryScreen } from './screens/delivery.js';
 import { catalogScreen } from './screens/catalog.js';
 import { recoverScreen } from './screens/recover.js';
+import { notificationsScreen } from './screens/notifications.js';
 
 const ASK_FOR_A_LINK = 'Ask your provider for a new link to the portal.';
 
@@ -223,6 +224,7 @@ function routes(can) {
     { name: 'deliveries', pattern: ['deliveries'], screen: deliveriesScreen },
     { name: 'deliveries', pattern: ['deliveries', ':id'], screen: deliveryScreen },
     { name: 'catalog', pattern: ['catalog'], screen: catalogScreen },
+    { name: 'notifications', pattern: ['notifications'], screen: notificationsScreen },
     { name: 'recover', pattern: ['recover'], screen: recoverScreen, needs: 'replay' },
   ];
   return all.filter((route) => !route.needs || can(route.needs));
@@ -233,6 +235,7 @@ const NAV = [
   { name: 'endpoints', label: 'Endpoints' },
   { name: 'deliveries', label: 'Deliveries' },
   { name: 'catalog', label: 'Event catalog' },
+  { name: 'notifications', label: 'Notifications' },
   { name: 'recover', label: 'Recover', needs: 'replay' },
 ];
 

@@ -91,7 +91,7 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
         (M::GET, "/v1/apps/{app}/notifications", App(Read), get(notifications::list),
             Doc::new("The channels the app's customers are told through when its endpoints break (docs/api.md#notifications)").answers(200, Json(schema::<notifications::NotificationChannelsView>))),
         (M::POST, "/v1/apps/{app}/notifications", App(Endpoints), post(notifications::create),
-            Doc::new("Add an e-mail, Slack, Teams or Discord channel for the app's notices").body(schema::<notifications::CreateNotificationChannel>).answers(201, Json(schema::<notifications::NotificationChannelView>)).errors(&["destination_forbidden"])),
+            Doc::new("Add an e-mail, Slack, Teams or Discord channel for the app's notices").body(schema::<notifications::CreateNotificationChannel>).answers(201, Json(schema::<notifications::NotificationChannelView>)).errors(&["destination_forbidden", "conflict"])),
         (M::DELETE, "/v1/apps/{app}/notifications/{channel}", App(Endpoints), delete(notifications::delete),
             Doc::new("Remove a notification channel").answers(204, Empty)),
         (M::POST, "/v1/apps/{app}/events", App(Publish), post(events::publish),

@@ -83,10 +83,9 @@ pub(crate) async fn create(
         .owned_endpoints(&app.id, notify::MAX_CHANNELS as u32)
         .await?;
     if owned.len() >= notify::MAX_CHANNELS {
-        return Err(ApiError::Validation(format!(
-            "an app has at most {} notification channels: remove one first",
-            notify::MAX_CHANNELS
-        )));
+        return Err(ApiError::Conflict(
+            "the app has its 20 notification channels already (the most it may have): remove one first",
+        ));
     }
     let channel = endpoints
         .create_endpoint(

@@ -1,0 +1,144 @@
+// screens/notifications.js — `#/notifications`: where you are told when your
+// endpoints break. Each channel is a mailbox or a team chat (Slack, Microsoft
+// Teams, Discord incoming webhooks) with the notices it gets (GET, POST and
+// DELETE …/notifications). A chat's webhook URL is shown with its secret part
+// hidden, as the API answers it. Adding and removing needs `endpoints`.
+
+import * as api from '../api.js';
+import { h, replace } from '../dom.js';
+import { dateTime } from '../format.js';
+import { announce, clearProblem, confirmAction, empty, field, hidden, loading, problemSlot, select, showProblem, tieProblem, untieProblem, whileBusy } from '../ui.js';
+
+const KINDS = [
+  ['email', 'E-mail'],
+  ['slack', 'Slack'],
+  ['teams', 'Microsoft Teams'],
+  ['discord', 'Discord'],
+];
+
+const EVENTS = [
+  ['endpoint.failing', 'An endpoint starts failing'],
+  ['endpoint.recovered', 'A failing endpoint recovers'],
+  ['endpoint.disabled', 'An endpoint is disabled'],
+  ['endpoint.enabled', 'An endpoint is enabled again'],
+  ['delivery.dead', 'Deliveries fail for good (counted together)'],
+  ['replay.finished', 'A recovery finishes'],
+];
+
+const kindName = (kind) => KINDS.find(([value]) => value === kind)?.[1] ?? kind;
+
+export async function notificationsScreen(ctx) {
+  ctx.title('Notifications');
+  const canChange = ctx.can('endpoints');
+  const list = h('div', { 'data-test': 'channels' }, loading('Loading your channels…'));
+  ctx.root.append(
+    h('div', { class: 'page-head' }, h('h1', { tabindex: '-1' }, 'Notifications')),
+    h('p', {}, 'Be told when your endpoints fail, recover, are disabled or lose deliveries: by e-mail, or in your team’s chat. Each message names the endpoint, what happened and since when, and links here.'),
+    list,
+  );
+  const draw = async () => {
+    const answer = await api.listNotificationChannels({ signal: ctx.signal });
+    replace(list, answer.data.length ? channelList(answer.data, canChange, draw) : empty('No channels yet: nobody is told when an endpoint breaks.'));
+  };
+  await draw();
+  if (canChange) ctx.root.append(addForm(draw));
+  else ctx.root.append(h('p', { class: 'muted' }, 'Your access lets you see the channels, not change them.'));
+}
+
+function channelList(channels, canChange, redraw) {
+  const problem = problemSlot();
+  return h(
+    'div',
+    {},
+    problem,
+    h(
+      'ul',
+      { class: 'channels' },
+      channels.map((channel) =>
+        h(
+          'li',
+          { class: 'channel', 'data-test': 'channel', 'data-kind': channel.kind },
+          h('p', { class: 'channel-to' }, h('strong', {}, kindName(channel.kind)), ' ', h('code', { class: 'channel-address' }, channel.to)),
+          h('p', { class: 'muted' }, `Tells of: ${channel.events.map((e) => (EVENTS.find(([value]) => value === e)?.[1] ?? e).toLowerCase()).join('; ')}.`, ' Added ', h('time', { datetime: channel.created_at }, dateTime(channel.created_at)), '.'),
+          canChange && removeButton(channel, problem, redraw),
+        ),
+      ),
+    ),
+  );
+}
+
+function removeButton(channel, problem, redraw) {
+  const button = h('button', { type: 'button', class: 'danger', 'data-test': 'channel-remove', 'data-mutating': true }, 'Remove', hidden(` ${kindName(channel.kind)} ${channel.to}`));
+  button.addEventListener('click', async () => {
+    clearProblem(problem);
+    const sure = await confirmAction({
+      title: 'Remove this channel?',
+      message: `${channel.to} is told nothing more.`,
+      yes: 'Remove channel',
+    });
+    if (!sure) return;
+    try {
+      await whileBusy(button, () => api.deleteNotificationChannel(channel.id));
+      announce('Channel removed.');
+      await redraw();
+    } catch (error) {
+      showProblem(problem, error);
+    }
+  });
+  return button;
+}
+
+function addForm(redraw) {
+  const kind = select({ id: 'channel-kind', name: 'kind', 'data-test': 'channel-kind' }, KINDS, 'email');
+  const to = h('input', { id: 'channel-to', name: 'to', type: 'email', autocomplete: 'email', required: true, 'data-test': 'channel-to' });
+  const toField = field('E-mail address', to, 'One mailbox; a team list works best.');
+  const boxes = EVENTS.map(([value, label]) =>
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value, checked: true }), h('span', { class: 'check-text' }, label)),
+  );
+  const events = h('fieldset', { class: 'channel-events', 'data-test': 'channel-events' }, h('legend', {}, 'Tell of'), boxes);
+  const problem = problemSlot();
+  const add = h('button', { type: 'submit', 'data-test': 'channel-add', 'data-mutating': true }, 'Add channel');
+  // The address field becomes a URL field for chats, with words to match.
+  kind.addEventListener('change', () => {
+    const email = kind.value === 'email';
+    to.type = email ? 'email' : 'url';
+    to.autocomplete = email ? 'email' : 'off';
+    toField.querySelector('label').textContent = email ? 'E-mail address' : `${kindName(kind.value)} incoming webhook URL`;
+    toField.querySelector('.hint').textContent = email
+      ? 'One mailbox; a team list works best.'
+      : `Make an incoming webhook in ${kindName(kind.value)} for the channel to post in, and paste its URL. It is kept secret: only its start and its last four characters are shown again.`;
+  });
+  const form = h(
+    'form',
+    { novalidate: true, class: 'channel-form', 'aria-labelledby': 'add-channel-heading' },
+    h('h2', { id: 'add-channel-heading' }, 'Add a channel'),
+    field('Where', kind),
+    toField,
+    events,
+    problem,
+    h('div', { class: 'actions' }, add),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearProblem(problem);
+    untieProblem(to, problem);
+    const picked = boxes.map((box) => box.querySelector('input')).filter((box) => box.checked).map((box) => box.value);
+    if (!picked.length) {
+      replace(problem, h('p', { class: 'problem', role: 'alert', 'data-test': 'problem' }, 'Pick at least one thing to be told of.'));
+      boxes[0].querySelector('input').focus();
+      return;
+    }
+    try {
+      const body = { kind: kind.value, to: to.value.trim() };
+      if (picked.length < EVENTS.length) body.events = picked;
+      await whileBusy(add, () => api.createNotificationChannel(body));
+      announce(`${kindName(kind.value)} channel added.`);
+      to.value = '';
+      await redraw();
+    } catch (error) {
+      showProblem(problem, error);
+      if (error?.name === 'Problem') tieProblem(to, problem);
+    }
+  });
+  return h('section', { class: 'section' }, form);
+}
