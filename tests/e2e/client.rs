@@ -157,6 +157,18 @@ async fn the_client_writes_reads_and_streams_with_the_servers_types(engine: Engi
     // Nothing is wrong.
     let incidents = hookline.incidents("acme", None).await.unwrap();
     assert!(incidents.data.is_empty(), "{incidents:?}");
+    // The five events, through a filter that lets none of them through.
+    let preview = hookline
+        .filter_preview(
+            "acme",
+            &hookline_client::types::FilterPreview {
+                filter: Some("/amount > 1000000".into()),
+                event_types: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((preview.data.len(), preview.passed), (5, 0));
     // A Teams channel for the app's notices: made, listed (its URL masked), removed.
     let teams = hookline
         .create_notification_channel(

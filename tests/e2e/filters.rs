@@ -16,6 +16,7 @@ both_engines!(
     a_filter_chooses_the_events_its_endpoint_gets,
     a_filter_is_checked_when_set_and_the_refusal_names_the_position,
     a_test_send_says_whether_its_payload_passes_the_filter,
+    a_preview_runs_a_filter_over_the_apps_latest_events_of_the_types,
 );
 
 const FILTER: &str = r#"/amount >= 100 and /currency in ["EUR", "USD"] and not /test = true"#;
@@ -263,4 +264,109 @@ async fn a_test_send_says_whether_its_payload_passes_the_filter(engine: Engine) 
         ))
         .await;
     assert_eq!(stats["windows"]["hour"]["filtered"], 0);
+}
+
+/// A filter preview (docs/api.md#filter-preview): the app's latest events of
+/// the chosen types, newest first, each passed or not; paging past events of
+/// other types; a filter that does not parse is 422 naming the position; and
+/// it writes nothing.
+async fn a_preview_runs_a_filter_over_the_apps_latest_events_of_the_types(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let mut ids = Vec::new();
+    for (event_type, amount) in [
+        ("order.paid", 50),
+        ("order.paid", 150),
+        ("order.refunded", 500),
+        ("invoice.paid", 999),
+    ] {
+        let published = app
+            .publish(&app_id, event_type, json!({"amount": amount}))
+            .await;
+        ids.push(published["id"].as_str().unwrap().to_owned());
+    }
+    let preview = |body: Value| {
+        let app = &app;
+        let path = format!("/v1/apps/{app_id}/filter-preview");
+        async move { app.call(Method::POST, &path, Some(&body), 200).await }
+    };
+    let seen = |answer: &Value| -> Vec<(String, bool)> {
+        answer["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["event_id"].as_str().unwrap().to_owned(),
+                    e["passed"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let answer = preview(json!({"filter": "/amount > 100", "event_types": ["order.*"]})).await;
+    assert_eq!(
+        seen(&answer),
+        vec![
+            (ids[2].clone(), true),
+            (ids[1].clone(), true),
+            (ids[0].clone(), false)
+        ]
+    );
+    assert_eq!(
+        (answer["passed"].clone(), answer["scanned"].clone()),
+        (json!(2), json!(4))
+    );
+    assert_eq!(answer["data"][0]["event_type"], "order.refunded");
+    // No filter, no types: every event, every one passing.
+    let all = preview(json!({})).await;
+    assert_eq!(all["passed"], 4);
+    assert_eq!(seen(&all).len(), 4);
+
+    // Sixty newer events of another type: the preview pages past them.
+    let events: Vec<Value> = (0..60)
+        .map(|n| json!({"event_type": "invoice.sent", "payload": {"amount": n}}))
+        .collect();
+    app.call(
+        Method::POST,
+        &format!("/v1/apps/{app_id}/events/batch"),
+        Some(&json!({"events": events})),
+        202,
+    )
+    .await;
+    let paged = preview(
+        json!({"filter": "/amount > 100", "event_types": ["order.paid", "order.refunded"]}),
+    )
+    .await;
+    assert_eq!(
+        seen(&paged),
+        vec![
+            (ids[2].clone(), true),
+            (ids[1].clone(), true),
+            (ids[0].clone(), false)
+        ]
+    );
+    assert_eq!(paged["scanned"], 64);
+
+    let refused = app
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/filter-preview"),
+            Some(&json!({"filter": "/amount >> 1"})),
+            422,
+        )
+        .await;
+    assert_eq!(refused["code"], "invalid_filter");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("position 10"),
+        "{refused}"
+    );
+    // It wrote nothing: the app still has its 64 events and no endpoint.
+    assert_eq!(
+        app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
+        json!([])
+    );
+    let listed = app
+        .get(&format!("/v1/apps/{app_id}/events?limit=250"))
+        .await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 64);
 }

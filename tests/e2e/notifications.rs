@@ -15,7 +15,7 @@ use crate::smtp::SmtpServer;
 
 both_engines!(
     a_failing_endpoint_is_told_to_its_apps_mailbox_and_chat_and_to_no_one_elses,
-    a_refused_mailbox_makes_the_notice_dead_and_a_busy_one_is_retried,
+    a_refused_mailbox_makes_the_notice_dead_and_other_refusals_are_retried,
     channels_are_checked_listed_masked_and_removed_by_their_app_only,
 );
 
@@ -88,7 +88,7 @@ async fn a_failing_endpoint_is_told_to_its_apps_mailbox_and_chat_and_to_no_one_e
         json!({"kind": "slack", "to": chat.url, "events": events}),
     )
     .await;
-    channel(
+    let others = channel(
         &app,
         &other,
         json!({"kind": "email", "to": "ops@other.example"}),
@@ -174,10 +174,18 @@ async fn a_failing_endpoint_is_told_to_its_apps_mailbox_and_chat_and_to_no_one_e
         .recipients()
         .iter()
         .all(|(mailbox, _)| mailbox == "ops@acme.example"));
+    // Its channel got no delivery at all (they are made when a notice is published).
+    let theirs = app
+        .get(&format!(
+            "/v1/apps/hookline/deliveries?endpoint_id={}",
+            others["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(theirs["data"], json!([]));
     assert_eq!(chat.requests().len(), 2);
 }
 
-async fn a_refused_mailbox_makes_the_notice_dead_and_a_busy_one_is_retried(engine: Engine) {
+async fn a_refused_mailbox_makes_the_notice_dead_and_other_refusals_are_retried(engine: Engine) {
     let smtp = SmtpServer::start().await;
     let app = spawn(engine, &smtp).await;
     let acme = app.create_app().await;
@@ -191,6 +199,12 @@ async fn a_refused_mailbox_makes_the_notice_dead_and_a_busy_one_is_retried(engin
         &app,
         &acme,
         json!({"kind": "email", "to": "busy@acme.example", "events": ["endpoint.disabled"]}),
+    )
+    .await;
+    let policy = channel(
+        &app,
+        &acme,
+        json!({"kind": "email", "to": "policy@acme.example", "events": ["endpoint.disabled"]}),
     )
     .await;
     let (customer, _) = switchable(410).await;
@@ -222,29 +236,33 @@ async fn a_refused_mailbox_makes_the_notice_dead_and_a_busy_one_is_retried(engin
         "{said}"
     );
 
-    // 451: tried again (and again: max_attempts is 1, so it dies after one try, retryable).
-    let tried = smtp
-        .recipients()
-        .iter()
-        .filter(|(mailbox, code)| mailbox == "busy@acme.example" && *code == 451)
-        .count();
-    assert!(tried >= 1);
-    let busy_dead = wait_until(
-        Duration::from_secs(30),
-        "the busy notice's round to end",
-        || async {
-            let dlq = app
-                .get(&format!(
-                    "/v1/apps/hookline/dlq?endpoint_id={}",
-                    busy["id"].as_str().unwrap()
-                ))
-                .await;
-            dlq["data"].as_array().unwrap().first().cloned()
-        },
-    )
-    .await;
-    // Retryable, so its round ran out of attempts rather than being refused.
-    assert_eq!(busy_dead["dead_reason"], "retries_exhausted");
+    // 451 (busy for now), and 554 (a policy of the server's: permanent, but
+    // not about the mailbox, so the operator's to fix): retried, so with one
+    // attempt per round each round runs out of attempts, never refused.
+    for (channel, mailbox, code) in [
+        (&busy, "busy@acme.example", 451),
+        (&policy, "policy@acme.example", 554),
+    ] {
+        let ended = wait_until(
+            Duration::from_secs(30),
+            "a retried notice's round to end",
+            || async {
+                let dlq = app
+                    .get(&format!(
+                        "/v1/apps/hookline/dlq?endpoint_id={}",
+                        channel["id"].as_str().unwrap()
+                    ))
+                    .await;
+                dlq["data"].as_array().unwrap().first().cloned()
+            },
+        )
+        .await;
+        assert_eq!(ended["dead_reason"], "retries_exhausted", "{mailbox}");
+        assert!(
+            smtp.recipients().contains(&(mailbox.to_owned(), code)),
+            "{mailbox} answered {code}"
+        );
+    }
     assert!(smtp.mails().is_empty());
 }
 
@@ -296,6 +314,48 @@ async fn channels_are_checked_listed_masked_and_removed_by_their_app_only(engine
     )
     .await;
     assert_eq!(slack["to"], "http://127.0.0.1:9/services/…Xy9z");
+    assert_eq!(
+        (slack["enabled"].clone(), slack.get("disabled_reason")),
+        (json!(true), None)
+    );
+    // The operator sees it among the internal app's endpoints, and may pause it
+    // there; where it sends and its scope change only through its app.
+    let as_endpoint = format!(
+        "/v1/apps/hookline/endpoints/{}",
+        slack["id"].as_str().unwrap()
+    );
+    for patch in [
+        json!({"url": "https://elsewhere.example/x"}),
+        json!({"filter": null}),
+        json!({"paused": true, "description": "x"}),
+    ] {
+        let refused = app
+            .call(Method::PATCH, &as_endpoint, Some(&patch), 409)
+            .await;
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains("notification channel"),
+            "{refused}"
+        );
+    }
+    let paused = app
+        .call(
+            Method::PATCH,
+            &as_endpoint,
+            Some(&json!({"paused": true})),
+            200,
+        )
+        .await;
+    assert_eq!(paused["filter"], format!("/app_id = \"{acme}\""));
+    app.call(
+        Method::PATCH,
+        &as_endpoint,
+        Some(&json!({"paused": false})),
+        200,
+    )
+    .await;
     assert_eq!(slack["events"].as_array().unwrap().len(), 6);
     let mail = channel(
         &app,

@@ -1,14 +1,14 @@
 //! A real SMTP server on 127.0.0.1:0 for the tests: it speaks enough of
 //! RFC 5321 for a client (EHLO or HELO, MAIL, RCPT, DATA, RSET, NOOP, QUIT),
 //! keeps every message it accepts, and refuses some mailboxes as real servers
-//! do: `refused@…` for good (550), `busy@…` for now (451).
+//! do: `refused@…` for good (550), `busy@…` for now (451), `policy@…` by a
+//! policy of the server's (554, permanent but not about the mailbox).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 use crate::helpers::wait_until;
 
@@ -58,7 +58,6 @@ struct State {
     mails: Mutex<Vec<Mail>>,
     /// Every RCPT it answered, with its reply code.
     recipients: Mutex<Vec<(String, u16)>>,
-    arrived: Notify,
 }
 
 pub struct SmtpServer {
@@ -141,6 +140,8 @@ async fn session(socket: tokio::net::TcpStream, state: &State) -> std::io::Resul
                     550
                 } else if mailbox.starts_with("busy@") {
                     451
+                } else if mailbox.starts_with("policy@") {
+                    554
                 } else {
                     to.push(mailbox.clone());
                     250
@@ -148,6 +149,7 @@ async fn session(socket: tokio::net::TcpStream, state: &State) -> std::io::Resul
                 state.recipients.lock().unwrap().push((mailbox, code));
                 match code {
                     550 => b"550 5.1.1 No such user here\r\n",
+                    554 => b"554 5.7.1 Relay access denied\r\n",
                     451 => b"451 4.3.0 Try again later\r\n",
                     _ => b"250 OK\r\n",
                 }
@@ -173,7 +175,6 @@ async fn session(socket: tokio::net::TcpStream, state: &State) -> std::io::Resul
                     to: std::mem::take(&mut to),
                     data,
                 });
-                state.arrived.notify_waiters();
                 b"250 2.0.0 Ok: queued\r\n"
             }
             "QUIT" => {

@@ -51,7 +51,11 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
     EndpointView {
         id: endpoint.id.to_string(),
         app_id: endpoint.app_id.to_string(),
-        url: endpoint.url.clone(),
+        // A chat channel's URL is its credential (`routes::notifications`).
+        url: match endpoint.transform {
+            Some(_) if !reveal => masked_url(&endpoint.url),
+            _ => endpoint.url.clone(),
+        },
         description: endpoint.description.clone(),
         event_types: endpoint.event_types.clone(),
         filter: endpoint.filter.clone(),
@@ -297,5 +301,46 @@ pub(crate) fn key(key: &ApiKey, secret: Option<String>) -> KeyView {
         created_at: key.created_at,
         expires_at: key.expires_at,
         key: secret,
+    }
+}
+
+/// A URL that is its own credential (a chat's incoming webhook), shown as its
+/// origin, its first path segment and its last four characters.
+pub(crate) fn masked_url(url: &str) -> String {
+    let (origin, path) = match url.split_once("://") {
+        Some((scheme, rest)) => match rest.find('/') {
+            Some(slash) => (format!("{scheme}://{}", &rest[..slash]), &rest[slash + 1..]),
+            None => (format!("{scheme}://{rest}"), ""),
+        },
+        None => (String::new(), url),
+    };
+    let first = path.split('/').next().unwrap_or("");
+    if first.is_empty() {
+        return format!("{origin}/…");
+    }
+    let chars: Vec<char> = path.chars().collect();
+    if chars.len() <= first.chars().count() + 4 {
+        return format!("{origin}/{first}/…");
+    }
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("{origin}/{first}/…{tail}")
+}
+
+#[cfg(test)]
+mod masking {
+    use super::masked_url;
+
+    #[test]
+    fn a_chat_urls_secret_part_is_hidden() {
+        assert_eq!(
+            masked_url("https://hooks.slack.com/services/T0001/B0002/XXXXsecretXy9z"),
+            "https://hooks.slack.com/services/…Xy9z"
+        );
+        assert_eq!(
+            masked_url("https://discord.com/api/webhooks/1234/tokenAbCd"),
+            "https://discord.com/api/…AbCd"
+        );
+        assert_eq!(masked_url("https://a.example/x"), "https://a.example/x/…");
+        assert_eq!(masked_url("https://a.example"), "https://a.example/…");
     }
 }

@@ -7,9 +7,10 @@ use reqwest::Method;
 use crate::request::app_path;
 use crate::types::{
     AttemptView, AttemptsQuery, CheckSignature, CreateEndpoint, EndpointHealthView,
-    EndpointStatsView, EndpointView, IncidentsQuery, IncidentsView, ListView, PageQuery,
-    RotateSecret, RotatedSecretView, SecretView, SignatureCheck, TestSend, TestSendView,
-    TimelineQuery, TimelineView, TimelineWindow, Timestamp, UpdateEndpoint,
+    EndpointStatsView, EndpointView, FilterPreview, FilterPreviewView, IncidentsQuery,
+    IncidentsView, ListView, PageQuery, RotateSecret, RotatedSecretView, SecretView,
+    SignatureCheck, TestSend, TestSendView, TimelineQuery, TimelineView, TimelineWindow, Timestamp,
+    UpdateEndpoint,
 };
 use crate::{segment, Client, Result};
 
@@ -123,6 +124,21 @@ impl Client {
             since: since.map(Timestamp::to_rfc3339),
         };
         self.read(app_path(app, "/incidents")?, Some(&query)).await
+    }
+
+    /// `POST /v1/apps/{app}/filter-preview`: which of the app's latest events of
+    /// the types a payload filter lets through (changes nothing).
+    pub async fn filter_preview(
+        &self,
+        app: &str,
+        preview: &FilterPreview,
+    ) -> Result<FilterPreviewView> {
+        self.write(
+            Method::POST,
+            app_path(app, "/filter-preview")?,
+            Some(preview),
+        )
+        .await
     }
 
     /// `POST …/test`: a test event to this endpoint only.

@@ -85,8 +85,9 @@ fn slack_escape(text: &str) -> String {
 /// the text, the link as `<url|label>`, and `text` as the notification's
 /// fallback.
 fn slack(message: &Message) -> Value {
-    let title = slack_escape(&cut(&message.title, 150));
-    let mut section = format!("*{title}*\n{}", slack_escape(&cut(&message.text, 2500)));
+    // Cut after escaping: `&` becomes `&amp;`, and Slack counts what it gets.
+    let title = cut(&slack_escape(&message.title), 150);
+    let mut section = format!("*{title}*\n{}", cut(&slack_escape(&message.text), 2500));
     if let Some((url, label)) = &message.link {
         section.push_str(&format!(
             "\n<{}|{}>",

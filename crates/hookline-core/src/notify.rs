@@ -94,7 +94,9 @@ pub fn check_address(address: &str) -> Result<String, &'static str> {
     let (local, domain) = address
         .rsplit_once('@')
         .ok_or("an e-mail address has the form name@example.com")?;
-    let fine = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-/=^_`{|}~.".contains(c);
+    // RFC 5322's atom characters, less those a `mailto:` URL would read as
+    // more than the address (`#`, `?`, `%`, `/`).
+    let fine = |c: char| c.is_ascii_alphanumeric() || "!$&'*+-=^_`{|}~.".contains(c);
     if address.len() > 254
         || local.is_empty()
         || local.len() > 64
@@ -134,9 +136,15 @@ pub mod en {
 
     /// How an endpoint is named: its description, or its URL without the scheme.
     fn endpoint(data: &Value) -> String {
-        let description = data["endpoint_description"].as_str().unwrap_or("").trim();
+        let description = data["endpoint_description"].as_str().unwrap_or("");
+        // One line, and short: it is a mail's subject and a chat's title.
+        let description = description.split_whitespace().collect::<Vec<_>>().join(" ");
         if !description.is_empty() {
-            return description.to_owned();
+            return if description.chars().count() > 80 {
+                description.chars().take(79).chain(['…']).collect()
+            } else {
+                description
+            };
         }
         match data["endpoint_url"].as_str() {
             Some(url) => {
@@ -310,6 +318,12 @@ mod tests {
                 "endpoint_description": "Orders", "failures_before": 1}),
         );
         assert_eq!(m.title, "Orders recovered");
+        let long = told(
+            Kind::EndpointEnabled,
+            json!({"app_id": "app_1", "endpoint_id": "ep_1", "endpoint_description": format!("Orders\n\tinto {}", "x".repeat(200))}),
+        );
+        assert_eq!(long.title.chars().count(), 80 + " was enabled".len());
+        assert!(long.title.starts_with("Orders into xxx") && long.title.contains("… was enabled"));
         assert_eq!(
             m.text,
             "It answered successfully again after 1 failed attempt. Waiting deliveries are being sent."

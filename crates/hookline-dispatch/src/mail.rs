@@ -25,14 +25,31 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
 use crate::sender::SendResult;
 
 /// The SMTP server notices are sent through.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct SmtpConfig {
     /// `smtp://user:password@host:587?tls=required` (STARTTLS),
     /// `smtps://user:password@host:465` (TLS from the start), or
     /// `smtp://host:25` (plain; for a relay on the operator's own network).
     pub url: String,
+    /// A file holding the password of the URL's user, read when the mailer is
+    /// made (a process that cannot read it does not start).
+    pub password_file: Option<String>,
     /// The sender: `Webhooks <notify@example.com>`.
     pub from: String,
+}
+
+impl std::fmt::Debug for SmtpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold the password: only its host is printed.
+        let host = url::Url::parse(&self.url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned));
+        f.debug_struct("SmtpConfig")
+            .field("host", &host)
+            .field("password_file", &self.password_file)
+            .field("from", &self.from)
+            .finish()
+    }
 }
 
 /// Sends mail through one SMTP server.
@@ -51,7 +68,17 @@ impl std::fmt::Debug for Mailer {
 
 impl Mailer {
     pub fn new(config: &SmtpConfig, timeout: Duration) -> Result<Self, String> {
-        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(&config.url)
+        let mut url =
+            url::Url::parse(&config.url).map_err(|e| format!("smtp_url is not a URL: {e}"))?;
+        if let Some(file) = &config.password_file {
+            let password = std::fs::read_to_string(file)
+                .map_err(|e| format!("smtp_password_file {file} cannot be read: {e}"))?;
+            url.set_password(Some(password.trim_end_matches(['\r', '\n'])))
+                .map_err(|()| {
+                    "smtp_url has no user for smtp_password_file's password".to_owned()
+                })?;
+        }
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(url.as_str())
             .map_err(|e| format!("smtp_url is not an SMTP URL: {e}"))?
             .timeout(Some(timeout))
             .build();
@@ -93,7 +120,13 @@ impl Mailer {
                 )),
                 ..SendResult::answered(Outcome::Accepted, started)
             },
-            Err(error) if error.is_permanent() => rejected(error.to_string(), started),
+            // Refused for good, by the mailbox: no such user, not accepted here,
+            // over its quota, a name not allowed. Any other permanent answer
+            // (authentication, TLS required, a policy at connect) is the
+            // operator's set-up: retried, so fixing it loses no notice.
+            Err(error) if error.is_permanent() && refuses_the_mailbox(&error) => {
+                rejected(error.to_string(), started)
+            }
             Err(error) => {
                 let kind = if error.is_timeout() {
                     TransportError::Timeout
@@ -107,6 +140,13 @@ impl Mailer {
             }
         }
     }
+}
+
+/// A permanent answer about the recipient (RFC 5321: 550, 551, 552, 553).
+fn refuses_the_mailbox(error: &lettre::transport::smtp::Error) -> bool {
+    error
+        .status()
+        .is_some_and(|code| matches!(code.to_string().as_str(), "550" | "551" | "552" | "553"))
 }
 
 /// "250 2.0.0 Ok: queued".
@@ -133,6 +173,7 @@ mod tests {
     fn a_bad_url_or_sender_is_refused_at_start() {
         let config = |url: &str, from: &str| SmtpConfig {
             url: url.into(),
+            password_file: None,
             from: from.into(),
         };
         let timeout = Duration::from_secs(1);
@@ -149,9 +190,18 @@ mod tests {
     fn credentials_are_never_printed() {
         let config = SmtpConfig {
             url: "smtp://user:hunter2@127.0.0.1:2525".into(),
+            password_file: None,
             from: "n@example.com".into(),
         };
+        assert!(!format!("{config:?}").contains("hunter2"));
         let mailer = Mailer::new(&config, Duration::from_secs(1)).unwrap();
         assert!(!format!("{mailer:?}").contains("hunter2"));
+        // A password file that cannot be read stops the start.
+        let missing = SmtpConfig {
+            password_file: Some("/nonexistent/smtp-password".into()),
+            ..config
+        };
+        let error = Mailer::new(&missing, Duration::from_secs(1)).unwrap_err();
+        assert!(error.contains("/nonexistent/smtp-password"), "{error}");
     }
 }

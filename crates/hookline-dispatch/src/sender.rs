@@ -427,9 +427,9 @@ impl Sender {
             return match &self.mailer {
                 Some(mailer) => {
                     let message = notify::message(&delivery.body);
-                    mailer
-                        .send(url.path(), &message, delivery.event_id.as_str())
-                        .await
+                    // The address as stored (not as a URL reads it).
+                    let to = notify::mail_address(&delivery.destination.url).unwrap_or_default();
+                    mailer.send(to, &message, delivery.event_id.as_str()).await
                 }
                 None => SendResult::failed(
                     TransportError::Connect,

@@ -275,6 +275,48 @@ pub struct TestSend {
     pub payload: Option<serde_json::Value>,
 }
 
+/// `POST /v1/apps/{app}/filter-preview`: which of the app's recent events a
+/// filter would let through (docs/api.md#filter-preview).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilterPreview {
+    /// The payload filter to try; absent or `null`: none (every event of the types passes).
+    #[schema(
+        max_length = 2048,
+        pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// The event types (names, or `group.*`) the endpoint would have; absent or `null`: every type.
+    #[schema(
+        min_items = 1,
+        max_items = 100,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f*]+(\.\*)?$"
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<String>>,
+}
+
+/// One recent event and whether the filter lets it through.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FilterPreviewEvent {
+    pub event_id: String,
+    pub event_type: String,
+    pub created_at: Timestamp,
+    pub passed: bool,
+}
+
+/// The answer to a filter preview: the app's latest events of the types (at
+/// most 50, newest first, found among its latest 250), each passed or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct FilterPreviewView {
+    pub data: Vec<FilterPreviewEvent>,
+    /// How many of them pass.
+    pub passed: u32,
+    /// How many of the app's latest events were looked at to find them.
+    pub scanned: u32,
+}
+
 /// The answer to a test send (202).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TestSendView {

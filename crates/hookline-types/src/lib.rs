@@ -34,9 +34,9 @@ pub use deliveries::{
 };
 pub use endpoints::{
     CheckSignature, CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView,
-    IncidentEndpointView, IncidentView, IncidentsQuery, IncidentsView, Latency, MarkView,
-    RotateSecret, RotatedSecretView, SecretView, StatsWindow, TestSend, TestSendView,
-    TimelineQuery, TimelineView, UpdateEndpoint,
+    FilterPreview, FilterPreviewEvent, FilterPreviewView, IncidentEndpointView, IncidentView,
+    IncidentsQuery, IncidentsView, Latency, MarkView, RotateSecret, RotatedSecretView, SecretView,
+    StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
 };
 pub use event_types::{CreateEventType, EventTypeView, UpdateEventType};
 pub use events::{

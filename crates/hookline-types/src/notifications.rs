@@ -139,6 +139,13 @@ pub struct NotificationChannelView {
     /// (`https://hooks.slack.com/services/…Xy9z`).
     pub to: String,
     pub events: Vec<NotificationEvent>,
+    /// `false` once its deliveries stopped for good: the chat answered 410
+    /// Gone (the channel was archived), or it failed for days; remove it and
+    /// add it again.
+    pub enabled: bool,
+    /// Why it is disabled: `gone`, `failing` or `manual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
     pub created_at: Timestamp,
 }
 

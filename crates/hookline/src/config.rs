@@ -523,17 +523,12 @@ impl Config {
         }
     }
 
-    /// The SMTP server, its password read from `smtp_password_file` (checked
-    /// at load: [`Config::load`]).
+    /// The SMTP server (its password file is read when the dispatcher starts,
+    /// which fails if it cannot be).
     pub fn smtp(&self) -> Option<hookline_dispatch::mail::SmtpConfig> {
-        let mut url = reqwest::Url::parse(self.smtp_url.as_deref()?).ok()?;
-        if let Some(file) = &self.smtp_password_file {
-            let password = std::fs::read_to_string(file).ok()?;
-            url.set_password(Some(password.trim_end_matches(['\r', '\n'])))
-                .ok()?;
-        }
         Some(hookline_dispatch::mail::SmtpConfig {
-            url: url.to_string(),
+            url: self.smtp_url.clone()?,
+            password_file: self.smtp_password_file.clone(),
             from: self.smtp_from.clone()?,
         })
     }
@@ -597,11 +592,12 @@ mod tests {
         };
         config.validate().unwrap();
         let smtp = config.smtp().unwrap();
-        assert_eq!(
-            smtp.url,
-            "smtp://notify:s3cr3t@mail.example:587?tls=required"
-        );
+        assert_eq!(smtp.url, "smtp://notify@mail.example:587?tls=required");
+        assert_eq!(smtp.password_file, config.smtp_password_file);
         assert_eq!(smtp.from, "Webhooks <notify@example.com>");
+        // The password is read when the mailer is made (and never printed).
+        hookline_dispatch::mail::Mailer::new(&smtp, Duration::from_secs(1)).unwrap();
+        assert!(!format!("{:?}", config.dispatcher()).contains("s3cr3t"));
         let _ = std::fs::remove_file(password);
     }
 

@@ -807,12 +807,21 @@ async fn told_data(
     let Some(app) = data["app_id"].as_str().and_then(|a| AppId::parse(a).ok()) else {
         return Ok(data);
     };
+    // Only what a customer can be told of, about a customer's endpoint (not an
+    // audit of the internal app's own, whose URLs may be chat credentials).
+    if !hookline_core::notify::EVENTS.contains(&notice.kind)
+        || hookline_core::operational::is_internal(&app)
+    {
+        return Ok(data);
+    }
     let endpoint = data["endpoint_id"]
         .as_str()
         .and_then(|e| EndpointId::parse(e).ok());
     if let Some(id) = &endpoint {
         if let Some(found) = store.endpoints().get_endpoint(&app, id).await? {
-            data["endpoint_url"] = found.url.into();
+            // Without its query or fragment, where a receiver may keep a token.
+            let url = found.url.split(['?', '#']).next().unwrap_or_default();
+            data["endpoint_url"] = url.into();
             data["endpoint_description"] = found.description.into();
         }
         if notice.kind == hookline_core::operational::Kind::EndpointFailing {

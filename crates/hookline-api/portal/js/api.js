@@ -155,6 +155,7 @@ export const endpointSecret = (id) => request('GET', appPath('endpoints', id, 's
 export const rotateSecret = (id, body) => request('POST', appPath('endpoints', id, 'secret', 'rotate'), { body });
 export const checkSignature = (id, body) => request('POST', appPath('endpoints', id, 'signature-check'), { body });
 export const testSend = (id, body) => request('POST', appPath('endpoints', id, 'test'), { body });
+export const filterPreview = (body) => request('POST', appPath('filter-preview'), { body });
 export const listNotificationChannels = (options) => request('GET', appPath('notifications'), options);
 export const createNotificationChannel = (body) => request('POST', appPath('notifications'), { body });
 export const deleteNotificationChannel = (id) => request('DELETE', appPath('notifications', id));

@@ -22,9 +22,10 @@ use crate::extract::QueryParams;
 use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 pub(crate) use hookline_types::{
-    AttemptsQuery, CheckSignature, CreateEndpoint, EndpointStatsView, IncidentEndpointView,
-    IncidentView, IncidentsQuery, IncidentsView, Latency, RotateSecret, RotatedSecretView,
-    SecretView, StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
+    AttemptsQuery, CheckSignature, CreateEndpoint, EndpointStatsView, FilterPreview,
+    FilterPreviewEvent, FilterPreviewView, IncidentEndpointView, IncidentView, IncidentsQuery,
+    IncidentsView, Latency, RotateSecret, RotatedSecretView, SecretView, StatsWindow, TestSend,
+    TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
 };
 
 /// Outbound authentication that holds together, with the custom headers it
@@ -368,6 +369,17 @@ pub(crate) async fn update(
     body: JsonBody<UpdateEndpoint>,
 ) -> ApiResult<Json<EndpointView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    // A customer's notification channel is made by its app, for its app: where
+    // it sends and what it gets (its scope filter) change only there.
+    let switches_only = body
+        .raw
+        .as_object()
+        .is_some_and(|fields| fields.keys().all(|k| k == "enabled" || k == "paused"));
+    if endpoint.owner_app.is_some() && !switches_only {
+        return Err(ApiError::Conflict(
+            "this endpoint is a notification channel of another app (its /notifications): only `enabled` and `paused` change here",
+        ));
+    }
     let patch = body.value;
     let url = patch
         .url
@@ -828,4 +840,66 @@ pub(crate) async fn test_send(
             warnings,
         }),
     ))
+}
+
+/// Events read per page, and at most, to find a filter preview's.
+const PREVIEW_EVENTS: usize = 50;
+const PREVIEW_SCAN: u32 = 250;
+
+/// `POST /v1/apps/{app}/filter-preview`: the app's latest events of the
+/// types (at most 50, among its latest 250), each with whether the filter
+/// lets it through — before an endpoint is given the filter. Changes nothing.
+pub(crate) async fn filter_preview(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    body: JsonBody<FilterPreview>,
+) -> ApiResult<Json<FilterPreviewView>> {
+    let app = caller.app(&state, &app).await?;
+    let FilterPreview {
+        filter,
+        event_types,
+    } = body.value;
+    validate_event_types(&event_types)?;
+    validate_filter(&filter)?;
+    let filter = filter
+        .as_deref()
+        .map(hookline_core::filter::Filter::parse)
+        .transpose()
+        .map_err(|error| ApiError::InvalidFilter(format!("filter {error}")))?;
+    let events = state.store.listings();
+    let mut page = Page {
+        limit: PREVIEW_EVENTS as u32,
+        before: None,
+    };
+    let (mut data, mut scanned) = (Vec::new(), 0);
+    while data.len() < PREVIEW_EVENTS && scanned < PREVIEW_SCAN {
+        let batch = events
+            .list_events(&app.id, &hookline_store::EventFilter::default(), &page)
+            .await?;
+        scanned += batch.len() as u32;
+        let wanted = batch.iter().filter(|event| {
+            hookline_core::event_types::subscribed(event_types.as_deref(), &event.event_type)
+        });
+        for event in wanted.take(PREVIEW_EVENTS - data.len()) {
+            let envelope: serde_json::Value =
+                serde_json::from_slice(&event.body).unwrap_or(serde_json::Value::Null);
+            data.push(FilterPreviewEvent {
+                event_id: event.id.to_string(),
+                event_type: event.event_type.clone(),
+                created_at: event.created_at,
+                passed: filter.as_ref().is_none_or(|f| f.matches(&envelope["data"])),
+            });
+        }
+        match batch.last() {
+            Some(last) if batch.len() == PREVIEW_EVENTS => page.before = Some(last.id.to_string()),
+            _ => break,
+        }
+    }
+    let passed = data.iter().filter(|event| event.passed).count() as u32;
+    Ok(Json(FilterPreviewView {
+        data,
+        passed,
+        scanned,
+    }))
 }

@@ -82,6 +82,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Json(schema::<endpoints::EndpointStatsView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/signature-check", App(Read), post(endpoints::check_signature),
             Doc::new("Checks what a receiver got against the endpoint's secrets, and says why it does not verify (docs/api.md#signature-check)").body(schema::<endpoints::CheckSignature>).answers(200, Json(schema::<hookline_core::signature_check::Check>))),
+        (M::POST, "/v1/apps/{app}/filter-preview", App(Read), post(endpoints::filter_preview),
+            Doc::new("Which of the app's latest events a payload filter lets through (docs/api.md#filter-preview); changes nothing").body(schema::<endpoints::FilterPreview>).answers(200, Json(schema::<endpoints::FilterPreviewView>)).errors(&["invalid_filter"])),
         (M::GET, "/v1/apps/{app}/incidents", App(Read), get(endpoints::incidents),
             Doc::new("What is wrong now with the app's endpoints, grouped by cause (docs/api.md#incidents)").query(params::<endpoints::IncidentsQuery>).answers(200, Json(schema::<endpoints::IncidentsView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/timeline", App(Read), get(endpoints::timeline),

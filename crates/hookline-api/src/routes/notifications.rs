@@ -161,7 +161,7 @@ fn view(endpoint: &Endpoint) -> Option<NotificationChannelView> {
     endpoint.owner_app.as_ref()?;
     let (kind, to) = match (notify::mail_address(&endpoint.url), endpoint.transform) {
         (Some(address), _) => (Kind::Email, address.to_owned()),
-        (None, Some(format)) => (Kind::Chat(format), masked(&endpoint.url)),
+        (None, Some(format)) => (Kind::Chat(format), crate::views::masked_url(&endpoint.url)),
         (None, None) => return None,
     };
     Some(NotificationChannelView {
@@ -174,49 +174,8 @@ fn view(endpoint: &Endpoint) -> Option<NotificationChannelView> {
             .flatten()
             .filter_map(|t| operational::Kind::parse(t).and_then(NotificationEvent::of))
             .collect(),
+        enabled: endpoint.enabled,
+        disabled_reason: endpoint.disabled_reason.clone(),
         created_at: endpoint.created_at,
     })
-}
-
-/// A chat webhook's URL is its credential: shown as its host, its first path
-/// segment and the last four characters.
-fn masked(url: &str) -> String {
-    let (origin, path) = match url.split_once("://") {
-        Some((scheme, rest)) => match rest.find('/') {
-            Some(slash) => (format!("{scheme}://{}", &rest[..slash]), &rest[slash + 1..]),
-            None => (format!("{scheme}://{rest}"), ""),
-        },
-        None => (String::new(), url),
-    };
-    let first = path.split('/').next().unwrap_or("");
-    let tail: String = {
-        let chars: Vec<char> = path.chars().collect();
-        chars[chars.len().saturating_sub(4)..].iter().collect()
-    };
-    if first.is_empty() {
-        return format!("{origin}/…");
-    }
-    if path.chars().count() <= first.chars().count() + 4 {
-        return format!("{origin}/{first}/…");
-    }
-    format!("{origin}/{first}/…{tail}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::masked;
-
-    #[test]
-    fn a_chat_urls_secret_part_is_hidden() {
-        assert_eq!(
-            masked("https://hooks.slack.com/services/T0001/B0002/XXXXsecretXy9z"),
-            "https://hooks.slack.com/services/…Xy9z"
-        );
-        assert_eq!(
-            masked("https://discord.com/api/webhooks/1234/tokenAbCd"),
-            "https://discord.com/api/…AbCd"
-        );
-        assert_eq!(masked("https://a.example/x"), "https://a.example/x/…");
-        assert_eq!(masked("https://a.example"), "https://a.example/…");
-    }
 }

@@ -6,7 +6,8 @@
 
 import * as api from '../api.js';
 import { h, replace } from '../dom.js';
-import { clearProblem, field, problemSlot, showProblem, tieProblem, untieProblem, whileBusy } from '../ui.js';
+import { integer } from '../format.js';
+import { clearProblem, field, problemSlot, shortTimeEl, showProblem, tieProblem, untieProblem, whileBusy } from '../ui.js';
 
 /**
  * Loads the event catalog and opens the form in `host`, focused on its URL;
@@ -90,6 +91,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
       filter,
       'Only events whose payload passes it: JSON Pointer tests such as /amount >= 100, combined with and, or, not. Leave empty for every event of the types above.',
     ),
+    filterPreview(filter, types),
     problem,
     h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, 'Cancel')),
   );
@@ -210,4 +212,53 @@ function checkbox(name, description, checked) {
     h('input', { type: 'checkbox', name: 'event_types', value: name, checked }),
     h('span', { class: 'check-text' }, h('code', {}, name), description && h('span', { class: 'muted' }, ` — ${description}`)),
   );
+}
+
+/**
+ * "Try it on recent events": the filter and the types as the form has them,
+ * run over the app's latest events (POST …/filter-preview), each shown as
+ * passed or dropped. Saves nothing.
+ */
+function filterPreview(filter, types) {
+  const result = h('div', { class: 'filter-preview', 'data-test': 'filter-preview', role: 'status' });
+  const problem = problemSlot();
+  const run = h('button', { type: 'button', 'data-test': 'filter-preview-run' }, 'Try it on recent events');
+  run.addEventListener('click', async () => {
+    clearProblem(problem);
+    untieProblem(filter, problem);
+    replace(result);
+    try {
+      const body = { filter: filter.value.trim() === '' ? null : filter.value.trim(), event_types: types.selected() };
+      const answer = await whileBusy(run, () => api.filterPreview(body));
+      if (!answer.data.length) {
+        replace(result, h('p', {}, `None of your ${integer(answer.scanned)} latest events is of these types.`));
+        return;
+      }
+      replace(
+        result,
+        h('p', { 'data-test': 'filter-preview-summary' }, `${integer(answer.passed)} of the ${integer(answer.data.length)} latest events of these types would have been sent.`),
+        h(
+          'ul',
+          { class: 'filter-preview-events' },
+          answer.data.map((e) =>
+            h(
+              'li',
+              { 'data-test': 'filter-preview-event', 'data-passed': String(e.passed) },
+              h('span', { class: e.passed ? 'passed' : 'dropped' }, e.passed ? 'Sent' : 'Dropped'),
+              ' ',
+              h('code', {}, e.event_type),
+              ' ',
+              shortTimeEl(e.created_at),
+              ' ',
+              h('a', { href: `#/deliveries?event_id=${encodeURIComponent(e.event_id)}` }, h('span', { class: 'visually-hidden' }, 'Deliveries of '), e.event_id),
+            ),
+          ),
+        ),
+      );
+    } catch (error) {
+      showProblem(problem, error);
+      if (error?.code === 'invalid_filter') tieProblem(filter, problem);
+    }
+  });
+  return h('div', { class: 'field' }, h('div', { class: 'actions' }, run), problem, result);
 }

@@ -38,7 +38,11 @@ export async function notificationsScreen(ctx) {
   );
   const draw = async () => {
     const answer = await api.listNotificationChannels({ signal: ctx.signal });
-    replace(list, answer.data.length ? channelList(answer.data, canChange, draw) : empty('No channels yet: nobody is told when an endpoint breaks.'));
+    replace(
+      list,
+      h('h2', { id: 'channels-heading', tabindex: '-1' }, 'Your channels'),
+      answer.data.length ? channelList(answer.data, canChange, draw) : empty('No channels yet: nobody is told when an endpoint breaks.'),
+    );
   };
   await draw();
   if (canChange) ctx.root.append(addForm(draw));
@@ -59,6 +63,14 @@ function channelList(channels, canChange, redraw) {
           'li',
           { class: 'channel', 'data-test': 'channel', 'data-kind': channel.kind },
           h('p', { class: 'channel-to' }, h('strong', {}, kindName(channel.kind)), ' ', h('code', { class: 'channel-address' }, channel.to)),
+          !channel.enabled &&
+            h(
+              'p',
+              { class: 'problem', 'data-test': 'channel-disabled' },
+              channel.disabled_reason === 'gone'
+                ? 'Disabled: the chat said this webhook is gone (the channel may have been archived). Remove it and add a new one.'
+                : 'Disabled: it failed for too long. Remove it and add it again once it works.',
+            ),
           h('p', { class: 'muted' }, `Tells of: ${channel.events.map((e) => (EVENTS.find(([value]) => value === e)?.[1] ?? e).toLowerCase()).join('; ')}.`, ' Added ', h('time', { datetime: channel.created_at }, dateTime(channel.created_at)), '.'),
           canChange && removeButton(channel, problem, redraw),
         ),
@@ -81,6 +93,8 @@ function removeButton(channel, problem, redraw) {
       await whileBusy(button, () => api.deleteNotificationChannel(channel.id));
       announce('Channel removed.');
       await redraw();
+      // The button is gone with its row: the focus goes to the list's heading.
+      document.getElementById('channels-heading')?.focus();
     } catch (error) {
       showProblem(problem, error);
     }
@@ -123,9 +137,11 @@ function addForm(redraw) {
     clearProblem(problem);
     untieProblem(to, problem);
     const picked = boxes.map((box) => box.querySelector('input')).filter((box) => box.checked).map((box) => box.value);
+    const first = boxes[0].querySelector('input');
+    untieProblem(first, problem);
     if (!picked.length) {
       replace(problem, h('p', { class: 'problem', role: 'alert', 'data-test': 'problem' }, 'Pick at least one thing to be told of.'));
-      boxes[0].querySelector('input').focus();
+      tieProblem(first, problem);
       return;
     }
     try {
@@ -137,7 +153,9 @@ function addForm(redraw) {
       await redraw();
     } catch (error) {
       showProblem(problem, error);
-      if (error?.name === 'Problem') tieProblem(to, problem);
+      // Tied to the address only when it is what was refused.
+      const detail = String(error?.detail ?? error?.message ?? '');
+      if (error?.code === 'destination_forbidden' || /^(to|url)\b/.test(detail)) tieProblem(to, problem);
     }
   });
   return h('section', { class: 'section' }, form);
