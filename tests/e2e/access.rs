@@ -35,6 +35,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("POST", "/v1/apps/{app}/portal-access") => (Admin, Some(json!({}))),
         ("POST", "/portal/session") => (Portal, Some(json!({"code": "hkp_x"}))),
         ("DELETE", "/portal/session") => (Portal, None),
+        ("POST", "/portal/session/renew") => (Portal, None),
         ("GET", "/portal/apps/{app}/" | "/portal/static/{hash}/{*file}") => (Portal, None),
         ("POST", "/v1/apps/{app}/endpoints") => (App(Endpoints), Some(json!({"url": receiver}))),
         ("GET", "/v1/apps/{app}/endpoints") => (App(Read), None),

@@ -755,6 +755,30 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         browser.check_accessibility(&format!("{name} (dark)")).await;
         browser.screenshot(&format!("{name}-dark")).await;
     }
+    // A colour of its own for dark mode, and a typeface: both applied.
+    app.call(
+        Method::PATCH,
+        &format!("/v1/apps/{app_id}"),
+        Some(
+            &json!({"portal": {"theme": "dark", "brand_color": "#102040",
+            "brand_color_dark": "#8ab4f8", "font": "serif"}}),
+        ),
+        200,
+    )
+    .await;
+    browser.open(&screen(&app, &app_id, "/endpoints")).await;
+    browser.client.refresh().await.unwrap();
+    browser.wait_for("[data-test=endpoint-new]").await;
+    let look = browser
+        .run(
+            "return [getComputedStyle(document.querySelector('[data-test=endpoint-new]')).backgroundColor,
+                     getComputedStyle(document.body).fontFamily.split(',')[0]];",
+        )
+        .await;
+    assert_eq!(look, json!(["rgb(138, 180, 248)", "Charter"]));
+    browser
+        .check_accessibility("endpoints (dark colour, serif)")
+        .await;
     browser.close().await;
 }
 
@@ -955,6 +979,7 @@ async fn links_work_once_and_only_allowed_origins_frame_the_portal() {
             &app_id.parse().unwrap(),
             hookline_core::portal::default_capabilities(),
             now + std::time::Duration::from_secs(3),
+            std::time::Duration::from_secs(3),
             now,
         )
         .await
@@ -1244,5 +1269,73 @@ async fn a_filter_is_tried_on_recent_events_before_it_is_saved() {
         app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
         json!([])
     );
+    browser.close().await;
+}
+
+/// A session says before it ends, stays when asked (renewed on the server),
+/// and when it does end the page says so and keeps the screen in the address.
+/// (A session of eight seconds, made through the store: links made over the
+/// API open sessions of five minutes at least.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_says_before_it_ends_stays_when_asked_and_its_end_keeps_the_screen() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let app_id = app.create_app().await;
+    let code = "hkp_eight_seconds";
+    let now = hookline_core::time::Timestamp::from_system_time(std::time::SystemTime::now());
+    app.store()
+        .apps()
+        .create_portal_code(
+            &hookline_core::signing::api_key::hash(code),
+            &app_id.parse().unwrap(),
+            hookline_core::portal::default_capabilities(),
+            now + std::time::Duration::from_secs(60),
+            std::time::Duration::from_secs(8),
+            now,
+        )
+        .await
+        .unwrap();
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&format!(
+            "{}/portal/apps/{app_id}/#code={code}&to=/catalog",
+            app.base
+        ))
+        .await;
+    browser
+        .wait_text("main h1", "the named screen", |t| t == "Event catalog")
+        .await;
+    let stored = "return JSON.parse(sessionStorage.getItem('hookline.portal.session.' + location.pathname.split('/')[3])).expires_at;";
+    let before = browser.run(stored).await;
+    // Halfway through its span, the notice says when it ends.
+    browser
+        .wait_text("[data-test=session-ending]", "the notice", |t| {
+            t.contains("Your session ends at")
+        })
+        .await;
+    browser.check_accessibility("session notice").await;
+    browser.click("[data-test=session-stay]").await;
+    let after = wait_until(PATIENCE, "the renewed session", || async {
+        let hidden = browser
+            .run("return document.getElementById('session-notice').hidden;")
+            .await;
+        let after = browser.run(stored).await;
+        (hidden == json!(true) && after != before).then_some(after)
+    })
+    .await;
+    let (before, after) = (
+        hookline_core::time::Timestamp::parse_rfc3339(before.as_str().unwrap()).unwrap(),
+        hookline_core::time::Timestamp::parse_rfc3339(after.as_str().unwrap()).unwrap(),
+    );
+    assert!(after > before, "renewed: {before:?} → {after:?}");
+    // Left alone, it ends: the page says so, and the address keeps the screen.
+    let page = browser
+        .wait_text("[data-test=error-page]", "the session's end", |t| {
+            !t.is_empty()
+        })
+        .await;
+    assert!(page.to_lowercase().contains("expired"), "{page}");
+    let url = browser.client.current_url().await.unwrap();
+    assert!(url.as_str().ends_with("#/catalog"), "{url}");
     browser.close().await;
 }

@@ -129,7 +129,23 @@ async fn a_link_opens_one_session_with_its_capabilities(engine: Engine) {
     assert_eq!(status, 200, "{session}");
     assert_eq!(session["app_id"], a);
     assert_eq!(session["capabilities"], json!(["read"]));
-    assert_eq!(session["expires_at"], read_only["expires_at"]);
+    // The session lasts its own span (an hour by default) from sign-in, apart
+    // from the link's end, and can be renewed up to 12 hours after sign-in.
+    let time =
+        |v: &Value| hookline_core::time::Timestamp::parse_rfc3339(v.as_str().unwrap()).unwrap();
+    let signed_in = hookline_core::time::Timestamp::from_system_time(std::time::SystemTime::now());
+    let hour = std::time::Duration::from_secs(3_600);
+    let ends = time(&session["expires_at"]);
+    assert!(
+        ends <= signed_in + hour && ends > signed_in + hour - std::time::Duration::from_secs(60),
+        "{session}"
+    );
+    let until = time(&session["renewable_until"]);
+    assert!(
+        until <= signed_in + hour * 12
+            && until > signed_in + hour * 12 - std::time::Duration::from_secs(60),
+        "{session}"
+    );
     assert_eq!(headers["cache-control"], "no-store");
     let token = session["token"].as_str().unwrap();
 
@@ -252,7 +268,24 @@ async fn a_session_signs_out_and_its_key_stops_working(engine: Engine) {
         async move { as_session(app, &key, method, &path, Value::Null).await }
     };
     assert_eq!(call(token, Method::GET, &endpoints).await, 200);
+    // Renewed while in use: its end moves (never past its renewable limit).
+    let renewed = app
+        .http
+        .post(format!("{}/portal/session/renew", app.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renewed.status(), 200);
+    let renewed: Value = renewed.json().await.unwrap();
+    assert!(renewed["expires_at"].as_str().unwrap() >= session["expires_at"].as_str().unwrap());
+    assert_eq!(renewed["renewable_until"], session["renewable_until"]);
     assert_eq!(call(token, Method::DELETE, "/portal/session").await, 204);
+    // Signed out: nothing left to renew.
+    assert_eq!(
+        call(token, Method::POST, "/portal/session/renew").await,
+        404
+    );
     assert_eq!(call(token, Method::GET, &endpoints).await, 401);
     assert_eq!(call(token, Method::DELETE, "/portal/session").await, 204);
 
@@ -266,6 +299,11 @@ async fn a_session_signs_out_and_its_key_stops_working(engine: Engine) {
         .await;
     let backend = backend["key"].as_str().unwrap();
     assert_eq!(call(backend, Method::DELETE, "/portal/session").await, 404);
+    // A key that is no session's is not renewed either.
+    assert_eq!(
+        call(backend, Method::POST, "/portal/session/renew").await,
+        404
+    );
     assert_eq!(call(backend, Method::GET, &endpoints).await, 200);
     // Nor is the admin key (the test client's own).
     app.call(Method::DELETE, "/portal/session", None, 404).await;
@@ -308,6 +346,7 @@ async fn codes_that_cannot_open_a_session_say_why(engine: Engine) {
             &app_id,
             hookline_core::portal::default_capabilities(),
             past,
+            std::time::Duration::from_secs(3_600),
             past,
         )
         .await

@@ -2462,6 +2462,8 @@ async fn portal_settings_round_trip(engine: Engine) {
     let settings = PortalSettings {
         display_name: Some("Acme Webhooks".into()),
         brand_color: Some("#0a7cff".into()),
+        brand_color_dark: Some("#8ab4f8".into()),
+        font: hookline_core::portal::Font::Rounded,
         logo_url: Some("https://cdn.example.com/acme.svg".into()),
         theme: Theme::Dark,
         frame_origins: vec!["https://app.acme.example".into()],
@@ -2533,18 +2535,32 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     let capabilities: Capabilities = [Capability::Read, Capability::Replay].into_iter().collect();
     store
         .apps()
-        .create_portal_code("code-1", &app, capabilities, t(3_600), t(0))
+        .create_portal_code(
+            "code-1",
+            &app,
+            capabilities,
+            t(3_600),
+            Duration::from_secs(3_600),
+            t(0),
+        )
         .await
         .unwrap();
     store
         .apps()
-        .create_portal_code("code-2", &app, capabilities, t(60), t(0))
+        .create_portal_code(
+            "code-2",
+            &app,
+            capabilities,
+            t(60),
+            Duration::from_secs(3_600),
+            t(0),
+        )
         .await
         .unwrap();
 
     // The first exchange makes the session: an app key with the code's
     // capabilities, ending when the code would have.
-    let PortalExchange::Session(session) = store
+    let PortalExchange::Session(session, renewable_until) = store
         .apps()
         .exchange_portal_code("code-1", "session-1", t(10))
         .await
@@ -2559,7 +2575,10 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
             capabilities
         }
     );
-    assert_eq!(session.expires_at, Some(t(3_600)));
+    // It lasts its own span from sign-in (an hour), not the link's end, and
+    // renews up to 12 hours after sign-in.
+    assert_eq!(session.expires_at, Some(t(3_610)));
+    assert_eq!(renewable_until, Some(t(10 + 12 * 3_600)));
     assert_eq!(session.name, SESSION_KEY_NAME);
     assert_eq!(
         store.apps().find_api_key("session-1").await.unwrap(),
@@ -2601,10 +2620,86 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
         );
     }
 
+    // Renewed while in use: its span again from the renewal, never past 12 h
+    // after sign-in; a key that is no session, or a session over, is not.
+    let renewed = store
+        .apps()
+        .renew_portal_session("session-1", t(1_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        renewed,
+        Some(Renewed {
+            expires_at: t(4_600),
+            renewable_until: t(10 + 12 * 3_600)
+        })
+    );
+    assert_eq!(
+        store
+            .apps()
+            .find_api_key("session-1")
+            .await
+            .unwrap()
+            .unwrap()
+            .expires_at,
+        Some(t(4_600))
+    );
+    let late = t(10 + 12 * 3_600 - 60);
+    store
+        .apps()
+        .renew_portal_session("session-1", t(4_000))
+        .await
+        .unwrap();
+    let mut at = t(4_000);
+    while at < late {
+        at = store
+            .apps()
+            .renew_portal_session("session-1", at)
+            .await
+            .unwrap()
+            .unwrap()
+            .expires_at
+            - Duration::from_secs(60);
+    }
+    let capped = store
+        .apps()
+        .renew_portal_session("session-1", late)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        capped.expires_at,
+        t(10 + 12 * 3_600),
+        "capped 12 h after sign-in"
+    );
+    assert_eq!(
+        store
+            .apps()
+            .renew_portal_session("session-1", t(10 + 12 * 3_600))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store
+            .apps()
+            .renew_portal_session("nope", t(20))
+            .await
+            .unwrap(),
+        None
+    );
+
     // Racing exchanges of one code open one session.
     store
         .apps()
-        .create_portal_code("code-3", &app, capabilities, t(3_600), t(0))
+        .create_portal_code(
+            "code-3",
+            &app,
+            capabilities,
+            t(3_600),
+            Duration::from_secs(3_600),
+            t(0),
+        )
         .await
         .unwrap();
     let races: Vec<_> = (0..8)
@@ -2625,17 +2720,24 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
     }
     let sessions = outcomes
         .iter()
-        .filter(|o| matches!(o, PortalExchange::Session(_)))
+        .filter(|o| matches!(o, PortalExchange::Session(..)))
         .count();
     assert_eq!(sessions, 1, "{outcomes:?}");
     assert!(outcomes
         .iter()
-        .all(|o| matches!(o, PortalExchange::Session(_) | PortalExchange::Used)));
+        .all(|o| matches!(o, PortalExchange::Session(..) | PortalExchange::Used)));
 
     // Revoking the app's keys ends its sessions and the links not yet opened.
     store
         .apps()
-        .create_portal_code("code-4", &app, capabilities, t(3_600), t(0))
+        .create_portal_code(
+            "code-4",
+            &app,
+            capabilities,
+            t(3_600),
+            Duration::from_secs(3_600),
+            t(0),
+        )
         .await
         .unwrap();
     let revoked = store.apps().revoke_app_keys(&app).await.unwrap();

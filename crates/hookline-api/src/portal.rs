@@ -42,6 +42,7 @@ const FILES: &[(&str, &[u8])] = files![
     "js/dom.js",
     "js/format.js",
     "js/main.js",
+    "js/renewal.js",
     "js/router.js",
     "js/screens/catalog.js",
     "js/screens/deliveries.js",
@@ -220,9 +221,18 @@ pub(crate) async fn access(
     let PortalAccess {
         capabilities,
         ttl_secs,
+        session_secs,
         screen,
         redeem,
     } = body.value;
+    let session = session_secs.unwrap_or(portal::DEFAULT_SESSION_SECS);
+    if !(portal::MIN_SESSION_SPAN_SECS..=portal::MAX_SESSION_SPAN_SECS).contains(&session) {
+        return Err(ApiError::Validation(format!(
+            "session_secs must be between {} (5 minutes) and {} (12 hours)",
+            portal::MIN_SESSION_SPAN_SECS,
+            portal::MAX_SESSION_SPAN_SECS
+        )));
+    }
     if let Some(screen) = &screen {
         let path = screen.split('?').next().unwrap_or_default();
         let ok = screen.starts_with('/')
@@ -261,6 +271,7 @@ pub(crate) async fn access(
             &app.id,
             capabilities,
             expires_at,
+            std::time::Duration::from_secs(session),
             now,
         )
         .await?;
@@ -307,7 +318,12 @@ pub(crate) struct PortalSession {
     session_id: String,
     app_id: String,
     capabilities: Vec<Capability>,
+    /// When the session ends unless it is renewed (`POST /portal/session/renew`).
     expires_at: Timestamp,
+    /// The latest a renewal can take it to (12 h after sign-in); absent: it
+    /// cannot be renewed (a session of a link made before sessions were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    renewable_until: Option<Timestamp>,
 }
 
 /// `POST /portal/session`: a portal link's code, exchanged once for a session.
@@ -326,8 +342,8 @@ pub(crate) async fn session(
             state.clock.now(),
         )
         .await?;
-    let key = match exchange {
-        PortalExchange::Session(key) => key,
+    let (key, renewable_until) = match exchange {
+        PortalExchange::Session(key, renewable_until) => (key, renewable_until),
         PortalExchange::Unknown => return Err(ApiError::PortalCode(PortalCode::Invalid)),
         PortalExchange::Used => return Err(ApiError::PortalCode(PortalCode::Used)),
         PortalExchange::Expired => return Err(ApiError::PortalCode(PortalCode::Expired)),
@@ -343,7 +359,44 @@ pub(crate) async fn session(
         app_id: app.to_string(),
         capabilities: capabilities.iter().collect(),
         expires_at: key.expires_at.unwrap_or(Timestamp::from_millis(i64::MAX)),
+        renewable_until,
     }))
+}
+
+/// `POST /portal/session/renew`: the portal session whose key is the bearer
+/// lasts its span again from now, never past 12 h after sign-in (the portal
+/// calls it while the customer uses it). 404 when there is no live session
+/// under the bearer that can be renewed (none given, over, signed out, a key
+/// that is not a session's, or a session that ends with its old link).
+pub(crate) async fn renew(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<Json<RenewedSession>> {
+    let hash = match crate::auth::authenticate(&state, &headers).await {
+        Ok(Caller(_, hash)) => hash,
+        Err(ApiError::Unauthorized(_)) => return Err(ApiError::NotFound("portal session")),
+        Err(error) => return Err(error),
+    };
+    let renewed = state
+        .store
+        .apps()
+        .renew_portal_session(&hash, state.clock.now())
+        .await?
+        .ok_or(ApiError::NotFound("portal session"))?;
+    // This process's cached copy holds the old end.
+    state.keys.remove(&hash);
+    Ok(Json(RenewedSession {
+        expires_at: renewed.expires_at,
+        renewable_until: renewed.renewable_until,
+    }))
+}
+
+/// A renewed session's new end.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(crate) struct RenewedSession {
+    expires_at: Timestamp,
+    /// The latest a renewal can take it to (12 h after sign-in).
+    renewable_until: Timestamp,
 }
 
 /// `DELETE /portal/session`: signs out the portal session whose key is the

@@ -11,10 +11,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::{Capabilities, Capability};
 
-/// How long a portal link and the session it opens last unless asked otherwise.
+/// How long a portal link may be opened, and how long the session it opens
+/// lasts between renewals, unless asked otherwise.
 pub const DEFAULT_SESSION_SECS: u64 = 60 * 60;
-/// The longest a portal link and its session may last.
+/// The longest a portal link may wait to be opened.
 pub const MAX_SESSION_SECS: u64 = 7 * 24 * 60 * 60;
+/// The shortest and longest a session may last between renewals (it is never
+/// renewed past 12 hours after sign-in, `hookline_store::SESSION_CAP`).
+pub const MIN_SESSION_SPAN_SECS: u64 = 5 * 60;
+pub const MAX_SESSION_SPAN_SECS: u64 = 12 * 60 * 60;
 
 /// What a portal session may do unless the SaaS grants more.
 pub fn default_capabilities() -> Capabilities {
@@ -30,6 +35,23 @@ pub enum Theme {
     System,
     Light,
     Dark,
+}
+
+/// The portal's typeface: a stack of fonts the customer's system already has
+/// (the page loads none: its CSP allows no font source).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Font {
+    /// The system's interface font (San Francisco, Segoe UI, Roboto, …).
+    #[default]
+    System,
+    /// A humanist sans (Seravek, Gill Sans Nova, Ubuntu, Calibri, …).
+    Humanist,
+    /// A book serif (Charter, Sitka, Cambria, …).
+    Serif,
+    /// A rounded sans (SF Rounded, Quicksand, Comfortaa, …).
+    Rounded,
 }
 
 /// An app's portal settings (`portal` in the app's API view).
@@ -52,6 +74,15 @@ pub struct PortalSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(pattern = r"^#[0-9a-fA-F]{6}$"))]
     pub brand_color: Option<String>,
+    /// The accent colour in dark mode, `#rrggbb`, with `brand_color` (default:
+    /// `brand_color`); either is lightened on the dark page until buttons
+    /// stand out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^#[0-9a-fA-F]{6}$"))]
+    pub brand_color_dark: Option<String>,
+    /// The typeface.
+    #[serde(default, skip_serializing_if = "is_system")]
+    pub font: Font,
     /// An `https://` URL of a logo image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
@@ -86,6 +117,10 @@ pub struct PortalSettings {
     pub sign_in_url: Option<String>,
 }
 
+fn is_system(font: &Font) -> bool {
+    *font == Font::System
+}
+
 /// A setting that is not acceptable, with a message that says which and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -109,11 +144,15 @@ impl PortalSettings {
                 )));
             }
         }
-        if let Some(color) = &self.brand_color {
+        for (field, color) in [
+            ("brand_color", &self.brand_color),
+            ("brand_color_dark", &self.brand_color_dark),
+        ] {
+            let Some(color) = color else { continue };
             let hex = color.strip_prefix('#').unwrap_or("");
             if hex.len() != 6 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(InvalidSettings(format!(
-                    "portal.brand_color {color:?} must be a colour as #rrggbb"
+                    "portal.{field} {color:?} must be a colour as #rrggbb"
                 )));
             }
         }
@@ -406,6 +445,8 @@ mod tests {
         let ok = PortalSettings {
             display_name: Some("Acme".into()),
             brand_color: Some("#1A2b3C".into()),
+            brand_color_dark: Some("#8ab4f8".into()),
+            font: Font::Serif,
             logo_url: Some("https://cdn.example.com/logo.svg".into()),
             theme: Theme::Dark,
             frame_origins: vec![],
@@ -413,6 +454,10 @@ mod tests {
         };
         assert_eq!(ok.clone().validated(), Ok(ok));
         for bad in [
+            PortalSettings {
+                brand_color_dark: Some("#12345".into()),
+                ..Default::default()
+            },
             PortalSettings {
                 brand_color: Some("red".into()),
                 ..Default::default()

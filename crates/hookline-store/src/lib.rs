@@ -74,7 +74,7 @@ pub use event_types::MAX_EVENT_TYPES;
 pub use gauges::{LaneGauges, QueueGauges, FAILING_AFTER, GAUGE_CAP};
 pub use incidents::{EndpointTrouble, WAITING_CAP};
 pub use operational::{PendingNotice, Source as NoticeSource};
-pub use portal::{PortalExchange, SESSION_KEY_NAME};
+pub use portal::{PortalExchange, Renewed, SESSION_CAP, SESSION_KEY_NAME};
 pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};

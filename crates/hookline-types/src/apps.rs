@@ -74,10 +74,16 @@ pub struct PortalAccess {
     /// `endpoints`, `secrets`, `replay`, `publish` (a test send of an edited payload).
     #[serde(default)]
     pub capabilities: Vec<hookline_core::access::Capability>,
-    /// How long the link, and the session it opens, last: 60 s to 7 days, default 1 h.
+    /// How long the link may wait to be opened: 60 s to 7 days, default 1 h.
     #[schema(minimum = 60, maximum = 604_800)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u64>,
+    /// How long the session it opens lasts between renewals: 5 min to 12 h,
+    /// default 1 h. The portal renews it while the customer uses it, never
+    /// past 12 h after sign-in (docs/portal.md, "Sessions").
+    #[schema(minimum = 300, maximum = 43_200)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_secs: Option<u64>,
     /// The screen the portal opens on once signed in: a portal route such as
     /// `/deliveries/dlv_…`, `/endpoints/ep_…` or `/deliveries?state=dead`
     /// (default: `/status`, what is wrong now).
@@ -107,7 +113,7 @@ pub enum Redeem {
 pub struct PortalLink {
     /// The link to hand the customer: it opens the portal once.
     pub url: String,
-    /// When the link, and the session it opens, stop working.
+    /// When the link stops working if it has not been opened.
     pub expires_at: Timestamp,
     pub capabilities: Vec<hookline_core::access::Capability>,
 }

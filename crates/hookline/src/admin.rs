@@ -94,9 +94,13 @@ pub enum AdminCommand {
         /// (comma-separated).
         #[arg(long, value_delimiter = ',')]
         capabilities: Vec<String>,
-        /// How long the link and its session last: `30m`, `8h`, `7d` (at most 7 days).
+        /// How long the link may wait to be opened: `30m`, `8h`, `7d` (at most 7 days).
         #[arg(long, default_value = "1h")]
         ttl: humantime::Duration,
+        /// How long its session lasts between renewals (renewed while in use,
+        /// never past 12 h after sign-in): `5m` to `12h`.
+        #[arg(long, default_value = "1h")]
+        session: humantime::Duration,
     },
 }
 
@@ -250,6 +254,7 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
             app,
             capabilities,
             ttl,
+            session,
         } => {
             let access = PortalAccess {
                 capabilities: capabilities
@@ -257,6 +262,7 @@ pub async fn run(args: AdminArgs, token: &str, out: &mut impl Write) -> anyhow::
                     .map(|name| named(name))
                     .collect::<anyhow::Result<_>>()?,
                 ttl_secs: Some(ttl.as_secs()),
+                session_secs: Some(session.as_secs()),
                 screen: None,
                 redeem: None,
             };

@@ -133,6 +133,7 @@ function appPath(...parts) {
 export const exchangeCode = (code) => request('POST', '/portal/session', { body: { code }, auth: false });
 /** `DELETE /portal/session`: signs this session out; its key stops working. */
 export const signOut = () => request('DELETE', '/portal/session');
+export const renewSession = () => request('POST', '/portal/session/renew');
 
 /** No request after this one sends the session's key (signed out). */
 export function forget() {

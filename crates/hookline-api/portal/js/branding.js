@@ -1,4 +1,5 @@
-// branding.js — the provider's look: name, logo, brand colour and theme.
+// branding.js — the provider's look: name, logo, brand colours (light and
+// dark), typeface and theme.
 //
 // Everything is set through the DOM and CSSOM (never a style attribute in
 // markup, which the CSP forbids). The brand colour only tints accents; text
@@ -18,8 +19,21 @@ export function applyBranding(app) {
   const portal = app.portal ?? {};
   document.getElementById('brand-name').textContent = portalName(app);
   showLogo(portal.logo_url);
-  applyColour(portal.brand_color);
+  applyColour(portal.brand_color, portal.brand_color_dark);
+  applyFont(portal.font);
   applyTheme(portal.theme);
+}
+
+/** Font stacks of fonts systems already have (the CSP loads none). */
+const FONTS = {
+  humanist: "Seravek, 'Gill Sans Nova', Ubuntu, Calibri, 'DejaVu Sans', source-sans-pro, sans-serif",
+  serif: "Charter, 'Bitstream Charter', 'Sitka Text', Cambria, serif",
+  rounded: "ui-rounded, 'Hiragino Maru Gothic ProN', Quicksand, Comfortaa, Manjari, 'Arial Rounded MT', 'Arial Rounded MT Bold', Calibri, source-sans-pro, sans-serif",
+};
+
+function applyFont(font) {
+  const stack = Object.hasOwn(FONTS, font) ? FONTS[font] : null;
+  if (stack) document.documentElement.style.setProperty('--font', stack);
 }
 
 function showLogo(url) {
@@ -34,12 +48,14 @@ function showLogo(url) {
   logo.hidden = false;
 }
 
-function applyColour(colour) {
+function applyColour(colour, darkColour) {
   if (typeof colour !== 'string' || !HEX_COLOUR.test(colour)) return;
   const root = document.documentElement.style;
-  // On the dark page a dark brand colour would leave a button no edge: it is
-  // lightened there until it stands out (3:1, WCAG 1.4.11).
-  const dark = standingOut(colour, DARK_BACKGROUND, 3);
+  // On the dark page, the dark-mode colour if the app has one, else the brand
+  // colour; a colour too dark there would leave a button no edge: it is
+  // lightened until it stands out (3:1, WCAG 1.4.11).
+  const forDark = typeof darkColour === 'string' && HEX_COLOUR.test(darkColour) ? darkColour : colour;
+  const dark = standingOut(forDark, DARK_BACKGROUND, 3);
   root.setProperty('--brand', `light-dark(${colour}, ${dark})`);
   root.setProperty('--on-brand', `light-dark(${readableOn(colour)}, ${readableOn(dark)})`);
 }

@@ -13,6 +13,7 @@
 
 import * as api from './api.js';
 import * as session from './session.js';
+import { keepAlive } from './renewal.js';
 import { applyBranding, portalName } from './branding.js';
 import { createRouter } from './router.js';
 import { h } from './dom.js';
@@ -42,6 +43,7 @@ let appKey = null;
 let signedOut = false;
 let router = null;
 let stopExpiryTimer = () => {};
+let keeper = null;
 
 document.getElementById('skip-link').addEventListener('click', (event) => {
   // The fragment is the router's: move focus without changing it.
@@ -94,6 +96,7 @@ async function boot() {
     return;
   }
   api.configure({ token: current.token, app: current.app_id, onSessionEnded: ended });
+  // Until the app is read (its frame origins), its end alone is watched.
   stopExpiryTimer = session.whenExpired(current, () => ended(null));
 
   try {
@@ -108,6 +111,15 @@ async function boot() {
     return;
   }
   applyBranding(app);
+  // From here on the session is renewed while in use, and says before it ends.
+  stopExpiryTimer();
+  keeper = keepAlive({
+    current,
+    save: (kept) => session.save(appKey, kept),
+    onEnded: () => ended(null),
+    frameOrigins: app.portal?.frame_origins ?? [],
+  });
+  stopExpiryTimer = () => keeper.stop();
   const can = (capability) => session.can(current, capability);
   buildNav(can);
   router = createRouter({

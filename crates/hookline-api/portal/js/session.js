@@ -60,13 +60,18 @@ export function dropLink(app) {
   sessionStorage.removeItem(LINK_PREFIX + app);
 }
 
-/** Keeps `{token, app_id, capabilities, expires_at}` for this tab. */
+/**
+ * Keeps `{token, app_id, capabilities, expires_at, renewable_until, span_ms}`
+ * for this tab (`span_ms`: how long it lasts between renewals, as first seen).
+ */
 export function save(app, session) {
   const kept = {
     token: session.token,
     app_id: session.app_id ?? app,
     capabilities: session.capabilities ?? [],
     expires_at: session.expires_at ?? null,
+    renewable_until: session.renewable_until ?? null,
+    span_ms: session.span_ms ?? (session.expires_at ? Date.parse(session.expires_at) - Date.now() : null),
   };
   sessionStorage.setItem(KEY_PREFIX + app, JSON.stringify(kept));
   return kept;

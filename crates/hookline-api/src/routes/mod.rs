@@ -142,6 +142,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("Revoke an API key").answers(204, Empty).errors(&["conflict"])),
         (M::POST, "/portal/session", Portal, post(crate::portal::session).layer(portal_headers()),
             Doc::new("Exchange a portal link's one-time code for a session (docs/portal.md)").body(schema::<crate::portal::SessionRequest>).answers(200, Json(schema::<crate::portal::PortalSession>)).errors(&["portal_code_invalid", "portal_code_used", "portal_code_expired"])),
+        (M::POST, "/portal/session/renew", Portal, post(crate::portal::renew).layer(portal_headers()),
+            Doc::new("Renew the portal session whose key is the bearer: its span again from now, never past 12 h after sign-in (docs/portal.md)").answers(200, Json(schema::<crate::portal::RenewedSession>)).errors(&["not_found"])),
         (M::DELETE, "/portal/session", Portal, delete(crate::portal::sign_out).layer(portal_headers()),
             Doc::new("Sign out: end the portal session whose key is the bearer; 204 also when there is none left (docs/portal.md)").answers(204, Empty).errors(&["not_found"])),
         (M::GET, "/portal/apps/{app}/", Portal, get(crate::portal::page).layer(portal_headers()),

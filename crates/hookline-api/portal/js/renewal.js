@@ -1,0 +1,126 @@
+// renewal.js — a session that lasts while it is used, and says before it ends.
+//
+// The server renews a session (POST /portal/session/renew) to its span again
+// from now, never past 12 hours after sign-in (`renewable_until`). Here:
+// - using the portal (a click, a key, a screen change) renews it once less
+//   than half of its span is left, at most once a minute;
+// - five minutes before it ends (halfway, for a shorter span), a notice says
+//   when, with "Stay signed in" while it can still be renewed;
+// - a portal in a frame that cannot be renewed any more asks its parent page
+//   for a new link (`postMessage`, `{type: "webhooks-portal:session-ending"}`
+//   to each of the app's frame origins) and opens the link the parent sends
+//   back (`{type: "webhooks-portal:link", url}`), if it is a link to this portal;
+// - when it ends, `onEnded` is called.
+
+import * as api from './api.js';
+import { h, replace } from './dom.js';
+import { clockTime } from './format.js';
+
+const WARN_BEFORE_MS = 5 * 60 * 1000;
+const RENEW_AT_MOST_EVERY_MS = 60 * 1000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Keeps `current` (`{expires_at, renewable_until, span_ms}`) alive; `save(current)`
+ * after each renewal; `frameOrigins` the app's (empty: not framed). Returns
+ * `stop()`.
+ */
+export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
+  const notice = document.getElementById('session-notice');
+  let timers = [];
+  let lastRenewal = 0;
+  let asked = false;
+  const end = () => Date.parse(current.expires_at);
+  const renewable = () => current.renewable_until && Date.now() < Date.parse(current.renewable_until) - 1000;
+
+  const clearTimers = () => {
+    timers.forEach(clearTimeout);
+    timers = [];
+  };
+  const at = (when, action) => {
+    const arm = () => {
+      const wait = when - Date.now();
+      if (wait <= 0) return action();
+      timers.push(setTimeout(arm, Math.min(wait, MAX_TIMER_MS)));
+    };
+    arm();
+  };
+  const schedule = () => {
+    clearTimers();
+    if (!current.expires_at) return;
+    // Five minutes before, or halfway through a shorter span.
+    at(end() - Math.min(WARN_BEFORE_MS, (current.span_ms ?? WARN_BEFORE_MS * 2) / 2), warn);
+    at(end(), () => {
+      stop();
+      onEnded();
+    });
+  };
+
+  async function renew() {
+    lastRenewal = Date.now();
+    try {
+      const renewed = await api.renewSession();
+      current.expires_at = renewed.expires_at;
+      current.renewable_until = renewed.renewable_until;
+      current.span_ms = Date.parse(renewed.expires_at) - Date.now();
+      save(current);
+      replace(notice);
+      notice.hidden = true;
+      schedule();
+      return true;
+    } catch {
+      // A session already over ends through the API's 401; anything else is
+      // tried again on the next use or from the notice.
+      return false;
+    }
+  }
+
+  function warn() {
+    const ends = `Your session ends at ${clockTime(current.expires_at)}.`;
+    notice.hidden = false;
+    if (renewable()) {
+      const stay = h('button', { type: 'button', 'data-test': 'session-stay' }, 'Stay signed in');
+      stay.addEventListener('click', async () => {
+        if (!(await renew())) replace(notice, h('p', {}, ends, ' It could not be renewed; try again in a moment.'), stay);
+      });
+      replace(notice, h('p', { 'data-test': 'session-ending' }, ends, ' '), stay);
+      return;
+    }
+    replace(notice, h('p', { 'data-test': 'session-ending' }, ends, ' To go on after that, open the portal through a new link.'));
+    if (window.parent !== window && !asked) {
+      asked = true;
+      for (const origin of frameOrigins) {
+        window.parent.postMessage({ type: 'webhooks-portal:session-ending', expires_at: current.expires_at }, origin);
+      }
+    }
+  }
+
+  // Use renews, once less than half of the span is left.
+  const used = () => {
+    const left = end() - Date.now();
+    if (!renewable() || left > (current.span_ms ?? 0) / 2 || Date.now() - lastRenewal < RENEW_AT_MOST_EVERY_MS) return;
+    renew();
+  };
+  const events = ['pointerdown', 'keydown', 'hashchange'];
+  events.forEach((name) => window.addEventListener(name, used, { passive: true }));
+
+  // A new link from the parent page (a framed portal), for this portal only.
+  const fromParent = (event) => {
+    if (!frameOrigins.includes(event.origin) || event.data?.type !== 'webhooks-portal:link') return;
+    const url = String(event.data.url ?? '');
+    const here = `${location.origin}${location.pathname}#code=`;
+    if (!url.startsWith(here)) return;
+    location.replace(url);
+    location.reload();
+  };
+  window.addEventListener('message', fromParent);
+
+  function stop() {
+    clearTimers();
+    events.forEach((name) => window.removeEventListener(name, used));
+    window.removeEventListener('message', fromParent);
+    notice.hidden = true;
+  }
+  schedule();
+  return { stop, renew };
+}
