@@ -489,6 +489,16 @@ impl Drop for InProgress {
     }
 }
 
+/// A receiver answering whatever status the returned cell holds (set it to switch).
+pub async fn switchable(status: u16) -> (Receiver, Arc<std::sync::atomic::AtomicU16>) {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    let current = Arc::new(AtomicU16::new(status));
+    let answer = current.clone();
+    let receiver =
+        Receiver::start_with(move |_| Reply::status(answer.load(Ordering::SeqCst))).await;
+    (receiver, current)
+}
+
 /// A real HTTP receiver on 127.0.0.1:0 answering from a script (then 200).
 pub struct Receiver {
     pub url: String,

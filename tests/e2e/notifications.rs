@@ -3,14 +3,13 @@
 //! at a real HTTP receiver — told when the app's endpoints break, through the
 //! same pipeline as every delivery (the internal app's endpoints).
 
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
+use crate::helpers::{both_engines, switchable, wait_until, Engine, Receiver, TestApp};
 use crate::smtp::SmtpServer;
 
 both_engines!(
@@ -40,15 +39,6 @@ async fn channel(app: &TestApp, app_id: &str, body: Value) -> Value {
         201,
     )
     .await
-}
-
-/// A receiver answering whatever status `status` holds.
-async fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
-    let current = Arc::new(AtomicU16::new(status));
-    let answer = current.clone();
-    let receiver =
-        Receiver::start_with(move |_| Reply::status(answer.load(Ordering::SeqCst))).await;
-    (receiver, current)
 }
 
 async fn fail_twenty_five_times(app: &TestApp, app_id: &str, customer: &Receiver) {

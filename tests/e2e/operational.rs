@@ -3,7 +3,7 @@
 //! internal app `hookline`, delivered to the endpoints the operator gave it.
 //! Each test runs real receivers: the customer's, and the operator's.
 
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use hookline_core::time::{ManualClock, Timestamp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_engines, wait_until, Engine, Receiver, Reply, TestApp};
+use crate::helpers::{both_engines, switchable, wait_until, Engine, Receiver, TestApp};
 
 both_engines!(
     twenty_failures_make_one_failing_and_a_success_one_recovered,
@@ -37,15 +37,6 @@ async fn spawn(engine: Engine) -> TestApp {
 async fn operational_endpoint(app: &TestApp, url: &str, types: &[&str]) -> Value {
     app.create_endpoint_with("hookline", url, json!({"event_types": types}))
         .await
-}
-
-/// A receiver answering whatever status `status` holds.
-async fn switchable(status: u16) -> (Receiver, Arc<AtomicU16>) {
-    let current = Arc::new(AtomicU16::new(status));
-    let answer = current.clone();
-    let receiver =
-        Receiver::start_with(move |_| Reply::status(answer.load(Ordering::SeqCst))).await;
-    (receiver, current)
 }
 
 /// What a notice's event adds for people when it is told (`hookline_core::notify`),

@@ -278,7 +278,13 @@ async fn a_session_signs_out_and_its_key_stops_working(engine: Engine) {
         .unwrap();
     assert_eq!(renewed.status(), 200);
     let renewed: Value = renewed.json().await.unwrap();
-    assert!(renewed["expires_at"].as_str().unwrap() >= session["expires_at"].as_str().unwrap());
+    let time =
+        |v: &Value| hookline_core::time::Timestamp::parse_rfc3339(v.as_str().unwrap()).unwrap();
+    assert!(
+        time(&renewed["expires_at"]) > time(&session["expires_at"]),
+        "{renewed} after {session}"
+    );
+    assert_eq!(call(token, Method::GET, &endpoints).await, 200);
     assert_eq!(renewed["renewable_until"], session["renewable_until"]);
     assert_eq!(call(token, Method::DELETE, "/portal/session").await, 204);
     // Signed out: nothing left to renew.

@@ -2688,6 +2688,31 @@ async fn portal_codes_open_one_session_until_they_expire(engine: Engine) {
             .unwrap(),
         None
     );
+    // An app key that is no session (even one named like one) is not renewed
+    // (keys of another app, so this app's revocation below counts its sessions).
+    let scope = KeyScope::App {
+        app: crate::store_contract::app(&store).await,
+        capabilities,
+    };
+    for (hash, name) in [
+        ("backend-key", "backend"),
+        ("named-like-one", SESSION_KEY_NAME),
+    ] {
+        store
+            .apps()
+            .create_api_key(hash, &scope, name, Some(t(3_600)), t(0))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .apps()
+                .renew_portal_session(hash, t(20))
+                .await
+                .unwrap(),
+            None,
+            "{name}"
+        );
+    }
 
     // Racing exchanges of one code open one session.
     store

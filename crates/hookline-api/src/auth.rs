@@ -82,9 +82,13 @@ pub(crate) async fn authenticate(
             "a valid API key is required (Authorization: Bearer <key>)",
         ))?;
     let hash = api_key::hash(key);
+    let now = state.clock.now();
     let found = match state.keys.get(&hash) {
-        Some(found) => found,
-        None => {
+        // A cached copy that looks expired is read again: a portal session
+        // renewed (on any process) since it was cached ends later now.
+        Some(found) if !found.expired(now) => found,
+        _ => {
+            state.keys.remove(&hash);
             let found =
                 state
                     .store
@@ -98,7 +102,7 @@ pub(crate) async fn authenticate(
             found
         }
     };
-    if found.expired(state.clock.now()) {
+    if found.expired(now) {
         return Err(ApiError::Unauthorized("this API key has expired"));
     }
     Ok(Caller(found.scope, hash))

@@ -48,6 +48,7 @@ const FILES: &[(&str, &[u8])] = files![
     "js/screens/deliveries.js",
     "js/screens/delivery.js",
     "js/screens/endpoint-actions.js",
+    "js/screens/endpoint-advanced.js",
     "js/screens/endpoint-form.js",
     "js/screens/endpoint-secret.js",
     "js/screens/endpoint-signature.js",

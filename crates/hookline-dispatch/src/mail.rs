@@ -71,6 +71,9 @@ impl Mailer {
         let mut url =
             url::Url::parse(&config.url).map_err(|e| format!("smtp_url is not a URL: {e}"))?;
         if let Some(file) = &config.password_file {
+            if url.username().is_empty() {
+                return Err("smtp_url names no user for smtp_password_file's password".to_owned());
+            }
             let password = std::fs::read_to_string(file)
                 .map_err(|e| format!("smtp_password_file {file} cannot be read: {e}"))?;
             url.set_password(Some(password.trim_end_matches(['\r', '\n'])))

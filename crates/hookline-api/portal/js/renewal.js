@@ -15,6 +15,7 @@
 import * as api from './api.js';
 import { h, replace } from './dom.js';
 import { clockTime } from './format.js';
+import { announce } from './ui.js';
 
 const WARN_BEFORE_MS = 5 * 60 * 1000;
 const RENEW_AT_MOST_EVERY_MS = 60 * 1000;
@@ -30,6 +31,9 @@ export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
   let timers = [];
   let lastRenewal = 0;
   let asked = false;
+  // Once stopped (the session ended, or signed out), a renewal still under way
+  // changes nothing: no save, no timers, no notice.
+  let stopped = false;
   const end = () => Date.parse(current.expires_at);
   const renewable = () => current.renewable_until && Date.now() < Date.parse(current.renewable_until) - 1000;
 
@@ -47,7 +51,7 @@ export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
   };
   const schedule = () => {
     clearTimers();
-    if (!current.expires_at) return;
+    if (stopped || !current.expires_at) return;
     // Five minutes before, or halfway through a shorter span.
     at(end() - Math.min(WARN_BEFORE_MS, (current.span_ms ?? WARN_BEFORE_MS * 2) / 2), warn);
     at(end(), () => {
@@ -60,30 +64,37 @@ export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
     lastRenewal = Date.now();
     try {
       const renewed = await api.renewSession();
+      if (stopped) return false;
       current.expires_at = renewed.expires_at;
       current.renewable_until = renewed.renewable_until;
-      current.span_ms = Date.parse(renewed.expires_at) - Date.now();
       save(current);
-      replace(notice);
-      notice.hidden = true;
       schedule();
       return true;
     } catch {
-      // A session already over ends through the API's 401; anything else is
-      // tried again on the next use or from the notice.
+      // Nothing to renew (404: over, or signed out elsewhere) ends with the
+      // expiry timer or the next request's 401; anything else is tried again
+      // on the next use or from the notice.
       return false;
     }
   }
 
   function warn() {
+    if (stopped) return;
     const ends = `Your session ends at ${clockTime(current.expires_at)}.`;
-    notice.hidden = false;
     if (renewable()) {
+      const said = h('p', { 'data-test': 'session-ending' }, ends, ' ');
       const stay = h('button', { type: 'button', 'data-test': 'session-stay' }, 'Stay signed in');
       stay.addEventListener('click', async () => {
-        if (!(await renew())) replace(notice, h('p', {}, ends, ' It could not be renewed; try again in a moment.'), stay);
+        if (await renew()) {
+          // The button goes with the notice: the focus goes back to the page.
+          hideNotice();
+          document.getElementById('main').focus();
+          announce(`You stay signed in, until ${clockTime(current.expires_at)} at least.`);
+        } else {
+          said.textContent = `${ends} It could not be renewed; try again in a moment. `;
+        }
       });
-      replace(notice, h('p', { 'data-test': 'session-ending' }, ends, ' '), stay);
+      replace(notice, said, stay);
       return;
     }
     replace(notice, h('p', { 'data-test': 'session-ending' }, ends, ' To go on after that, open the portal through a new link.'));
@@ -104,9 +115,11 @@ export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
   const events = ['pointerdown', 'keydown', 'hashchange'];
   events.forEach((name) => window.addEventListener(name, used, { passive: true }));
 
-  // A new link from the parent page (a framed portal), for this portal only.
+  // A new link from the parent page (a framed portal), for this portal only,
+  // and only once it was asked for.
   const fromParent = (event) => {
-    if (!frameOrigins.includes(event.origin) || event.data?.type !== 'webhooks-portal:link') return;
+    if (!asked || event.source !== window.parent || !frameOrigins.includes(event.origin)) return;
+    if (event.data?.type !== 'webhooks-portal:link') return;
     const url = String(event.data.url ?? '');
     const here = `${location.origin}${location.pathname}#code=`;
     if (!url.startsWith(here)) return;
@@ -115,11 +128,16 @@ export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
   };
   window.addEventListener('message', fromParent);
 
+  function hideNotice() {
+    replace(notice);
+  }
+
   function stop() {
+    stopped = true;
     clearTimers();
     events.forEach((name) => window.removeEventListener(name, used));
     window.removeEventListener('message', fromParent);
-    notice.hidden = true;
+    hideNotice();
   }
   schedule();
   return { stop, renew };

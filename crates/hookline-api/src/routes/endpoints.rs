@@ -882,13 +882,17 @@ pub(crate) async fn filter_preview(
             hookline_core::event_types::subscribed(event_types.as_deref(), &event.event_type)
         });
         for event in wanted.take(PREVIEW_EVENTS - data.len()) {
-            let envelope: serde_json::Value =
-                serde_json::from_slice(&event.body).unwrap_or(serde_json::Value::Null);
+            // The payload is read only when there is a filter to run over it.
+            let passed = filter.as_ref().is_none_or(|f| {
+                let envelope: serde_json::Value =
+                    serde_json::from_slice(&event.body).unwrap_or(serde_json::Value::Null);
+                f.matches(&envelope["data"])
+            });
             data.push(FilterPreviewEvent {
                 event_id: event.id.to_string(),
                 event_type: event.event_type.clone(),
                 created_at: event.created_at,
-                passed: filter.as_ref().is_none_or(|f| f.matches(&envelope["data"])),
+                passed,
             });
         }
         match batch.last() {

@@ -5,6 +5,7 @@
 // the server refuses is shown in the form, from the problem's detail.
 
 import * as api from '../api.js';
+import { advancedSettings } from './endpoint-advanced.js';
 import { h, replace } from '../dom.js';
 import { integer } from '../format.js';
 import { clearProblem, field, problemSlot, shortTimeEl, showProblem, tieProblem, untieProblem, whileBusy } from '../ui.js';
@@ -71,6 +72,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
     value: endpoint?.filter ?? '',
   });
   const types = eventTypeChoices(catalog, endpoint ? endpoint.event_types : preset);
+  const advanced = advancedSettings(endpoint);
   const problem = problemSlot();
   const save = h(
     'button',
@@ -92,12 +94,14 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
       'Only events whose payload passes it: JSON Pointer tests such as /amount >= 100, combined with and, or, not. Leave empty for every event of the types above.',
     ),
     filterPreview(filter, types),
+    advanced.section,
     problem,
     h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, 'Cancel')),
   );
 
   /** The control a refusal is about, by its problem code or the field its detail names. */
   const controlOf = (error) => {
+    if (error?.control) return error.control;
     if (error?.code === 'no_event_type_picked') return types.fieldset.querySelector('input[value="some"]');
     if (error?.code === 'destination_forbidden') return url;
     if (error?.code === 'invalid_filter') return filter;
@@ -107,10 +111,16 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
       ['description', description],
       ['rate_limit_per_sec', rateLimit],
       ['filter', filter],
+      ['headers', advanced.controls[0]],
+      ['auth', advanced.controls[1]],
+      ['retry', advanced.controls[5]],
+      ['max_in_flight', advanced.controls[7]],
     ].find(([name]) => detail.startsWith(name) || detail.includes(`${name} `));
+    // A refusal inside the folded section opens it, so its field can be seen.
+    if (named && advanced.controls.includes(named[1])) advanced.section.open = true;
     return named?.[1] ?? null;
   };
-  const controls = [url, description, rateLimit, filter, types.fieldset.querySelector('input[value="some"]')].filter(Boolean);
+  const controls = [url, description, rateLimit, filter, types.fieldset.querySelector('input[value="some"]'), ...advanced.controls].filter(Boolean);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -123,6 +133,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
         event_types: types.selected(),
         rate_limit_per_sec: rateLimit.value.trim() === '' ? null : Number(rateLimit.value),
         filter: filter.value.trim() === '' ? null : filter.value.trim(),
+        ...advanced.changes(),
       };
       const saved = await whileBusy(save, () => (creating ? api.createEndpoint(body) : api.updateEndpoint(endpoint.id, body)));
       onSaved(saved);
