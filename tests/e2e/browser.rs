@@ -199,6 +199,27 @@ impl Browser {
         field.send_keys(text).await.unwrap();
     }
 
+    /// Sends `keys` (text, or WebDriver key codes such as `\u{E004}` Tab,
+    /// `\u{E007}` Enter, `\u{E015}` ArrowDown) to whatever has the focus: a
+    /// keyboard-only walk.
+    pub async fn press(&self, keys: &str) {
+        self.client
+            .active_element()
+            .await
+            .unwrap()
+            .send_keys(keys)
+            .await
+            .unwrap();
+    }
+
+    /// The focused element's `data-test`, else its id (empty when neither).
+    pub async fn focused(&self) -> String {
+        let named = self
+            .run("const e = document.activeElement; return e.dataset.test || e.id || '';")
+            .await;
+        named.as_str().unwrap_or_default().to_owned()
+    }
+
     /// Chooses the option with `value` in the select matching `css`.
     pub async fn select(&self, css: &str, value: &str) {
         self.wait_for(css)

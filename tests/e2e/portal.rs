@@ -1182,6 +1182,55 @@ async fn a_customer_is_told_by_mail_and_chat_when_an_endpoint_fails_and_the_link
         .collect();
     assert_eq!(kinds, vec![("email", 6), ("slack", 2)]);
 
+    // By keyboard alone: a Discord channel added (the kind chosen with the
+    // arrow keys, the notices as the last add left them), then removed
+    // through its confirmation; the focus lands on the list's heading.
+    const TAB: &str = "\u{E004}";
+    const ENTER: &str = "\u{E007}";
+    const DOWN: &str = "\u{E015}";
+    browser
+        .run("document.getElementById('channel-kind').focus(); return null;")
+        .await;
+    browser.press(&DOWN.repeat(3)).await;
+    browser.press(TAB).await;
+    assert_eq!(browser.focused().await, "channel-to");
+    browser
+        .press(&format!("{}/discord/abcd1234", chat.url))
+        .await;
+    browser.press(&TAB.repeat(7)).await;
+    assert_eq!(browser.focused().await, "channel-add");
+    browser.press(ENTER).await;
+    browser
+        .wait_count("[data-test=channel]", "the Discord channel", |n| n == 3)
+        .await;
+    let discord = "[data-test=channel][data-kind=discord] [data-test=channel-remove]";
+    browser
+        .run(&format!(
+            "document.querySelector('{discord}').focus(); return null;"
+        ))
+        .await;
+    browser.press(ENTER).await;
+    browser.wait_for("[data-test=confirm-no]").await;
+    assert_eq!(
+        browser.focused().await,
+        "confirm-no",
+        "the confirmation starts on Cancel"
+    );
+    browser.press(TAB).await;
+    assert_eq!(browser.focused().await, "confirm-yes");
+    browser.press(ENTER).await;
+    browser
+        .wait_count("[data-test=channel]", "the Discord channel removed", |n| {
+            n == 2
+        })
+        .await;
+    let heading = wait_until(PATIENCE, "the focus on the heading", || async {
+        let focused = browser.focused().await;
+        (focused == "channels-heading").then_some(focused)
+    })
+    .await;
+    assert_eq!(heading, "channels-heading");
+
     // The endpoint fails twenty times in a row: both channels are told.
     let endpoint = app
         .create_endpoint_with(&app_id, &failing.url, json!({"description": "Orders"}))

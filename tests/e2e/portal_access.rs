@@ -507,6 +507,20 @@ async fn portal_files_are_served_with_strict_headers(engine: Engine) {
         .to_str()
         .unwrap()
         .starts_with("text/html"));
+    // HSTS only where the deployment's public URL is https (this one's is not).
+    assert!(headers.get("strict-transport-security").is_none());
+    let https = TestApp::spawn_with(engine, |c| {
+        c.public_url = Some("https://hooks.example".into());
+    })
+    .await;
+    for path in [format!("/portal/apps/{a}/"), "/healthz".to_owned()] {
+        let answer = get_keyless(&https, &path).await;
+        assert_eq!(
+            answer.headers()["strict-transport-security"],
+            "max-age=31536000",
+            "{path}"
+        );
+    }
 
     // The page names its files by content hash; they are cached for good.
     let html = page.text().await.unwrap();

@@ -131,7 +131,15 @@ fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bo
         catalog: Arc::default(),
         limits,
     };
-    routes::routes(&state, public_only)
+    let https = state.config.public_url.starts_with("https://");
+    let router = routes::routes(&state, public_only);
+    // Reached over https (its public URL says so): browsers keep to https.
+    let router = if https {
+        router.layer(axum::middleware::map_response(portal::strict_transport))
+    } else {
+        router
+    };
+    router
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::map_response(error::method_not_allowed))
         .layer(axum::middleware::from_fn(unread::close_if_unread))

@@ -159,6 +159,16 @@ pub(crate) async fn headers(mut response: Response) -> Response {
     response
 }
 
+/// `Strict-Transport-Security` on every answer of a deployment whose
+/// `public_url` is https (a year; not its subdomains, which may be others').
+pub(crate) async fn strict_transport(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::STRICT_TRANSPORT_SECURITY,
+        HeaderValue::from_static("max-age=31536000"),
+    );
+    response
+}
+
 /// `GET /portal/apps/{app}/`: the portal's page, framed only by the app's
 /// origins. `{app}` is an app's id, which links carry and no one can guess:
 /// a uid, or an id of no app, gets the same page as an app without portal
