@@ -135,6 +135,12 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
     browser.wait_for("[data-test=nav-endpoints]").await;
     let url = browser.client.current_url().await.unwrap();
     assert!(!url.as_str().contains("code="), "{url}");
+    // The session's key is in no storage a script can read: the page keeps
+    // what it shows, and the key is an HttpOnly cookie.
+    let readable = browser
+        .run("return [Object.values(sessionStorage).concat(Object.values(localStorage)).some((v) => v.includes('token')), document.cookie];")
+        .await;
+    assert_eq!(readable, json!([false, ""]));
     browser
         .wait_text("[data-test=incidents-all-good]", "all good", |t| {
             t.contains("All good")
@@ -899,13 +905,17 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
         browser.wait_for("[data-test=not-found]").await;
     }
 
-    // Signing out ends the session on the server, not only in the tab.
+    // Signing out ends the session on the server, not only in the tab. (The
+    // key is the session's HttpOnly cookie, which only the browser reads.)
     let token = browser
-        .run("return Object.keys(sessionStorage).map((k) => JSON.parse(sessionStorage.getItem(k)).token)[0];")
-        .await;
-    let token = token
-        .as_str()
-        .expect("the session's key in the tab")
+        .client
+        .get_all_cookies()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.name() == format!("hl_portal_{app_id}"))
+        .expect("the session's cookie")
+        .value()
         .to_owned();
     let endpoints = format!("{}/v1/apps/{app_id}/endpoints", app.base);
     let status = |token: String| {

@@ -11,6 +11,7 @@ use crate::helpers::{both_engines, Engine, TestApp};
 both_engines!(
     a_link_opens_one_session_with_its_capabilities,
     a_session_signs_out_and_its_key_stops_working,
+    the_session_key_lives_in_a_cookie_for_the_portals_own_requests,
     codes_that_cannot_open_a_session_say_why,
     portal_settings_are_checked_and_frame_the_page,
     portal_files_are_served_with_strict_headers,
@@ -589,4 +590,94 @@ async fn portal_files_are_served_with_strict_headers(engine: Engine) {
         );
         assert_eq!(other.text().await.unwrap(), html, "{address}");
     }
+}
+
+/// The portal page's session key lives in an HttpOnly, SameSite=Strict cookie
+/// scoped to `/portal/` (not in the page's storage): it opens the `/v1` routes
+/// under `/portal/api` only with the `x-portal-app` header naming its app (no
+/// other site's request can carry that header), renews, and is cleared on sign-out.
+async fn the_session_key_lives_in_a_cookie_for_the_portals_own_requests(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let a = app.create_app().await;
+    let b = app.create_app().await;
+    let (status, session, headers) =
+        exchange(&app, &code_of(&link(&app, &a, json!({})).await)).await;
+    assert_eq!(status, 200, "{session}");
+    let cookie = headers["set-cookie"].to_str().unwrap().to_owned();
+    let token = session["token"].as_str().unwrap();
+    let pair = format!("hl_portal_{a}={token}");
+    assert!(cookie.starts_with(&format!("{pair}; ")), "{cookie}");
+    for attribute in ["Path=/portal/", "HttpOnly", "SameSite=Strict", "Max-Age="] {
+        assert!(cookie.contains(attribute), "{attribute} in {cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "http here: {cookie}");
+    let send = |method: Method, path: String, app_header: Option<String>| {
+        let (app, pair) = (&app, pair.clone());
+        async move {
+            let mut request = app
+                .http
+                .request(method, format!("{}{path}", app.base))
+                .header("cookie", pair);
+            if let Some(named) = app_header {
+                request = request.header("x-portal-app", named);
+            }
+            request.send().await.unwrap()
+        }
+    };
+    let endpoints = format!("/portal/api/v1/apps/{a}/endpoints");
+    assert_eq!(
+        send(Method::GET, endpoints.clone(), Some(a.clone()))
+            .await
+            .status(),
+        200
+    );
+    // Without the header (a form another site posts, say), the cookie opens nothing;
+    // naming another app finds no cookie of that app.
+    assert_eq!(
+        send(Method::GET, endpoints.clone(), None).await.status(),
+        401
+    );
+    assert_eq!(
+        send(Method::GET, endpoints.clone(), Some(b.clone()))
+            .await
+            .status(),
+        401
+    );
+    // Its app's routes only: another app's resources are not found.
+    let others = format!("/portal/api/v1/apps/{b}/endpoints");
+    assert_eq!(
+        send(Method::GET, others, Some(a.clone())).await.status(),
+        404
+    );
+    // Renewed, then signed out: the answer clears the cookie, and it opens nothing.
+    let renewed = send(
+        Method::POST,
+        "/portal/session/renew".into(),
+        Some(a.clone()),
+    )
+    .await;
+    assert_eq!(renewed.status(), 200);
+    let out = send(Method::DELETE, "/portal/session".into(), Some(a.clone())).await;
+    assert_eq!(out.status(), 204);
+    let cleared = out.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cleared.starts_with(&format!("hl_portal_{a}=; ")) && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    assert_eq!(
+        send(Method::GET, endpoints, Some(a.clone())).await.status(),
+        401
+    );
+
+    // Reached over https, the cookie is Secure.
+    let https = TestApp::spawn_with(engine, |c| {
+        c.public_url = Some("https://hooks.example".into());
+    })
+    .await;
+    let c = https.create_app().await;
+    let (_, _, headers) = exchange(&https, &code_of(&link(&https, &c, json!({})).await)).await;
+    assert!(headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .ends_with("; Secure"));
 }

@@ -72,12 +72,14 @@ pub(crate) async fn authenticate(
     state: &AppState,
     headers: &axum::http::HeaderMap,
 ) -> ApiResult<Caller> {
-    let key = headers
+    let bearer = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
-        .filter(|k| !k.is_empty())
+        .filter(|k| !k.is_empty());
+    let key = bearer
+        .or_else(|| portal_cookie(headers))
         .ok_or(ApiError::Unauthorized(
             "a valid API key is required (Authorization: Bearer <key>)",
         ))?;
@@ -106,6 +108,33 @@ pub(crate) async fn authenticate(
         return Err(ApiError::Unauthorized("this API key has expired"));
     }
     Ok(Caller(found.scope, hash))
+}
+
+/// The header a portal page sends with every request, naming its app: it
+/// picks the app's session cookie, and a cross-site request cannot set it
+/// (no CORS is allowed), which keeps the cookie from being used by another
+/// site's form or script (CSRF).
+pub(crate) const PORTAL_APP_HEADER: &str = "x-portal-app";
+
+/// The name of an app's portal session cookie.
+pub(crate) fn portal_cookie_name(app: &str) -> String {
+    format!("hl_portal_{app}")
+}
+
+/// A portal session's key from its cookie, when the request names its app
+/// in [`PORTAL_APP_HEADER`] (and only then).
+fn portal_cookie(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let app = headers.get(PORTAL_APP_HEADER)?.to_str().ok()?;
+    let name = portal_cookie_name(app);
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (key, value) = pair.trim().split_once('=')?;
+            (key == name && !value.is_empty()).then_some(value)
+        })
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {

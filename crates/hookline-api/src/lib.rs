@@ -132,7 +132,10 @@ fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bo
         limits,
     };
     let https = state.config.public_url.starts_with("https://");
-    let router = routes::routes(&state, public_only);
+    let mut router = routes::routes(&state, public_only);
+    if !public_only {
+        router = router.nest("/portal/api", routes::portal_api(&state));
+    }
     // Reached over https (its public URL says so): browsers keep to https.
     let router = if https {
         router.layer(axum::middleware::map_response(portal::strict_transport))

@@ -341,7 +341,7 @@ pub(crate) struct PortalSession {
 pub(crate) async fn session(
     State(state): State<AppState>,
     body: JsonBody<SessionRequest>,
-) -> ApiResult<Json<PortalSession>> {
+) -> ApiResult<Response> {
     let code = body.value.code;
     let token = api_key::generate();
     let exchange = state
@@ -364,14 +364,43 @@ pub(crate) async fn session(
             "a portal session is not app-scoped".into(),
         ));
     };
-    Ok(Json(PortalSession {
+    // The portal page keeps its session in this cookie, which its scripts
+    // cannot read; it lasts as long as the session can (the key's own end
+    // still decides).
+    let expires_at = key.expires_at.unwrap_or(Timestamp::from_millis(i64::MAX));
+    let last = renewable_until.unwrap_or(expires_at).max(expires_at);
+    let cookie = session_cookie(
+        &state,
+        app.as_str(),
+        &token,
+        last.since(state.clock.now()).as_secs(),
+    );
+    let answer = PortalSession {
         token,
         session_id: key.id.to_string(),
         app_id: app.to_string(),
         capabilities: capabilities.iter().collect(),
-        expires_at: key.expires_at.unwrap_or(Timestamp::from_millis(i64::MAX)),
+        expires_at,
         renewable_until,
-    }))
+    };
+    Ok(([(header::SET_COOKIE, cookie)], Json(answer)).into_response())
+}
+
+/// An app's portal session cookie: only for `/portal/` (the page, its API
+/// under `/portal/api/`, and its session routes), never readable by scripts,
+/// never sent by another site's request, and only over https where the
+/// deployment is reached by https. `max_age` 0 removes it.
+fn session_cookie(state: &AppState, app: &str, token: &str, max_age: u64) -> HeaderValue {
+    let secure = if state.config.public_url.starts_with("https://") {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!(
+        "{}={token}; Path=/portal/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+        crate::auth::portal_cookie_name(app)
+    );
+    HeaderValue::from_str(&cookie).expect("an app id and a key are header-safe")
 }
 
 /// `POST /portal/session/renew`: the portal session whose key is the bearer
@@ -419,16 +448,29 @@ pub(crate) struct RenewedSession {
 pub(crate) async fn sign_out(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<Response> {
+    // The page's cookie goes whatever else happens (its app named by the page).
+    let forget = headers
+        .get(crate::auth::PORTAL_APP_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|app| AppId::parse(app).ok())
+        .map(|app| session_cookie(&state, app.as_str(), "", 0));
+    let done = |forget: Option<HeaderValue>| {
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        if let Some(cookie) = forget {
+            response.headers_mut().insert(header::SET_COOKIE, cookie);
+        }
+        response
+    };
     let hash = match crate::auth::authenticate(&state, &headers).await {
         Ok(Caller(_, hash)) => hash,
-        Err(ApiError::Unauthorized(_)) => return Ok(StatusCode::NO_CONTENT),
+        Err(ApiError::Unauthorized(_)) => return Ok(done(forget)),
         Err(error) => return Err(error),
     };
     // Whatever follows, this process stops trusting its cached copy.
     state.keys.remove(&hash);
     let Some(key) = state.store.apps().find_api_key(&hash).await? else {
-        return Ok(StatusCode::NO_CONTENT);
+        return Ok(done(forget));
     };
     let is_session =
         key.name == hookline_store::SESSION_KEY_NAME && matches!(key.scope, KeyScope::App { .. });
@@ -438,7 +480,7 @@ pub(crate) async fn sign_out(
     state.store.apps().revoke_api_key(&key.id).await?;
     // A request that read the key before the revoke may have cached it again.
     state.keys.remove(&hash);
-    Ok(StatusCode::NO_CONTENT)
+    Ok(done(forget))
 }
 
 /// Checks an app's portal settings as the API receives them.

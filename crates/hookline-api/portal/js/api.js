@@ -1,7 +1,11 @@
 // api.js — the one client of the Hookline API that every screen calls through.
 //
 // The portal is a client of the public /v1 API with the session's app-scoped
-// key, never a second path to the data. Every failure becomes a `Problem`
+// key, never a second path to the data: it calls the same routes under
+// /portal/api/v1/…, where the session's key travels in an HttpOnly cookie
+// (scoped to /portal/, which this script cannot read) and every request names
+// its app in `x-portal-app` (which picks the cookie, and which no other site's
+// request can carry). Every failure becomes a `Problem`
 // (the API's RFC 9457 problem+json, or one made up for a network failure),
 // so screens show `problem.message` and nothing else. A 401 means the session
 // is over (expired or revoked): it is reported once, to `onSessionEnded`, and
@@ -31,16 +35,20 @@ const NETWORK_PROBLEM = {
 };
 
 const client = {
-  token: null,
   app: null,
+  token: null,
   onSessionEnded: () => {},
   ended: false,
 };
 
-/** Signs the client in: every later call carries `token` and names `app`. */
-export function configure({ token, app, onSessionEnded }) {
-  client.token = token;
+/**
+ * Signs the client in: every later call names `app`, whose cookie is the key;
+ * `token` (only in a frame, where a browser may send no cookie of another
+ * site) is the key itself, kept in memory and sent as the bearer.
+ */
+export function configure({ app, token = null, onSessionEnded }) {
   client.app = app;
+  client.token = token;
   client.onSessionEnded = onSessionEnded ?? (() => {});
   client.ended = false;
 }
@@ -53,10 +61,13 @@ export function configure({ token, app, onSessionEnded }) {
 export async function request(method, path, { query, body, signal, auth = true } = {}) {
   if (auth && client.ended) throw endedProblem();
   const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
-  if (auth) headers.Authorization = `Bearer ${client.token}`;
+  if (auth) headers['x-portal-app'] = client.app;
+  if (auth && client.token) headers.Authorization = `Bearer ${client.token}`;
+  // The /v1 routes are reached under /portal/api, where the cookie is sent.
+  const url = path.startsWith('/v1/') ? `/portal/api${path}` : path;
   let response;
   try {
-    response = await fetch(path + queryString(query), {
+    response = await fetch(url + queryString(query), {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),

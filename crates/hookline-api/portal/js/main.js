@@ -44,6 +44,8 @@ let signedOut = false;
 let router = null;
 let stopExpiryTimer = () => {};
 let keeper = null;
+// The key of the session this page signed in to (used only in a frame: api.configure).
+let signedInKey = null;
 
 document.getElementById('skip-link').addEventListener('click', (event) => {
   // The fragment is the router's: move focus without changing it.
@@ -95,7 +97,11 @@ async function boot() {
     ended(null);
     return;
   }
-  api.configure({ token: current.token, app: current.app_id, onSessionEnded: ended });
+  // In a frame, a browser may send no cookie of another site (SameSite, and
+  // third-party cookies blocked): the key from this sign-in stays in memory
+  // for this page's life (a reload there takes a new link from the parent).
+  const framed = window.self !== window.top;
+  api.configure({ app: current.app_id, token: framed ? signedInKey : null, onSessionEnded: ended });
   // Until the app is read (its frame origins), its end alone is watched.
   stopExpiryTimer = session.whenExpired(current, () => ended(null));
 
@@ -169,7 +175,9 @@ function continueClicked(trouble = null) {
  */
 async function signIn(appKey, code) {
   try {
-    return { session: session.save(appKey, await api.exchangeCode(code)) };
+    const answer = await api.exchangeCode(code);
+    signedInKey = answer.token;
+    return { session: session.save(appKey, answer) };
   } catch (problem) {
     if (!problem?.status || problem.status >= 500) {
       return { retry: true, message: problem?.detail || problem?.message || 'no answer from the server.' };

@@ -3,7 +3,8 @@
 // A customer opens `/portal/apps/{app}/#code=<one-time code>`. The code is
 // taken out of the address at once (so it is not left in history, bookmarks
 // or a shared screenshot) and, on the customer's "Continue" (main.js),
-// exchanged for a session key, which is kept in
+// exchanged for a session, whose key the server keeps in an HttpOnly cookie
+// (api.js); what the page shows of it (its app, capabilities, end) is kept in
 // sessionStorage: it lives as long as the tab, and is per app so two portals
 // in one browser don't mix.
 
@@ -61,12 +62,13 @@ export function dropLink(app) {
 }
 
 /**
- * Keeps `{token, app_id, capabilities, expires_at, renewable_until, span_ms}`
- * for this tab (`span_ms`: how long it lasts between renewals, as first seen).
+ * Keeps `{app_id, capabilities, expires_at, renewable_until, span_ms}` for
+ * this tab (`span_ms`: how long it lasts between renewals, as first seen): what
+ * the page shows, never the key.
  */
 export function save(app, session) {
+  // The key itself is not kept here: it is in the session's HttpOnly cookie.
   const kept = {
-    token: session.token,
     app_id: session.app_id ?? app,
     capabilities: session.capabilities ?? [],
     expires_at: session.expires_at ?? null,
@@ -81,7 +83,7 @@ export function save(app, session) {
 export function load(app) {
   try {
     const kept = JSON.parse(sessionStorage.getItem(KEY_PREFIX + app));
-    return kept && typeof kept.token === 'string' ? kept : null;
+    return kept && typeof kept.app_id === 'string' ? kept : null;
   } catch {
     return null;
   }

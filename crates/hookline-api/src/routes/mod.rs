@@ -203,6 +203,24 @@ pub(crate) fn routes(state: &AppState, public_only: bool) -> Router<AppState> {
         .fallback(system::not_found)
 }
 
+/// The `/v1` routes again, for the customer portal's page under
+/// `/portal/api` (nested there): the same handlers behind the same access
+/// layer, reached with the portal's session cookie, which is scoped to
+/// `/portal/` (`crate::auth::PORTAL_APP_HEADER`).
+pub(crate) fn portal_api(state: &AppState) -> Router<AppState> {
+    table()
+        .into_iter()
+        .filter(|(_, path, _, _, _)| path.starts_with("/v1/"))
+        .fold(Router::new(), |router, (_, path, access, handler, _)| {
+            let guard = axum::middleware::from_fn_with_state(
+                (state.clone(), access),
+                crate::auth::authorize,
+            );
+            router.route(path, handler.route_layer(guard))
+        })
+        .fallback(system::not_found)
+}
+
 /// `{event id}.{delivery id}` ([`hookline_store::Store::delivery_cursor`]).
 const DELIVERY_CURSOR: &str = "^msg_[0-7][0-9A-HJKMNP-TV-Z]{25}\\.dlv_[0-7][0-9A-HJKMNP-TV-Z]{25}$";
 /// `{dead_at ms}_{delivery id}` ([`hookline_store::Store::dlq_cursor`]).
