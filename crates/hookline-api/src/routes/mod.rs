@@ -190,17 +190,7 @@ pub(crate) fn documented() -> Vec<(Route, Doc)> {
 /// Every route, or (`public_only`) only those that need no key: health,
 /// readiness, metrics and the documents, for a dispatcher-only process.
 pub(crate) fn routes(state: &AppState, public_only: bool) -> Router<AppState> {
-    table()
-        .into_iter()
-        .filter(|(_, _, access, _, _)| !public_only || *access == Public)
-        .fold(Router::new(), |router, (_, path, access, handler, _)| {
-            let guard = axum::middleware::from_fn_with_state(
-                (state.clone(), access),
-                crate::auth::authorize,
-            );
-            router.route(path, handler.route_layer(guard))
-        })
-        .fallback(system::not_found)
+    guarded(state, |_, access| !public_only || *access == Public)
 }
 
 /// The `/v1` routes again, for the customer portal's page under
@@ -208,9 +198,14 @@ pub(crate) fn routes(state: &AppState, public_only: bool) -> Router<AppState> {
 /// layer, reached with the portal's session cookie, which is scoped to
 /// `/portal/` (`crate::auth::PORTAL_APP_HEADER`).
 pub(crate) fn portal_api(state: &AppState) -> Router<AppState> {
+    guarded(state, |path, _| path.starts_with("/v1/"))
+}
+
+/// The routes `keep` keeps, each behind the access layer of its [`Access`].
+fn guarded(state: &AppState, keep: impl Fn(&str, &Access) -> bool) -> Router<AppState> {
     table()
         .into_iter()
-        .filter(|(_, path, _, _, _)| path.starts_with("/v1/"))
+        .filter(|(_, path, access, _, _)| keep(path, access))
         .fold(Router::new(), |router, (_, path, access, handler, _)| {
             let guard = axum::middleware::from_fn_with_state(
                 (state.clone(), access),
