@@ -1488,3 +1488,62 @@ async fn advanced_settings_are_saved_shown_masked_and_kept() {
     assert_eq!(kept["retry"], saved["retry"]);
     browser.close().await;
 }
+
+/// The endpoint's timeline marks its breaker opening: three failures in a row
+/// open it (as the API's health says), and the endpoint page lists the mark in
+/// words under the chart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_marks_the_breaker_opening() {
+    let app = TestApp::spawn_with(Engine::Sqlite, |c| {
+        c.max_attempts = 1;
+        c.breaker_failure_threshold = 3;
+        // Open for the whole test: no probe closes it meanwhile.
+        c.breaker_cooldown_ms = 3_600_000;
+        c.breaker_max_cooldown_ms = 3_600_000;
+    })
+    .await;
+    let failing = Receiver::start_with(|_| Reply::status(503)).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &failing.url).await;
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    for n in 0..3 {
+        app.publish(&app_id, "order.paid", json!({ "order_id": n }))
+            .await;
+    }
+    let health = format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/health");
+    wait_until(PATIENCE, "the breaker to open", || async {
+        let health = app.get(&health).await;
+        (health["breaker"] == "open").then_some(())
+    })
+    .await;
+    let timeline = app
+        .get(&format!(
+            "/v1/apps/{app_id}/endpoints/{endpoint_id}/timeline"
+        ))
+        .await;
+    let kinds: Vec<&str> = timeline["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["breaker_opened"]);
+
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &[]).await)
+        .await;
+    browser.wait_for("[data-test=nav-endpoints]").await;
+    browser
+        .open(&screen(&app, &app_id, &format!("/endpoints/{endpoint_id}")))
+        .await;
+    browser
+        .wait_text("[data-test=timeline-marks]", "the breaker's mark", |t| {
+            t.contains("circuit breaker opened")
+        })
+        .await;
+    browser
+        .check_accessibility("endpoint timeline (breaker opened)")
+        .await;
+    browser.close().await;
+}
