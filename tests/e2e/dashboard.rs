@@ -82,14 +82,7 @@ async fn publish_500(app: &TestApp, app_id: &str) -> (BTreeSet<String>, BTreeSet
         let batch: Vec<Value> = (0..250)
             .map(|n| json!({"event_type": "order.paid", "payload": {"n": chunk * 250 + n}}))
             .collect();
-        let answer = app
-            .call(
-                Method::POST,
-                &format!("/v1/apps/{app_id}/events/batch"),
-                Some(&json!({"events": batch})),
-                202,
-            )
-            .await;
+        let answer = app.publish_batch(app_id, batch).await;
         for event in answer["data"].as_array().unwrap() {
             events.insert(event["id"].as_str().unwrap().to_owned());
             for delivery in event["deliveries"].as_array().unwrap() {

@@ -326,13 +326,7 @@ async fn a_preview_runs_a_filter_over_the_apps_latest_events_of_the_types(engine
     let events: Vec<Value> = (0..60)
         .map(|n| json!({"event_type": "invoice.sent", "payload": {"amount": n}}))
         .collect();
-    app.call(
-        Method::POST,
-        &format!("/v1/apps/{app_id}/events/batch"),
-        Some(&json!({"events": events})),
-        202,
-    )
-    .await;
+    app.publish_batch(&app_id, events).await;
     let paged = preview(
         json!({"filter": "/amount > 100", "event_types": ["order.paid", "order.refunded"]}),
     )

@@ -351,6 +351,17 @@ impl TestApp {
         .await
     }
 
+    /// Publishes `events` (`{"event_type", "payload", …}` each) in one batch; returns the 202 body.
+    pub async fn publish_batch(&self, app: &str, events: Vec<Value>) -> Value {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app}/events/batch"),
+            Some(&json!({ "events": events })),
+            202,
+        )
+        .await
+    }
+
     /// Waits until a delivery is in `state`; returns it.
     pub async fn wait_for_delivery_state(&self, app: &str, delivery: &str, state: &str) -> Value {
         let path = format!("/v1/apps/{app}/deliveries/{delivery}");

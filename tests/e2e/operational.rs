@@ -218,13 +218,7 @@ async fn a_thousand_dead_deliveries_make_one_event_per_window_whose_counts_add_u
         let events: Vec<Value> = (0..500)
             .map(|n| json!({"event_type": "order.paid", "payload": {"n": n}}))
             .collect();
-        app.call(
-            Method::POST,
-            &format!("/v1/apps/{app_id}/events/batch"),
-            Some(&json!({"events": events})),
-            202,
-        )
-        .await;
+        app.publish_batch(&app_id, events).await;
     }
     let told = wait_until(
         Duration::from_secs(60),

@@ -252,14 +252,7 @@ async fn noisy_neighbours_leave_a_healthy_endpoint_alone(engine: Engine) {
     let events: Vec<Value> = (0..100)
         .map(|n| json!({"event_type": "order.paid", "payload": {"n": n}}))
         .collect();
-    let batch = app
-        .call(
-            reqwest::Method::POST,
-            &format!("/v1/apps/{app_id}/events/batch"),
-            Some(&json!({"events": events})),
-            202,
-        )
-        .await;
+    let batch = app.publish_batch(&app_id, events).await;
     let published = Instant::now();
     let published_at: HashMap<String, Instant> = batch["data"]
         .as_array()
