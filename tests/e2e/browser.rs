@@ -61,8 +61,14 @@ mod tempdir {
 }
 
 impl Browser {
-    /// A fresh headless Chromium with a window of `width` × `height`.
+    /// A fresh headless Chromium with a window of `width` × `height`, in English.
     pub async fn start(width: u32, height: u32) -> Self {
+        Self::start_in("en-US", width, height).await
+    }
+
+    /// A fresh headless Chromium whose language (`navigator.languages`,
+    /// `Accept-Language`) is `language`.
+    pub async fn start_in(language: &str, width: u32, height: u32) -> Self {
         let (chromium, chromedriver) = crate::prerequisites::browser();
         let port = free_port();
         let driver = Driver(
@@ -85,10 +91,11 @@ impl Browser {
                     "--disable-gpu",
                     "--no-first-run",
                     "--disable-extensions",
-                    "--lang=en-US",
+                    format!("--lang={language}"),
                     format!("--window-size={width},{height}"),
                     format!("--user-data-dir={}", profile.0.display()),
                 ],
+                "prefs": {"intl.accept_languages": language},
             },
         });
         // Chromium's windows are at least 500 px wide: a phone is emulated.
@@ -316,6 +323,47 @@ impl Browser {
             "{screen}: accessibility violations: {}",
             serde_json::to_string_pretty(&serious).unwrap()
         );
+    }
+
+    /// The texts on the page (and in the attributes people hear: labels,
+    /// titles, placeholders) still in English in a page of another language:
+    /// every word of Latin letters outside data — `code`, `pre`,
+    /// `translate="no"` elements, and the bidi isolates (U+2068 … U+2069)
+    /// the portal sets values into its sentences with — except the
+    /// technical names a translation keeps (HTTP, JSON, Slack, 4xx, …).
+    pub async fn english_left(&self) -> Vec<String> {
+        let found = self
+            .run(
+                r#"const KEPT = /^(HTTP|HTTPS|URL|JSON|TLS|mTLS|OAuth2|API|POST|GET|Slack|Microsoft|Teams|Discord|Retry-After|curl|Bearer|Basic|SMTP|jq|ID|[2345]xx|webhook-id|webhook-timestamp|webhook-signature|Standard|Webhooks|v1)$/;
+                   const DATA = 'script, style, code, pre, kbd, samp, textarea, [translate="no"], [hidden]';
+                   const words = (text) => {
+                     let rest = text;
+                     for (let before = null; before !== rest; ) { before = rest; rest = rest.replace(/\u2068[^\u2068\u2069]*\u2069/g, ' '); }
+                     return (rest.match(/[A-Za-z0-9-]*[A-Za-z][A-Za-z0-9-]*/g) ?? []).filter((w) => !KEPT.test(w));
+                   };
+                   const found = [];
+                   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+                   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                     if (node.parentElement?.closest(DATA)) continue;
+                     if (words(node.data).length) found.push(node.data.trim());
+                   }
+                   for (const el of document.querySelectorAll('[aria-label], [title], [placeholder], [alt]')) {
+                     if (el.closest(DATA)) continue;
+                     for (const name of ['aria-label', 'title', 'placeholder', 'alt']) {
+                       const value = el.getAttribute(name);
+                       if (value && words(value).length) found.push(`${name}="${value}"`);
+                     }
+                   }
+                   if (words(document.title).length) found.push(`<title>${document.title}`);
+                   return found;"#,
+            )
+            .await;
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
     }
 
     /// With `HOOKLINE_PORTAL_SCREENSHOTS=1`, writes the page to `docs/portal/{name}.png`.

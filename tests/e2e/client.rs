@@ -154,6 +154,27 @@ async fn the_client_writes_reads_and_streams_with_the_servers_types(engine: Engi
         (5, 0)
     );
     assert_eq!(attempts[0].explanation.code, ExplanationCode::Delivered);
+    // A client in Hebrew reads the same attempt explained in Hebrew.
+    let hebrew = Client::builder(&app.base, ADMIN_TOKEN)
+        .language(hookline_core::language::Language::He)
+        .build()
+        .unwrap();
+    let said: Vec<_> = hebrew
+        .delivery_attempts_stream("acme", &delivered[0].id, PageQuery::default())
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(said[0].explanation.code, ExplanationCode::Delivered);
+    assert_ne!(said[0].explanation.message, attempts[0].explanation.message);
+    assert!(
+        said[0]
+            .explanation
+            .message
+            .chars()
+            .any(|c| ('\u{05D0}'..='\u{05EA}').contains(&c)),
+        "{}",
+        said[0].explanation.message
+    );
     // Nothing is wrong.
     let incidents = hookline.incidents("acme", None).await.unwrap();
     assert!(incidents.data.is_empty(), "{incidents:?}");

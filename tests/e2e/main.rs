@@ -34,6 +34,7 @@ mod policy;
 mod policy_contract;
 mod portal;
 mod portal_access;
+mod portal_languages;
 mod sealing;
 mod store_contract;
 mod upgrade;

@@ -16,6 +16,7 @@ both_engines!(
     a_failing_endpoint_is_told_to_its_apps_mailbox_and_chat_and_to_no_one_elses,
     a_refused_mailbox_makes_the_notice_dead_and_other_refusals_are_retried,
     channels_are_checked_listed_masked_and_removed_by_their_app_only,
+    an_app_whose_portal_speaks_hebrew_is_told_in_hebrew,
 );
 
 /// Twenty failures in a row make `endpoint.failing`; one attempt per delivery,
@@ -433,4 +434,52 @@ async fn channels_are_checked_listed_masked_and_removed_by_their_app_only(engine
         refused["detail"].as_str().unwrap().contains("smtp_url"),
         "{refused}"
     );
+}
+
+/// An app whose portal is in Hebrew (`portal.language`) is told in Hebrew:
+/// the mail's subject and text, and the chat's, with the endpoint's name and
+/// the status set in as they are.
+async fn an_app_whose_portal_speaks_hebrew_is_told_in_hebrew(engine: Engine) {
+    let smtp = SmtpServer::start().await;
+    let app = spawn(engine, &smtp).await;
+    let chat = Receiver::start().await;
+    let acme = app.create_app().await;
+    app.call(
+        Method::PATCH,
+        &format!("/v1/apps/{acme}"),
+        Some(&json!({"portal": {"language": "he"}})),
+        200,
+    )
+    .await;
+    let events = json!(["endpoint.failing"]);
+    channel(
+        &app,
+        &acme,
+        json!({"kind": "email", "to": "ops@acme.example", "events": events}),
+    )
+    .await;
+    channel(
+        &app,
+        &acme,
+        json!({"kind": "slack", "to": chat.url, "events": events}),
+    )
+    .await;
+    let (customer, _status) = switchable(503).await;
+    app.create_endpoint_with(&acme, &customer.url, json!({"description": "Orders"}))
+        .await;
+    fail_twenty_five_times(&app, &acme, &customer).await;
+
+    let hebrew = |text: &str| text.chars().any(|c| ('\u{05D0}'..='\u{05EA}').contains(&c));
+    let mails = smtp.wait_for_mails(1).await;
+    let subject = mails[0].decoded_header("subject").unwrap();
+    assert_eq!(subject, "נקודת הקצה \u{2068}Orders\u{2069} נכשלת");
+    let body = mails[0].body();
+    assert!(hebrew(&body), "{body}");
+    assert!(body.contains("503"), "{body}");
+    assert!(!body.contains("failed in a row"), "{body}");
+    let posted = chat.wait_for_requests(1).await;
+    let slack = posted[0].json();
+    assert_eq!(slack["text"].as_str().unwrap(), subject);
+    let section = slack["blocks"][0]["text"]["text"].as_str().unwrap();
+    assert!(hebrew(section) && section.contains("503"), "{section}");
 }

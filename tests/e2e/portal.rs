@@ -25,7 +25,7 @@ async fn link_with(app: &TestApp, app_id: &str, access: Value) -> String {
 }
 
 /// A portal link for `app` with these capabilities besides `read`.
-async fn portal_link(app: &TestApp, app_id: &str, capabilities: &[&str]) -> String {
+pub(crate) async fn portal_link(app: &TestApp, app_id: &str, capabilities: &[&str]) -> String {
     link_with(app, app_id, json!({ "capabilities": capabilities })).await
 }
 
@@ -61,11 +61,11 @@ async fn short_link(
 }
 
 /// The portal's address of a screen (`#/…`) for `app`, once a session exists.
-fn screen(app: &TestApp, app_id: &str, route: &str) -> String {
+pub(crate) fn screen(app: &TestApp, app_id: &str, route: &str) -> String {
     format!("{}/portal/apps/{app_id}/#{route}", app.base)
 }
 
-async fn catalog(app: &TestApp) {
+pub(crate) async fn catalog(app: &TestApp) {
     for (name, description, example) in [
         (
             "order.paid",
@@ -106,7 +106,7 @@ async fn catalog(app: &TestApp) {
 }
 
 /// Publishes `order.paid`; the delivery to the app's only endpoint.
-async fn publish(app: &TestApp, app_id: &str, order: u64) -> String {
+pub(crate) async fn publish(app: &TestApp, app_id: &str, order: u64) -> String {
     let published = app
         .publish(app_id, "order.paid", json!({ "order_id": order }))
         .await;
@@ -1544,6 +1544,73 @@ async fn the_timeline_marks_the_breaker_opening() {
         .await;
     browser
         .check_accessibility("endpoint timeline (breaker opened)")
+        .await;
+    browser.close().await;
+}
+
+/// A bookmark: opened in a tab that never saw the sign-in, it goes on with
+/// the browser's session (its cookie) at the bookmarked screen; once signed
+/// out it says there is no session, and the next link opened lands on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookmark_opens_its_screen_with_the_session_or_after_the_next_sign_in() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let app_id = app.create_app().await;
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &["endpoints"]).await)
+        .await;
+    browser.wait_for("[data-test=nav-catalog]").await;
+    // A new tab: nothing of this tab's kept, only the browser's cookie.
+    browser.run("sessionStorage.clear();").await;
+    browser.open(&screen(&app, &app_id, "/catalog")).await;
+    browser.client.refresh().await.unwrap();
+    browser
+        .wait_text("main h1", "the bookmarked screen", |t| t == "Event catalog")
+        .await;
+    // What the session may do came with it: the endpoints capability's button.
+    browser.click("[data-test=nav-endpoints]").await;
+    browser.wait_for("[data-test=endpoint-new]").await;
+
+    // Signed out, the bookmark finds no session, and says where it will land.
+    browser.click("[data-test=sign-out]").await;
+    browser
+        .wait_text("[data-test=error-page]", "signed out", |t| {
+            t.contains("signed out")
+        })
+        .await;
+    browser.open(&screen(&app, &app_id, "/catalog")).await;
+    browser.client.refresh().await.unwrap();
+    browser
+        .wait_text("[data-test=error-page]", "no session", |t| {
+            t.contains("No session") && t.contains("you will land on this screen")
+        })
+        .await;
+    browser.check_accessibility("no session (bookmark)").await;
+    // A new link that names no screen: the bookmarked one opens. (Opened
+    // over this page, the address changes only after `#`: reloaded, as a
+    // link opened from a mail is.)
+    let open_afresh = |link: String| {
+        let browser = &browser;
+        async move {
+            browser.open(&link).await;
+            browser.client.refresh().await.unwrap();
+            browser.click("[data-test=continue]").await;
+        }
+    };
+    open_afresh(portal_link(&app, &app_id, &[]).await).await;
+    browser
+        .wait_text("main h1", "the bookmarked screen after sign-in", |t| {
+            t == "Event catalog"
+        })
+        .await;
+    let url = browser.client.current_url().await.unwrap();
+    assert!(url.as_str().ends_with("#/catalog"), "{url}");
+    // Taken once: the link after it opens where links open.
+    browser.run("sessionStorage.clear();").await;
+    open_afresh(portal_link(&app, &app_id, &[]).await).await;
+    browser
+        .wait_text("main h1", "the status screen", |t| t == "Status")
         .await;
     browser.close().await;
 }

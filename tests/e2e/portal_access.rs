@@ -287,6 +287,9 @@ async fn a_session_signs_out_and_its_key_stops_working(engine: Engine) {
     );
     assert_eq!(call(token, Method::GET, &endpoints).await, 200);
     assert_eq!(renewed["renewable_until"], session["renewable_until"]);
+    // It says what the session may do: a tab opened from a bookmark goes on with it.
+    assert_eq!(renewed["app_id"], session["app_id"]);
+    assert_eq!(renewed["capabilities"], session["capabilities"]);
     assert_eq!(call(token, Method::DELETE, "/portal/session").await, 204);
     // Signed out: nothing left to renew.
     assert_eq!(

@@ -33,24 +33,92 @@ impl Mail {
         })
     }
 
-    /// The body, its lines joined back if the client wrapped them
-    /// (quoted-printable soft breaks).
+    /// A header's value with its RFC 2047 encoded words (`=?utf-8?b?…?=`,
+    /// `=?utf-8?q?…?=`, how a mail client sends a subject that is not ASCII)
+    /// decoded.
+    pub fn decoded_header(&self, name: &str) -> Option<String> {
+        let value = self.header(name)?;
+        let mut decoded = String::new();
+        for word in value.split(' ') {
+            let inner = word.strip_prefix("=?").and_then(|w| w.strip_suffix("?="));
+            match inner.and_then(|w| {
+                let mut parts = w.splitn(3, '?');
+                Some((parts.next()?, parts.next()?, parts.next()?))
+            }) {
+                Some((_charset, encoding, text)) => {
+                    let bytes = if encoding.eq_ignore_ascii_case("b") {
+                        use base64::Engine as _;
+                        base64::engine::general_purpose::STANDARD
+                            .decode(text)
+                            .expect("base64 encoded word")
+                    } else {
+                        quoted_printable(&text.replace('_', " "))
+                    };
+                    // Adjacent encoded words join without the space between them.
+                    decoded.push_str(&String::from_utf8(bytes).expect("UTF-8"));
+                }
+                None => {
+                    if !decoded.is_empty() {
+                        decoded.push(' ');
+                    }
+                    decoded.push_str(word);
+                }
+            }
+        }
+        Some(decoded)
+    }
+
+    /// The body as text: quoted-printable or base64 decoded, as its
+    /// `Content-Transfer-Encoding` says, with CRLF as LF.
     pub fn body(&self) -> String {
         let body = self
             .data
             .split_once("\r\n\r\n")
             .map_or("", |(_, body)| body);
-        if self
+        let encoding = self
             .header("content-transfer-encoding")
-            .is_some_and(|e| e.eq_ignore_ascii_case("quoted-printable"))
-        {
-            return body
-                .replace("=\r\n", "")
-                .replace("=3D", "=")
-                .replace("\r\n", "\n");
-        }
-        body.replace("\r\n", "\n")
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let bytes = match encoding.as_str() {
+            "quoted-printable" => quoted_printable(body),
+            "base64" => {
+                use base64::Engine as _;
+                let joined: String = body.split_whitespace().collect();
+                base64::engine::general_purpose::STANDARD
+                    .decode(joined)
+                    .expect("a base64 body")
+            }
+            _ => body.as_bytes().to_vec(),
+        };
+        String::from_utf8(bytes)
+            .expect("a UTF-8 body")
+            .replace("\r\n", "\n")
     }
+}
+
+/// Quoted-printable decoded: soft line breaks joined, `=XX` as its byte.
+fn quoted_printable(text: &str) -> Vec<u8> {
+    let text = text.replace("=\r\n", "");
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'=', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 #[derive(Default)]

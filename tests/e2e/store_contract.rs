@@ -2464,6 +2464,7 @@ async fn portal_settings_round_trip(engine: Engine) {
         brand_color: Some("#0a7cff".into()),
         brand_color_dark: Some("#8ab4f8".into()),
         font: hookline_core::portal::Font::Rounded,
+        language: Some(hookline_core::language::Language::He),
         logo_url: Some("https://cdn.example.com/acme.svg".into()),
         theme: Theme::Dark,
         frame_origins: vec!["https://app.acme.example".into()],

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use hookline_core::language::Language;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
@@ -164,6 +165,24 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
         axum::extract::Query::<T>::try_from_uri(&parts.uri)
             .map(|query| Self(query.0))
             .map_err(|rejection| ApiError::InvalidQuery(rejection.body_text()))
+    }
+}
+
+/// The language the answer's sentences (explanations, incidents, the
+/// signature checker) are worded in: what `Accept-Language` asks for, of
+/// those spoken here ([`Language::negotiate`]); English without one.
+pub(crate) struct Lang(pub Language);
+
+impl<S: Send + Sync> FromRequestParts<S> for Lang {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let asked = parts
+            .headers
+            .get(axum::http::header::ACCEPT_LANGUAGE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("");
+        Ok(Self(Language::negotiate(asked)))
     }
 }
 

@@ -41,6 +41,8 @@ const FILES: &[(&str, &[u8])] = files![
     "js/chart.js",
     "js/dom.js",
     "js/format.js",
+    "js/i18n.js",
+    "js/locales/he.js",
     "js/main.js",
     "js/renewal.js",
     "js/router.js",
@@ -412,10 +414,13 @@ pub(crate) async fn renew(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,
 ) -> ApiResult<Json<RenewedSession>> {
-    let hash = match crate::auth::authenticate(&state, &headers).await {
-        Ok(Caller(_, hash)) => hash,
+    let (scope, hash) = match crate::auth::authenticate(&state, &headers).await {
+        Ok(Caller(scope, hash)) => (scope, hash),
         Err(ApiError::Unauthorized(_)) => return Err(ApiError::NotFound("portal session")),
         Err(error) => return Err(error),
+    };
+    let KeyScope::App { app, capabilities } = scope else {
+        return Err(ApiError::NotFound("portal session"));
     };
     let renewed = state
         .store
@@ -426,14 +431,19 @@ pub(crate) async fn renew(
     // This process's cached copy holds the old end.
     state.keys.remove(&hash);
     Ok(Json(RenewedSession {
+        app_id: app.to_string(),
+        capabilities: capabilities.iter().collect(),
         expires_at: renewed.expires_at,
         renewable_until: renewed.renewable_until,
     }))
 }
 
-/// A renewed session's new end.
+/// A renewed session: what it may do, and its new end (what a page opened
+/// from a bookmark, in a tab that has not seen the sign-in, needs to go on).
 #[derive(Serialize, utoipa::ToSchema)]
 pub(crate) struct RenewedSession {
+    app_id: String,
+    capabilities: Vec<Capability>,
     expires_at: Timestamp,
     /// The latest a renewal can take it to (12 h after sign-in).
     renewable_until: Timestamp,
@@ -487,6 +497,9 @@ pub(crate) async fn sign_out(
 pub(crate) fn validated(settings: PortalSettings) -> ApiResult<PortalSettings> {
     settings.validated().map_err(|e| ApiError::Validation(e.0))
 }
+
+#[cfg(test)]
+mod languages;
 
 #[cfg(test)]
 mod tests {

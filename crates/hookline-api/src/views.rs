@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use hookline_core::explain;
+use hookline_core::language::Language;
 use hookline_core::model::{request_headers, DeliveryState, RequestParts};
 use hookline_core::retry::RetryPolicy;
 use hookline_store::{
@@ -88,11 +89,11 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
 pub(crate) fn delivery(
     d: &Delivery,
     event_type: &str,
-    facts: Option<(&DeliveryFacts, &RetryPolicy)>,
+    facts: Option<(&DeliveryFacts, &RetryPolicy, Language)>,
 ) -> DeliveryView {
     let parked = d.state == DeliveryState::Pending && d.due_at == PARKED;
     let next_attempt_at = (d.state == DeliveryState::Pending && !parked).then_some(d.due_at);
-    let newest = facts.and_then(|(f, _)| f.newest.as_ref());
+    let newest = facts.and_then(|(f, _, _)| f.newest.as_ref());
     DeliveryView {
         id: d.id.to_string(),
         event_id: d.event_id.to_string(),
@@ -109,28 +110,31 @@ pub(crate) fn delivery(
         dead_reason: d.dead_reason,
         dead_at: d.dead_at,
         created_at: d.created_at,
-        explanation: facts.map(|(f, defaults)| {
-            explain::delivery(&explain::DeliveryFacts {
-                state: d.state,
-                parked,
-                attempts: d.attempts,
-                next_attempt_at,
-                dead_reason: d.dead_reason,
-                ordering_key: d.ordering_key.as_deref(),
-                newest: newest.map(attempt_facts),
-                endpoint: f.endpoint.as_ref().map(|e| explain::EndpointFacts {
-                    enabled: e.enabled,
-                    paused: e.paused,
-                    disabled_reason: e.disabled_reason.as_deref(),
-                    breaker: e.breaker.state,
-                    consecutive_failures: e.breaker.consecutive_failures,
-                    next_probe_at: e.breaker.next_probe_at,
-                }),
-                policy: f
-                    .endpoint
-                    .as_ref()
-                    .map_or(*defaults, |e| e.retry.apply(*defaults)),
-            })
+        explanation: facts.map(|(f, defaults, language)| {
+            explain::delivery(
+                &explain::DeliveryFacts {
+                    state: d.state,
+                    parked,
+                    attempts: d.attempts,
+                    next_attempt_at,
+                    dead_reason: d.dead_reason,
+                    ordering_key: d.ordering_key.as_deref(),
+                    newest: newest.map(attempt_facts),
+                    endpoint: f.endpoint.as_ref().map(|e| explain::EndpointFacts {
+                        enabled: e.enabled,
+                        paused: e.paused,
+                        disabled_reason: e.disabled_reason.as_deref(),
+                        breaker: e.breaker.state,
+                        consecutive_failures: e.breaker.consecutive_failures,
+                        next_probe_at: e.breaker.next_probe_at,
+                    }),
+                    policy: f
+                        .endpoint
+                        .as_ref()
+                        .map_or(*defaults, |e| e.retry.apply(*defaults)),
+                },
+                language,
+            )
         }),
     }
 }
@@ -184,15 +188,19 @@ fn header_object(headers: &[(String, String)]) -> BTreeMap<String, String> {
     object
 }
 
-/// What `a`'s outcome meant, under the retry policy its endpoint follows.
-pub(crate) fn attempt_explanation(a: &Attempt, policy: &RetryPolicy) -> explain::Explanation {
-    explain::attempt(&attempt_facts(a), policy)
+/// What `a`'s outcome meant, under the retry policy its endpoint follows, in `language`.
+pub(crate) fn attempt_explanation(
+    a: &Attempt,
+    policy: &RetryPolicy,
+    language: Language,
+) -> explain::Explanation {
+    explain::attempt(&attempt_facts(a), policy, language)
 }
 
-/// An attempt, explained under the retry policy its endpoint follows.
-pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy) -> AttemptView {
+/// An attempt, explained under the retry policy its endpoint follows, in `language`.
+pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy, language: Language) -> AttemptView {
     AttemptView {
-        explanation: attempt_explanation(a, policy),
+        explanation: attempt_explanation(a, policy, language),
         request_body: None,
         id: a.id.to_string(),
         delivery_id: a.delivery_id.to_string(),

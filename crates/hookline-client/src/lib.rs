@@ -161,6 +161,7 @@ impl Client {
             timeout: Duration::from_secs(30),
             retries: Retries::default(),
             http: None,
+            language: None,
         }
     }
 }
@@ -173,9 +174,18 @@ pub struct ClientBuilder {
     timeout: Duration,
     retries: Retries,
     http: Option<reqwest::Client>,
+    language: Option<hookline_core::language::Language>,
 }
 
 impl ClientBuilder {
+    /// The language of the sentences the API writes for people
+    /// (explanations, incidents, the signature check): sent as
+    /// `Accept-Language` with every request (default: none, English).
+    pub fn language(mut self, language: hookline_core::language::Language) -> Self {
+        self.language = Some(language);
+        self
+    }
+
     /// How long one request may take, answer included (default 30 s).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -215,6 +225,7 @@ impl ClientBuilder {
                 base,
                 authorization: format!("Bearer {}", self.token),
                 retries: self.retries,
+                language: self.language,
             }),
         })
     }

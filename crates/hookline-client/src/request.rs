@@ -22,6 +22,8 @@ pub(crate) struct Inner {
     pub base: String,
     pub authorization: String,
     pub retries: Retries,
+    /// Sent as `Accept-Language`, when set.
+    pub language: Option<hookline_core::language::Language>,
 }
 
 /// How publishes and reads are retried: up to `attempts` tries in all, with a
@@ -148,6 +150,9 @@ impl Inner {
             .http
             .request(call.method.clone(), format!("{}{}", self.base, call.path))
             .header(reqwest::header::AUTHORIZATION, &self.authorization);
+        if let Some(language) = self.language {
+            request = request.header(reqwest::header::ACCEPT_LANGUAGE, language.tag());
+        }
         if let Some(query) = call.query {
             request = query.apply(request);
         }

@@ -4,9 +4,12 @@
 //!
 //! An [`Explanation`] is structured (a stable [`Code`], the status, how many
 //! attempts are left, when the next is due, what the customer can do about it
-//! as an [`Action`]) and carries one sentence from the locale table ([`en`]).
-//! The sentence names no clock time: a reader's time zone is the renderer's
-//! business, so the time is `next_attempt_at`, beside it.
+//! as an [`Action`]) and carries one sentence in the request's [`Language`],
+//! from one of two locale tables: [`en`] (English) and [`he`] (Hebrew), each
+//! the same functions of the same explanation. The structure is worked out
+//! once, here; a table only words it. The sentence names no clock time: a
+//! reader's time zone is the renderer's business, so the time is
+//! `next_attempt_at`, beside it.
 //!
 //! [`delivery`] reads the delivery's state first and its newest attempt
 //! second: what holds a pending delivery back (its endpoint paused or
@@ -18,6 +21,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::BreakerState;
+use crate::language::Language;
 use crate::model::{AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError};
 use crate::retry::RetryPolicy;
 use crate::time::Timestamp;
@@ -114,7 +118,7 @@ pub struct Explanation {
     /// The endpoint's `Retry-After`, when it asked to wait.
     pub retry_after: Option<String>,
     pub action: Action,
-    /// One sentence, in English, that says all of the above (without clock times).
+    /// One sentence, in the request's language, that says all of the above (without clock times).
     pub message: String,
 }
 
@@ -164,8 +168,8 @@ pub struct EndpointFacts<'a> {
     pub next_probe_at: Option<Timestamp>,
 }
 
-/// Why `facts`' delivery is where it is.
-pub fn delivery(facts: &DeliveryFacts<'_>) -> Explanation {
+/// Why `facts`' delivery is where it is, said in `language`.
+pub fn delivery(facts: &DeliveryFacts<'_>, language: Language) -> Explanation {
     let max = facts.policy.max_attempts;
     // The newest attempt speaks for this round only if the round has made one
     // (a replay starts a round with none).
@@ -226,12 +230,16 @@ pub fn delivery(facts: &DeliveryFacts<'_>) -> Explanation {
     explanation.action = action;
     explanation.next_attempt_at = next;
     explanation.retries_left = left;
-    explanation.message = en::delivery(&explanation, facts, &facts.policy);
+    explanation.message = match language {
+        Language::En => en::delivery(&explanation, facts, &facts.policy),
+        Language::He => he::delivery(&explanation, facts, &facts.policy),
+    };
     explanation
 }
 
-/// What one attempt's outcome meant, under the retry policy its endpoint follows.
-pub fn attempt(facts: &AttemptFacts<'_>, policy: &RetryPolicy) -> Explanation {
+/// What one attempt's outcome meant, under the retry policy its endpoint
+/// follows, said in `language`.
+pub fn attempt(facts: &AttemptFacts<'_>, policy: &RetryPolicy, language: Language) -> Explanation {
     let max = policy.max_attempts;
     let (code, action, left) = match facts.verdict {
         AttemptVerdict::Delivered => (Code::Delivered, Action::None, 0),
@@ -262,7 +270,10 @@ pub fn attempt(facts: &AttemptFacts<'_>, policy: &RetryPolicy) -> Explanation {
         action,
         message: String::new(),
     };
-    explanation.message = en::attempt(&explanation, policy);
+    explanation.message = match language {
+        Language::En => en::attempt(&explanation, policy),
+        Language::He => he::attempt(&explanation, policy),
+    };
     explanation
 }
 
@@ -308,8 +319,26 @@ fn dead(reason: DeadReason, attempts: u32, max: u32) -> (Code, Action) {
     }
 }
 
-/// The locale table: each explanation as an English sentence. A second
-/// language is a second module of these functions.
+/// A unit a span of time is said in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unit {
+    Hour,
+    Minute,
+    Second,
+}
+
+/// A span as a count of the largest unit that divides it whole: 24 hours,
+/// 90 minutes, 45 seconds.
+fn whole(d: Duration) -> (u64, Unit) {
+    match d.as_secs() {
+        s if s >= 3600 && s % 3600 == 0 => (s / 3600, Unit::Hour),
+        s if s >= 60 && s % 60 == 0 => (s / 60, Unit::Minute),
+        s => (s, Unit::Second),
+    }
+}
+
+/// The English table: each explanation as an English sentence. [`he`] is
+/// the same functions in Hebrew.
 pub mod en {
     use super::*;
 
@@ -556,18 +585,495 @@ pub mod en {
 
     /// "24 hours", "90 minutes", "45 seconds".
     fn span(d: Duration) -> String {
-        let secs = d.as_secs();
-        match secs {
-            s if s >= 3600 && s % 3600 == 0 => plural((s / 3600) as u32, "hour"),
-            s if s >= 60 && s % 60 == 0 => plural((s / 60) as u32, "minute"),
-            s => plural(s as u32, "second"),
+        let (n, unit) = whole(d);
+        amount(n, unit)
+    }
+
+    /// "1 hour", "5 minutes".
+    pub(crate) fn amount(n: u64, unit: Unit) -> String {
+        let word = match unit {
+            Unit::Hour => "hour",
+            Unit::Minute => "minute",
+            Unit::Second => "second",
+        };
+        format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+    }
+}
+
+/// The Hebrew table: the same functions as [`en`], in Hebrew, which is
+/// written right to left. Every value set into a sentence (a status, a count,
+/// a key) is a bidi isolate ([`Language::isolate`]), so it keeps its own
+/// direction; one and two are said in words, as Hebrew counts them.
+pub mod he {
+    use super::*;
+
+    /// A delivery's sentence.
+    pub fn delivery(e: &Explanation, facts: &DeliveryFacts<'_>, policy: &RetryPolicy) -> String {
+        match e.code {
+            Code::Delivered => {
+                let replayed = facts.newest.and_then(|a| a.trigger) == Some(AttemptTrigger::Replay);
+                match e.attempts {
+                    0 | 1 if replayed => "נמסרה כשנשלחה שוב.".to_owned(),
+                    0 | 1 => "נמסרה בניסיון הראשון.".to_owned(),
+                    n => format!(
+                        "נמסרה בניסיון {}, אחרי {}.",
+                        iso(n),
+                        failed_attempts(u64::from(n - 1))
+                    ),
+                }
+            }
+            Code::Scheduled if facts.newest.is_some() => {
+                "נשלחה שוב: הניסיון הראשון בסבב החדש שלה מתוזמן.".to_owned()
+            }
+            Code::Scheduled => "ממתינה לניסיון הראשון שלה.".to_owned(),
+            Code::Sending => "נשלחת לנקודת הקצה שלכם ממש עכשיו.".to_owned(),
+            Code::BehindEarlierEvent => format!(
+                "ממתינה שאירוע קודם עם אותו מפתח סדר{} יימסר לפניה. אם המסירה שלו נכשלה, שלחו אותו שוב: זו תבוא אחריו.",
+                facts
+                    .ordering_key
+                    .map(|key| format!(" ({})", iso(key)))
+                    .unwrap_or_default()
+            ),
+            Code::EndpointPaused => {
+                "נקודת הקצה שלכם מושהית: המסירה הזו ממתינה, ותישלח ברגע שתבטלו את ההשהיה של נקודת הקצה."
+                    .to_owned()
+            }
+            Code::EndpointDisabled => {
+                let why = match facts.endpoint.and_then(|e| e.disabled_reason) {
+                    Some("manual") => " (ידנית)".to_owned(),
+                    Some("gone") => format!(" (היא ענתה {})", http_status(410)),
+                    Some("failing") => " (היא נכשלה שוב ושוב זמן רב מדי)".to_owned(),
+                    _ => String::new(),
+                };
+                format!(
+                    "נקודת הקצה שלכם מושבתת{why}: המסירה הזו נשמרת, ותישלח כשנקודת הקצה תופעל שוב."
+                )
+            }
+            Code::BreakerOpen => {
+                let failed = match facts.endpoint.map_or(0, |e| e.consecutive_failures) {
+                    0 => "נקודת הקצה שלכם המשיכה להיכשל".to_owned(),
+                    n => format!("נקודת הקצה שלכם נכשלה {} ברצף", times(n)),
+                };
+                format!("מפסק הזרם פתוח: {failed}. המסירות ממתינות עד שבקשת בדיקה תצליח.")
+            }
+            Code::BreakerHalfOpen => {
+                "מפסק הזרם חצי־פתוח: בקשת בדיקה יחידה בודקת את נקודת הקצה שלכם, והשאר יישלחו אחרי שהיא תצליח."
+                    .to_owned()
+            }
+            Code::ServerError
+            | Code::RateLimited
+            | Code::Timeout
+            | Code::ConnectionError
+            | Code::TlsError
+            | Code::AuthError => {
+                format!("{}. {}", failure(e), next_attempt(e.attempts + 1, e.max_attempts))
+            }
+            _ => dead(e, policy),
         }
+    }
+
+    /// An attempt's sentence.
+    pub fn attempt(e: &Explanation, policy: &RetryPolicy) -> String {
+        match e.code {
+            Code::Delivered => format!("נמסרה: {}.", answered(e.status)),
+            _ if e.retries_left > 0 => {
+                format!(
+                    "{}. {}",
+                    failure(e),
+                    next_attempt(e.attempts + 1, e.max_attempts)
+                )
+            }
+            _ => dead(e, policy),
+        }
+    }
+
+    /// A dead delivery's (or its last attempt's) sentence.
+    fn dead(e: &Explanation, policy: &RetryPolicy) -> String {
+        match e.code {
+            Code::EndpointDeleted => {
+                "נקודת הקצה נמחקה בזמן שהמסירה הזו המתינה, ולכן אין לאן לשלוח אותה שוב."
+                    .to_owned()
+            }
+            Code::Gone => format!(
+                "נקודת הקצה שלכם ענתה {}, ולכן היא הושבתה והשליחה נעצרה. הפעילו מחדש את נקודת הקצה ואז שלחו שוב.",
+                http_status(410)
+            ),
+            Code::Redirect => format!(
+                "נקודת הקצה שלכם ענתה {}. מסירות לא עוקבות אחרי הפניות: שנו את הכתובת של נקודת הקצה לכתובת הסופית ואז שלחו שוב.",
+                status_or(e.status, "בהפניה")
+            ),
+            Code::DestinationForbidden => {
+                "הכתובת של נקודת הקצה שלכם מובילה לרשת פרטית או לרשת אסורה אחרת, ולכן לא נוצר חיבור. השתמשו בכתובת ציבורית ואז שלחו שוב."
+                    .to_owned()
+            }
+            Code::ClientErrorNoRetry => format!(
+                "נקודת הקצה שלכם ענתה {}{}. על תשובות 4xx אין ניסיונות חוזרים: תקנו את נקודת הקצה ואז שלחו שוב.",
+                status_or(e.status, "בסטטוס 4xx"),
+                client_error(e.status)
+            ),
+            Code::MaxAge => format!(
+                "השליחה הופסקה אחרי {}: המסירה חרגה מחלון הניסיונות החוזרים ({}). הניסיון האחרון {}. תקנו את נקודת הקצה ואז שלחו שוב.",
+                ATTEMPTS.count(u64::from(e.attempts)),
+                span(policy.max_age),
+                last(e)
+            ),
+            _ => format!(
+                "השליחה הופסקה אחרי ניסיון {} מתוך {}. הניסיון האחרון {}. תקנו את נקודת הקצה ואז שלחו שוב.",
+                iso(e.attempts),
+                iso(e.max_attempts),
+                last(e)
+            ),
+        }
+    }
+
+    /// What went wrong, as a sentence without its full stop.
+    fn failure(e: &Explanation) -> String {
+        match (e.code, e.status) {
+            (Code::RateLimited, Some(status)) => match &e.retry_after {
+                Some(wait) => format!(
+                    "נקודת הקצה שלכם ענתה {} וביקשה להמתין ({})",
+                    http_status(status),
+                    iso(format!("Retry-After: {wait}"))
+                ),
+                None => format!(
+                    "נקודת הקצה שלכם ענתה {} בלי כותרת Retry-After, ולכן הניסיונות החוזרים מתרווחים לפי לוח הזמנים שלהם",
+                    http_status(status)
+                ),
+            },
+            (_, Some(status)) => format!("נקודת הקצה שלכם ענתה {}", http_status(status)),
+            (Code::Timeout, None) => "נקודת הקצה שלכם לא ענתה בזמן".to_owned(),
+            (Code::TlsError, None) => {
+                "לחיצת היד של TLS (HTTPS) עם נקודת הקצה שלכם נכשלה".to_owned()
+            }
+            (Code::AuthError, None) => {
+                "לא התקבל אסימון גישה לנקודת הקצה שלכם: שירות האסימונים של OAuth2 שלה נכשל או סירב"
+                    .to_owned()
+            }
+            _ => match e.error_kind {
+                Some(TransportError::Dns) => {
+                    "לא ניתן היה לתרגם לכתובת את שם המארח של נקודת הקצה שלכם".to_owned()
+                }
+                Some(TransportError::Io) => {
+                    "החיבור לנקודת הקצה שלכם נכשל בזמן השליחה או הקריאה".to_owned()
+                }
+                _ => "לא ניתן היה להתחבר לנקודת הקצה שלכם: החיבור נדחה או אופס".to_owned(),
+            },
+        }
+    }
+
+    /// "קיבל [503] השירות אינו זמין מנקודת הקצה שלכם", … (after "הניסיון האחרון").
+    fn last(e: &Explanation) -> String {
+        match (e.status, e.error_kind) {
+            (Some(status), _) => format!("קיבל {} מנקודת הקצה שלכם", http_status(status)),
+            (None, Some(TransportError::Timeout)) => "לא נענה בזמן".to_owned(),
+            (None, Some(TransportError::Tls)) => "נכשל בלחיצת היד של TLS (HTTPS)".to_owned(),
+            (None, Some(TransportError::Dns)) => {
+                "לא הצליח לתרגם לכתובת את שם המארח של נקודת הקצה שלכם".to_owned()
+            }
+            (None, Some(TransportError::AuthError)) => {
+                "לא הצליח לקבל אסימון גישה לנקודת הקצה שלכם".to_owned()
+            }
+            (None, Some(TransportError::Io)) => "נכשל בזמן השליחה או הקריאה".to_owned(),
+            (None, Some(_)) => "לא הצליח להתחבר: החיבור נדחה או אופס".to_owned(),
+            (None, None) => "לא הצליח".to_owned(),
+        }
+    }
+
+    fn next_attempt(number: u32, max: u32) -> String {
+        format!(
+            "יהיה ניסיון חוזר: ניסיון {} מתוך {} מתוזמן.",
+            iso(number),
+            iso(max)
+        )
+    }
+
+    /// What a 4xx most often means, after its status.
+    fn client_error(status: Option<u16>) -> &'static str {
+        match status {
+            Some(400 | 422) => ": היא דחתה את התוכן",
+            Some(401 | 403) => {
+                ": היא דחתה את הבקשה. בדקו שהיא מאמתת חתימות עם הסוד של נקודת הקצה הזו, ובדקו את הגדרות האימות של נקודת הקצה"
+            }
+            Some(404) => ": שום דבר לא עונה בכתובת של נקודת הקצה",
+            Some(405) => ": היא לא מקבלת בקשות POST",
+            Some(413) => ": התוכן גדול מדי בשבילה",
+            Some(415) => ": היא לא מקבלת JSON",
+            _ => "",
+        }
+    }
+
+    fn answered(status: Option<u16>) -> String {
+        format!("נקודת הקצה שלכם ענתה {}", status_or(status, "2xx"))
+    }
+
+    fn status_or(status: Option<u16>, otherwise: &str) -> String {
+        status.map_or_else(|| otherwise.to_owned(), http_status)
+    }
+
+    /// "[503] השירות אינו זמין"; an unusual code stays a number.
+    pub fn http_status(code: u16) -> String {
+        let phrase = match code {
+            200 => "תקין",
+            201 => "נוצר",
+            202 => "התקבל",
+            204 => "אין תוכן",
+            301 => "הועבר לצמיתות",
+            302 => "נמצא",
+            303 => "ראו מיקום אחר",
+            307 => "הפניה זמנית",
+            308 => "הפניה קבועה",
+            400 => "בקשה שגויה",
+            401 => "לא מורשה",
+            403 => "אסור",
+            404 => "לא נמצא",
+            405 => "השיטה אינה מותרת",
+            408 => "תם הזמן לבקשה",
+            409 => "התנגשות",
+            410 => "לא קיים עוד",
+            413 => "התוכן גדול מדי",
+            415 => "סוג מדיה לא נתמך",
+            422 => "לא ניתן לעיבוד",
+            429 => "יותר מדי בקשות",
+            500 => "שגיאת שרת פנימית",
+            501 => "לא מיושם",
+            502 => "שער שגוי",
+            503 => "השירות אינו זמין",
+            504 => "תם הזמן בשער",
+            _ => return iso(code),
+        };
+        format!("{} {phrase}", iso(code))
+    }
+
+    /// `value` set into a Hebrew sentence: isolated, so it keeps its direction.
+    pub(crate) fn iso(value: impl std::fmt::Display) -> String {
+        Language::He.isolate(value)
+    }
+
+    /// A noun as Hebrew counts it: one and two in words ("ניסיון אחד", "שני
+    /// ניסיונות"), more as a number before the plural.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct Noun {
+        pub one: &'static str,
+        /// Two, when Hebrew says it in a word (a dual, or "שני"/"שתי").
+        pub two: Option<&'static str>,
+        pub many: &'static str,
+    }
+
+    impl Noun {
+        pub(crate) fn count(self, n: u64) -> String {
+            match (n, self.two) {
+                (1, _) => self.one.to_owned(),
+                (2, Some(two)) => two.to_owned(),
+                (n, _) => format!("{} {}", iso(n), self.many),
+            }
+        }
+    }
+
+    pub(crate) const ATTEMPTS: Noun = Noun {
+        one: "ניסיון אחד",
+        two: Some("שני ניסיונות"),
+        many: "ניסיונות",
+    };
+
+    pub(crate) const DELIVERIES: Noun = Noun {
+        one: "מסירה אחת",
+        two: Some("שתי מסירות"),
+        many: "מסירות",
+    };
+
+    /// "ניסיון אחד שנכשל", "שני ניסיונות שנכשלו".
+    pub(crate) fn failed_attempts(n: u64) -> String {
+        let failed = if n == 1 { "שנכשל" } else { "שנכשלו" };
+        format!("{} {failed}", ATTEMPTS.count(n))
+    }
+
+    fn times(n: u32) -> String {
+        Noun {
+            one: "פעם אחת",
+            two: Some("פעמיים"),
+            many: "פעמים",
+        }
+        .count(u64::from(n))
+    }
+
+    /// "[24] שעות", "[90] דקות", "[45] שניות".
+    fn span(d: Duration) -> String {
+        let (n, unit) = whole(d);
+        amount(n, unit)
+    }
+
+    /// "שעה אחת", "שעתיים", "[2] דקות", "[5] דקות".
+    pub(crate) fn amount(n: u64, unit: Unit) -> String {
+        let noun = match unit {
+            Unit::Hour => Noun {
+                one: "שעה אחת",
+                two: Some("שעתיים"),
+                many: "שעות",
+            },
+            // No dual: "[2] דקות".
+            Unit::Minute => Noun {
+                one: "דקה אחת",
+                two: None,
+                many: "דקות",
+            },
+            Unit::Second => Noun {
+                one: "שנייה אחת",
+                two: None,
+                many: "שניות",
+            },
+        };
+        noun.count(n)
+    }
+}
+
+/// What the tests of every table with Hebrew sentences check of them (here,
+/// and in `incidents`, `signature_check` and `notify`).
+#[cfg(test)]
+pub(crate) mod hebrew_checks {
+    /// Latin words a Hebrew sentence may hold outside an isolated value.
+    const LATIN_TOKENS: [&str; 15] = [
+        "HTTP",
+        "HTTPS",
+        "TLS",
+        "OAuth2",
+        "JSON",
+        "POST",
+        "Retry-After",
+        "2xx",
+        "3xx",
+        "4xx",
+        "5xx",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "v1",
+    ];
+
+    fn is_hebrew_letter(c: char) -> bool {
+        ('\u{05D0}'..='\u{05EA}').contains(&c)
+    }
+
+    /// `s` with each isolate (LRI, RLI or FSI … PDI) and what it holds made a space.
+    fn outside_isolates(s: &str) -> String {
+        let mut depth = 0usize;
+        let mut outside = String::new();
+        for c in s.chars() {
+            match c {
+                '\u{2066}'..='\u{2068}' => {
+                    if depth == 0 {
+                        outside.push(' ');
+                    }
+                    depth += 1;
+                }
+                '\u{2069}' => depth = depth.saturating_sub(1),
+                c if depth == 0 => outside.push(c),
+                _ => {}
+            }
+        }
+        outside
+    }
+
+    /// A Hebrew sentence: Hebrew letters, its isolates closed, and no Latin
+    /// word outside an isolate but the allowed tokens (`HTTP`, `webhook-id`,
+    /// `Standard Webhooks`, …).
+    pub(crate) fn assert_hebrew(s: &str) {
+        assert!(s.chars().any(is_hebrew_letter), "no Hebrew in {s:?}");
+        let opened = s
+            .chars()
+            .filter(|c| ('\u{2066}'..='\u{2068}').contains(c))
+            .count();
+        assert_eq!(
+            opened,
+            s.matches('\u{2069}').count(),
+            "an isolate left open in {s:?}"
+        );
+        let outside = outside_isolates(s).replace("Standard Webhooks", " ");
+        assert!(!outside.contains('{'), "a placeholder left in {s:?}");
+        let latin = |c: char| c == '-' || (c.is_alphanumeric() && !is_hebrew_letter(c));
+        for word in outside.split(|c: char| !latin(c)) {
+            let word = word.trim_matches('-');
+            if word.chars().any(char::is_alphabetic) {
+                assert!(
+                    LATIN_TOKENS.contains(&word),
+                    "{word:?} outside an isolate in {s:?}"
+                );
+            }
+        }
+    }
+
+    /// The numbers `s` names, in order of their spelling: its runs of digits,
+    /// Hebrew's words for one and two ("אחת", "שתי", "פעמיים", …), and
+    /// English's "once" as a count ("once in a row").
+    pub(crate) fn numbers(s: &str) -> Vec<String> {
+        let mut found: Vec<String> = s
+            .split(|c: char| !c.is_alphanumeric())
+            .filter_map(|word| match word {
+                "אחד" | "אחת" => Some("1".to_owned()),
+                "שני" | "שתי" | "פעמיים" | "שעתיים" | "יומיים" => {
+                    Some("2".to_owned())
+                }
+                w if !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()) => Some(w.to_owned()),
+                _ => None,
+            })
+            .collect();
+        found.extend(s.matches("once in a row").map(|_| "1".to_owned()));
+        found.sort();
+        found
+    }
+
+    /// `hebrew` is a Hebrew sentence that names the numbers `english` names.
+    pub(crate) fn assert_twin(english: &str, hebrew: &str) {
+        assert!(!english.is_empty(), "no English sentence for {hebrew:?}");
+        assert_hebrew(hebrew);
+        assert_eq!(
+            numbers(english),
+            numbers(hebrew),
+            "{english:?} and {hebrew:?} name other numbers"
+        );
+    }
+
+    /// `s` with its isolates shown as `[` `]`, for tests to spell a sentence out.
+    pub(crate) fn visible(s: &str) -> String {
+        s.replace(&['\u{2066}', '\u{2067}', '\u{2068}'][..], "[")
+            .replace('\u{2069}', "]")
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::hebrew_checks::{assert_hebrew, assert_twin, visible};
     use super::*;
+
+    /// The explanation under test, in `language`. An English one is checked
+    /// against its Hebrew twin on the way ([`twin`]), so every case below
+    /// covers both tables.
+    fn delivery(facts: &DeliveryFacts<'_>, language: Language) -> Explanation {
+        let explanation = super::delivery(facts, language);
+        if language == Language::En {
+            twin(&explanation, &super::delivery(facts, Language::He));
+        }
+        explanation
+    }
+
+    /// [`delivery`]'s twin for an attempt.
+    fn attempt(facts: &AttemptFacts<'_>, policy: &RetryPolicy, language: Language) -> Explanation {
+        let explanation = super::attempt(facts, policy, language);
+        if language == Language::En {
+            twin(&explanation, &super::attempt(facts, policy, Language::He));
+        }
+        explanation
+    }
+
+    /// The same explanation in both languages, but for its sentence: a Hebrew
+    /// one that names the same numbers.
+    fn twin(english: &Explanation, hebrew: &Explanation) {
+        let unsaid = |e: &Explanation| Explanation {
+            message: String::new(),
+            ..e.clone()
+        };
+        assert_eq!(unsaid(english), unsaid(hebrew));
+        assert_twin(&english.message, &hebrew.message);
+    }
 
     const NEXT: Timestamp = Timestamp::from_millis(1_700_000_060_000);
     const PROBE: Timestamp = Timestamp::from_millis(1_700_000_090_000);
@@ -975,7 +1481,7 @@ mod tests {
             ),
         ];
         for (name, newest, want) in &cases {
-            check(name, &delivery(&after(*newest)), want);
+            check(name, &delivery(&after(*newest), Language::En), want);
         }
     }
 
@@ -984,7 +1490,7 @@ mod tests {
         for status in [429, 503] {
             let mut newest = got(2, Some(status), None);
             newest.retry_after = Some(" 30 ");
-            let explanation = delivery(&after(newest));
+            let explanation = delivery(&after(newest), Language::En);
             check(
                 "asked to wait",
                 &explanation,
@@ -1001,7 +1507,7 @@ mod tests {
         // A Retry-After on another status is not a request to wait.
         let mut newest = got(1, Some(500), None);
         newest.retry_after = Some("30");
-        let explanation = delivery(&after(newest));
+        let explanation = delivery(&after(newest), Language::En);
         assert_eq!(
             (explanation.code, explanation.retry_after),
             (Code::ServerError, None)
@@ -1016,7 +1522,7 @@ mod tests {
         last.next_attempt_at = None;
         check(
             "max attempts",
-            &delivery(&after(last)),
+            &delivery(&after(last), Language::En),
             &want(
                 Code::MaxAttempts,
                 Action::FixThenReplay,
@@ -1031,7 +1537,7 @@ mod tests {
         );
         check(
             "max attempts, the attempt",
-            &attempt(&last, &policy()),
+            &attempt(&last, &policy(), Language::En),
             &want(
                 Code::MaxAttempts,
                 Action::FixThenReplay,
@@ -1046,7 +1552,7 @@ mod tests {
         last.next_attempt_at = None;
         check(
             "max age",
-            &delivery(&after(last)),
+            &delivery(&after(last), Language::En),
             &want(
                 Code::MaxAge,
                 Action::FixThenReplay,
@@ -1067,7 +1573,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut DeliveryFacts<'static>)| {
             let mut facts = failed;
             f(&mut facts);
-            delivery(&facts)
+            delivery(&facts, Language::En)
         };
         check(
             "paused",
@@ -1163,7 +1669,7 @@ mod tests {
     fn a_delivery_without_an_attempt_in_its_round_is_scheduled() {
         check(
             "new",
-            &delivery(&fresh()),
+            &delivery(&fresh(), Language::En),
             &want(
                 Code::Scheduled,
                 Action::Wait,
@@ -1175,7 +1681,7 @@ mod tests {
         // Replayed: the dead round's attempt is the newest, the new round has none.
         let mut replayed = fresh();
         replayed.newest = Some(got(1, Some(400), None));
-        let explanation = delivery(&replayed);
+        let explanation = delivery(&replayed, Language::En);
         check(
             "replayed",
             &explanation,
@@ -1193,7 +1699,7 @@ mod tests {
         delivered.trigger = Some(AttemptTrigger::Replay);
         check(
             "delivered on replay",
-            &delivery(&after(delivered)),
+            &delivery(&after(delivered), Language::En),
             &want(
                 Code::Delivered,
                 Action::None,
@@ -1214,7 +1720,7 @@ mod tests {
         };
         check(
             "deleted",
-            &delivery(&facts),
+            &delivery(&facts, Language::En),
             &want(Code::EndpointDeleted, Action::None, 0, None, &["deleted"]),
         );
         // Parked on an endpoint that is gone since: disabled, not paused.
@@ -1223,7 +1729,7 @@ mod tests {
             endpoint: None,
             ..fresh()
         };
-        assert_eq!(delivery(&facts).code, Code::EndpointDisabled);
+        assert_eq!(delivery(&facts, Language::En).code, Code::EndpointDisabled);
     }
 
     #[test]
@@ -1231,7 +1737,7 @@ mod tests {
         let policy = policy();
         check(
             "delivered",
-            &attempt(&got(2, Some(200), None), &policy),
+            &attempt(&got(2, Some(200), None), &policy, Language::En),
             &want(
                 Code::Delivered,
                 Action::None,
@@ -1242,7 +1748,7 @@ mod tests {
         );
         check(
             "retried",
-            &attempt(&got(2, Some(502), None), &policy),
+            &attempt(&got(2, Some(502), None), &policy, Language::En),
             &want(
                 Code::ServerError,
                 Action::FixEndpoint,
@@ -1253,7 +1759,7 @@ mod tests {
         );
         check(
             "refused",
-            &attempt(&got(1, Some(404), None), &policy),
+            &attempt(&got(1, Some(404), None), &policy, Language::En),
             &want(
                 Code::ClientErrorNoRetry,
                 Action::FixThenReplay,
@@ -1267,7 +1773,11 @@ mod tests {
             max_attempts: 3,
             ..policy
         };
-        let explanation = attempt(&got(2, None, Some(TransportError::Connect)), &tight);
+        let explanation = attempt(
+            &got(2, None, Some(TransportError::Connect)),
+            &tight,
+            Language::En,
+        );
         assert_eq!((explanation.max_attempts, explanation.retries_left), (3, 1));
         assert!(
             explanation.message.contains("attempt 3 of 3"),
@@ -1284,8 +1794,8 @@ mod tests {
             for number in [1, 8] {
                 let mut newest = got(number, Some(status), None);
                 newest.retry_after = Some("30");
-                said.push(delivery(&after(newest)).message);
-                said.push(attempt(&newest, &policy()).message);
+                said.push(delivery(&after(newest), Language::En).message);
+                said.push(attempt(&newest, &policy(), Language::En).message);
             }
         }
         for error in [
@@ -1297,14 +1807,14 @@ mod tests {
             TransportError::AuthError,
             TransportError::DestinationForbidden,
         ] {
-            said.push(delivery(&after(got(1, None, Some(error)))).message);
+            said.push(delivery(&after(got(1, None, Some(error))), Language::En).message);
         }
         let mut exhausted = got(8, Some(502), None);
         exhausted.verdict = AttemptVerdict::Dead;
         exhausted.dead_reason = Some(DeadReason::RetriesExhausted);
-        said.push(delivery(&after(exhausted)).message);
+        said.push(delivery(&after(exhausted), Language::En).message);
         exhausted.number = 3;
-        said.push(delivery(&after(exhausted)).message);
+        said.push(delivery(&after(exhausted), Language::En).message);
         for message in said {
             assert!(!message.contains("Hookline"), "{message}");
         }
@@ -1312,11 +1822,135 @@ mod tests {
 
     #[test]
     fn every_code_and_action_serialises_in_snake_case() {
-        let json = serde_json::to_value(delivery(&after(got(1, Some(400), None)))).unwrap();
+        let json =
+            serde_json::to_value(delivery(&after(got(1, Some(400), None)), Language::En)).unwrap();
         assert_eq!(json["code"], "client_error_no_retry");
         assert_eq!(json["action"], "fix_then_replay");
         assert_eq!(json["status"], 400);
         assert_eq!(json["retries_left"], 0);
         assert_eq!(json["next_attempt_at"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn the_hebrew_table_says_each_explanation_in_hebrew() {
+        let hebrew = |facts: &DeliveryFacts<'_>| visible(&delivery(facts, Language::He).message);
+        assert_eq!(
+            hebrew(&after(got(3, Some(204), None))),
+            "נמסרה בניסיון [3], אחרי שני ניסיונות שנכשלו."
+        );
+        assert_eq!(
+            hebrew(&after(got(1, Some(503), None))),
+            "נקודת הקצה שלכם ענתה [503] השירות אינו זמין. יהיה ניסיון חוזר: ניסיון [2] מתוך [8] מתוזמן."
+        );
+        assert_eq!(
+            hebrew(&after(got(1, Some(401), None))),
+            "נקודת הקצה שלכם ענתה [401] לא מורשה: היא דחתה את הבקשה. בדקו שהיא מאמתת חתימות עם הסוד של נקודת הקצה הזו, ובדקו את הגדרות האימות של נקודת הקצה. על תשובות 4xx אין ניסיונות חוזרים: תקנו את נקודת הקצה ואז שלחו שוב."
+        );
+        assert_eq!(
+            hebrew(&after(got(1, Some(418), None))),
+            "נקודת הקצה שלכם ענתה [418]. על תשובות 4xx אין ניסיונות חוזרים: תקנו את נקודת הקצה ואז שלחו שוב."
+        );
+        let mut last = got(5, None, Some(TransportError::Timeout));
+        last.verdict = AttemptVerdict::Dead;
+        last.dead_reason = Some(DeadReason::RetriesExhausted);
+        last.next_attempt_at = None;
+        assert_eq!(
+            hebrew(&after(last)),
+            "השליחה הופסקה אחרי [5] ניסיונות: המסירה חרגה מחלון הניסיונות החוזרים ([24] שעות). הניסיון האחרון לא נענה בזמן. תקנו את נקודת הקצה ואז שלחו שוב."
+        );
+        let mut blocked = after(got(3, Some(503), None));
+        blocked.state = DeliveryState::Blocked;
+        blocked.ordering_key = Some("order-42");
+        assert_eq!(
+            hebrew(&blocked),
+            "ממתינה שאירוע קודם עם אותו מפתח סדר ([order-42]) יימסר לפניה. אם המסירה שלו נכשלה, שלחו אותו שוב: זו תבוא אחריו."
+        );
+        let mut open = after(got(3, Some(503), None));
+        open.endpoint = Some(EndpointFacts {
+            breaker: BreakerState::Open,
+            consecutive_failures: 2,
+            next_probe_at: Some(PROBE),
+            ..endpoint()
+        });
+        assert_eq!(
+            hebrew(&open),
+            "מפסק הזרם פתוח: נקודת הקצה שלכם נכשלה פעמיים ברצף. המסירות ממתינות עד שבקשת בדיקה תצליח."
+        );
+        let mut asked = got(2, Some(429), None);
+        asked.retry_after = Some("30");
+        assert_eq!(
+            visible(&attempt(&asked, &policy(), Language::He).message),
+            "נקודת הקצה שלכם ענתה [429] יותר מדי בקשות וביקשה להמתין ([Retry-After: 30]). יהיה ניסיון חוזר: ניסיון [3] מתוך [8] מתוזמן."
+        );
+        assert_eq!(
+            visible(&attempt(&got(2, Some(200), None), &policy(), Language::He).message),
+            "נמסרה: נקודת הקצה שלכם ענתה [200] תקין."
+        );
+        // The brackets above are the isolates: a status is its number, isolated, and its phrase.
+        assert_eq!(he::http_status(503), "\u{2068}503\u{2069} השירות אינו זמין");
+        assert_eq!(he::http_status(599), "\u{2068}599\u{2069}");
+    }
+
+    #[test]
+    fn hebrew_counts_say_one_and_two_in_words() {
+        let said: Vec<String> = [
+            he::failed_attempts(1),
+            he::failed_attempts(2),
+            he::failed_attempts(3),
+            he::amount(1, Unit::Hour),
+            he::amount(2, Unit::Hour),
+            he::amount(24, Unit::Hour),
+            he::amount(1, Unit::Minute),
+            he::amount(2, Unit::Minute),
+            he::amount(2, Unit::Second),
+        ]
+        .iter()
+        .map(|s| visible(s))
+        .collect();
+        assert_eq!(
+            said,
+            [
+                "ניסיון אחד שנכשל",
+                "שני ניסיונות שנכשלו",
+                "[3] ניסיונות שנכשלו",
+                "שעה אחת",
+                "שעתיים",
+                "[24] שעות",
+                "דקה אחת",
+                "[2] דקות",
+                "[2] שניות",
+            ]
+        );
+        // Every reason phrase the English table names has a Hebrew one.
+        for code in (100..600).filter(|&c| en::http_status(c) != c.to_string()) {
+            let hebrew = he::http_status(code);
+            assert_hebrew(&hebrew);
+            assert!(hebrew.starts_with(&Language::He.isolate(code)), "{hebrew}");
+        }
+    }
+
+    #[test]
+    fn the_hebrew_check_refuses_latin_outside_isolates_and_other_numbers() {
+        assert_hebrew(
+            "נקודת הקצה \u{2068}https://a.example/x\u{2069} ענתה \u{2068}503\u{2069} דרך HTTPS.",
+        );
+        for wrong in [
+            "נקודת הקצה endpoint נכשלה.",
+            "ענתה \u{2068}503 בלי סוף.",
+            "no Hebrew at all",
+            "",
+        ] {
+            let caught = std::panic::catch_unwind(|| assert_hebrew(wrong));
+            assert!(caught.is_err(), "{wrong:?}");
+        }
+        assert_eq!(
+            super::hebrew_checks::numbers("נכשלה פעמיים, \u{2068}3\u{2069} מסירות"),
+            ["2", "3"]
+        );
+        assert!(std::panic::catch_unwind(|| assert_twin(
+            "failed 2 times",
+            "נכשלה \u{2068}3\u{2069} פעמים"
+        ))
+        .is_err());
     }
 }

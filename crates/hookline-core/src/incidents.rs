@@ -7,11 +7,14 @@
 //! deliveries dead-lettered lately — and what caused it, as an
 //! [`Explanation`](crate::explain::Explanation) of the newest failed attempt
 //! or dead delivery. [`group`] puts the endpoints with the same trouble and
-//! the same cause together, worst first, and says each group in one sentence.
+//! the same cause together, worst first, and says each group in one sentence
+//! in the request's language: from [`en`] (English) or [`he`] (Hebrew), the
+//! same functions of the same group.
 
 use serde::{Deserialize, Serialize};
 
 use crate::explain::{self, Action, Code};
+use crate::language::Language;
 use crate::model::TransportError;
 use crate::time::Timestamp;
 
@@ -69,8 +72,8 @@ pub struct Group<T> {
 type Key = (Option<Code>, Option<u16>, Option<TransportError>);
 
 /// Groups `troubles` by kind and cause (kind first, then the most deliveries
-/// affected), each with its sentence. `T` is the caller's endpoint.
-pub fn group<T>(troubles: Vec<(T, Trouble)>) -> Vec<Group<T>> {
+/// affected), each with its sentence in `language`. `T` is the caller's endpoint.
+pub fn group<T>(troubles: Vec<(T, Trouble)>, language: Language) -> Vec<Group<T>> {
     let mut groups: Vec<Group<T>> = Vec::new();
     for (endpoint, trouble) in troubles {
         let shared = key(trouble.kind, trouble.cause.as_ref());
@@ -110,7 +113,10 @@ pub fn group<T>(troubles: Vec<(T, Trouble)>) -> Vec<Group<T>> {
         group.endpoints.push((endpoint, trouble));
     }
     for group in &mut groups {
-        group.message = en::message(group);
+        group.message = match language {
+            Language::En => en::message(group),
+            Language::He => he::message(group),
+        };
     }
     groups.sort_by(|a, b| {
         a.kind
@@ -269,10 +275,179 @@ pub mod en {
     }
 }
 
+/// The groups' sentences, in Hebrew: the same functions as [`en`], each
+/// value (a count, a status) isolated so it keeps its direction.
+pub mod he {
+    use super::*;
+    use crate::explain::he::{http_status, iso, DELIVERIES};
+
+    pub fn message<T>(g: &Group<T>) -> String {
+        let n = g.endpoints.len();
+        let who = |one: &str, many: &str| match n {
+            1 => format!("נקודת הקצה שלכם {one}"),
+            2 => format!("שתי נקודות קצה {many}"),
+            n => format!("{} נקודות קצה {many}", iso(n)),
+        };
+        // A word's form for one endpoint, or for more.
+        let s = |one: &'static str, many: &'static str| if n == 1 { one } else { many };
+        match g.kind {
+            Kind::Failing => format!(
+                "{}: {}.",
+                who(&failing(g, false), &failing(g, true)),
+                deliveries(g.waiting, "ממתינה לניסיון חוזר", "ממתינות לניסיון חוזר")
+            ),
+            Kind::Disabled => {
+                let why = match g
+                    .endpoints
+                    .first()
+                    .and_then(|(_, t)| t.disabled_reason.as_deref())
+                {
+                    Some("gone") => format!(" אחרי {} {}", s("שענתה", "שענו"), http_status(410)),
+                    Some("failing") => format!(" אחרי {} זמן רב מדי", s("שנכשלה", "שנכשלו")),
+                    Some("manual") => " ידנית".to_owned(),
+                    _ => String::new(),
+                };
+                let disabled = who("מושבתת", "מושבתות");
+                match g.waiting {
+                    0 => format!("{disabled}{why}."),
+                    n => format!(
+                        "{disabled}{why}: {} עד {}.",
+                        deliveries(n, "נשמרת", "נשמרות"),
+                        s("שהיא תופעל שוב", "שהן יופעלו שוב")
+                    ),
+                }
+            }
+            Kind::Paused => {
+                let paused = who("מושהית", "מושהות");
+                match g.waiting {
+                    0 => format!("{paused}."),
+                    n => format!(
+                        "{paused}: {} עד שההשהיה תבוטל.",
+                        deliveries(n, "ממתינה", "ממתינות")
+                    ),
+                }
+            }
+            Kind::DeadLetters => format!(
+                "{}: {}. {}",
+                who(&refused(g, false), &refused(g, true)),
+                deliveries(
+                    g.dead,
+                    "נמצאת בתור המסירות שנכשלו",
+                    "נמצאות בתור המסירות שנכשלו"
+                ),
+                match g.action {
+                    Action::ChangeUrlThenReplay => "שנו את הכתובת ואז שחזרו את המסירות.",
+                    Action::EnableThenReplay => s(
+                        "הפעילו אותה מחדש ואז שחזרו את המסירות.",
+                        "הפעילו אותן מחדש ואז שחזרו את המסירות."
+                    ),
+                    _ => s(
+                        "תקנו אותה ואז שחזרו את המסירות.",
+                        "תקנו אותן ואז שחזרו את המסירות."
+                    ),
+                }
+            ),
+        }
+    }
+
+    /// "עונה [503] השירות אינו זמין", "לא עונה בזמן", … (`many`: plural verbs).
+    fn failing<T>(g: &Group<T>, many: bool) -> String {
+        let s = |one: &str, more: &str| {
+            if many {
+                more.to_owned()
+            } else {
+                one.to_owned()
+            }
+        };
+        match (g.status, g.code) {
+            (Some(status), _) => format!("{} {}", s("עונה", "עונות"), http_status(status)),
+            (None, Some(Code::Timeout)) => s("לא עונה בזמן", "לא עונות בזמן"),
+            (None, Some(Code::TlsError)) => {
+                s("נכשלת בלחיצת היד של TLS", "נכשלות בלחיצת היד של TLS")
+            }
+            (None, Some(Code::AuthError)) => s(
+                "לא מקבלת אסימון גישה של OAuth2",
+                "לא מקבלות אסימון גישה של OAuth2",
+            ),
+            (None, Some(Code::ConnectionError)) => match g.error_kind {
+                Some(TransportError::Dns) => s(
+                    "מפנה לשם מארח שלא מתורגם לכתובת",
+                    "מפנות לשמות מארח שלא מתורגמים לכתובת",
+                ),
+                _ => s("דוחה או מנתקת חיבורים", "דוחות או מנתקות חיבורים"),
+            },
+            _ => s("נכשלת", "נכשלות"),
+        }
+    }
+
+    /// "דחתה מסירות עם [401] לא מורשה", "מיצתה את הניסיונות החוזרים", ….
+    fn refused<T>(g: &Group<T>, many: bool) -> String {
+        let s = |one: &str, more: &str| {
+            if many {
+                more.to_owned()
+            } else {
+                one.to_owned()
+            }
+        };
+        match (g.code, g.status) {
+            (Some(Code::MaxAttempts | Code::MaxAge), _) => {
+                s("מיצתה את הניסיונות החוזרים", "מיצו את הניסיונות החוזרים")
+            }
+            (Some(Code::Redirect), Some(status)) => {
+                format!("{} {}", s("ענתה בהפניה", "ענו בהפניה"), http_status(status))
+            }
+            (Some(Code::DestinationForbidden), _) => s("נמצאת ברשת אסורה", "נמצאות ברשת אסורה"),
+            (Some(Code::EndpointDeleted), _) => s(
+                "נמחקה כשמסירות עוד המתינו לה",
+                "נמחקו כשמסירות עוד המתינו להן",
+            ),
+            (_, Some(status)) => format!(
+                "{} {}",
+                s("דחתה מסירות עם", "דחו מסירות עם"),
+                http_status(status)
+            ),
+            _ => s("איבדה מסירות", "איבדו מסירות"),
+        }
+    }
+
+    /// "מסירה אחת ממתינה", "שתי מסירות ממתינות", "אין מסירות שממתינות".
+    fn deliveries(n: u64, one: &str, many: &str) -> String {
+        match n {
+            0 => format!("אין מסירות ש{many}"),
+            1 => format!("{} {one}", DELIVERIES.count(n)),
+            n => format!("{} {many}", DELIVERIES.count(n)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explain::hebrew_checks::{assert_twin, visible};
     use crate::explain::Explanation;
+
+    /// The grouping under test, in `language`. An English one is checked
+    /// against its Hebrew twin on the way, so every case below covers both
+    /// tables: the same groups, each said in Hebrew with the same numbers.
+    fn group<T: Clone + PartialEq + std::fmt::Debug>(
+        troubles: Vec<(T, Trouble)>,
+        language: Language,
+    ) -> Vec<Group<T>> {
+        let groups = super::group(troubles.clone(), language);
+        if language == Language::En {
+            let hebrew = super::group(troubles, Language::He);
+            let unsaid = |g: &Group<T>| Group {
+                message: String::new(),
+                ..g.clone()
+            };
+            assert_eq!(groups.len(), hebrew.len());
+            for (english, hebrew) in groups.iter().zip(&hebrew) {
+                assert_eq!(unsaid(english), unsaid(hebrew));
+                assert_twin(&english.message, &hebrew.message);
+            }
+        }
+        groups
+    }
 
     fn cause(
         code: Code,
@@ -319,48 +494,51 @@ mod tests {
 
     #[test]
     fn endpoints_with_the_same_trouble_and_cause_are_one_group() {
-        let groups = group(vec![
-            (
-                "a",
-                trouble(
-                    Kind::Failing,
-                    cause(Code::ServerError, Some(503), None),
-                    300,
-                    10,
-                    0,
+        let groups = group(
+            vec![
+                (
+                    "a",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::ServerError, Some(503), None),
+                        300,
+                        10,
+                        0,
+                    ),
                 ),
-            ),
-            (
-                "b",
-                trouble(
-                    Kind::DeadLetters,
-                    cause(Code::ClientErrorNoRetry, Some(401), None),
-                    100,
-                    0,
-                    7,
+                (
+                    "b",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::ClientErrorNoRetry, Some(401), None),
+                        100,
+                        0,
+                        7,
+                    ),
                 ),
-            ),
-            (
-                "c",
-                trouble(
-                    Kind::Failing,
-                    cause(Code::ServerError, Some(503), None),
-                    200,
-                    302,
-                    0,
+                (
+                    "c",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::ServerError, Some(503), None),
+                        200,
+                        302,
+                        0,
+                    ),
                 ),
-            ),
-            (
-                "d",
-                trouble(
-                    Kind::Failing,
-                    cause(Code::ConnectionError, None, Some(TransportError::Connect)),
-                    50,
-                    1,
-                    0,
+                (
+                    "d",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::ConnectionError, None, Some(TransportError::Connect)),
+                        50,
+                        1,
+                        0,
+                    ),
                 ),
-            ),
-        ]);
+            ],
+            Language::En,
+        );
         type Shape<'a> = (Kind, Option<u16>, Vec<&'a str>, u64, Option<i64>);
         let shape: Vec<Shape> = groups
             .iter()
@@ -404,41 +582,44 @@ mod tests {
         disabled.disabled_reason = Some("gone".into());
         let mut manual = trouble(Kind::Disabled, None, 0, 0, 0);
         manual.disabled_reason = Some("manual".into());
-        let groups = group(vec![
-            ("paused", trouble(Kind::Paused, None, 0, 1, 0)),
-            ("gone", disabled),
-            ("manual", manual),
-            (
-                "timeout",
-                trouble(
-                    Kind::Failing,
-                    cause(Code::Timeout, None, Some(TransportError::Timeout)),
-                    0,
-                    2,
-                    0,
+        let groups = group(
+            vec![
+                ("paused", trouble(Kind::Paused, None, 0, 1, 0)),
+                ("gone", disabled),
+                ("manual", manual),
+                (
+                    "timeout",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::Timeout, None, Some(TransportError::Timeout)),
+                        0,
+                        2,
+                        0,
+                    ),
                 ),
-            ),
-            (
-                "redirect",
-                trouble(
-                    Kind::DeadLetters,
-                    cause(Code::Redirect, Some(301), None),
-                    0,
-                    0,
-                    1,
+                (
+                    "redirect",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::Redirect, Some(301), None),
+                        0,
+                        0,
+                        1,
+                    ),
                 ),
-            ),
-            (
-                "exhausted",
-                trouble(
-                    Kind::DeadLetters,
-                    cause(Code::MaxAttempts, Some(502), None),
-                    0,
-                    0,
-                    4,
+                (
+                    "exhausted",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::MaxAttempts, Some(502), None),
+                        0,
+                        0,
+                        4,
+                    ),
                 ),
-            ),
-        ]);
+            ],
+            Language::En,
+        );
         let said: Vec<(&str, Action, &str)> = groups
             .iter()
             .map(|g| (g.endpoints[0].0, g.action, g.message.as_str()))
@@ -458,58 +639,61 @@ mod tests {
 
     #[test]
     fn what_the_endpoint_answered_groups_failing_ones_and_running_out_groups_dead_ones() {
-        let groups = group(vec![
-            (
-                "a",
-                trouble(
-                    Kind::Failing,
-                    cause(Code::ServerError, Some(503), None),
-                    0,
-                    1,
-                    0,
+        let groups = group(
+            vec![
+                (
+                    "a",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::ServerError, Some(503), None),
+                        0,
+                        1,
+                        0,
+                    ),
                 ),
-            ),
-            (
-                "b",
-                trouble(
-                    Kind::Failing,
-                    cause(Code::RateLimited, Some(503), None),
-                    0,
-                    1,
-                    0,
+                (
+                    "b",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::RateLimited, Some(503), None),
+                        0,
+                        1,
+                        0,
+                    ),
                 ),
-            ),
-            (
-                "c",
-                trouble(
-                    Kind::DeadLetters,
-                    cause(Code::MaxAttempts, Some(502), None),
-                    0,
-                    0,
-                    1,
+                (
+                    "c",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::MaxAttempts, Some(502), None),
+                        0,
+                        0,
+                        1,
+                    ),
                 ),
-            ),
-            (
-                "d",
-                trouble(
-                    Kind::DeadLetters,
-                    cause(Code::MaxAge, Some(503), None),
-                    0,
-                    0,
-                    1,
+                (
+                    "d",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::MaxAge, Some(503), None),
+                        0,
+                        0,
+                        1,
+                    ),
                 ),
-            ),
-            (
-                "e",
-                trouble(
-                    Kind::DeadLetters,
-                    cause(Code::MaxAttempts, Some(503), None),
-                    0,
-                    0,
-                    1,
+                (
+                    "e",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::MaxAttempts, Some(503), None),
+                        0,
+                        0,
+                        1,
+                    ),
                 ),
-            ),
-        ]);
+            ],
+            Language::En,
+        );
         let members: Vec<Vec<&str>> = groups
             .iter()
             .map(|g| g.endpoints.iter().map(|(e, _)| *e).collect())
@@ -524,6 +708,61 @@ mod tests {
 
     #[test]
     fn nothing_wrong_is_no_group() {
-        assert!(group::<&str>(Vec::new()).is_empty());
+        assert!(group::<&str>(Vec::new(), Language::En).is_empty());
+    }
+
+    #[test]
+    fn the_hebrew_table_says_each_group_in_hebrew() {
+        let mut gone = trouble(Kind::Disabled, None, 0, 3, 0);
+        gone.disabled_reason = Some("gone".into());
+        let failing = |waiting| {
+            trouble(
+                Kind::Failing,
+                cause(Code::ServerError, Some(503), None),
+                0,
+                waiting,
+                0,
+            )
+        };
+        let groups = group(
+            vec![
+                ("a", failing(300)),
+                ("b", failing(12)),
+                ("gone", gone),
+                ("paused", trouble(Kind::Paused, None, 0, 1, 0)),
+                (
+                    "refused",
+                    trouble(
+                        Kind::DeadLetters,
+                        cause(Code::ClientErrorNoRetry, Some(401), None),
+                        0,
+                        0,
+                        7,
+                    ),
+                ),
+                (
+                    "dns",
+                    trouble(
+                        Kind::Failing,
+                        cause(Code::ConnectionError, None, Some(TransportError::Dns)),
+                        0,
+                        2,
+                        0,
+                    ),
+                ),
+            ],
+            Language::He,
+        );
+        let said: Vec<String> = groups.iter().map(|g| visible(&g.message)).collect();
+        assert_eq!(
+            said,
+            [
+                "שתי נקודות קצה עונות [503] השירות אינו זמין: [312] מסירות ממתינות לניסיון חוזר.",
+                "נקודת הקצה שלכם מפנה לשם מארח שלא מתורגם לכתובת: שתי מסירות ממתינות לניסיון חוזר.",
+                "נקודת הקצה שלכם מושבתת אחרי שענתה [410] לא קיים עוד: [3] מסירות נשמרות עד שהיא תופעל שוב.",
+                "נקודת הקצה שלכם דחתה מסירות עם [401] לא מורשה: [7] מסירות נמצאות בתור המסירות שנכשלו. תקנו אותה ואז שחזרו את המסירות.",
+                "נקודת הקצה שלכם מושהית: מסירה אחת ממתינה עד שההשהיה תבוטל.",
+            ]
+        );
     }
 }

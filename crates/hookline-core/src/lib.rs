@@ -14,6 +14,7 @@
 //! - [`event_types`]: event type names and the patterns endpoints subscribe with.
 //! - [`filter`]: payload filters: which events an endpoint receives, by what their payload says.
 //! - [`incidents`]: what is wrong now with an app's endpoints, grouped by cause, in words.
+//! - [`language`]: the languages sentences are worded in (English, Hebrew), and `Accept-Language`.
 //! - [`explain`]: why a delivery is where it is, and what an attempt meant, as a code, an action and a sentence.
 //! - [`classify`]: one attempt's outcome → [`classify::Verdict`] and a breaker [`breaker::Signal`].
 //! - [`admission`]: may a due delivery be sent now — one rule for claims and hand-offs.
@@ -56,6 +57,7 @@ pub mod filter;
 pub mod fingerprint;
 pub mod ids;
 pub mod incidents;
+pub mod language;
 pub mod model;
 pub mod notify;
 pub mod operational;

@@ -18,11 +18,18 @@
 //! A notice names the endpoint, what happened, since when, and links into the
 //! portal (`portal_url`, which the publisher adds to the payload: the app's
 //! `sign_in_url` with the screen to open, or the portal page itself).
+//!
+//! Its words — the e-mail's subject and text, the chat's title, text and
+//! link — are in the app's portal language: the payload's `language`
+//! (`"he"`, which the publisher adds from `portal.language`; English
+//! without one). Each fact is read from the payload once; each language's
+//! table ([`en`], [`he`]) only words it.
 
 use serde_json::Value;
 
 use crate::chat::{Format, Message};
 use crate::ids::AppId;
+use crate::language::Language;
 use crate::operational::Kind;
 
 /// What a customer can be told of: its own endpoints' operational events.
@@ -114,13 +121,17 @@ pub fn check_address(address: &str) -> Result<String, &'static str> {
 }
 
 /// What a notice's envelope (as published into the internal app) says, for
-/// people. Any other envelope is told as its type and payload.
+/// people, in the language its data names (`"language": "he"`; English
+/// without one). Any other envelope is told as its type and payload.
 pub fn message(envelope: &[u8]) -> Message {
     let envelope: Value = serde_json::from_slice(envelope).unwrap_or(Value::Null);
     let event_type = envelope["type"].as_str().unwrap_or("event");
     let data = &envelope["data"];
     match Kind::parse(event_type) {
-        Some(kind) => en::notice(kind, data),
+        Some(kind) => match language(data) {
+            Language::En => en::notice(kind, data),
+            Language::He => he::notice(kind, data),
+        },
         None => Message {
             title: event_type.to_owned(),
             text: serde_json::to_string_pretty(data).unwrap_or_default(),
@@ -129,66 +140,107 @@ pub fn message(envelope: &[u8]) -> Message {
     }
 }
 
+/// The language a notice is told in: its data's `language` (`"he"`), which
+/// the publisher adds from the app's `portal.language`; English when it names
+/// none, or one not spoken here.
+fn language(data: &Value) -> Language {
+    data["language"]
+        .as_str()
+        .map_or(Language::En, Language::negotiate)
+}
+
+// What a notice's words are made of, read from its data once for every
+// language's table.
+
+/// How an endpoint is named: its description, or its URL without the scheme,
+/// or its id.
+fn endpoint(data: &Value) -> Option<String> {
+    let description = data["endpoint_description"].as_str().unwrap_or("");
+    // One line, and short: it is a mail's subject and a chat's title.
+    let description = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !description.is_empty() {
+        return Some(if description.chars().count() > 80 {
+            description.chars().take(79).chain(['…']).collect()
+        } else {
+            description
+        });
+    }
+    match data["endpoint_url"].as_str() {
+        Some(url) => {
+            let bare = url.split_once("://").map_or(url, |(_, rest)| rest);
+            Some(bare.split(['?', '#']).next().unwrap_or(bare).to_owned())
+        }
+        None => data["endpoint_id"].as_str().map(str::to_owned),
+    }
+}
+
+/// "2026-12-06 14:02 UTC" from an RFC 3339 UTC time.
+fn when(data: &Value, field: &str) -> Option<String> {
+    let text = data[field].as_str()?;
+    let (date, time) = text.split_once('T')?;
+    Some(format!("{date} {} UTC", time.get(..5)?))
+}
+
+/// What the endpoint's last failure was.
+enum Failure<'a> {
+    /// It answered this status.
+    Status(u16),
+    /// Something else, as the endpoint keeps it ("timeout: …").
+    Other(&'a str),
+}
+
+/// The endpoint's `last_error`: "HTTP 503" (as endpoints keep it) or "503
+/// Service Unavailable" is a status; anything else is told as it is.
+fn last_failure(data: &Value) -> Option<Failure<'_>> {
+    let error = data["last_error"].as_str()?;
+    let status = match error.strip_prefix("HTTP ") {
+        Some(code) => code.parse::<u16>().ok(),
+        None => error
+            .split_once(' ')
+            .and_then(|(code, _)| code.parse::<u16>().ok())
+            .filter(|&code| crate::explain::en::http_status(code) == error),
+    };
+    Some(status.map_or(Failure::Other(error), Failure::Status))
+}
+
+/// The status the newest dead delivery got.
+fn last_status(data: &Value) -> Option<u16> {
+    data["last_status"]
+        .as_u64()
+        .and_then(|s| u16::try_from(s).ok())
+}
+
+fn count(data: &Value, field: &str) -> u64 {
+    data[field].as_u64().unwrap_or(0)
+}
+
+/// The link into the portal (`portal_url`), called `label`.
+fn link(data: &Value, label: &str) -> Option<(String, String)> {
+    data["portal_url"]
+        .as_str()
+        .map(|url| (url.to_owned(), label.to_owned()))
+}
+
 /// The English sentences of notices.
 pub mod en {
     use super::*;
     use crate::explain::en::http_status;
-
-    /// How an endpoint is named: its description, or its URL without the scheme.
-    fn endpoint(data: &Value) -> String {
-        let description = data["endpoint_description"].as_str().unwrap_or("");
-        // One line, and short: it is a mail's subject and a chat's title.
-        let description = description.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !description.is_empty() {
-            return if description.chars().count() > 80 {
-                description.chars().take(79).chain(['…']).collect()
-            } else {
-                description
-            };
-        }
-        match data["endpoint_url"].as_str() {
-            Some(url) => {
-                let bare = url.split_once("://").map_or(url, |(_, rest)| rest);
-                bare.split(['?', '#']).next().unwrap_or(bare).to_owned()
-            }
-            None => data["endpoint_id"]
-                .as_str()
-                .unwrap_or("An endpoint")
-                .to_owned(),
-        }
-    }
-
-    /// "2026-12-06 14:02 UTC" from an RFC 3339 UTC time.
-    fn when(data: &Value, field: &str) -> Option<String> {
-        let text = data[field].as_str()?;
-        let (date, time) = text.split_once('T')?;
-        Some(format!("{date} {} UTC", time.get(..5)?))
-    }
-
-    /// "HTTP 503" (as endpoints keep their last error) → "503 Service Unavailable".
-    fn failure(data: &Value) -> Option<String> {
-        let error = data["last_error"].as_str()?;
-        Some(match error.strip_prefix("HTTP ").map(str::parse::<u16>) {
-            Some(Ok(code)) => http_status(code),
-            _ => error.to_owned(),
-        })
-    }
-
-    fn count(data: &Value, field: &str) -> u64 {
-        data[field].as_u64().unwrap_or(0)
-    }
 
     fn plural(n: u64, one: &str, many: &str) -> String {
         format!("{n} {}", if n == 1 { one } else { many })
     }
 
     pub fn notice(kind: Kind, data: &Value) -> Message {
-        let name = endpoint(data);
+        let name = endpoint(data).unwrap_or_else(|| "An endpoint".to_owned());
         let since = |field| {
             when(data, field)
                 .map(|t| format!("Since {t}, "))
                 .unwrap_or_default()
         };
+        let failure = last_failure(data).map(|failure| match failure {
+            Failure::Status(code) => http_status(code),
+            Failure::Other(error) => error.to_owned(),
+        });
         let (title, text, label) = match kind {
             Kind::EndpointFailing => (
                 format!("{name} is failing"),
@@ -196,7 +248,7 @@ pub mod en {
                     "{}{} to it have failed in a row{}. Deliveries wait and are retried; nothing is lost yet. Check the endpoint, then watch it recover in the portal.",
                     since("since"),
                     plural(count(data, "consecutive_failures"), "attempt", "attempts"),
-                    failure(data).map(|f| format!(", the last with {f}")).unwrap_or_default()
+                    failure.map(|f| format!(", the last with {f}")).unwrap_or_default()
                 ),
                 "Open the endpoint",
             ),
@@ -224,9 +276,7 @@ pub mod en {
             ),
             Kind::DeliveryDead => {
                 let n = count(data, "count");
-                let last = data["last_status"]
-                    .as_u64()
-                    .and_then(|s| u16::try_from(s).ok())
+                let last = last_status(data)
                     .map(|s| format!(", the last after {}", http_status(s)))
                     .unwrap_or_default();
                 (
@@ -265,9 +315,124 @@ pub mod en {
         Message {
             title,
             text,
-            link: data["portal_url"]
-                .as_str()
-                .map(|url| (url.to_owned(), label.to_owned())),
+            link: link(data, label),
+        }
+    }
+}
+
+/// The Hebrew sentences of notices: the same function as [`en`]'s, each
+/// value (the endpoint's name, a time, a count, a status) isolated so it
+/// keeps its direction.
+pub mod he {
+    use super::*;
+    use crate::explain::he::{failed_attempts, http_status, iso, ATTEMPTS, DELIVERIES};
+
+    pub fn notice(kind: Kind, data: &Value) -> Message {
+        // "נקודת הקצה [orders.acme.io/hooks]"; "נקודת קצה" when it has no name.
+        let endpoint = endpoint(data).map_or_else(
+            || "נקודת קצה".to_owned(),
+            |name| format!("נקודת הקצה {}", iso(name)),
+        );
+        let since = |field| {
+            when(data, field)
+                .map(|t| format!("מאז {}, ", iso(t)))
+                .unwrap_or_default()
+        };
+        let failure = last_failure(data).map(|failure| match failure {
+            Failure::Status(code) => http_status(code),
+            Failure::Other(error) => iso(error),
+        });
+        let (title, text, label) = match kind {
+            Kind::EndpointFailing => {
+                let n = count(data, "consecutive_failures");
+                (
+                    format!("{endpoint} נכשלת"),
+                    format!(
+                        "{}{} לשלוח אליה {} ברצף{}. המסירות ממתינות לניסיון חוזר; שום דבר עוד לא אבד. בדקו את נקודת הקצה, ואז עקבו בפורטל אחרי ההתאוששות שלה.",
+                        since("since"),
+                        ATTEMPTS.count(n),
+                        if n == 1 { "נכשל" } else { "נכשלו" },
+                        failure.map(|f| format!(", האחרון עם {f}")).unwrap_or_default()
+                    ),
+                    "פתחו את נקודת הקצה",
+                )
+            }
+            Kind::EndpointRecovered => (
+                format!("{endpoint} חזרה לפעול"),
+                format!(
+                    "היא ענתה שוב בהצלחה אחרי {}. המסירות הממתינות נשלחות עכשיו.",
+                    failed_attempts(count(data, "failures_before"))
+                ),
+                "פתחו את נקודת הקצה",
+            ),
+            Kind::EndpointDisabled => (
+                format!("{endpoint} הושבתה"),
+                match data["reason"].as_str() {
+                    Some("gone") => format!(
+                        "היא ענתה {}, ולכן לא יישלח אליה דבר נוסף. אם זו הייתה טעות, הפעילו אותה מחדש בפורטל.",
+                        http_status(410)
+                    ),
+                    Some("failing") => "היא נכשלה זמן רב מדי, ולכן לא יישלח אליה דבר נוסף. תקנו אותה, הפעילו אותה מחדש בפורטל, ואז שחזרו את מה שנכשל.".to_owned(),
+                    _ => "היא הושבתה ידנית: לא יישלח אליה דבר עד שתופעל מחדש.".to_owned(),
+                },
+                "פתחו את נקודת הקצה",
+            ),
+            Kind::EndpointEnabled => (
+                format!("{endpoint} הופעלה"),
+                "המסירות נשלחות אליה שוב.".to_owned(),
+                "פתחו את נקודת הקצה",
+            ),
+            Kind::DeliveryDead => {
+                let n = count(data, "count");
+                let one = n == 1;
+                let last = last_status(data)
+                    .map(|s| format!(", האחרונה אחרי {}", http_status(s)))
+                    .unwrap_or_default();
+                (
+                    format!(
+                        "{} ל{endpoint} {} סופית",
+                        DELIVERIES.count(n),
+                        if one { "נכשלה" } else { "נכשלו" }
+                    ),
+                    format!(
+                        "{}{} {} עוד ניסיון חוזר{last}. תקנו את נקודת הקצה, ואז שחזרו {} בפורטל.",
+                        since("window_start"),
+                        DELIVERIES.count(n),
+                        if one { "לא תקבל" } else { "לא יקבלו" },
+                        if one { "אותה" } else { "אותן" }
+                    ),
+                    "ראו מה נכשל",
+                )
+            }
+            Kind::ReplayFinished => {
+                let (total, replayed) = (count(data, "total"), count(data, "replayed"));
+                let cancelled = data["state"].as_str() == Some("cancelled");
+                (
+                    if cancelled {
+                        "שחזור בוטל".to_owned()
+                    } else {
+                        "שחזור הסתיים".to_owned()
+                    },
+                    format!(
+                        "{} מתוך {} {} {} שוב.",
+                        iso(replayed),
+                        DELIVERIES.count(total),
+                        if total == 1 { "שנכשלה" } else { "שנכשלו" },
+                        if replayed == 1 { "נשלחה" } else { "נשלחו" }
+                    ),
+                    "פתחו את הפורטל",
+                )
+            }
+            _ => (
+                format!("{endpoint} השתנתה"),
+                String::new(),
+                "פתחו את נקודת הקצה",
+            ),
+        };
+        Message {
+            title,
+            text,
+            link: link(data, label),
         }
     }
 }
@@ -275,16 +440,42 @@ pub mod en {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explain::hebrew_checks::{assert_hebrew, assert_twin, visible};
     use crate::model::envelope;
     use crate::time::Timestamp;
     use serde_json::json;
 
-    fn told(kind: Kind, data: Value) -> Message {
+    fn tell(kind: Kind, data: &Value) -> Message {
         message(&envelope(
             kind.event_type(),
             Timestamp::from_millis(1_800_000_000_000),
-            &data,
+            data,
         ))
+    }
+
+    /// The notice of `kind` about `data`, in English. Its Hebrew twin (the
+    /// same data with `"language": "he"`) is checked on the way, so every
+    /// case below covers both tables: a Hebrew title, text and link label
+    /// that name the same numbers, and the same link.
+    fn told(kind: Kind, data: Value) -> Message {
+        let english = tell(kind, &data);
+        let mut hebrew = data;
+        hebrew["language"] = "he".into();
+        let hebrew = tell(kind, &hebrew);
+        assert_twin(&english.title, &hebrew.title);
+        if english.text.is_empty() {
+            assert!(hebrew.text.is_empty(), "{}", hebrew.text);
+        } else {
+            assert_twin(&english.text, &hebrew.text);
+        }
+        assert_eq!(
+            english.link.as_ref().map(|(url, _)| url),
+            hebrew.link.as_ref().map(|(url, _)| url)
+        );
+        if let Some((_, label)) = &hebrew.link {
+            assert_hebrew(label);
+        }
+        english
     }
 
     #[test]
@@ -396,6 +587,66 @@ mod tests {
         }
         for kind in ChannelKind::ALL {
             assert_eq!(ChannelKind::parse(kind.as_str()), Some(kind));
+        }
+    }
+
+    #[test]
+    fn a_notice_is_told_in_the_language_its_data_names() {
+        let hebrew = |kind: Kind, mut data: Value| {
+            data["language"] = "he".into();
+            let m = tell(kind, &data);
+            (
+                visible(&m.title),
+                visible(&m.text),
+                m.link.map(|(_, label)| label),
+            )
+        };
+        assert_eq!(
+            hebrew(
+                Kind::EndpointFailing,
+                json!({"app_id": "app_1", "endpoint_id": "ep_1", "endpoint_url": "https://orders.acme.io/hooks",
+                    "consecutive_failures": 20, "last_error": "HTTP 503", "since": "2026-12-06T14:02:11.000Z",
+                    "portal_url": "https://p.example/#/endpoints/ep_1"})
+            ),
+            (
+                "נקודת הקצה [orders.acme.io/hooks] נכשלת".to_owned(),
+                "מאז [2026-12-06 14:02 UTC], [20] ניסיונות לשלוח אליה נכשלו ברצף, האחרון עם [503] השירות אינו זמין. \
+                 המסירות ממתינות לניסיון חוזר; שום דבר עוד לא אבד. בדקו את נקודת הקצה, ואז עקבו בפורטל אחרי ההתאוששות שלה."
+                    .to_owned(),
+                Some("פתחו את נקודת הקצה".to_owned()),
+            )
+        );
+        assert_eq!(
+            hebrew(Kind::DeliveryDead, Kind::DeliveryDead.example()),
+            (
+                "[42] מסירות לנקודת הקצה [ep_01J0000000000000000000000B] נכשלו סופית".to_owned(),
+                "מאז [2026-12-03 10:00 UTC], [42] מסירות לא יקבלו עוד ניסיון חוזר, האחרונה אחרי [400] בקשה שגויה. \
+                 תקנו את נקודת הקצה, ואז שחזרו אותן בפורטל."
+                    .to_owned(),
+                None,
+            )
+        );
+        let recovered = json!({"app_id": "app_1", "endpoint_id": "ep_1", "endpoint_description": "הזמנות", "failures_before": 2});
+        assert_eq!(
+            hebrew(Kind::EndpointRecovered, recovered).1,
+            "היא ענתה שוב בהצלחה אחרי שני ניסיונות שנכשלו. המסירות הממתינות נשלחות עכשיו."
+        );
+        assert_eq!(
+            hebrew(Kind::ReplayFinished, Kind::ReplayFinished.example()),
+            (
+                "שחזור הסתיים".to_owned(),
+                "[118] מתוך [120] מסירות שנכשלו נשלחו שוב.".to_owned(),
+                None,
+            )
+        );
+        // A language not spoken here, or none, is English.
+        for language in [json!("fr"), json!(7), Value::Null] {
+            let mut data = Kind::EndpointEnabled.example();
+            data["language"] = language;
+            assert_eq!(
+                tell(Kind::EndpointEnabled, &data).text,
+                "Deliveries are sent to it again."
+            );
         }
     }
 }

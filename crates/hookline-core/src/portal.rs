@@ -1,6 +1,6 @@
 //! The customer portal's per-app settings and the rules for them.
 //!
-//! An app's settings brand its portal (name, colour, logo, theme) and say which
+//! An app's settings brand its portal (name, colour, logo, theme, language) and say which
 //! origins may frame it. The origins end up in a `Content-Security-Policy`
 //! header, so they are checked to be bare origins — nothing a header could be
 //! broken out of.
@@ -10,6 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::access::{Capabilities, Capability};
+use crate::language::Language;
 
 /// How long a portal link may be opened, and how long the session it opens
 /// lasts between renewals, unless asked otherwise.
@@ -83,6 +84,10 @@ pub struct PortalSettings {
     /// The typeface.
     #[serde(default, skip_serializing_if = "is_system")]
     pub font: Font,
+    /// The portal's language, and its customers' notices' (default: the
+    /// customer's browser's, when the portal speaks it, else English).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Language>,
     /// An `https://` URL of a logo image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(
@@ -447,6 +452,7 @@ mod tests {
             brand_color: Some("#1A2b3C".into()),
             brand_color_dark: Some("#8ab4f8".into()),
             font: Font::Serif,
+            language: Some(Language::He),
             logo_url: Some("https://cdn.example.com/logo.svg".into()),
             theme: Theme::Dark,
             frame_origins: vec![],

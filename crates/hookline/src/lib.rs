@@ -794,7 +794,8 @@ async fn publish_notices(
 
 /// What a notice's event says: its data, and what people need to read it
 /// (`hookline_core::notify`): the endpoint's URL and description, since when
-/// it fails, and a link into the app's portal. Looked up when it is told, so
+/// it fails, a link into the app's portal, and the portal's language (which
+/// the notice is worded in). Looked up when it is told, so
 /// the notice's idempotency fingerprint stays its own data.
 async fn told_data(
     store: &Store,
@@ -846,6 +847,9 @@ async fn told_data(
             None => "/status".to_owned(),
         };
         data["portal_url"] = found.portal.link(public_url, app.as_str(), &screen).into();
+        if let Some(language) = found.portal.language {
+            data["language"] = language.tag().into();
+        }
     }
     Ok(data)
 }

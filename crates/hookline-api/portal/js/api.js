@@ -9,13 +9,19 @@
 // (the API's RFC 9457 problem+json, or one made up for a network failure),
 // so screens show `problem.message` and nothing else. A 401 means the session
 // is over (expired or revoked): it is reported once, to `onSessionEnded`, and
-// every later call fails at once without reaching the network.
+// every later call fails at once without reaching the network. Every request
+// asks for the portal's language (`Accept-Language`), in which the server
+// words its explanations; a problem's `detail` stays English (the API's), so
+// in another language `problem.message` says first, in the reader's words,
+// what happened (PROBLEM_WORDS, by the problem's `code`).
+
+import { isolate, language, msg, t } from './i18n.js';
 
 /** An API failure, as the server described it. */
 export class Problem extends Error {
   constructor({ status = 0, title = 'Error', detail = '', code = '', type = '' } = {}) {
-    // What a person reads: the detail, else the title.
-    super(detail || title);
+    // What a person reads (the language is chosen before any request).
+    super(shownText({ title, detail, code }));
     this.name = 'Problem';
     this.status = status;
     this.title = title;
@@ -28,9 +34,55 @@ export class Problem extends Error {
   }
 }
 
+/** What happened, by the problem's `code`, in a few words: the start of `message` in a language other than English. */
+const PROBLEM_WORDS = {
+  unauthorized: msg('The session is not valid'),
+  admin_only: msg('Only the provider can do this'),
+  missing_capability_read: msg('Your access does not allow viewing'),
+  missing_capability_publish: msg('Your access does not allow sending events'),
+  missing_capability_endpoints: msg('Your access does not allow changing endpoints'),
+  missing_capability_secrets: msg('Your access does not allow managing secrets'),
+  missing_capability_replay: msg('Your access does not allow sending deliveries again'),
+  not_found: msg('Not found'),
+  method_not_allowed: msg('The server does not allow this action'),
+  malformed_json: msg('The request was not valid JSON'),
+  invalid_query: msg('The server refused a parameter'),
+  validation_failed: msg('The server refused a value'),
+  invalid_filter: msg('The filter is not valid'),
+  payload_too_large: msg('The request is too large'),
+  idempotency_key_reused: msg('The request key was already used for another request'),
+  destination_forbidden: msg('The address is not allowed'),
+  unknown_event_type: msg('Unknown event type'),
+  schema_violation: msg('The payload does not match its event type'),
+  conflict: msg('Conflicts with the current state'),
+  portal_code_invalid: msg('The link is not valid'),
+  portal_code_used: msg('The link was already used'),
+  portal_code_expired: msg('The link has expired'),
+  endpoint_deleted: msg('The endpoint was deleted'),
+  rate_limited: msg('Too many requests'),
+  database_unavailable: msg('The service is unavailable for now'),
+  internal: msg('Server error'),
+  network: msg('Network error'),
+};
+
+/**
+ * A problem's `message`: in English the detail, else the title, as the server
+ * wrote them; in another language the code's words, then `: ` and the
+ * server's (English) detail as data. A problem without known words (made here,
+ * in the reader's words already) reads as in English.
+ */
+function shownText({ title, detail, code }) {
+  const words = Object.hasOwn(PROBLEM_WORDS, code) ? t(PROBLEM_WORDS[code]) : null;
+  if (language() === 'en' || !words) return detail || title;
+  if (!detail) return words;
+  // The network problem's detail is the portal's own, already in the reader's language.
+  return `${words}: ${code === NETWORK_PROBLEM.code ? detail : isolate(detail)}`;
+}
+
+/** The portal's own problem when the server cannot be reached (its texts for `t()`). */
 const NETWORK_PROBLEM = {
-  title: 'Network error',
-  detail: 'Could not reach the server. Check your connection and try again.',
+  title: msg('Network error'),
+  detail: msg('Could not reach the server. Check your connection and try again.'),
   code: 'network',
 };
 
@@ -60,7 +112,7 @@ export function configure({ app, token = null, onSessionEnded }) {
  */
 export async function request(method, path, { query, body, signal, auth = true } = {}) {
   if (auth && client.ended) throw endedProblem();
-  const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/json', 'Accept-Language': language() };
   if (auth) headers['x-portal-app'] = client.app;
   if (auth && client.token) headers.Authorization = `Bearer ${client.token}`;
   // The /v1 routes are reached under /portal/api, where the cookie is sent.
@@ -76,7 +128,8 @@ export async function request(method, path, { query, body, signal, auth = true }
     });
   } catch (error) {
     if (error.name === 'AbortError') throw error;
-    throw new Problem({ status: 0, ...NETWORK_PROBLEM });
+    const { title, detail, code } = NETWORK_PROBLEM;
+    throw new Problem({ status: 0, title: t(title), detail: t(detail), code });
   }
   if (response.status === 204) return null;
   const data = await readJson(response);
@@ -94,7 +147,7 @@ function endSession(problem) {
 }
 
 function endedProblem() {
-  const problem = new Problem({ status: 401, title: 'Unauthorized', detail: 'the session has ended' });
+  const problem = new Problem({ status: 401, title: t('Unauthorized'), detail: t('the session has ended') });
   problem.sessionEnded = true;
   return problem;
 }
@@ -117,7 +170,9 @@ function problemFrom(response, data) {
   return new Problem({
     status: response.status,
     title: response.statusText || `HTTP ${response.status}`,
-    detail: `The server answered ${response.status}${response.statusText ? ` ${response.statusText}` : ''}.`,
+    detail: t('The server answered {status}.', {
+      status: `${response.status}${response.statusText ? ` ${response.statusText}` : ''}`,
+    }),
   });
 }
 

@@ -5,19 +5,26 @@
 // markup, which the CSP forbids). The brand colour only tints accents; text
 // on it gets black or white, whichever contrasts more, so any colour a
 // provider picks stays readable (the worse of the two is still above 4.5:1).
+// The app's own name is marked translate="no" (a browser's page translation
+// leaves it as it is); without one, the default name is in the reader's language.
+
+import { t } from './i18n.js';
 
 const HEX_COLOUR = /^#[0-9a-fA-F]{6}$/;
 const THEMES = new Set(['light', 'dark']);
 
 /** The name the portal goes by: the portal's display name, else the app's name. */
 export function portalName(app) {
-  return app?.portal?.display_name || app?.name || 'Webhooks portal';
+  return app?.portal?.display_name || app?.name || t('Webhooks portal');
 }
 
 /** Applies `app.portal` (all of it optional) to the page. */
 export function applyBranding(app) {
   const portal = app.portal ?? {};
-  document.getElementById('brand-name').textContent = portalName(app);
+  const name = document.getElementById('brand-name');
+  name.textContent = portalName(app);
+  if (portal.display_name || app.name) name.setAttribute('translate', 'no');
+  else name.removeAttribute('translate');
   showLogo(portal.logo_url);
   applyColour(portal.brand_color, portal.brand_color_dark);
   applyFont(portal.font);

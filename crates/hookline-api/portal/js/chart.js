@@ -2,9 +2,13 @@
 //
 // A chart repeats figures that are also written out as text next to it, so
 // it is an image with a summary for screen readers. Colours come from CSS
-// classes (chart-bar, chart-track…) so both themes style them.
+// classes (chart-bar, chart-track…) so both themes style them. Their words
+// (labels, summaries) come from the caller, in the reader's language; times
+// are written in the portal's language, and the drawing runs left to right
+// in a right-to-left page too (a time axis, bars from their start).
 
 import { s } from './dom.js';
+import { language } from './i18n.js';
 
 const WIDTH = 360;
 const ROW = 22;
@@ -38,6 +42,7 @@ export function barChart({ summary, rows, max }) {
       role: 'img',
       'aria-label': summary,
       preserveAspectRatio: 'xMinYMin meet',
+      direction: 'ltr',
     },
     s('title', {}, summary),
     items,
@@ -89,7 +94,7 @@ export function timelineChart({ summary, buckets, marks, since, until, words }) 
     const x = (((new Date(m.at).getTime() - from) / span) * COLUMN_WIDTH).toFixed(1);
     return s('line', { class: `chart-mark mark-${m.kind}`, x1: x, x2: x, y1: 0, y2: COLUMN_HEIGHT }, s('title', {}, words(m)));
   });
-  const time = (value) => new Date(value).toLocaleString(undefined, { month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit' });
+  const time = (value) => new Date(value).toLocaleString(locale(), { month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit' });
   return s(
     'svg',
     {
@@ -98,6 +103,7 @@ export function timelineChart({ summary, buckets, marks, since, until, words }) 
       role: 'img',
       'aria-label': summary,
       preserveAspectRatio: 'xMinYMin meet',
+      direction: 'ltr',
     },
     s('title', {}, summary),
     s('rect', { class: 'chart-track', x: 0, y: 0, width: COLUMN_WIDTH, height: COLUMN_HEIGHT }),
@@ -106,4 +112,10 @@ export function timelineChart({ summary, buckets, marks, since, until, words }) 
     s('text', { class: 'chart-label', x: 0, y: COLUMN_HEIGHT + AXIS - 3 }, time(since)),
     s('text', { class: 'chart-label', x: COLUMN_WIDTH, y: COLUMN_HEIGHT + AXIS - 3, 'text-anchor': 'end' }, time(until)),
   );
+}
+
+/** The locale to write times in (as format.js does): the browser's own when it is a variant of the portal's language. */
+function locale() {
+  const browser = navigator.language ?? '';
+  return browser.toLowerCase().split('-')[0] === language() ? browser : language();
 }

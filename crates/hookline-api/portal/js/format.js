@@ -3,20 +3,35 @@
 // The API answers RFC 3339 UTC times with milliseconds
 // ("2026-12-01T09:30:00.120Z"); people read them in their own time zone, with
 // a relative hint ("3 min ago") where that is what they want to know. Pure
-// functions (no DOM).
+// functions (no DOM), in the portal's language (i18n.js).
 
-const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
-const clockFormat = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit' });
-const clockSecondsFormat = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
-const dayClockFormat = new Intl.DateTimeFormat(undefined, {
-  month: 'short',
-  day: 'numeric',
-  hour: 'numeric',
-  minute: '2-digit',
-});
-const relativeFormat = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
-const percentFormat = new Intl.NumberFormat(undefined, { style: 'percent', maximumFractionDigits: 1 });
-const integerFormat = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
+import { language, msg, t } from './i18n.js';
+
+/** The locale to format in: the browser's own when it is a variant of the portal's language ("en-GB"). */
+function locale() {
+  const browser = navigator.language ?? '';
+  return browser.toLowerCase().split('-')[0] === language() ? browser : language();
+}
+
+const formats = new Map();
+
+/** An Intl formatter of `kind` ("date", "number", "relative") with `options`, made once per locale. */
+function formatter(kind, options) {
+  const key = `${locale()} ${kind} ${JSON.stringify(options)}`;
+  if (!formats.has(key)) {
+    const make = { date: Intl.DateTimeFormat, number: Intl.NumberFormat, relative: Intl.RelativeTimeFormat }[kind];
+    formats.set(key, new make(locale(), options));
+  }
+  return formats.get(key);
+}
+
+const dateTimeFormat = () => formatter('date', { dateStyle: 'medium', timeStyle: 'medium' });
+const clockFormat = () => formatter('date', { hour: 'numeric', minute: '2-digit' });
+const clockSecondsFormat = () => formatter('date', { hour: 'numeric', minute: '2-digit', second: '2-digit' });
+const dayClockFormat = () => formatter('date', { month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit' });
+const relativeFormat = () => formatter('relative', { numeric: 'auto' });
+const percentFormat = () => formatter('number', { style: 'percent', maximumFractionDigits: 1 });
+const integerFormat = () => formatter('number', { maximumFractionDigits: 0 });
 
 export function toDate(value) {
   return value instanceof Date ? value : new Date(value);
@@ -24,20 +39,20 @@ export function toDate(value) {
 
 /** "1 Dec 2026, 09:30:00" (the reader's locale and zone). */
 export function dateTime(value) {
-  return value ? dateTimeFormat.format(toDate(value)) : '—';
+  return value ? dateTimeFormat().format(toDate(value)) : '—';
 }
 
 /** "14:05" today, "3 Dec, 14:05" on another day: for sentences ("next probe at 14:05"). */
 export function clockTime(value, now = new Date()) {
   const date = toDate(value);
   return date.toDateString() === toDate(now).toDateString()
-    ? clockFormat.format(date)
-    : dayClockFormat.format(date);
+    ? clockFormat().format(date)
+    : dayClockFormat().format(date);
 }
 
 /** "14:05:09": a countdown's target. */
 export function clockSeconds(value) {
-  return clockSecondsFormat.format(toDate(value));
+  return clockSecondsFormat().format(toDate(value));
 }
 
 const UNITS = [
@@ -51,18 +66,18 @@ const UNITS = [
 export function relativeTime(value, now = new Date()) {
   const diff = toDate(value) - toDate(now);
   const size = Math.abs(diff);
-  if (size < 5000) return relativeFormat.format(0, 'second');
+  if (size < 5000) return relativeFormat().format(0, 'second');
   const [unit, ms] = UNITS.find(([, unitMs]) => size >= unitMs) ?? UNITS[UNITS.length - 1];
-  return relativeFormat.format(Math.round(diff / ms), unit);
+  return relativeFormat().format(Math.round(diff / ms), unit);
 }
 
-/** "42 ms", "1.5 s", "15 s", "2 min 5 s", "3 h 20 min", "2 d 4 h". */
+/** "42 ms", "1.5 s", "15 s", "2 min 5 s", "3 h 20 min", "2 d 4 h" (in the portal's language). */
 export function duration(ms) {
   if (ms === null || ms === undefined) return '—';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 1000) return amount(Math.round(ms), 'ms');
+  if (ms < 10_000) return amount(ms / 1000, 's', 1);
   const seconds = Math.round(ms / 1000);
-  if (seconds < 60) return `${seconds} s`;
+  if (seconds < 60) return amount(seconds, 's');
   const minutes = Math.floor(seconds / 60);
   if (minutes < 60) return join(minutes, 'min', seconds % 60, 's');
   const hours = Math.floor(minutes / 60);
@@ -70,23 +85,37 @@ export function duration(ms) {
   return join(Math.floor(hours / 24), 'd', hours % 24, 'h');
 }
 
+/** The units' short forms, by the English one. */
+const UNIT_WORDS = {
+  ms: msg('{n} ms'),
+  s: msg('{n} s'),
+  min: msg('{n} min'),
+  h: msg('{n} h'),
+  d: msg('{n} d'),
+};
+
+function amount(n, unit, digits = 0) {
+  const number = formatter('number', { minimumFractionDigits: digits, maximumFractionDigits: digits }).format(n);
+  return t(UNIT_WORDS[unit], { n: number });
+}
+
 function join(big, bigUnit, small, smallUnit) {
-  return small ? `${big} ${bigUnit} ${small} ${smallUnit}` : `${big} ${bigUnit}`;
+  return small ? `${amount(big, bigUnit)} ${amount(small, smallUnit)}` : amount(big, bigUnit);
 }
 
 /** "in 1 min 5 s", or "due now" once the time has come. */
 export function countdown(value, now = new Date()) {
   const left = toDate(value) - toDate(now);
-  return left <= 0 ? 'due now' : `in ${duration(Math.ceil(left / 1000) * 1000)}`;
+  return left <= 0 ? t('due now') : t('in {duration}', { duration: duration(Math.ceil(left / 1000) * 1000) });
 }
 
 /** 0.985 → "98.5%"; null (no attempts) → "—". */
 export function percent(rate) {
-  return rate === null || rate === undefined ? '—' : percentFormat.format(rate);
+  return rate === null || rate === undefined ? '—' : percentFormat().format(rate);
 }
 
 export function integer(n) {
-  return n === null || n === undefined ? '—' : integerFormat.format(n);
+  return n === null || n === undefined ? '—' : integerFormat().format(n);
 }
 
 export function prettyJson(value) {

@@ -7,6 +7,8 @@
 // - router.js    hash routes to screens, with a per-visit scope for requests and timers
 // - branding.js  the provider's name, logo, colour and theme
 // - ui.js, dom.js, format.js, words.js   building blocks and vocabulary
+// - i18n.js      the words in the reader's language (locales/: one table per language);
+//                index.html's own words are put in it here, once the language is chosen
 // - chart.js     small inline SVG charts: bars, and columns over time
 // - screens/     one module per screen; deliveries.js also exports the delivery log,
 //                endpoint-timeline.js an endpoint's attempts over time with its changes marked
@@ -15,6 +17,7 @@ import * as api from './api.js';
 import * as session from './session.js';
 import { keepAlive } from './renewal.js';
 import { applyBranding, portalName } from './branding.js';
+import { isolate, language, msg, pickLanguage, t, useLanguage } from './i18n.js';
 import { createRouter } from './router.js';
 import { h } from './dom.js';
 import { announce, errorPage, whileBusy } from './ui.js';
@@ -27,14 +30,14 @@ import { catalogScreen } from './screens/catalog.js';
 import { recoverScreen } from './screens/recover.js';
 import { notificationsScreen } from './screens/notifications.js';
 
-const ASK_FOR_A_LINK = 'Ask your provider for a new link to the portal.';
+const ASK_FOR_A_LINK = msg('Ask your provider for a new link to the portal.');
 
 /** What a failed sign-in's problem `code` means, in plain words. */
 const LINK_PROBLEMS = {
-  portal_code_used: 'This link has already been used',
-  portal_code_expired: 'This link has expired',
-  portal_code_invalid: 'This link is not valid',
-  app_not_found: 'This link is not valid',
+  portal_code_used: msg('This link has already been used'),
+  portal_code_expired: msg('This link has expired'),
+  portal_code_invalid: msg('This link is not valid'),
+  app_not_found: msg('This link is not valid'),
 };
 
 const view = document.getElementById('view');
@@ -55,13 +58,23 @@ document.getElementById('skip-link').addEventListener('click', (event) => {
 
 boot().catch((error) => {
   console.error(error);
-  showPage({ heading: 'The portal could not start', detail: error?.message, advice: 'Reload the page to try again.' });
+  showPage({
+    heading: t('The portal could not start'),
+    detail: error?.message,
+    advice: t('Reload the page to try again.'),
+  });
 });
 
 async function boot() {
+  // Until the app is read, the browser's language; then the app's, if it sets one.
+  await useLanguage(pickLanguage(null, navigator.languages));
+  translatePage();
   appKey = session.appFromPath(location.pathname);
   if (!appKey) {
-    showPage({ heading: 'This page address is not valid', advice: 'Open the portal through the link your provider gave you.' });
+    showPage({
+      heading: t('This page address is not valid'),
+      advice: t('Open the portal through the link your provider gave you.'),
+    });
     return;
   }
   const fresh = session.takeCodeFromHash();
@@ -84,11 +97,21 @@ async function boot() {
       trouble = answer.message;
     }
   } else {
-    current = session.load(appKey);
+    current = session.load(appKey) ?? (await resume(appKey));
   }
   if (!current) {
     if (!link) {
-      showPage({ heading: 'No session', detail: 'Open the portal through the link your provider gave you.', advice: ASK_FOR_A_LINK });
+      // A bookmark: its screen is where the next sign-in lands.
+      const wanted = location.hash.slice(1);
+      const bookmarked = session.isScreen(wanted) && wanted !== '/status';
+      if (bookmarked) session.rememberScreen(appKey, wanted);
+      showPage({
+        heading: t('No session'),
+        detail: bookmarked
+          ? t('Open the portal through a new link from your provider: you will land on this screen.')
+          : t('Open the portal through the link your provider gave you.'),
+        advice: t(ASK_FOR_A_LINK),
+      });
     }
     return;
   }
@@ -110,12 +133,14 @@ async function boot() {
   } catch (problem) {
     if (problem.sessionEnded) return;
     showPage({
-      heading: problem.status === 404 ? 'This portal does not exist' : 'The portal could not be opened',
+      heading: problem.status === 404 ? t('This portal does not exist') : t('The portal could not be opened'),
       detail: problem.message,
-      advice: ASK_FOR_A_LINK,
+      advice: t(ASK_FOR_A_LINK),
     });
     return;
   }
+  await useLanguage(pickLanguage(app.portal?.language, navigator.languages));
+  translatePage();
   applyBranding(app);
   // From here on the session is renewed while in use, and says before it ends.
   stopExpiryTimer();
@@ -135,32 +160,65 @@ async function boot() {
     context: { can, portalName: () => portalName(app) },
     onRoute: markNav,
   });
-  // The screen the link named, once signed in.
-  if (link?.to) history.replaceState(null, '', `${location.pathname}${location.search}#${link.to}`);
+  // The screen the link named, else the bookmark opened before it, once signed in.
+  const to = link ? (link.to ?? session.takeRememberedScreen(appKey)) : null;
+  if (to) history.replaceState(null, '', `${location.pathname}${location.search}#${to}`);
   router.start();
   // From "Continue", reading starts at the screen's heading.
   if (link) view.querySelector('h1')?.focus();
 }
 
+/**
+ * The session this browser holds for the app (its cookie) that this tab has
+ * not seen — a bookmark, a new tab: renewing it says what it may do. Null
+ * when there is none.
+ */
+async function resume(appKey) {
+  api.configure({ app: appKey, onSessionEnded: () => {} });
+  try {
+    return session.save(appKey, await api.renewSession());
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * index.html's own words (skip link, default name, loading, title) in the
+ * reader's language: a page in another language shows no English.
+ */
+function translatePage() {
+  document.getElementById('skip-link').textContent = t('Skip to content');
+  document.getElementById('brand-name').textContent = t('Webhooks portal');
+  document.getElementById('nav').setAttribute('aria-label', t('Portal'));
+  const waiting = view.querySelector('.loading');
+  if (waiting) waiting.textContent = t('Loading…');
+  document.title = t('Webhooks portal');
+}
+
 /** Shows "Continue" (with what went wrong last time, if anything) and resolves on its click. */
 function continueClicked(trouble = null) {
   return new Promise((resolve) => {
-    const button = h('button', { type: 'button', class: 'primary', 'data-test': 'continue' }, 'Continue');
+    const button = h('button', { type: 'button', class: 'primary', 'data-test': 'continue' }, t('Continue'));
     button.addEventListener('click', () => {
-      button.textContent = 'Signing in…';
+      button.textContent = t('Signing in…');
       button.setAttribute('aria-disabled', 'true');
       button.setAttribute('aria-busy', 'true');
       resolve();
     });
     document.getElementById('nav').hidden = true;
-    document.title = 'Your webhooks portal';
+    document.title = t('Your webhooks portal');
     view.replaceChildren(
       h(
         'section',
         { class: 'continue', 'data-test': 'continue-page' },
-        h('h1', { tabindex: '-1' }, 'Your webhooks portal'),
-        h('p', {}, 'This link signs you in once. Continue to see your endpoints, their deliveries and what is wrong now.'),
-        trouble && h('p', { class: 'problem', role: 'alert', 'data-test': 'problem' }, `Signing in did not work: ${trouble} Try again.`),
+        h('h1', { tabindex: '-1' }, t('Your webhooks portal')),
+        h('p', {}, t('This link signs you in once. Continue to see your endpoints, their deliveries and what is wrong now.')),
+        trouble &&
+          h(
+            'p',
+            { class: 'problem', role: 'alert', 'data-test': 'problem' },
+            t('Signing in did not work: {problem} Try again.', { problem: trouble }),
+          ),
         h('p', {}, button),
       ),
     );
@@ -180,12 +238,16 @@ async function signIn(appKey, code) {
     return { session: session.save(appKey, answer) };
   } catch (problem) {
     if (!problem?.status || problem.status >= 500) {
-      return { retry: true, message: problem?.detail || problem?.message || 'no answer from the server.' };
+      // (A problem's message is its detail, else its title; in another language, with what happened first.)
+      return { retry: true, message: problem?.message || t('no answer from the server.') };
     }
-    const heading =
-      LINK_PROBLEMS[problem.code] ??
-      (problem.status === 404 || problem.status === 401 ? 'This link is not valid' : 'Signing in did not work');
-    showPage({ heading, detail: problem.detail || problem.title, advice: ASK_FOR_A_LINK });
+    const known = Object.hasOwn(LINK_PROBLEMS, problem.code) ? LINK_PROBLEMS[problem.code] : null;
+    const heading = known
+      ? t(known)
+      : problem.status === 404 || problem.status === 401
+        ? t('This link is not valid')
+        : t('Signing in did not work');
+    showPage({ heading, detail: problem.message, advice: t(ASK_FOR_A_LINK) });
     return null;
   }
 }
@@ -198,9 +260,11 @@ function endSession(appKey, problem) {
   stopExpiryTimer();
   router?.stop();
   showPage({
-    heading: 'Your session has expired',
-    detail: problem?.detail || 'Sessions last a limited time, and this one has ended.',
-    advice: ASK_FOR_A_LINK,
+    heading: t('Your session has expired'),
+    // The server's detail (in another language, after what happened in the reader's words).
+    detail: (problem?.detail && (language() === 'en' ? problem.detail : problem.message)) ||
+      t('Sessions last a limited time, and this one has ended.'),
+    advice: t(ASK_FOR_A_LINK),
   });
 }
 
@@ -211,7 +275,7 @@ async function signOut(event) {
   } catch (problem) {
     // A session already over is signed out all the same; anything else is said, and nothing is forgotten.
     if (!problem.sessionEnded) {
-      announce(`Signing out did not work: ${problem.detail || problem.title}`);
+      announce(t('Signing out did not work: {problem}', { problem: problem.message }));
       return;
     }
   }
@@ -221,16 +285,16 @@ async function signOut(event) {
   stopExpiryTimer();
   router?.stop();
   showPage({
-    heading: 'You are signed out',
-    detail: 'This session has ended.',
-    advice: 'To come back, open the portal through a new link from your provider.',
+    heading: t('You are signed out'),
+    detail: t('This session has ended.'),
+    advice: t('To come back, open the portal through a new link from your provider.'),
   });
 }
 
 /** Replaces the portal with a full-page message (no navigation: there is nowhere to go). */
 function showPage(message) {
   document.getElementById('nav').hidden = true;
-  document.title = `${message.heading} · ${portalName(app)}`;
+  document.title = `${message.heading} · ${isolate(portalName(app))}`;
   view.replaceChildren(errorPage(message));
   view.querySelector('h1')?.focus();
 }
@@ -251,21 +315,21 @@ function routes(can) {
 }
 
 const NAV = [
-  { name: 'status', label: 'Status' },
-  { name: 'endpoints', label: 'Endpoints' },
-  { name: 'deliveries', label: 'Deliveries' },
-  { name: 'catalog', label: 'Event catalog' },
-  { name: 'notifications', label: 'Notifications' },
-  { name: 'recover', label: 'Recover', needs: 'replay' },
+  { name: 'status', label: msg('Status') },
+  { name: 'endpoints', label: msg('Endpoints') },
+  { name: 'deliveries', label: msg('Deliveries') },
+  { name: 'catalog', label: msg('Event catalog') },
+  { name: 'notifications', label: msg('Notifications') },
+  { name: 'recover', label: msg('Recover'), needs: 'replay' },
 ];
 
 function buildNav(can) {
   const list = document.getElementById('nav-list');
   list.replaceChildren(
     ...NAV.filter((item) => !item.needs || can(item.needs)).map((item) =>
-      h('li', {}, h('a', { href: `#/${item.name}`, 'data-test': `nav-${item.name}`, 'data-nav': item.name }, item.label)),
+      h('li', {}, h('a', { href: `#/${item.name}`, 'data-test': `nav-${item.name}`, 'data-nav': item.name }, t(item.label))),
     ),
-    h('li', { class: 'nav-end' }, h('button', { type: 'button', 'data-test': 'sign-out', onclick: signOut }, 'Sign out')),
+    h('li', { class: 'nav-end' }, h('button', { type: 'button', 'data-test': 'sign-out', onclick: signOut }, t('Sign out'))),
   );
   document.getElementById('nav').hidden = false;
 }

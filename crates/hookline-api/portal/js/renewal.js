@@ -15,6 +15,7 @@
 import * as api from './api.js';
 import { h, replace } from './dom.js';
 import { clockTime } from './format.js';
+import { t } from './i18n.js';
 import { announce } from './ui.js';
 
 const WARN_BEFORE_MS = 5 * 60 * 1000;
@@ -80,24 +81,25 @@ export function keepAlive({ current, save, onEnded, frameOrigins = [] }) {
 
   function warn() {
     if (stopped) return;
-    const ends = `Your session ends at ${clockTime(current.expires_at)}.`;
+    const ends = t('Your session ends at {time}.', { time: clockTime(current.expires_at) });
     if (renewable()) {
       const said = h('p', { 'data-test': 'session-ending' }, ends, ' ');
-      const stay = h('button', { type: 'button', 'data-test': 'session-stay' }, 'Stay signed in');
+      const stay = h('button', { type: 'button', 'data-test': 'session-stay' }, t('Stay signed in'));
       stay.addEventListener('click', async () => {
         if (await renew()) {
           // The button goes with the notice: the focus goes back to the page.
           hideNotice();
           document.getElementById('main').focus();
-          announce(`You stay signed in, until ${clockTime(current.expires_at)} at least.`);
+          announce(t('You stay signed in, until {time} at least.', { time: clockTime(current.expires_at) }));
         } else {
-          said.textContent = `${ends} It could not be renewed; try again in a moment. `;
+          said.textContent = `${ends} ${t('It could not be renewed; try again in a moment.')} `;
         }
       });
       replace(notice, said, stay);
       return;
     }
-    replace(notice, h('p', { 'data-test': 'session-ending' }, ends, ' To go on after that, open the portal through a new link.'));
+    const after = t('To go on after that, open the portal through a new link.');
+    replace(notice, h('p', { 'data-test': 'session-ending' }, ends, ' ', after));
     if (window.parent !== window && !asked) {
       asked = true;
       for (const origin of frameOrigins) {

@@ -10,6 +10,7 @@
 // hand, and a late answer lands in a detached root that nobody sees.
 
 import { h } from './dom.js';
+import { isolate, t } from './i18n.js';
 import { notFound, showProblem, problemSlot } from './ui.js';
 
 /** `#/deliveries/dlv_1?state=dead` → `{ path: ['deliveries', 'dlv_1'], query }`; null for a non-route fragment. */
@@ -72,7 +73,7 @@ export function createRouter({ view, routes, defaultHash, context, onRoute }) {
     onRoute?.(found?.route.name ?? null);
     const ctx = screenContext({ root, signal: controller.signal, params: found?.params ?? {}, query: parsed.query, context, refresh: render });
     if (!found) {
-      ctx.title('Not found');
+      ctx.title(t('Not found'));
       root.append(notFound());
     } else {
       // Called now, not in a later task: a screen draws its heading before its
@@ -110,8 +111,9 @@ function screenContext({ root, signal, params, query, context, refresh }) {
     params,
     query,
     refresh,
+    /** The page's title: `text` (in the reader's language), then the portal's name. */
     title(text) {
-      document.title = `${text} · ${context.portalName()}`;
+      document.title = `${text} · ${isolate(context.portalName())}`;
     },
     /** Calls `fn` every `ms` while the screen shows; returns a stop function. */
     every(ms, fn) {
@@ -134,12 +136,12 @@ function screenContext({ root, signal, params, query, context, refresh }) {
     fail(error) {
       if (signal.aborted || error?.name === 'AbortError' || error?.sessionEnded) return;
       if (error?.status === 404) {
-        ctx.title('Not found');
+        ctx.title(t('Not found'));
         root.replaceChildren(notFound());
         return;
       }
       const slot = problemSlot();
-      if (!root.querySelector('h1')) root.append(h('h1', { tabindex: '-1' }, 'Something went wrong'));
+      if (!root.querySelector('h1')) root.append(h('h1', { tabindex: '-1' }, t('Something went wrong')));
       root.append(slot);
       showProblem(slot, error);
     },

@@ -93,6 +93,29 @@ export function clear(app) {
   sessionStorage.removeItem(KEY_PREFIX + app);
 }
 
+// A screen asked for without a session (a bookmark), kept for the next sign-in in this browser.
+const SCREEN_PREFIX = 'hookline.portal.screen.';
+const SCREEN_KEPT_MS = 60 * 60 * 1000;
+
+/**
+ * Remembers `to`, the screen a page without a session was opened at, for an
+ * hour: signing in through a new link that names no screen lands there.
+ */
+export function rememberScreen(app, to) {
+  localStorage.setItem(SCREEN_PREFIX + app, JSON.stringify({ to, at: Date.now() }));
+}
+
+/** The remembered screen (forgotten as it is taken), or null (none, or older than an hour). */
+export function takeRememberedScreen(app, now = Date.now()) {
+  try {
+    const kept = JSON.parse(localStorage.getItem(SCREEN_PREFIX + app));
+    localStorage.removeItem(SCREEN_PREFIX + app);
+    return kept && now - kept.at < SCREEN_KEPT_MS && isScreen(kept.to) ? kept.to : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Whether the session's expiry has passed (a session without one lasts until a 401). */
 export function isExpired(session, now = Date.now()) {
   return session.expires_at ? Date.parse(session.expires_at) <= now : false;

@@ -1,9 +1,12 @@
 // ui.js — the small pieces every screen uses: problem alerts, the confirmation
 // dialog, announcements, form fields, badges, times, loading and empty states,
 // and the full-page messages (sign-in failed, session over, not found).
+// Their own words are in the reader's language (i18n.js); what callers pass
+// (labels, titles, messages) comes translated.
 
 import { h, replace, uid } from './dom.js';
 import { dateTime, relativeTime } from './format.js';
+import { msg, t } from './i18n.js';
 import { deliveryStateLabel, shownState } from './words.js';
 
 // --- problems ----------------------------------------------------------------
@@ -21,7 +24,7 @@ export function problemSlot() {
 export function showProblem(slot, error) {
   if (error?.name === 'AbortError' || error?.sessionEnded) return;
   if (error?.name !== 'Problem') console.error(error);
-  const text = error?.name === 'Problem' ? error.message : 'Something went wrong. Reload the page and try again.';
+  const text = error?.name === 'Problem' ? error.message : t('Something went wrong. Reload the page and try again.');
   replace(slot, h('p', { class: 'problem', role: 'alert', 'data-test': 'problem' }, text));
 }
 
@@ -69,7 +72,7 @@ export function announce(text) {
  * focus (on "Cancel", the safe choice) and gives it back when it closes.
  * Resolves to true for yes. The dialog exists only while it is open.
  */
-export function confirmAction({ title, message, yes = 'Confirm', no = 'Cancel' }) {
+export function confirmAction({ title, message, yes = t('Confirm'), no = t('Cancel') }) {
   const titleId = uid('confirm-title');
   const messageId = uid('confirm-message');
   const opener = document.activeElement;
@@ -163,7 +166,9 @@ export function timeEl(value, now = new Date()) {
   if (!value) return h('span', { class: 'muted' }, '—');
   return h(
     'time',
-    { datetime: value, title: value },
+    // All of it is a time, formatted by Intl in the portal's language; the
+    // title is the exact UTC time.
+    { datetime: value, title: value, translate: 'no' },
     dateTime(value),
     h('span', { class: 'relative' }, ` (${relativeTime(value, now)})`),
   );
@@ -193,7 +198,7 @@ export function facts(pairs, attrs = {}) {
   );
 }
 
-export function loading(text = 'Loading…') {
+export function loading(text = t('Loading…')) {
   return h('p', { class: 'loading', role: 'status' }, text);
 }
 
@@ -222,18 +227,34 @@ export function errorPage({ heading, detail, advice }) {
   );
 }
 
+/** What a 404 says, by what was not found (`notFound`'s `what`). */
+const NOT_FOUND_TEXTS = {
+  page: msg('This page does not exist, or it is not part of this app.'),
+};
+
 /** The answer to a 404: an id that does not exist (or belongs to another app). */
 export function notFound(what = 'page') {
+  const text = Object.hasOwn(NOT_FOUND_TEXTS, what)
+    ? t(NOT_FOUND_TEXTS[what])
+    : t('This {what} does not exist, or it is not part of this app.', { what });
   return h(
     'section',
     { class: 'not-found', 'data-test': 'not-found', 'aria-labelledby': 'not-found-heading' },
-    h('h1', { id: 'not-found-heading', tabindex: '-1' }, 'Not found'),
-    h('p', {}, `This ${what} does not exist, or it is not part of this app.`),
-    h('p', {}, h('a', { href: '#/endpoints' }, 'Go to your endpoints')),
+    h('h1', { id: 'not-found-heading', tabindex: '-1' }, t('Not found')),
+    h('p', {}, text),
+    h('p', {}, h('a', { href: '#/endpoints' }, t('Go to your endpoints'))),
   );
 }
 
 // --- clipboard ---------------------------------------------------------------------------
+
+/** The copy button's name, by what the id is of (`copyableId`'s `what`). */
+const COPY_LABELS = {
+  delivery: msg('Copy the delivery id'),
+  event: msg('Copy the event id'),
+  endpoint: msg('Copy the endpoint id'),
+  'event type': msg('Copy the event type id'),
+};
 
 /**
  * Copies `text`. The Clipboard API first; where it is refused (no permission,
@@ -246,9 +267,10 @@ export function notFound(what = 'page') {
 export function copyableId(id, what) {
   const value = h('code', { class: 'id' }, id);
   const said = h('span', { class: 'copied', role: 'status', 'data-test': 'id-copied', 'data-copy': id });
-  const button = h('button', { type: 'button', class: 'copy-id', 'data-test': 'copy-id', 'data-copy': id, 'aria-label': `Copy the ${what} id` }, 'Copy');
+  const label = Object.hasOwn(COPY_LABELS, what) ? t(COPY_LABELS[what]) : t('Copy the {what} id', { what });
+  const button = h('button', { type: 'button', class: 'copy-id', 'data-test': 'copy-id', 'data-copy': id, 'aria-label': label }, t('Copy'));
   button.addEventListener('click', async () => {
-    said.textContent = (await copyText(id, value)) ? 'Copied' : 'Could not copy: select the id and copy it by hand.';
+    said.textContent = (await copyText(id, value)) ? t('Copied') : t('Could not copy: select the id and copy it by hand.');
   });
   return h('span', { class: 'copyable' }, value, ' ', button, ' ', said);
 }

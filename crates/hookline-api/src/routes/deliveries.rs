@@ -4,6 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
+use hookline_core::language::Language;
 use hookline_core::retry::RetryPolicy;
 use hookline_store::{Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, StateFilter};
 
@@ -13,7 +14,7 @@ use super::{
 };
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::QueryParams;
+use crate::extract::{Lang, QueryParams};
 use crate::views::{AttemptView, DeliveryView, ListView};
 use crate::AppState;
 pub(crate) use hookline_types::{DeliveriesQuery, DlqQuery, ReplayView, ResendView, StateParam};
@@ -26,6 +27,7 @@ pub(crate) async fn views_of(
     state: &AppState,
     app: &AppId,
     deliveries: &[Delivery],
+    language: Language,
 ) -> ApiResult<Vec<DeliveryView>> {
     let facts = state
         .store
@@ -39,15 +41,20 @@ pub(crate) async fn views_of(
             Some(crate::views::delivery(
                 d,
                 &f.event_type,
-                Some((f, &state.config.retry)),
+                Some((f, &state.config.retry, language)),
             ))
         })
         .collect())
 }
 
 /// One delivery as [`views_of`] shows it (404 if its event is gone).
-async fn view_of(state: &AppState, app: &AppId, delivery: &Delivery) -> ApiResult<DeliveryView> {
-    views_of(state, app, std::slice::from_ref(delivery))
+async fn view_of(
+    state: &AppState,
+    app: &AppId,
+    delivery: &Delivery,
+    language: Language,
+) -> ApiResult<DeliveryView> {
+    views_of(state, app, std::slice::from_ref(delivery), language)
         .await?
         .pop()
         .ok_or(ApiError::NotFound("delivery"))
@@ -60,16 +67,18 @@ async fn delivery_page(
     rows: &[Delivery],
     page: &Page,
     cursor: impl Fn(&Delivery) -> String,
+    language: Language,
 ) -> ApiResult<ListView<DeliveryView>> {
     Ok(ListView {
         next_cursor: next_cursor(rows, page, cursor),
-        data: views_of(state, app, rows).await?,
+        data: views_of(state, app, rows, language).await?,
     })
 }
 
 pub(crate) async fn get(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, delivery)): Path<(String, String)>,
 ) -> ApiResult<Json<DeliveryView>> {
     let app = caller.app(&state, &app).await?;
@@ -80,13 +89,14 @@ pub(crate) async fn get(
         .get_delivery(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("delivery"))?;
-    Ok(Json(view_of(&state, &app.id, &delivery).await?))
+    Ok(Json(view_of(&state, &app.id, &delivery, language).await?))
 }
 
 /// Every attempt of a delivery, newest first, across replays.
 pub(crate) async fn attempts(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, delivery)): Path<(String, String)>,
     QueryParams(query): QueryParams<PageQuery>,
 ) -> ApiResult<Json<ListView<AttemptView>>> {
@@ -109,7 +119,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| crate::views::attempt(a, &policy),
+        |a| crate::views::attempt(a, &policy, language),
     )))
 }
 
@@ -133,6 +143,7 @@ pub(crate) async fn retry_policy(
 pub(crate) async fn attempt(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, attempt)): Path<(String, String)>,
 ) -> ApiResult<Json<AttemptView>> {
     let app = caller.app(&state, &app).await?;
@@ -144,7 +155,7 @@ pub(crate) async fn attempt(
         .await?
         .ok_or(ApiError::NotFound("attempt"))?;
     let policy = retry_policy(&state, &app.id, &attempt.endpoint_id).await?;
-    let mut view = crate::views::attempt(&attempt, &policy);
+    let mut view = crate::views::attempt(&attempt, &policy, language);
     // The body as signed: its event's envelope (gone once retention took it).
     if let Some(sent) = &attempt.sent {
         view.request_body = state
@@ -172,6 +183,7 @@ fn state_filter(state: StateParam) -> StateFilter {
 pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path(app): Path<String>,
     QueryParams(query): QueryParams<DeliveriesQuery>,
 ) -> ApiResult<Json<ListView<DeliveryView>>> {
@@ -201,6 +213,7 @@ pub(crate) async fn list(
             &deliveries,
             &page,
             hookline_store::Listings::delivery_cursor,
+            language,
         )
         .await?,
     ))
@@ -211,6 +224,7 @@ pub(crate) async fn list(
 pub(crate) async fn dlq(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path(app): Path<String>,
     QueryParams(query): QueryParams<DlqQuery>,
 ) -> ApiResult<Json<ListView<DeliveryView>>> {
@@ -238,6 +252,7 @@ pub(crate) async fn dlq(
             &dead,
             &page,
             hookline_store::Listings::dlq_cursor,
+            language,
         )
         .await?,
     ))
@@ -248,6 +263,7 @@ pub(crate) async fn dlq(
 pub(crate) async fn replay(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, delivery)): Path<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<ReplayView>)> {
     let app = caller.app(&state, &app).await?;
@@ -263,7 +279,7 @@ pub(crate) async fn replay(
             Json(ReplayView {
                 replayed: true,
                 detail: "the delivery is pending again and will be attempted now".into(),
-                delivery: view_of(&state, &app.id, &delivery).await?,
+                delivery: view_of(&state, &app.id, &delivery, language).await?,
             }),
         )),
         ReplayOutcome::Unchanged(delivery) => Ok((
@@ -274,7 +290,7 @@ pub(crate) async fn replay(
                     "the delivery is {}, not dead; nothing changed",
                     delivery.state
                 ),
-                delivery: view_of(&state, &app.id, &delivery).await?,
+                delivery: view_of(&state, &app.id, &delivery, language).await?,
             }),
         )),
         ReplayOutcome::EndpointDeleted(_) => Err(ApiError::EndpointDeleted),
@@ -288,6 +304,7 @@ pub(crate) async fn replay(
 pub(crate) async fn resend(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, delivery)): Path<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<ResendView>)> {
     let app = caller.app(&state, &app).await?;
@@ -326,7 +343,7 @@ pub(crate) async fn resend(
         Json(ResendView {
             resent,
             detail,
-            delivery: view_of(&state, &app.id, &delivery).await?,
+            delivery: view_of(&state, &app.id, &delivery, language).await?,
         }),
     ))
 }

@@ -17,8 +17,7 @@ use super::events::{prepare, PublishRequest};
 use super::{checked_name, is_id, page, page_of, path_id, status_filter, time_range, PageQuery};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::JsonBody;
-use crate::extract::QueryParams;
+use crate::extract::{JsonBody, Lang, QueryParams};
 use crate::views::{AttemptView, EndpointHealthView, EndpointView, ListView};
 use crate::AppState;
 pub(crate) use hookline_types::{
@@ -274,6 +273,7 @@ pub(crate) async fn secret(
 pub(crate) async fn check_signature(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, endpoint)): Path<(String, String)>,
     body: JsonBody<CheckSignature>,
 ) -> ApiResult<Json<hookline_core::signature_check::Check>> {
@@ -312,6 +312,7 @@ pub(crate) async fn check_signature(
         &keys,
         sent.as_deref(),
         state.clock.now(),
+        language,
     )))
 }
 
@@ -489,6 +490,7 @@ pub(crate) async fn health(
 pub(crate) async fn attempts(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, endpoint)): Path<(String, String)>,
     QueryParams(query): QueryParams<AttemptsQuery>,
 ) -> ApiResult<Json<ListView<AttemptView>>> {
@@ -529,7 +531,7 @@ pub(crate) async fn attempts(
         &attempts,
         &page,
         |a| a.id.to_string(),
-        |a| crate::views::attempt(a, &policy),
+        |a| crate::views::attempt(a, &policy, language),
     )))
 }
 
@@ -546,6 +548,7 @@ const INCIDENTS_FURTHEST: std::time::Duration = std::time::Duration::from_secs(7
 pub(crate) async fn incidents(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path(app): Path<String>,
     QueryParams(query): QueryParams<IncidentsQuery>,
 ) -> ApiResult<Json<IncidentsView>> {
@@ -583,14 +586,16 @@ pub(crate) async fn incidents(
                 .await?;
             let cause = newest
                 .first()
-                .map(|a| crate::views::attempt_explanation(a, &policy));
+                .map(|a| crate::views::attempt_explanation(a, &policy, language));
             (Kind::Failing, cause, t.breaker.failing_since)
         } else if t.dead > 0 {
             let cause = match &t.newest_dead {
-                Some(d) => super::deliveries::views_of(&state, &app.id, std::slice::from_ref(d))
-                    .await?
-                    .pop()
-                    .and_then(|v| v.explanation),
+                Some(d) => {
+                    super::deliveries::views_of(&state, &app.id, std::slice::from_ref(d), language)
+                        .await?
+                        .pop()
+                        .and_then(|v| v.explanation)
+                }
                 None => None,
             };
             (Kind::DeadLetters, cause, t.first_dead_at)
@@ -607,7 +612,7 @@ pub(crate) async fn incidents(
         };
         found.push((t, trouble));
     }
-    let data = group(found)
+    let data = group(found, language)
         .into_iter()
         .map(|g| IncidentView {
             kind: g.kind,

@@ -16,7 +16,7 @@ use super::{checked_name, is_id, name_filter, page, page_of, path_id, time_range
 use crate::auth::Caller;
 use crate::catalog::{Snapshot, Warning};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, Lang, QueryParams};
 use crate::views::{EventView, ListView, PublishedView};
 use crate::AppState;
 pub(crate) use hookline_types::{BatchRequest, EventsQuery, PublishRequest};
@@ -269,6 +269,7 @@ fn stored_response(stored: StoredResponse, replayed: bool) -> Response {
 pub(crate) async fn get(
     State(state): State<AppState>,
     caller: Caller,
+    Lang(language): Lang,
     Path((app, event)): Path<(String, String)>,
 ) -> ApiResult<Json<EventView>> {
     let app = caller.app(&state, &app).await?;
@@ -279,7 +280,7 @@ pub(crate) async fn get(
         .get_event(&app.id, &id)
         .await?
         .ok_or(ApiError::NotFound("event"))?;
-    let deliveries = super::deliveries::views_of(&state, &app.id, &deliveries).await?;
+    let deliveries = super::deliveries::views_of(&state, &app.id, &deliveries, language).await?;
     Ok(Json(crate::views::event(&event, Some(deliveries))))
 }
 

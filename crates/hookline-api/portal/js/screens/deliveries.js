@@ -9,10 +9,12 @@
 // DOM nodes, so focus and scroll stay where the reader left them. "Pause live
 // updates" stops the polling (WCAG 2.2.2) until it is pressed again; new rows
 // are announced to screen readers at most once every 30 s, counted together.
+// Its words are in the reader's language (i18n.js).
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { dateTime, localInputToRfc3339, relativeTime, rfc3339ToLocalInput } from '../format.js';
+import { msg, t, tn } from '../i18n.js';
 import { hashFor } from '../router.js';
 import {
   announce,
@@ -38,13 +40,13 @@ const ANNOUNCE_MS = 30_000;
 
 /** `state=` values the API takes (StateParam in routes/deliveries.rs), in the reader's words. */
 const STATE_OPTIONS = [
-  ['', 'All states'],
-  ['succeeded', 'Succeeded'],
-  ['dead', 'Failed (dead)'],
-  ['pending', 'Pending (waiting or retrying)'],
-  ['in_flight', 'Sending now'],
-  ['blocked', 'Blocked (behind an earlier event)'],
-  ['parked', 'Parked (endpoint paused or disabled)'],
+  ['', msg('All states')],
+  ['succeeded', msg('Succeeded')],
+  ['dead', msg('Failed (dead)')],
+  ['pending', msg('Pending (waiting or retrying)')],
+  ['in_flight', msg('Sending now')],
+  ['blocked', msg('Blocked (behind an earlier event)')],
+  ['parked', msg('Parked (endpoint paused or disabled)')],
 ];
 
 /** Time presets: how far back `since` goes, computed when the list is read. */
@@ -54,21 +56,21 @@ const RANGES = {
   '7d': 7 * 86_400_000,
 };
 const RANGE_OPTIONS = [
-  ['', 'Any time'],
-  ['1h', 'Last hour'],
-  ['24h', 'Last 24 hours'],
-  ['7d', 'Last 7 days'],
-  ['custom', 'Custom range'],
+  ['', msg('Any time')],
+  ['1h', msg('Last hour')],
+  ['24h', msg('Last 24 hours')],
+  ['7d', msg('Last 7 days')],
+  ['custom', msg('Custom range')],
 ];
 
 /** The filters a log understands, as they appear in the hash query. */
 const FILTERS = ['state', 'event_type', 'endpoint_id', 'status', 'range', 'since', 'until', 'event_id'];
 
 export async function deliveriesScreen(ctx) {
-  ctx.title('Deliveries');
+  ctx.title(t('Deliveries'));
   ctx.root.append(
-    h('div', { class: 'page-head' }, h('h1', { tabindex: '-1' }, 'Deliveries')),
-    h('p', { class: 'lead' }, 'Every event sent to your endpoints, newest first. New deliveries appear as they happen.'),
+    h('div', { class: 'page-head' }, h('h1', { tabindex: '-1' }, t('Deliveries'))),
+    h('p', { class: 'lead' }, t('Every event sent to your endpoints, newest first. New deliveries appear as they happen.')),
     deliveryLog(ctx, { filters: filtersFrom(ctx.query), syncUrl: true }),
   );
 }
@@ -114,14 +116,14 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   let announcedAt = -Infinity;
 
   const problem = problemSlot();
-  const results = h('div', { class: 'log-results' }, loading('Loading deliveries…'));
-  const pager = h('nav', { class: 'pager', 'aria-label': 'Delivery pages' });
+  const results = h('div', { class: 'log-results' }, loading(t('Loading deliveries…')));
+  const pager = h('nav', { class: 'pager', 'aria-label': t('Delivery pages') });
   const form = filterForm();
   const liveNote = h('span', { class: 'muted', role: 'status' });
   const liveToggle = h(
     'button',
     { type: 'button', 'aria-pressed': 'false', 'data-test': 'live-toggle', onclick: toggleLive },
-    'Pause live updates',
+    t('Pause live updates'),
   );
   // Dead deliveries replayed from the log, one (its row's button) or those
   // ticked (the toolbar's): only for a session that may replay.
@@ -130,7 +132,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   const replayNote = h('span', { class: 'muted', role: 'status', tabindex: '-1', 'data-test': 'replay-note' });
   const replayChosen =
     canReplay &&
-    h('button', { type: 'button', 'data-test': 'replay-selected', 'data-mutating': true, disabled: true, onclick: () => replay([...chosen], replayChosen) }, 'Replay selected');
+    h('button', { type: 'button', 'data-test': 'replay-selected', 'data-mutating': true, disabled: true, onclick: () => replay([...chosen], replayChosen) }, t('Replay selected'));
   const live = h('div', { class: 'live-control' }, liveToggle, ' ', liveNote, canReplay && [' ', replayChosen, ' ', replayNote]);
   // `data-ticks`: the polling timer's ticks, paused or not (tests wait on it).
   const root = h('div', { class: 'delivery-log', 'data-ticks': '0' }, form.el, live, problem, results, pager);
@@ -180,7 +182,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   function showChosen() {
     if (!replayChosen) return;
     replayChosen.disabled = chosen.size === 0;
-    replayChosen.textContent = chosen.size ? `Replay selected (${chosen.size})` : 'Replay selected';
+    replayChosen.textContent = chosen.size ? t('Replay selected ({count})', { count: chosen.size }) : t('Replay selected');
     for (const box of results.querySelectorAll('[data-test=delivery-select]')) {
       box.checked = chosen.has(box.closest('tr').dataset.id);
     }
@@ -196,9 +198,11 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   async function replay(ids, button) {
     if (ids.length === 0) return;
     const confirmed = await confirmAction({
-      title: ids.length === 1 ? 'Replay this delivery?' : `Replay ${ids.length} deliveries?`,
-      message: 'Each event is sent to its endpoint again, now, with the same webhook-id, in a new round of attempts.',
-      yes: 'Replay',
+      title: tn(ids.length, 'Replay this delivery?', 'Replay {n} deliveries?'),
+      message: t('Each event is sent to its endpoint again, now, with the same {header}, in a new round of attempts.', {
+        header: 'webhook-id',
+      }),
+      yes: t('Replay'),
     });
     if (!confirmed) return;
     clearProblem(problem);
@@ -218,7 +222,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     // Emptied first, so the same words twice are announced twice.
     replayNote.textContent = '';
     setTimeout(() => {
-      replayNote.textContent = `Replayed ${replayed} of ${ids.length}.`;
+      replayNote.textContent = t('Replayed {replayed} of {total}.', { replayed, total: ids.length });
     }, 50);
     for (const id of ids) chosen.delete(id);
     await load();
@@ -231,7 +235,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   function toggleLive() {
     paused = !paused;
     liveToggle.setAttribute('aria-pressed', String(paused));
-    liveNote.textContent = paused ? 'Live updates paused.' : '';
+    liveNote.textContent = paused ? t('Live updates paused.') : '';
     if (!paused) poll();
   }
 
@@ -254,7 +258,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       draw(page);
       if (before > 0) unannounced += fresh;
       if (unannounced > 0 && Date.now() - announcedAt >= ANNOUNCE_MS) {
-        announce(unannounced === 1 ? '1 new delivery' : `${unannounced} new deliveries`);
+        announce(tn(unannounced, '1 new delivery', '{n} new deliveries'));
         unannounced = 0;
         announcedAt = Date.now();
       }
@@ -271,7 +275,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
       rows = new Map();
       forgetChosen();
       const filtered = FILTERS.some((name) => name !== 'endpoint_id' && current[name]);
-      replace(results, empty(filtered ? 'No deliveries match these filters.' : 'No deliveries yet.'));
+      replace(results, empty(filtered ? t('No deliveries match these filters.') : t('No deliveries yet.')));
       return;
     }
     let tbody = results.querySelector('tbody');
@@ -317,12 +321,21 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   }
 
   function table(tbody) {
-    const columns = ['Time', 'Event', !endpointId && 'Endpoint', 'State', 'Attempts', 'Last attempt', 'Next attempt', canReplay && 'Replay'].filter(Boolean);
+    const columns = [
+      t('Time'),
+      t('Event'),
+      !endpointId && t('Endpoint'),
+      t('State'),
+      t('Attempts'),
+      t('Last attempt'),
+      t('Next attempt'),
+      canReplay && t('Replay'),
+    ].filter(Boolean);
     return withTableRoles(
       h(
         'table',
         { class: 'data responsive deliveries' },
-        h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
+        h('caption', { class: 'visually-hidden' }, t('Deliveries, newest first')),
         h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
         tbody,
       ),
@@ -338,36 +351,45 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     return h(
       'tr',
       { 'data-test': 'delivery-row', 'data-id': d.id, 'data-state': d.state },
-      h('th', { scope: 'row', 'data-label': 'Time' }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, shortTimeEl(d.created_at, now))),
-      h('td', { 'data-label': 'Event' }, h('code', { class: 'type-name', 'data-test': 'delivery-event-type' }, d.event_type), h('code', { class: 'id sub muted' }, d.event_id)),
+      h('th', { scope: 'row', 'data-label': t('Time') }, h('a', { href: `#/deliveries/${encodeURIComponent(d.id)}` }, shortTimeEl(d.created_at, now))),
+      h('td', { 'data-label': t('Event') }, h('code', { class: 'type-name', 'data-test': 'delivery-event-type' }, d.event_type), h('code', { class: 'id sub muted' }, d.event_id)),
       !endpointId &&
         h(
           'td',
-          { 'data-label': 'Endpoint' },
-          h('a', { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}`, class: 'url' }, endpointUrls.get(d.endpoint_id) ?? d.endpoint_id),
+          { 'data-label': t('Endpoint') },
+          h(
+            'a',
+            { href: `#/endpoints/${encodeURIComponent(d.endpoint_id)}`, class: 'url', translate: 'no' },
+            endpointUrls.get(d.endpoint_id) ?? d.endpoint_id,
+          ),
         ),
       h(
         'td',
-        { 'data-label': 'State' },
+        { 'data-label': t('State') },
         stateBadge(d),
-        d.dead_reason && h('span', { class: 'sub muted' }, DEAD_REASONS[d.dead_reason] ?? d.dead_reason),
+        d.dead_reason && h('span', { class: 'sub muted' }, t(DEAD_REASONS[d.dead_reason] ?? d.dead_reason)),
       ),
-      h('td', { 'data-label': 'Attempts' }, String(d.attempts)),
-      h('td', { 'data-label': 'Last attempt' }, d.last_attempt_at ? [lastStatus(d), shortTimeEl(d.last_attempt_at, now)] : h('span', { class: 'muted' }, '—')),
-      h('td', { 'data-label': 'Next attempt' }, nextAttempt(d, now)),
-      canReplay && h('td', { 'data-label': 'Replay' }, d.state === 'dead' ? replayControls(d) : h('span', { class: 'muted' }, '—')),
+      h('td', { 'data-label': t('Attempts') }, String(d.attempts)),
+      h('td', { 'data-label': t('Last attempt') }, d.last_attempt_at ? [lastStatus(d), shortTimeEl(d.last_attempt_at, now)] : h('span', { class: 'muted' }, '—')),
+      h('td', { 'data-label': t('Next attempt') }, nextAttempt(d, now)),
+      canReplay && h('td', { 'data-label': t('Replay') }, d.state === 'dead' ? replayControls(d) : h('span', { class: 'muted' }, '—')),
     );
   }
 
   /** A dead row's box to tick for "Replay selected", and its own Replay button. */
   function replayControls(d) {
-    const to = endpointId ? '' : ` to ${endpointUrls.get(d.endpoint_id) ?? d.endpoint_id}`;
-    const what = `the ${d.event_type} delivery of ${dateTime(d.created_at)}${to}`;
+    const what = {
+      event_type: d.event_type,
+      time: dateTime(d.created_at),
+      endpoint: endpointUrls.get(d.endpoint_id) ?? d.endpoint_id,
+    };
     const box = h('input', {
       type: 'checkbox',
       'data-test': 'delivery-select',
       'data-mutating': true,
-      'aria-label': `Select ${what}`,
+      'aria-label': endpointId
+        ? t('Select the {event_type} delivery of {time}', what)
+        : t('Select the {event_type} delivery of {time} to {endpoint}', what),
       checked: chosen.has(d.id),
       onchange: () => {
         if (box.checked) chosen.add(d.id);
@@ -375,7 +397,10 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
         showChosen();
       },
     });
-    const button = h('button', { type: 'button', 'data-test': 'delivery-replay-row', 'data-mutating': true, 'aria-label': `Replay ${what}` }, 'Replay');
+    const label = endpointId
+      ? t('Replay the {event_type} delivery of {time}', what)
+      : t('Replay the {event_type} delivery of {time} to {endpoint}', what);
+    const button = h('button', { type: 'button', 'data-test': 'delivery-replay-row', 'data-mutating': true, 'aria-label': label }, t('Replay'));
     button.addEventListener('click', () => replay([d.id], button));
     return h('span', { class: 'row-actions' }, box, ' ', button);
   }
@@ -383,14 +408,14 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   /** What the newest attempt got: its HTTP status, or "no answer" (a timeout, a refused connection). */
   function lastStatus(d) {
     return d.last_status === null
-      ? h('span', { class: 'sub', 'data-test': 'last-status' }, 'no answer')
-      : h('span', { class: 'sub', 'data-test': 'last-status' }, `HTTP ${d.last_status}`);
+      ? h('span', { class: 'sub', 'data-test': 'last-status' }, t('no answer'))
+      : h('span', { class: 'sub', 'data-test': 'last-status' }, t('HTTP {status}', { status: d.last_status }));
   }
 
   function nextAttempt(d, now) {
-    if (d.parked) return h('span', { class: 'muted' }, 'when the endpoint takes deliveries again');
+    if (d.parked) return h('span', { class: 'muted' }, t('when the endpoint takes deliveries again'));
     if (d.state === 'pending' && d.next_attempt_at) {
-      return h('time', { datetime: d.next_attempt_at, title: d.next_attempt_at }, relativeTime(d.next_attempt_at, now));
+      return h('time', { datetime: d.next_attempt_at, title: d.next_attempt_at, translate: 'no' }, relativeTime(d.next_attempt_at, now));
     }
     return h('span', { class: 'muted' }, '—');
   }
@@ -398,8 +423,8 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   function drawPager(nextCursor) {
     replace(
       pager,
-      h('button', { type: 'button', disabled: cursor === null, onclick: () => go(null) }, 'Newest'),
-      h('button', { type: 'button', disabled: !nextCursor, onclick: () => go(nextCursor) }, 'Older'),
+      h('button', { type: 'button', disabled: cursor === null, onclick: () => go(null) }, t('Newest')),
+      h('button', { type: 'button', disabled: !nextCursor, onclick: () => go(nextCursor) }, t('Older')),
     );
   }
 
@@ -407,7 +432,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
     cursor = to;
     chosen.clear();
     // A new page is drawn from scratch (no merging across pages).
-    replace(results, loading('Loading deliveries…'));
+    replace(results, loading(t('Loading deliveries…')));
     load();
   }
 
@@ -415,7 +440,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   function apply(filtersNow) {
     current = { ...filtersNow, endpoint_id: endpointId ?? filtersNow.endpoint_id };
     if (syncUrl) history.pushState(null, '', hashFor(['deliveries'], current));
-    replace(results, loading('Loading deliveries…'));
+    replace(results, loading(t('Loading deliveries…')));
     cursor = null;
     load();
   }
@@ -423,16 +448,17 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   // --- the filter form ---------------------------------------------------------------------
 
   function filterForm() {
-    const state = select({ id: 'filter-state', name: 'state' }, STATE_OPTIONS, current.state);
+    const words = (options) => options.map(([value, label]) => [value, t(label)]);
+    const state = select({ id: 'filter-state', name: 'state' }, words(STATE_OPTIONS), current.state);
     const eventType = h('input', { id: 'filter-event-type', name: 'event_type', type: 'text', list: 'filter-event-types', value: current.event_type, spellcheck: 'false' });
     const typeList = h('datalist', { id: 'filter-event-types' });
-    const endpoint = select({ id: 'filter-endpoint', name: 'endpoint_id' }, [['', 'All endpoints']], current.endpoint_id);
+    const endpoint = select({ id: 'filter-endpoint', name: 'endpoint_id' }, [['', t('All endpoints')]], current.endpoint_id);
     const status = h('input', { id: 'filter-status', name: 'status', type: 'text', inputmode: 'text', size: 6, value: current.status, spellcheck: 'false' });
-    const range = select({ id: 'filter-range', name: 'range' }, RANGE_OPTIONS, current.range);
+    const range = select({ id: 'filter-range', name: 'range' }, words(RANGE_OPTIONS), current.range);
     const since = h('input', { id: 'filter-since', name: 'since', type: 'datetime-local', value: rfc3339ToLocalInput(current.since) });
     const until = h('input', { id: 'filter-until', name: 'until', type: 'datetime-local', value: rfc3339ToLocalInput(current.until) });
-    const eventId = h('input', { id: 'filter-event-id', name: 'event_id', type: 'search', placeholder: 'msg_…', value: current.event_id, spellcheck: 'false' });
-    const custom = h('div', { class: 'custom-range', hidden: current.range !== 'custom' }, field('From', since), field('Until', until));
+    const eventId = h('input', { id: 'filter-event-id', name: 'event_id', type: 'search', placeholder: 'msg_…', value: current.event_id, spellcheck: 'false', translate: 'no', dir: 'ltr' });
+    const custom = h('div', { class: 'custom-range', hidden: current.range !== 'custom' }, field(t('From'), since), field(t('Until'), until));
     range.addEventListener('change', () => {
       custom.hidden = range.value !== 'custom';
     });
@@ -450,24 +476,24 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
 
     const form = h(
       'form',
-      { class: 'filters', role: 'search', 'aria-label': 'Filter deliveries' },
+      { class: 'filters', role: 'search', 'aria-label': t('Filter deliveries') },
       h(
         'div',
         { class: 'filter-grid' },
-        field('State', state),
-        field('Event type', eventType),
+        field(t('State'), state),
+        field(t('Event type'), eventType),
         typeList,
-        !endpointId && field('Endpoint', endpoint),
-        field('Last HTTP status', status, 'A status such as 503, or a class such as 5xx.'),
-        field('Time', range),
-        field('Event id', eventId),
+        !endpointId && field(t('Endpoint'), endpoint),
+        field(t('Last HTTP status'), status, t('A status such as 503, or a class such as 5xx.')),
+        field(t('Time'), range),
+        field(t('Event id'), eventId),
       ),
       custom,
       h(
         'div',
         { class: 'actions' },
-        h('button', { type: 'submit', class: 'primary' }, 'Apply filters'),
-        h('button', { type: 'button', onclick: clear }, 'Clear filters'),
+        h('button', { type: 'submit', class: 'primary' }, t('Apply filters')),
+        h('button', { type: 'button', onclick: clear }, t('Clear filters')),
       ),
     );
     form.addEventListener('submit', (event) => {
@@ -489,7 +515,7 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
 
     function showActive() {
       const n = activeCount();
-      summary.textContent = n ? `Filters (${n} set)` : 'Filters';
+      summary.textContent = n ? t('Filters ({count} set)', { count: n }) : t('Filters');
     }
 
     function clear() {
@@ -508,14 +534,14 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
         const unknown = chosen && !list.some((e) => e.id === chosen);
         replace(
           endpoint,
-          h('option', { value: '' }, 'All endpoints'),
-          list.map((e) => h('option', { value: e.id }, e.description ? `${e.url} — ${e.description}` : e.url)),
-          unknown && h('option', { value: chosen }, chosen),
+          h('option', { value: '' }, t('All endpoints')),
+          list.map((e) => h('option', { value: e.id, translate: 'no' }, e.description ? `${e.url} — ${e.description}` : e.url)),
+          unknown && h('option', { value: chosen, translate: 'no' }, chosen),
         );
         endpoint.value = chosen;
       },
       setEventTypes(types) {
-        replace(typeList, types.map((t) => h('option', { value: t.name }, t.description)));
+        replace(typeList, types.map((type) => h('option', { value: type.name, translate: 'no' }, type.description)));
       },
     };
   }

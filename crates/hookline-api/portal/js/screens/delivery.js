@@ -6,10 +6,13 @@
 // After a replay or resend — or when the countdown runs out — the screen
 // watches the delivery (every 2 s, for up to a minute) and redraws whenever
 // it changes, until it is no longer waiting.
+//
+// Its words are in the reader's language (i18n.js).
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { clockSeconds, clockTime, countdown, dateTime, duration, prettyJson } from '../format.js';
+import { msg, t, tx } from '../i18n.js';
 import { announce, clearProblem, confirmAction, copyText, copyableId, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
 import { DEAD_REASONS, TRIGGERS, VERDICTS, httpStatus } from '../words.js';
 
@@ -18,15 +21,20 @@ const WATCH_FOR_MS = 60_000;
 const ATTEMPTS_PAGE = 100;
 /** States in which a delivery is still on its way (watched until it leaves them). */
 const WAITING = new Set(['pending', 'in_flight', 'blocked']);
+/** What is announced when the watched delivery stops waiting, by its new state. */
+const NOW_STATES = {
+  succeeded: msg('The delivery is now succeeded.'),
+  dead: msg('The delivery is now dead.'),
+};
 
 export async function deliveryScreen(ctx) {
   const id = ctx.params.id;
-  ctx.title('Delivery');
-  const heading = h('h1', { tabindex: '-1' }, 'Delivery ', h('code', { class: 'id' }, id));
+  ctx.title(t('Delivery'));
+  const heading = h('h1', { tabindex: '-1' }, tx('Delivery {id}', { id: h('code', { class: 'id' }, id) }));
   const status = h('p', { class: 'status-line', role: 'status' });
-  const body = h('div', {}, loading('Loading the delivery…'));
+  const body = h('div', {}, loading(t('Loading the delivery…')));
   ctx.root.append(
-    h('p', { class: 'breadcrumb' }, h('a', { href: '#/deliveries' }, 'Deliveries')),
+    h('p', { class: 'breadcrumb' }, h('a', { href: '#/deliveries' }, t('Deliveries'))),
     heading,
     status,
     body,
@@ -64,7 +72,7 @@ export async function deliveryScreen(ctx) {
 
   async function draw(data) {
     shown = data.delivery;
-    ctx.title(`Delivery ${data.delivery.id}`);
+    ctx.title(t('Delivery {id}', { id: data.delivery.id }));
     stopCountdown();
     await keepingFocus(heading, () =>
       replace(
@@ -81,22 +89,31 @@ export async function deliveryScreen(ctx) {
   function summary({ delivery, event, endpoint }) {
     const next = delivery.state === 'pending' && delivery.next_attempt_at ? nextAttempt(delivery.next_attempt_at) : null;
     return facts([
-      ['State', stateBadge(delivery)],
-      ['Event type', h('code', { class: 'type-name' }, delivery.event_type)],
-      ['Delivery id', copyableId(delivery.id, 'delivery')],
-      ['Event', copyableId(delivery.event_id, 'event')],
+      [t('State'), stateBadge(delivery)],
+      [t('Event type'), h('code', { class: 'type-name' }, delivery.event_type)],
+      [t('Delivery id'), copyableId(delivery.id, 'delivery')],
+      [t('Event'), copyableId(delivery.event_id, 'event')],
       [
-        'Endpoint',
-        h('a', { href: `#/endpoints/${encodeURIComponent(delivery.endpoint_id)}`, class: 'url' }, endpoint?.url ?? delivery.endpoint_id),
+        t('Endpoint'),
+        h(
+          'a',
+          { href: `#/endpoints/${encodeURIComponent(delivery.endpoint_id)}`, class: 'url', translate: 'no' },
+          endpoint?.url ?? delivery.endpoint_id,
+        ),
       ],
-      ['Created', timeEl(delivery.created_at)],
-      ['Attempts (this round)', String(delivery.attempts)],
-      ['Last attempt', delivery.last_attempt_at ? timeEl(delivery.last_attempt_at) : null],
-      ['Next attempt', next],
-      ['Waiting for', delivery.parked ? 'the endpoint to be resumed or enabled' : null],
-      ['Failed because', delivery.dead_reason ? DEAD_REASONS[delivery.dead_reason] ?? delivery.dead_reason : null],
-      ['Failed at', delivery.dead_at ? timeEl(delivery.dead_at) : null],
-      ['Ordering key', delivery.ordering_key ? `${delivery.ordering_key} (#${delivery.sequence ?? '?'})` : null],
+      [t('Created'), timeEl(delivery.created_at)],
+      [t('Attempts (this round)'), String(delivery.attempts)],
+      [t('Last attempt'), delivery.last_attempt_at ? timeEl(delivery.last_attempt_at) : null],
+      [t('Next attempt'), next],
+      [t('Waiting for'), delivery.parked ? t('the endpoint to be resumed or enabled') : null],
+      [t('Failed because'), delivery.dead_reason ? t(DEAD_REASONS[delivery.dead_reason] ?? delivery.dead_reason) : null],
+      [t('Failed at'), delivery.dead_at ? timeEl(delivery.dead_at) : null],
+      [
+        t('Ordering key'),
+        delivery.ordering_key
+          ? h('span', { translate: 'no' }, `${delivery.ordering_key} (#${delivery.sequence ?? '?'})`)
+          : null,
+      ],
     ]);
   }
 
@@ -121,21 +138,26 @@ export async function deliveryScreen(ctx) {
     const problem = problemSlot();
     let button = null;
     if (delivery.state === 'dead') {
-      button = actionButton('delivery-replay', 'Replay', {
-        title: 'Replay this delivery?',
-        message: 'The event is sent to the endpoint again, now, with the same webhook-id, in a new round of attempts.',
-        yes: 'Replay',
+      button = actionButton('delivery-replay', t('Replay'), {
+        title: t('Replay this delivery?'),
+        message: t('The event is sent to the endpoint again, now, with the same {header}, in a new round of attempts.', {
+          header: 'webhook-id',
+        }),
+        yes: t('Replay'),
         call: () => api.replayDelivery(delivery.id),
-        done: (answer) => (answer.replayed ? 'Replayed: the delivery is pending again.' : answer.detail),
+        done: (answer) => (answer.replayed ? t('Replayed: the delivery is pending again.') : answer.detail),
         problem,
       });
     } else if (delivery.state === 'succeeded') {
-      button = actionButton('delivery-resend', 'Resend', {
-        title: 'Send this delivery again?',
-        message: 'Your endpoint gets the same event a second time, with the same webhook-id. Use it when your side lost what it received.',
-        yes: 'Resend',
+      button = actionButton('delivery-resend', t('Resend'), {
+        title: t('Send this delivery again?'),
+        message: t(
+          'Your endpoint gets the same event a second time, with the same {header}. Use it when your side lost what it received.',
+          { header: 'webhook-id' },
+        ),
+        yes: t('Resend'),
         call: () => api.resendDelivery(delivery.id),
-        done: (answer) => (answer.resent ? 'Resent: the delivery is pending again.' : answer.detail),
+        done: (answer) => (answer.resent ? t('Resent: the delivery is pending again.') : answer.detail),
         problem,
       });
     }
@@ -176,7 +198,10 @@ export async function deliveryScreen(ctx) {
         if (!WAITING.has(now.state) || Date.now() > until) {
           stop();
           watching = false;
-          if (changed && !WAITING.has(now.state)) announce(`The delivery is now ${now.state}.`);
+          if (changed && !WAITING.has(now.state)) {
+            const words = NOW_STATES[now.state];
+            announce(words ? t(words) : t('The delivery is now {state}.', { state: now.state }));
+          }
         }
       } catch (error) {
         stop();
@@ -190,26 +215,41 @@ export async function deliveryScreen(ctx) {
 function payloadSection({ event, eventError }) {
   const content = event
     ? h('pre', { class: 'code', tabindex: '0' }, prettyJson(event.payload))
-    : h('p', { class: 'muted' }, `The event could not be loaded${eventError ? `: ${eventError.message}` : ''}.`);
+    : h(
+        'p',
+        { class: 'muted' },
+        eventError ? t('The event could not be loaded: {error}.', { error: eventError.message }) : t('The event could not be loaded.'),
+      );
   return h(
     'section',
     { class: 'section', 'aria-labelledby': 'payload-heading' },
-    h('h2', { id: 'payload-heading' }, 'Event'),
-    h('details', { open: true }, h('summary', {}, event ? `Payload of ${event.event_type}` : 'Payload'), content),
+    h('h2', { id: 'payload-heading' }, t('Event')),
+    h(
+      'details',
+      { open: true },
+      h('summary', {}, event ? t('Payload of {event_type}', { event_type: event.event_type }) : t('Payload')),
+      content,
+    ),
   );
 }
 
 function attemptsSection({ attempts, moreAttempts, attemptsError }) {
   const list = attempts.length
     ? h('ul', { class: 'attempts' }, attempts.map((a) => h('li', {}, attemptCard(a))))
-    : empty(attemptsError ? `The attempts could not be loaded: ${attemptsError.message}` : 'No attempts yet.');
+    : empty(
+        attemptsError ? t('The attempts could not be loaded: {error}', { error: attemptsError.message }) : t('No attempts yet.'),
+      );
   return h(
     'section',
     { class: 'section', 'aria-labelledby': 'attempts-heading' },
-    h('h2', { id: 'attempts-heading' }, `Attempts (${attempts.length}${moreAttempts ? '+' : ''})`),
-    h('p', { class: 'hint' }, 'Newest first, across replays.'),
+    h(
+      'h2',
+      { id: 'attempts-heading' },
+      moreAttempts ? t('Attempts ({count}+)', { count: attempts.length }) : t('Attempts ({count})', { count: attempts.length }),
+    ),
+    h('p', { class: 'hint' }, t('Newest first, across replays.')),
     list,
-    moreAttempts && h('p', { class: 'hint' }, `Showing the latest ${attempts.length} attempts.`),
+    moreAttempts && h('p', { class: 'hint' }, t('Showing the latest {count} attempts.', { count: attempts.length })),
   );
 }
 
@@ -220,36 +260,49 @@ function attemptsSection({ attempts, moreAttempts, attemptsError }) {
 function explanationText(explanation) {
   if (!explanation) return '';
   const probe = explanation.code === 'breaker_open' && explanation.next_attempt_at;
-  return probe ? `${explanation.message} The next probe is at ${clockTime(probe)}.` : explanation.message;
+  return probe
+    ? t('{message} The next probe is at {time}.', { message: explanation.message, time: clockTime(probe) })
+    : explanation.message;
 }
 
 function attemptCard(a) {
-  const outcome = a.status_code ? httpStatus(a.status_code) : a.error_kind ? `No response: ${a.error_kind.replace('_', ' ')}` : 'No response';
+  const outcome = a.status_code
+    ? httpStatus(a.status_code)
+    : a.error_kind
+      ? t('No response: {error}', { error: a.error_kind.replace('_', ' ') })
+      : t('No response');
   return h(
     'article',
     { class: `attempt verdict-${a.verdict}`, 'data-test': 'attempt', 'data-id': a.id },
-    h('h3', {}, `Attempt ${a.attempt_number}`, a.trigger && h('span', { class: 'muted' }, ` · ${TRIGGERS[a.trigger] ?? a.trigger}`), ' · ', outcome),
+    h(
+      'h3',
+      {},
+      t('Attempt {number}', { number: a.attempt_number }),
+      a.trigger && h('span', { class: 'muted' }, ` · ${t(TRIGGERS[a.trigger] ?? a.trigger)}`),
+      ' · ',
+      outcome,
+    ),
     a.explanation && h('p', { class: 'attempt-explanation', 'data-test': 'attempt-explanation' }, a.explanation.message),
     facts([
-      ['Started', timeEl(a.started_at)],
-      ['Latency', duration(a.duration_ms)],
-      ['Result', VERDICTS[a.verdict] ?? a.verdict],
-      ['Response status', a.status_code ? httpStatus(a.status_code) : null],
-      ['Error', a.error_kind || a.error_message ? [a.error_kind ?? '', a.error_message ? `: ${a.error_message}` : ''].join('') : null],
-      ['Next attempt', a.next_attempt_at ? dateTime(a.next_attempt_at) : null],
-      ['Gave up because', a.dead_reason ? DEAD_REASONS[a.dead_reason] ?? a.dead_reason : null],
-      ['URL', a.url ? h('span', { class: 'url' }, a.url) : null],
+      [t('Started'), timeEl(a.started_at)],
+      [t('Latency'), duration(a.duration_ms)],
+      [t('Result'), t(VERDICTS[a.verdict] ?? a.verdict)],
+      [t('Response status'), a.status_code ? httpStatus(a.status_code) : null],
+      [t('Error'), a.error_kind || a.error_message ? [a.error_kind ?? '', a.error_message ? `: ${a.error_message}` : ''].join('') : null],
+      [t('Next attempt'), a.next_attempt_at ? dateTime(a.next_attempt_at) : null],
+      [t('Gave up because'), a.dead_reason ? t(DEAD_REASONS[a.dead_reason] ?? a.dead_reason) : null],
+      [t('URL'), a.url ? h('span', { class: 'url', translate: 'no' }, a.url) : null],
     ]),
     a.url && curlBlock(a),
-    headersBlock('Request headers sent', a.request_headers),
-    headersBlock('Response headers', a.response_headers),
+    headersBlock(t('Request headers sent'), a.request_headers),
+    headersBlock(t('Response headers'), a.response_headers),
     a.response_body !== null && a.response_body !== undefined
       ? h(
           'details',
           { open: true },
-          h('summary', {}, a.response_body_truncated ? 'Response body (truncated at 64 KiB)' : 'Response body'),
-          a.response_body ? h('pre', { class: 'code', tabindex: '0' }, a.response_body) : h('p', { class: 'muted' }, 'Empty body.'),
-          a.response_body_truncated && h('p', { class: 'hint' }, 'Truncated: the response was longer; only its first 64 KiB are kept.'),
+          h('summary', {}, a.response_body_truncated ? t('Response body (truncated at 64 KiB)') : t('Response body')),
+          a.response_body ? h('pre', { class: 'code', tabindex: '0' }, a.response_body) : h('p', { class: 'muted' }, t('Empty body.')),
+          a.response_body_truncated && h('p', { class: 'hint' }, t('Truncated: the response was longer; only its first 64 KiB are kept.')),
         )
       : null,
   );
@@ -262,29 +315,37 @@ function attemptCard(a) {
 function curlBlock(a) {
   const said = h('span', { class: 'copied', role: 'status', 'data-test': 'curl-copied', 'data-id': a.id });
   const shown = h('div');
-  const button = h('button', { type: 'button', 'data-test': 'copy-curl', 'data-id': a.id }, 'Copy as curl');
+  const button = h('button', { type: 'button', 'data-test': 'copy-curl', 'data-id': a.id }, t('Copy as curl'));
   button.addEventListener('click', async () => {
     said.textContent = '';
     try {
       const full = await api.getAttempt(a.id);
       if (full.request_body === undefined || full.request_body === null) {
-        said.textContent = 'Its event is no longer kept: there is no body to copy.';
+        said.textContent = t('Its event is no longer kept: there is no body to copy.');
         return;
       }
       const command = curlCommand(full);
       const pre = h('pre', { class: 'code', tabindex: '0', 'data-test': 'curl-command' }, command);
       replace(shown, pre);
-      said.textContent = (await copyText(command, pre)) ? 'Copied' : 'Could not copy: select the command below and copy it by hand.';
+      said.textContent = (await copyText(command, pre))
+        ? t('Copied')
+        : t('Could not copy: select the command below and copy it by hand.');
     } catch (error) {
       if (error?.sessionEnded) throw error;
-      said.textContent = `Could not copy: ${error?.message ?? error}`;
+      said.textContent = t('Could not copy: {error}', { error: error?.message ?? error });
     }
   });
   return h(
     'div',
     { class: 'curl' },
     h('p', {}, button, ' ', said),
-    h('p', { class: 'hint' }, 'The signature is this attempt’s: a receiver that checks the timestamp’s age refuses it after a few minutes. Your own headers’ values are not kept (…).'),
+    h(
+      'p',
+      { class: 'hint' },
+      t(
+        'The signature is this attempt’s: a receiver that checks the timestamp’s age refuses it after a few minutes. Your own headers’ values are not kept (…).',
+      ),
+    ),
     shown,
   );
 }
@@ -307,9 +368,9 @@ function headersBlock(title, headers) {
           'table',
           { class: 'headers' },
           h('caption', { class: 'visually-hidden' }, title),
-          h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'Value'))),
+          h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('Name')), h('th', { scope: 'col' }, t('Value')))),
           h('tbody', {}, entries.map(([name, value]) => h('tr', {}, h('th', { scope: 'row' }, h('code', {}, name)), h('td', {}, h('code', {}, value))))),
         )
-      : h('p', { class: 'muted' }, 'None recorded.'),
+      : h('p', { class: 'muted' }, t('None recorded.')),
   );
 }

@@ -2,9 +2,11 @@
 // pause / resume (or enable a disabled one) and delete. Used by the endpoint
 // list (one set per row) and by the endpoint page, so both behave alike.
 // Only for a session with the `endpoints` capability; the caller checks.
+// Words through i18n.js; the endpoint's URL is kept out of translation.
 
 import * as api from '../api.js';
 import { h } from '../dom.js';
+import { t } from '../i18n.js';
 import { announce, clearProblem, confirmAction, hidden, showProblem, whileBusy } from '../ui.js';
 
 /**
@@ -14,18 +16,19 @@ import { announce, clearProblem, confirmAction, hidden, showProblem, whileBusy }
 export function endpointActions(endpoint, { problem, onEdit, onChanged, onDeleted }) {
   // Names the endpoint for screen readers, where several rows each have an "Edit".
   const which = hidden(` ${endpoint.url}`);
+  which.setAttribute('translate', 'no');
   const buttons = [
-    h('button', { type: 'button', 'data-test': 'endpoint-edit', 'data-mutating': true, onclick: onEdit }, 'Edit', which.cloneNode(true)),
+    h('button', { type: 'button', 'data-test': 'endpoint-edit', 'data-mutating': true, onclick: onEdit }, t('Edit'), which.cloneNode(true)),
   ];
   if (!endpoint.enabled) {
-    buttons.push(change('endpoint-enable', 'Enable', { enabled: true }, 'Endpoint enabled.'));
+    buttons.push(change('endpoint-enable', t('Enable'), { enabled: true }, t('Endpoint enabled.')));
   } else if (endpoint.paused) {
-    buttons.push(change('endpoint-resume', 'Resume', { paused: false }, 'Endpoint resumed: waiting deliveries are sent now.'));
+    buttons.push(change('endpoint-resume', t('Resume'), { paused: false }, t('Endpoint resumed: waiting deliveries are sent now.')));
   } else {
-    buttons.push(change('endpoint-pause', 'Pause', { paused: true }, 'Endpoint paused: deliveries wait until you resume it.'));
+    buttons.push(change('endpoint-pause', t('Pause'), { paused: true }, t('Endpoint paused: deliveries wait until you resume it.')));
   }
   buttons.push(
-    h('button', { type: 'button', class: 'danger', 'data-test': 'endpoint-delete', 'data-mutating': true, onclick: remove }, 'Delete', which.cloneNode(true)),
+    h('button', { type: 'button', class: 'danger', 'data-test': 'endpoint-delete', 'data-mutating': true, onclick: remove }, t('Delete'), which.cloneNode(true)),
   );
   return buttons;
 
@@ -49,14 +52,17 @@ export function endpointActions(endpoint, { problem, onEdit, onChanged, onDelete
     const button = event.currentTarget;
     clearProblem(problem);
     const sure = await confirmAction({
-      title: 'Delete this endpoint?',
-      message: `${endpoint.url} stops receiving events. What it was still owed goes to the failed deliveries, and its history stays until retention removes it. This cannot be undone.`,
-      yes: 'Delete endpoint',
+      title: t('Delete this endpoint?'),
+      message: t(
+        '{url} stops receiving events. What it was still owed goes to the failed deliveries, and its history stays until retention removes it. This cannot be undone.',
+        { url: endpoint.url },
+      ),
+      yes: t('Delete endpoint'),
     });
     if (!sure) return;
     try {
       await whileBusy(button, () => api.deleteEndpoint(endpoint.id));
-      announce('Endpoint deleted.');
+      announce(t('Endpoint deleted.'));
       onDeleted();
     } catch (error) {
       showProblem(problem, error);

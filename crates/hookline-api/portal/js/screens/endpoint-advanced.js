@@ -4,9 +4,11 @@
 // retry policy, how many requests may be in flight at once, and what a failed
 // event does to the rest of its ordering key. Secrets show as the API shows
 // them: `…` to a session without `secrets`. Only what the person changed is
-// sent, so a hidden value is never overwritten by its mask.
+// sent, so a hidden value is never overwritten by its mask. Words through
+// i18n.js (the placeholder is an example header, left as it is).
 
 import { h } from '../dom.js';
+import { t } from '../i18n.js';
 import { field, select } from '../ui.js';
 
 const HIDDEN = '…';
@@ -35,18 +37,18 @@ export function advancedSettings(endpoint) {
   const auth = endpoint?.auth ?? null;
   const current = auth?.oauth2 ? 'oauth2' : auth?.basic ? 'basic' : auth?.bearer ? 'bearer' : auth?.tls ? 'tls' : 'none';
   const kinds = [
-    ['none', 'None (the signature only)'],
-    ['bearer', 'Bearer token'],
-    ['basic', 'Basic (user name and password)'],
+    ['none', t('None (the signature only)')],
+    ['bearer', t('Bearer token')],
+    ['basic', t('Basic (user name and password)')],
   ];
-  if (current === 'oauth2') kinds.push(['oauth2', `OAuth2 client credentials (${auth.oauth2.token_url})`]);
-  if (current === 'tls') kinds.push(['tls', 'A client certificate']);
+  if (current === 'oauth2') kinds.push(['oauth2', t('OAuth2 client credentials ({token_url})', { token_url: auth.oauth2.token_url })]);
+  if (current === 'tls') kinds.push(['tls', t('A client certificate')]);
   const authKind = select({ id: 'endpoint-auth', 'data-test': 'endpoint-auth' }, kinds, current);
   const bearer = h('input', { id: 'endpoint-bearer', type: 'text', autocomplete: 'off', spellcheck: 'false', value: auth?.bearer ?? '' });
   const user = h('input', { id: 'endpoint-basic-user', type: 'text', autocomplete: 'off', value: auth?.basic?.username ?? '' });
   const password = h('input', { id: 'endpoint-basic-password', type: 'text', autocomplete: 'off', spellcheck: 'false', value: auth?.basic?.password ?? '' });
-  const bearerField = field('Bearer token', bearer, 'Sent as Authorization: Bearer … with every request.');
-  const basicFields = h('div', {}, field('User name', user), field('Password', password));
+  const bearerField = field(t('Bearer token'), bearer, t('Sent as {header} with every request.', { header: 'Authorization: Bearer …' }));
+  const basicFields = h('div', {}, field(t('User name'), user), field(t('Password'), password));
   const showAuth = () => {
     bearerField.hidden = authKind.value !== 'bearer';
     basicFields.hidden = authKind.value !== 'basic';
@@ -63,8 +65,8 @@ export function advancedSettings(endpoint) {
   const onDead = select(
     { id: 'endpoint-ordering-on-dead', 'data-test': 'endpoint-ordering-on-dead' },
     [
-      ['skip', 'The next event goes on; the failed one waits for you to replay it'],
-      ['block', 'Its later events wait until the failed one is replayed and delivered'],
+      ['skip', t('The next event goes on; the failed one waits for you to replay it')],
+      ['block', t('Its later events wait until the failed one is replayed and delivered')],
     ],
     endpoint?.ordering_on_dead ?? 'skip',
   );
@@ -72,22 +74,29 @@ export function advancedSettings(endpoint) {
   const section = h(
     'details',
     { class: 'advanced', 'data-test': 'endpoint-advanced' },
-    h('summary', {}, 'Advanced settings'),
+    h('summary', {}, t('Advanced settings')),
     field(
-      'Custom headers, one per line',
+      t('Custom headers, one per line'),
       headersBox,
-      masked ? 'Their values are hidden from this session, so they cannot be changed here.' : 'Sent with every request, as name: value.',
+      masked ? t('Their values are hidden from this session, so they cannot be changed here.') : t('Sent with every request, as name: value.'),
     ),
-    h('fieldset', {}, h('legend', {}, 'How your endpoint knows it is us, besides the signature'), field('Authentication', authKind), bearerField, basicFields),
     h(
       'fieldset',
       {},
-      h('legend', {}, 'Retries'),
-      field('Attempts before a delivery fails for good', attempts, 'Empty: the default.'),
-      field('Stop retrying after (hours)', maxAgeHours, 'Empty: the default.'),
+      h('legend', {}, t('How your endpoint knows it is us, besides the signature')),
+      field(t('Authentication'), authKind),
+      bearerField,
+      basicFields,
     ),
-    field('Requests in flight at once, at most', inFlight, 'Empty: adapts to how fast your endpoint answers.'),
-    field('When an event with an ordering key fails for good', onDead),
+    h(
+      'fieldset',
+      {},
+      h('legend', {}, t('Retries')),
+      field(t('Attempts before a delivery fails for good'), attempts, t('Empty: the default.')),
+      field(t('Stop retrying after (hours)'), maxAgeHours, t('Empty: the default.')),
+    ),
+    field(t('Requests in flight at once, at most'), inFlight, t('Empty: adapts to how fast your endpoint answers.')),
+    field(t('When an event with an ordering key fails for good'), onDead),
   );
 
   const initial = {
@@ -110,7 +119,7 @@ export function advancedSettings(endpoint) {
     if (text === '') return null;
     const n = Number(text);
     if (!Number.isInteger(n) || n < Number(input.min) || n > Number(input.max)) {
-      throw problem(`${what} must be a whole number from ${input.min} to ${input.max}.`, input);
+      throw problem(t('{what} must be a whole number from {min} to {max}.', { what, min: input.min, max: input.max }), input);
     }
     return n;
   };
@@ -121,7 +130,7 @@ export function advancedSettings(endpoint) {
       const parsed = {};
       for (const line of headersBox.value.split('\n').map((l) => l.trim()).filter(Boolean)) {
         const at = line.indexOf(':');
-        if (at <= 0) throw problem(`“${line}” is not a header: write it as name: value.`, headersBox);
+        if (at <= 0) throw problem(t('“{line}” is not a header: write it as name: value.', { line }), headersBox);
         parsed[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
       }
       body.headers = parsed;
@@ -134,15 +143,15 @@ export function advancedSettings(endpoint) {
     }
     if (attempts.value !== initial.attempts || maxAgeHours.value !== initial.maxAge) {
       const retryBody = { ...retry };
-      const max = whole(attempts, 'Attempts');
-      const hours = whole(maxAgeHours, 'Hours');
+      const max = whole(attempts, t('Attempts'));
+      const hours = whole(maxAgeHours, t('Hours'));
       if (max === null) delete retryBody.max_attempts;
       else retryBody.max_attempts = max;
       if (hours === null) delete retryBody.max_age_secs;
       else retryBody.max_age_secs = hours * 3600;
       body.retry = retryBody;
     }
-    if (inFlight.value !== initial.inFlight) body.max_in_flight = whole(inFlight, 'Requests in flight');
+    if (inFlight.value !== initial.inFlight) body.max_in_flight = whole(inFlight, t('Requests in flight'));
     if (onDead.value !== initial.onDead) body.ordering_on_dead = onDead.value;
     return body;
   }

@@ -2,12 +2,15 @@
 //
 // The server validates (URL, private addresses, rate limit range, event type
 // patterns), so the form does not second-guess it (`novalidate`): whatever
-// the server refuses is shown in the form, from the problem's detail.
+// the server refuses is shown in the form, from the problem's detail. Words
+// through i18n.js; the placeholders are examples (an address, a filter, type
+// names) and stay as they are.
 
 import * as api from '../api.js';
 import { advancedSettings } from './endpoint-advanced.js';
 import { h, replace } from '../dom.js';
 import { integer } from '../format.js';
+import { t, tx } from '../i18n.js';
 import { clearProblem, field, problemSlot, shortTimeEl, showProblem, tieProblem, untieProblem, whileBusy } from '../ui.js';
 
 /**
@@ -42,6 +45,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
     autocomplete: 'url',
     spellcheck: 'false',
     placeholder: 'https://example.com/webhooks',
+    translate: 'no',
     value: endpoint?.url ?? '',
   });
   const description = h('input', {
@@ -69,6 +73,8 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
     spellcheck: 'false',
     autocomplete: 'off',
     placeholder: '/amount >= 100 and /currency in ["EUR", "USD"]',
+    translate: 'no',
+    dir: 'ltr',
     value: endpoint?.filter ?? '',
   });
   const types = eventTypeChoices(catalog, endpoint ? endpoint.event_types : preset);
@@ -77,26 +83,33 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
   const save = h(
     'button',
     { type: 'submit', class: 'primary', 'data-test': 'endpoint-save', 'data-mutating': true },
-    creating ? 'Create endpoint' : 'Save changes',
+    creating ? t('Create endpoint') : t('Save changes'),
   );
 
   const form = h(
     'form',
     { class: 'panel endpoint-form', 'data-test': 'endpoint-form', 'data-mutating': true, novalidate: true, 'aria-labelledby': 'endpoint-form-title' },
-    h('h2', { id: 'endpoint-form-title' }, creating ? 'New endpoint' : 'Change endpoint'),
-    field('URL', url, 'Where events are sent: an https:// (or http://) address your server answers.'),
-    field('Description (optional)', description),
-    field('Rate limit (deliveries per second, optional)', rateLimit, 'Leave empty for no limit.'),
+    h('h2', { id: 'endpoint-form-title' }, creating ? t('New endpoint') : t('Change endpoint')),
+    field(
+      t('URL'),
+      url,
+      t('Where events are sent: an {https} (or {http}) address your server answers.', { https: 'https://', http: 'http://' }),
+    ),
+    field(t('Description (optional)'), description),
+    field(t('Rate limit (deliveries per second, optional)'), rateLimit, t('Leave empty for no limit.')),
     types.fieldset,
     field(
-      'Payload filter (optional)',
+      t('Payload filter (optional)'),
       filter,
-      'Only events whose payload passes it: JSON Pointer tests such as /amount >= 100, combined with and, or, not. Leave empty for every event of the types above.',
+      t(
+        'Only events whose payload passes it: {pointer} tests such as {example}, combined with {and}, {or}, {not}. Leave empty for every event of the types above.',
+        { pointer: 'JSON Pointer', example: '/amount >= 100', and: 'and', or: 'or', not: 'not' },
+      ),
     ),
     filterPreview(filter, types),
     advanced.section,
     problem,
-    h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, 'Cancel')),
+    h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, t('Cancel'))),
   );
 
   /** The control a refusal is about, by its problem code or the field its detail names. */
@@ -156,17 +169,22 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
  */
 function eventTypeChoices(catalog, current) {
   const chosen = new Set(current ?? []);
-  const known = new Set(catalog.map((t) => t.name));
+  const known = new Set(catalog.map((type) => type.name));
   const extra = [...chosen].filter((name) => !known.has(name));
   const boxes = [
-    ...catalog.map((t) => checkbox(t.name, t.description + (t.deprecated ? ' (deprecated)' : ''), chosen.has(t.name))),
-    ...extra.map((name) => checkbox(name, name.endsWith('*') ? 'every type in this group' : 'not in the catalog', true)),
+    ...catalog.map((type) => {
+      // The description is the provider's own words (not the portal's to translate).
+      const own = type.description && h('span', { translate: 'no' }, type.description);
+      const description = type.deprecated ? tx('{name} (deprecated)', { name: own ?? '' }) : own;
+      return checkbox(type.name, description, chosen.has(type.name));
+    }),
+    ...extra.map((name) => checkbox(name, name.endsWith('*') ? t('every type in this group') : t('not in the catalog'), true)),
   ];
   const radio = (value, label, checked) =>
     h('label', { class: 'check' }, h('input', { type: 'radio', name: 'event_types_scope', value, checked, 'data-test': `types-${value}` }), h('span', { class: 'check-text' }, label));
-  const all = radio('all', 'All event types, now and future', current === null);
-  const some = radio('some', 'Only the types I pick', current !== null);
-  const search = h('input', { id: 'types-search', type: 'search', autocomplete: 'off', 'data-test': 'types-search', placeholder: 'order., invoice.paid…' });
+  const all = radio('all', t('All event types, now and future'), current === null);
+  const some = radio('some', t('Only the types I pick'), current !== null);
+  const search = h('input', { id: 'types-search', type: 'search', autocomplete: 'off', 'data-test': 'types-search', placeholder: 'order., invoice.paid…', translate: 'no' });
   const items = boxes.map((box) => h('li', {}, box));
   const list = h('ul', { class: 'checklist' }, items);
   const scope = (value) => all.closest('fieldset')?.querySelector(`input[value="${value}"]`);
@@ -185,16 +203,20 @@ function eventTypeChoices(catalog, current) {
   const fieldset = h(
     'fieldset',
     { class: 'event-types', 'aria-describedby': 'event-types-hint', 'data-test': 'event-types' },
-    h('legend', {}, 'Event types'),
+    h('legend', {}, t('Event types')),
     boxes.length
       ? [
           all,
           some,
-          boxes.length > 6 && field('Search types', search),
-          h('p', { class: 'hint', id: 'event-types-hint' }, 'Pick the types this endpoint receives; a type added to the catalog later reaches it only with “All event types”.'),
+          boxes.length > 6 && field(t('Search types'), search),
+          h(
+            'p',
+            { class: 'hint', id: 'event-types-hint' },
+            t('Pick the types this endpoint receives; a type added to the catalog later reaches it only with “All event types”.'),
+          ),
           list,
         ]
-      : h('p', { class: 'hint', id: 'event-types-hint' }, 'The event catalog is empty: this endpoint receives every event type.'),
+      : h('p', { class: 'hint', id: 'event-types-hint' }, t('The event catalog is empty: this endpoint receives every event type.')),
   );
   return {
     fieldset,
@@ -206,7 +228,7 @@ function eventTypeChoices(catalog, current) {
       if (!boxes.length || scope('all')?.checked) return null;
       const names = [...fieldset.querySelectorAll('input[name="event_types"]:checked')].map((box) => box.value);
       if (!names.length) {
-        const error = new Error('Pick at least one event type, or choose “All event types”.');
+        const error = new Error(t('Pick at least one event type, or choose “All event types”.'));
         error.name = 'Problem';
         error.code = 'no_event_type_picked';
         throw error;
@@ -221,7 +243,7 @@ function checkbox(name, description, checked) {
     'label',
     { class: 'check' },
     h('input', { type: 'checkbox', name: 'event_types', value: name, checked }),
-    h('span', { class: 'check-text' }, h('code', {}, name), description && h('span', { class: 'muted' }, ` — ${description}`)),
+    h('span', { class: 'check-text' }, h('code', {}, name), description && h('span', { class: 'muted' }, ' — ', description)),
   );
 }
 
@@ -233,7 +255,7 @@ function checkbox(name, description, checked) {
 function filterPreview(filter, types) {
   const result = h('div', { class: 'filter-preview', 'data-test': 'filter-preview', role: 'status' });
   const problem = problemSlot();
-  const run = h('button', { type: 'button', 'data-test': 'filter-preview-run' }, 'Try it on recent events');
+  const run = h('button', { type: 'button', 'data-test': 'filter-preview-run' }, t('Try it on recent events'));
   run.addEventListener('click', async () => {
     clearProblem(problem);
     untieProblem(filter, problem);
@@ -242,12 +264,19 @@ function filterPreview(filter, types) {
       const body = { filter: filter.value.trim() === '' ? null : filter.value.trim(), event_types: types.selected() };
       const answer = await whileBusy(run, () => api.filterPreview(body));
       if (!answer.data.length) {
-        replace(result, h('p', {}, `None of your ${integer(answer.scanned)} latest events is of these types.`));
+        replace(result, h('p', {}, t('None of your {count} latest events is of these types.', { count: integer(answer.scanned) })));
         return;
       }
       replace(
         result,
-        h('p', { 'data-test': 'filter-preview-summary' }, `${integer(answer.passed)} of the ${integer(answer.data.length)} latest events of these types would have been sent.`),
+        h(
+          'p',
+          { 'data-test': 'filter-preview-summary' },
+          t('{passed} of the {count} latest events of these types would have been sent.', {
+            passed: integer(answer.passed),
+            count: integer(answer.data.length),
+          }),
+        ),
         h(
           'ul',
           { class: 'filter-preview-events' },
@@ -255,13 +284,13 @@ function filterPreview(filter, types) {
             h(
               'li',
               { 'data-test': 'filter-preview-event', 'data-passed': String(e.passed) },
-              h('span', { class: e.passed ? 'passed' : 'dropped' }, e.passed ? 'Sent' : 'Dropped'),
+              h('span', { class: e.passed ? 'passed' : 'dropped' }, e.passed ? t('Sent') : t('Dropped')),
               ' ',
               h('code', {}, e.event_type),
               ' ',
               shortTimeEl(e.created_at),
               ' ',
-              h('a', { href: `#/deliveries?event_id=${encodeURIComponent(e.event_id)}` }, h('span', { class: 'visually-hidden' }, 'Deliveries of '), e.event_id),
+              h('a', { href: `#/deliveries?event_id=${encodeURIComponent(e.event_id)}` }, h('span', { class: 'visually-hidden' }, t('Deliveries of ')), e.event_id),
             ),
           ),
         ),

@@ -3,9 +3,12 @@
 // this endpoint's secret, and why not — a header missing, the body changed
 // since it was sent, another secret, a timestamp older than verifiers accept
 // (POST …/signature-check; the secret is never shown). Changes nothing.
+// Words through i18n.js (the placeholders are example headers and body);
+// the server's verdict comes worded in the portal's language.
 
 import * as api from '../api.js';
 import { h, replace } from '../dom.js';
+import { t } from '../i18n.js';
 import { clearProblem, field, problemSlot, showProblem, whileBusy } from '../ui.js';
 
 export function signatureSection(endpoint) {
@@ -19,12 +22,20 @@ export function signatureSection(endpoint) {
   const body = h('textarea', { id: 'check-body', rows: 6, spellcheck: 'false', class: 'code', placeholder: '{"type": …}' });
   const result = h('div', { 'data-test': 'signature-result', role: 'status' });
   const problem = problemSlot();
-  const run = h('button', { type: 'submit', 'data-test': 'signature-check' }, 'Check');
+  const run = h('button', { type: 'submit', 'data-test': 'signature-check' }, t('Check'));
   const form = h(
     'form',
     { novalidate: true, class: 'signature-check' },
-    field('Headers as received, one per line', headers, 'Only webhook-id, webhook-timestamp and webhook-signature are read.'),
-    field('Body exactly as received', body, 'Before any JSON parsing: whitespace and key order count.'),
+    field(
+      t('Headers as received, one per line'),
+      headers,
+      t('Only {id}, {timestamp} and {signature} are read.', {
+        id: 'webhook-id',
+        timestamp: 'webhook-timestamp',
+        signature: 'webhook-signature',
+      }),
+    ),
+    field(t('Body exactly as received'), body, t('Before any JSON parsing: whitespace and key order count.')),
     problem,
     h('div', { class: 'actions' }, run),
     result,
@@ -46,8 +57,8 @@ export function signatureSection(endpoint) {
   return h(
     'section',
     { class: 'section', 'aria-labelledby': 'signature-heading' },
-    h('h2', { id: 'signature-heading' }, 'Check a signature'),
-    h('p', {}, 'Paste a request your endpoint received to see whether it verifies with this endpoint’s secret, and if not, why.'),
+    h('h2', { id: 'signature-heading' }, t('Check a signature')),
+    h('p', {}, t('Paste a request your endpoint received to see whether it verifies with this endpoint’s secret, and if not, why.')),
     form,
   );
 }

@@ -4,10 +4,12 @@
 // server then uses the catalog example, which `endpoints` alone may send
 // (routes/endpoints.rs, test_send). An edited payload is the caller's own
 // event, which needs `publish` too; the server says so if it is missing.
+// Words through i18n.js; event type names are kept out of translation.
 
 import * as api from '../api.js';
 import { h, replace } from '../dom.js';
 import { canonicalJson, prettyJson } from '../format.js';
+import { t, tx } from '../i18n.js';
 import { clearProblem, field, loading, problemSlot, showProblem, whileBusy } from '../ui.js';
 
 export function testSendSection(ctx, endpoint) {
@@ -16,7 +18,7 @@ export function testSendSection(ctx, endpoint) {
   const open = h(
     'button',
     { type: 'button', 'data-test': 'test-send', 'data-mutating': true, 'aria-expanded': 'false', 'aria-controls': 'test-send-panel' },
-    'Send a test event…',
+    t('Send a test event…'),
   );
   let loaded = false;
   open.addEventListener('click', () => {
@@ -30,7 +32,7 @@ export function testSendSection(ctx, endpoint) {
   });
 
   function load() {
-    replace(body, loading('Loading the event catalog…'));
+    replace(body, loading(t('Loading the event catalog…')));
     api
       .listEventTypes()
       .then((catalog) => replace(body, catalog.length ? testForm(ctx, endpoint, catalog) : noCatalog()))
@@ -45,34 +47,44 @@ export function testSendSection(ctx, endpoint) {
   return h(
     'section',
     { class: 'section', 'aria-labelledby': 'test-heading' },
-    h('h2', { id: 'test-heading' }, 'Send a test event'),
-    h('p', {}, 'Sends one event of a type from the catalog to this endpoint only, through the normal pipeline: signed, retried and listed like any other.'),
+    h('h2', { id: 'test-heading' }, t('Send a test event')),
+    h(
+      'p',
+      {},
+      t('Sends one event of a type from the catalog to this endpoint only, through the normal pipeline: signed, retried and listed like any other.'),
+    ),
     h('div', { class: 'actions' }, open),
     body,
   );
 }
 
 function noCatalog() {
-  return h('p', { class: 'empty' }, 'The event catalog is empty, so there is no example event to send yet.');
+  return h('p', { class: 'empty' }, t('The event catalog is empty, so there is no example event to send yet.'));
 }
 
 function testForm(ctx, endpoint, catalog) {
-  const byName = new Map(catalog.map((t) => [t.name, t]));
+  const byName = new Map(catalog.map((entry) => [entry.name, entry]));
   // It starts on the first type the endpoint receives (any type may be sent).
   const receives = (name) =>
     !endpoint.event_types || endpoint.event_types.some((p) => p === name || (p.endsWith('*') && name.startsWith(p.slice(0, -1))));
-  const first = catalog.find((t) => receives(t.name))?.name;
+  const first = catalog.find((entry) => receives(entry.name))?.name;
   const type = h(
     'select',
     { id: 'test-event-type', name: 'event_type' },
-    catalog.map((t) => h('option', { value: t.name, selected: t.name === first }, t.deprecated ? `${t.name} (deprecated)` : t.name)),
+    catalog.map((entry) =>
+      h(
+        'option',
+        { value: entry.name, selected: entry.name === first, translate: entry.deprecated ? null : 'no' },
+        entry.deprecated ? t('{name} (deprecated)', { name: entry.name }) : entry.name,
+      ),
+    ),
   );
   const payload = h('textarea', { id: 'test-payload', name: 'payload', rows: 10, spellcheck: 'false', class: 'code' });
   const exampleNote = h('p', { class: 'hint', id: 'test-payload-hint' });
   payload.setAttribute('aria-describedby', 'test-payload-hint');
   const problem = problemSlot();
   const result = h('div', { 'data-test': 'test-result', role: 'status' });
-  const send = h('button', { type: 'submit', class: 'primary', 'data-test': 'test-send-submit', 'data-mutating': true }, 'Send');
+  const send = h('button', { type: 'submit', class: 'primary', 'data-test': 'test-send-submit', 'data-mutating': true }, t('Send'));
 
   /** Fills the payload with the chosen type's example (what "unchanged" is measured against). */
   const useExample = () => {
@@ -80,10 +92,14 @@ function testForm(ctx, endpoint, catalog) {
     payload.value = example === undefined || example === null ? '' : prettyJson(example);
     exampleNote.textContent =
       example === undefined || example === null
-        ? 'This type has no example: write the payload (sending your own payload needs the publish capability).'
+        ? t('This type has no example: write the payload (sending your own payload needs the {capability} capability).', {
+            capability: 'publish',
+          })
         : ctx.can('publish')
-          ? 'The catalog’s example. Edit it to send your own payload.'
-          : 'The catalog’s example, sent as it is. Sending an edited payload needs the publish capability.';
+          ? t('The catalog’s example. Edit it to send your own payload.')
+          : t('The catalog’s example, sent as it is. Sending an edited payload needs the {capability} capability.', {
+              capability: 'publish',
+            });
   };
   type.addEventListener('change', useExample);
   useExample();
@@ -91,8 +107,8 @@ function testForm(ctx, endpoint, catalog) {
   const form = h(
     'form',
     { class: 'test-send', 'data-mutating': true, 'aria-labelledby': 'test-heading' },
-    field('Event type', type),
-    h('div', { class: 'field' }, h('label', { for: 'test-payload' }, 'Payload (JSON)'), payload, exampleNote),
+    field(t('Event type'), type),
+    h('div', { class: 'field' }, h('label', { for: 'test-payload' }, t('Payload (JSON)')), payload, exampleNote),
     problem,
     h('div', { class: 'actions' }, send),
     result,
@@ -129,7 +145,7 @@ function ownPayload(text, example) {
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    return { error: `The payload is not valid JSON: ${error.message}` };
+    return { error: t('The payload is not valid JSON: {error}', { error: error.message }) };
   }
   const hasExample = example !== undefined && example !== null;
   return hasExample && canonicalJson(parsed) === canonicalJson(example) ? {} : { payload: parsed };
@@ -139,11 +155,14 @@ function sentNote(sent) {
   return h(
     'p',
     { class: 'success' },
-    'Sent: event ',
-    h('code', { class: 'id' }, sent.event_id),
-    ', delivery ',
-    h('a', { href: `#/deliveries/${encodeURIComponent(sent.delivery_id)}`, 'data-test': 'test-delivery-link' }, sent.delivery_id),
-    '.',
-    sent.warnings?.length ? ` The catalog warns: ${sent.warnings.map((w) => w.detail).join('; ')}` : '',
+    tx('Sent: event {event}, delivery {delivery}.', {
+      event: h('code', { class: 'id' }, sent.event_id),
+      delivery: h(
+        'a',
+        { href: `#/deliveries/${encodeURIComponent(sent.delivery_id)}`, 'data-test': 'test-delivery-link', translate: 'no' },
+        sent.delivery_id,
+      ),
+    }),
+    sent.warnings?.length ? [' ', t('The catalog warns: {warnings}', { warnings: sent.warnings.map((w) => w.detail).join('; ') })] : '',
   );
 }

@@ -1,10 +1,12 @@
 // screens/endpoint.js — `#/endpoints/{id}`: one endpoint. Its status and
 // breaker, stats over the last hour / day / week, its signing secret (with
-// `secrets`), a test send (with `endpoints`) and its delivery log.
+// `secrets`), a test send (with `endpoints`) and its delivery log. Its words
+// go through i18n.js; the URL and description are the customer's own.
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { dateTime } from '../format.js';
+import { t } from '../i18n.js';
 import { hashFor } from '../router.js';
 import { copyableId, facts, loading, problemSlot, showProblem, statusBadge, timeEl } from '../ui.js';
 import { breakerWords, endpointStatus } from '../words.js';
@@ -19,11 +21,11 @@ import { testSendSection } from './endpoint-test.js';
 
 export async function endpointScreen(ctx) {
   const id = ctx.params.id;
-  ctx.title('Endpoint');
-  const heading = h('h1', { tabindex: '-1', class: 'url' }, 'Endpoint');
-  const overview = h('div', {}, loading('Loading the endpoint…'));
+  ctx.title(t('Endpoint'));
+  const heading = h('h1', { tabindex: '-1', class: 'url', translate: 'no' }, t('Endpoint'));
+  const overview = h('div', {}, loading(t('Loading the endpoint…')));
   ctx.root.append(
-    h('p', { class: 'breadcrumb' }, h('a', { href: '#/endpoints' }, 'Endpoints')),
+    h('p', { class: 'breadcrumb' }, h('a', { href: '#/endpoints' }, t('Endpoints'))),
     heading,
     overview,
   );
@@ -33,7 +35,7 @@ export async function endpointScreen(ctx) {
     api.endpointHealth(id, { signal: ctx.signal }).catch(keepError),
     api.endpointStats(id, { signal: ctx.signal }).catch(keepError),
   ]);
-  ctx.title(`Endpoint ${endpoint.url}`);
+  ctx.title(t('Endpoint {url}', { url: endpoint.url }));
   heading.textContent = endpoint.url;
   drawOverview(endpoint, health);
 
@@ -45,7 +47,7 @@ export async function endpointScreen(ctx) {
     h(
       'section',
       { class: 'section', 'aria-labelledby': 'endpoint-deliveries' },
-      h('h2', { id: 'endpoint-deliveries' }, 'Deliveries'),
+      h('h2', { id: 'endpoint-deliveries' }, t('Deliveries')),
       deliveryLog(ctx, { filters: {}, endpointId: endpoint.id }),
     ),
   );
@@ -67,20 +69,20 @@ export async function endpointScreen(ctx) {
       : [];
     const recover =
       ctx.can('replay') &&
-      h('a', { class: 'button', href: hashFor(['recover'], { endpoint_id: current.id }) }, 'Recover failed deliveries');
+      h('a', { class: 'button', href: hashFor(['recover'], { endpoint_id: current.id }) }, t('Recover failed deliveries'));
     replace(
       overview,
-      current.description && h('p', { class: 'lead' }, current.description),
+      current.description && h('p', { class: 'lead', translate: 'no' }, current.description),
       facts([
-        ['Endpoint id', copyableId(current.id, 'endpoint')],
-        ['Status', statusBadge(status.key, status.text)],
-        ['Circuit breaker', currentHealth instanceof Error ? unavailable(currentHealth) : h('span', { 'data-test': 'endpoint-breaker' }, breakerWords(currentHealth))],
-        ['Failing since', currentHealth?.failing_since ? timeEl(currentHealth.failing_since) : null],
-        ['Last error', currentHealth?.last_error ? h('span', { class: 'error-text' }, currentHealth.last_error) : null],
-        ['Event types', current.event_types ? current.event_types.join(', ') : 'All event types'],
-        ['Payload filter', current.filter ? h('code', { 'data-test': 'endpoint-filter' }, current.filter) : 'None'],
-        ['Rate limit', current.rate_limit_per_sec ? `${current.rate_limit_per_sec} per second` : 'None'],
-        ['Created', dateTime(current.created_at)],
+        [t('Endpoint id'), copyableId(current.id, 'endpoint')],
+        [t('Status'), statusBadge(status.key, status.text)],
+        [t('Circuit breaker'), currentHealth instanceof Error ? unavailable(currentHealth) : h('span', { 'data-test': 'endpoint-breaker' }, breakerWords(currentHealth))],
+        [t('Failing since'), currentHealth?.failing_since ? timeEl(currentHealth.failing_since) : null],
+        [t('Last error'), currentHealth?.last_error ? h('span', { class: 'error-text' }, currentHealth.last_error) : null],
+        [t('Event types'), current.event_types ? h('span', { translate: 'no' }, current.event_types.join(', ')) : t('All event types')],
+        [t('Payload filter'), current.filter ? h('code', { 'data-test': 'endpoint-filter' }, current.filter) : t('None')],
+        [t('Rate limit'), current.rate_limit_per_sec ? t('{rate} per second', { rate: current.rate_limit_per_sec }) : t('None')],
+        [t('Created'), dateTime(current.created_at)],
       ]),
       (actions.length > 0 || recover) && h('div', { class: 'actions' }, actions, recover),
       problem,
@@ -113,5 +115,5 @@ function keepError(error) {
 }
 
 function unavailable(error) {
-  return h('span', { class: 'muted' }, `unavailable (${error.message})`);
+  return h('span', { class: 'muted' }, t('unavailable ({reason})', { reason: error.message }));
 }

@@ -8,6 +8,7 @@
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { percent } from '../format.js';
+import { t } from '../i18n.js';
 import { announce, clearProblem, empty, loading, problemSlot, showProblem, statusBadge, withTableRoles } from '../ui.js';
 import { breakerWords, endpointStatus } from '../words.js';
 import { endpointActions } from './endpoint-actions.js';
@@ -18,19 +19,19 @@ const PAGE_SIZE = 50;
 const HEALTH_CONCURRENCY = 4;
 
 export async function endpointsScreen(ctx) {
-  ctx.title('Endpoints');
+  ctx.title(t('Endpoints'));
   const canChange = ctx.can('endpoints');
   const formHost = h('div');
   const problem = problemSlot();
-  const listHost = h('div', {}, loading('Loading endpoints…'));
+  const listHost = h('div', {}, loading(t('Loading endpoints…')));
   const newButton =
     canChange &&
-    h('button', { type: 'button', class: 'primary', 'data-test': 'endpoint-new', 'data-mutating': true, onclick: () => openForm(null) }, 'New endpoint');
+    h('button', { type: 'button', class: 'primary', 'data-test': 'endpoint-new', 'data-mutating': true, onclick: () => openForm(null) }, t('New endpoint'));
 
-  const heading = h('h1', { tabindex: '-1' }, 'Endpoints');
+  const heading = h('h1', { tabindex: '-1' }, t('Endpoints'));
   ctx.root.append(
     h('div', { class: 'page-head' }, heading, newButton),
-    h('p', { class: 'lead' }, 'The addresses your events are sent to.'),
+    h('p', { class: 'lead' }, t('The addresses your events are sent to.')),
     formHost,
     problem,
     listHost,
@@ -55,9 +56,9 @@ export async function endpointsScreen(ctx) {
     if (cursors.length === 1 && !nextCursor) return null;
     return h(
       'nav',
-      { class: 'pager', 'aria-label': 'Endpoint pages' },
-      h('button', { type: 'button', disabled: cursors.length === 1, onclick: () => turn(() => cursors.pop()) }, 'Previous'),
-      h('button', { type: 'button', disabled: !nextCursor, onclick: () => turn(() => cursors.push(nextCursor)) }, 'Next'),
+      { class: 'pager', 'aria-label': t('Endpoint pages') },
+      h('button', { type: 'button', disabled: cursors.length === 1, onclick: () => turn(() => cursors.pop()) }, t('Previous')),
+      h('button', { type: 'button', disabled: !nextCursor, onclick: () => turn(() => cursors.push(nextCursor)) }, t('Next')),
     );
   }
 
@@ -68,23 +69,23 @@ export async function endpointsScreen(ctx) {
 
   function endpointTable(endpoints) {
     if (endpoints.length === 0) {
-      return empty(canChange ? 'No endpoints yet. Add one with “New endpoint”.' : 'No endpoints yet.');
+      return empty(canChange ? t('No endpoints yet. Add one with “New endpoint”.') : t('No endpoints yet.'));
     }
     return withTableRoles(h(
       'table',
       { class: 'data responsive' },
-      h('caption', { class: 'visually-hidden' }, 'Endpoints'),
+      h('caption', { class: 'visually-hidden' }, t('Endpoints')),
       h(
         'thead',
         {},
         h(
           'tr',
           {},
-          h('th', { scope: 'col' }, 'Endpoint'),
-          h('th', { scope: 'col' }, 'Status'),
-          h('th', { scope: 'col' }, 'Circuit breaker'),
-          h('th', { scope: 'col' }, 'Success (last 100 attempts)'),
-          canChange && h('th', { scope: 'col' }, 'Actions'),
+          h('th', { scope: 'col' }, t('Endpoint')),
+          h('th', { scope: 'col' }, t('Status')),
+          h('th', { scope: 'col' }, t('Circuit breaker')),
+          h('th', { scope: 'col' }, t('Success (last 100 attempts)')),
+          canChange && h('th', { scope: 'col' }, t('Actions')),
         ),
       ),
       h('tbody', {}, endpoints.map(endpointRow)),
@@ -98,17 +99,17 @@ export async function endpointsScreen(ctx) {
       { 'data-test': 'endpoint-row', 'data-id': endpoint.id },
       h(
         'th',
-        { scope: 'row', 'data-label': 'Endpoint' },
-        h('a', { href: `#/endpoints/${encodeURIComponent(endpoint.id)}`, class: 'url' }, endpoint.url),
-        endpoint.description && h('span', { class: 'sub muted' }, endpoint.description),
+        { scope: 'row', 'data-label': t('Endpoint') },
+        h('a', { href: `#/endpoints/${encodeURIComponent(endpoint.id)}`, class: 'url', translate: 'no' }, endpoint.url),
+        endpoint.description && h('span', { class: 'sub muted', translate: 'no' }, endpoint.description),
       ),
-      h('td', { 'data-label': 'Status' }, statusBadge(status.key, status.text)),
-      h('td', { 'data-label': 'Circuit breaker', 'data-health': 'breaker' }, h('span', { class: 'muted' }, '…')),
-      h('td', { 'data-label': 'Success', 'data-health': 'rate' }, h('span', { class: 'muted' }, '…')),
+      h('td', { 'data-label': t('Status') }, statusBadge(status.key, status.text)),
+      h('td', { 'data-label': t('Circuit breaker'), 'data-health': 'breaker' }, h('span', { class: 'muted' }, '…')),
+      h('td', { 'data-label': t('Success'), 'data-health': 'rate' }, h('span', { class: 'muted' }, '…')),
       canChange &&
         h(
           'td',
-          { 'data-label': 'Actions' },
+          { 'data-label': t('Actions') },
           h(
             'div',
             { class: 'row-actions' },
@@ -136,12 +137,14 @@ export async function endpointsScreen(ctx) {
           replace(row.querySelector('[data-health="breaker"]'), breakerWords(health));
           replace(
             row.querySelector('[data-health="rate"]'),
-            health.recent_attempts ? `${percent(health.recent_success_rate)} of ${health.recent_attempts}` : 'No attempts yet',
+            health.recent_attempts
+              ? t('{rate} of {attempts}', { rate: percent(health.recent_success_rate), attempts: health.recent_attempts })
+              : t('No attempts yet'),
           );
         } catch (error) {
           if (error.name === 'AbortError' || error.sessionEnded) return;
-          replace(row.querySelector('[data-health="breaker"]'), h('span', { class: 'muted' }, 'unavailable'));
-          replace(row.querySelector('[data-health="rate"]'), h('span', { class: 'muted' }, 'unavailable'));
+          replace(row.querySelector('[data-health="breaker"]'), h('span', { class: 'muted' }, t('unavailable')));
+          replace(row.querySelector('[data-health="rate"]'), h('span', { class: 'muted' }, t('unavailable')));
         }
       }
     };
@@ -166,7 +169,7 @@ export async function endpointsScreen(ctx) {
       onCancel: close,
       onSaved: (saved) => {
         close();
-        announce(endpoint ? 'Endpoint saved.' : `Endpoint created: ${saved.url}.`);
+        announce(endpoint ? t('Endpoint saved.') : t('Endpoint created: {url}.', { url: saved.url }));
         reload();
       },
     });

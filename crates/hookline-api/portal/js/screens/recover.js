@@ -11,6 +11,7 @@
 import * as api from '../api.js';
 import { h, replace } from '../dom.js';
 import { integer, localInputToRfc3339, rfc3339ToLocalInput } from '../format.js';
+import { t, tn } from '../i18n.js';
 import { announce, clearProblem, field, loading, problemSlot, select, showProblem, whileBusy } from '../ui.js';
 import { DEAD_REASONS } from '../words.js';
 
@@ -18,9 +19,9 @@ const POLL_MS = 1000;
 const DEFAULT_LOOKBACK_MS = 86_400_000;
 
 export async function recoverScreen(ctx) {
-  ctx.title('Recover failed deliveries');
-  const waiting = loading('Loading your endpoints…');
-  ctx.root.append(h('div', { class: 'page-head' }, h('h1', { tabindex: '-1' }, 'Recover failed deliveries')), waiting);
+  ctx.title(t('Recover failed deliveries'));
+  const waiting = loading(t('Loading your endpoints…'));
+  ctx.root.append(h('div', { class: 'page-head' }, h('h1', { tabindex: '-1' }, t('Recover failed deliveries'))), waiting);
   // The form is drawn once the endpoints are known, so its selector is complete
   // when it appears (and the endpoint named in the address can be chosen).
   const endpoints = await api.allEndpoints({ signal: ctx.signal });
@@ -28,9 +29,13 @@ export async function recoverScreen(ctx) {
 
   const endpoint = select(
     { id: 'recover-endpoint', name: 'endpoint_id' },
-    [['', 'All endpoints'], ...endpoints.map((e) => [e.id, e.description ? `${e.url} — ${e.description}` : e.url])],
+    [['', t('All endpoints')], ...endpoints.map((e) => [e.id, e.description ? `${e.url} — ${e.description}` : e.url])],
     ctx.query.get('endpoint_id') ?? '',
   );
+  // An endpoint's option is its URL and description: data, not words to translate.
+  for (const option of endpoint.options) {
+    if (option.value) option.setAttribute('translate', 'no');
+  }
   const since = h('input', {
     id: 'recover-since',
     name: 'since',
@@ -39,9 +44,14 @@ export async function recoverScreen(ctx) {
   });
   const reason = select(
     { id: 'recover-reason', name: 'reason' },
-    [['', 'Any reason'], ...Object.entries(DEAD_REASONS).filter(([key]) => key !== 'endpoint_deleted')],
+    [
+      ['', t('Any reason')],
+      ...Object.entries(DEAD_REASONS)
+        .filter(([key]) => key !== 'endpoint_deleted')
+        .map(([key, words]) => [key, t(words)]),
+    ],
   );
-  const dryRun = h('button', { type: 'submit', class: 'primary', 'data-test': 'recover-dry-run' }, 'Count failed deliveries');
+  const dryRun = h('button', { type: 'submit', class: 'primary', 'data-test': 'recover-dry-run' }, t('Count failed deliveries'));
   const problem = problemSlot();
   const count = h('div', { class: 'recover-count-area' });
   const job = h('div', { class: 'recover-job' });
@@ -49,11 +59,11 @@ export async function recoverScreen(ctx) {
   const form = h(
     'form',
     { class: 'panel', 'aria-labelledby': 'recover-form-heading' },
-    h('h2', { id: 'recover-form-heading' }, 'Which deliveries'),
-    h('p', {}, 'Replay every failed delivery of an endpoint that failed since a given time. First count them, then start.'),
-    field('Endpoint', endpoint),
-    field('Failed since', since, 'In your local time. Leave empty for every failed delivery.'),
-    field('Reason', reason),
+    h('h2', { id: 'recover-form-heading' }, t('Which deliveries')),
+    h('p', {}, t('Replay every failed delivery of an endpoint that failed since a given time. First count them, then start.')),
+    field(t('Endpoint'), endpoint),
+    field(t('Failed since'), since, t('In your local time. Leave empty for every failed delivery.')),
+    field(t('Reason'), reason),
     h('div', { class: 'actions' }, dryRun),
   );
 
@@ -86,14 +96,14 @@ export async function recoverScreen(ctx) {
   function showCount(n, filter) {
     const text =
       n === 0
-        ? 'No failed deliveries match: there is nothing to replay.'
-        : `${integer(n)} dead ${n === 1 ? 'delivery' : 'deliveries'} would be replayed.`;
+        ? t('No failed deliveries match: there is nothing to replay.')
+        : tn(n, '{n} dead delivery would be replayed.', '{n} dead deliveries would be replayed.');
     let confirm = null;
     if (n > 0) {
       confirm = h(
         'button',
         { type: 'button', class: 'danger', 'data-test': 'recover-confirm', 'data-mutating': true },
-        `Replay ${integer(n)} ${n === 1 ? 'delivery' : 'deliveries'}`,
+        tn(n, 'Replay {n} delivery', 'Replay {n} deliveries'),
       );
       confirm.addEventListener('click', () => start(filter, confirm));
     }
@@ -116,11 +126,11 @@ export async function recoverScreen(ctx) {
     const progress = h('progress', { max: 1, value: 0, 'aria-labelledby': 'recover-progress-label' });
     const progressText = h('span', { id: 'recover-progress-label' });
     const status = h('p', { 'data-test': 'recover-status', role: 'status' });
-    const cancel = h('button', { type: 'button', class: 'danger', 'data-test': 'recover-cancel', 'data-mutating': true }, 'Cancel replay');
+    const cancel = h('button', { type: 'button', class: 'danger', 'data-test': 'recover-cancel', 'data-mutating': true }, t('Cancel replay'));
     const section = h(
       'section',
       { class: 'section', 'aria-labelledby': 'recover-job-heading' },
-      h('h2', { id: 'recover-job-heading' }, 'Replay job'),
+      h('h2', { id: 'recover-job-heading' }, t('Replay job')),
       h('div', { class: 'progress', 'data-test': 'recover-progress' }, progress, ' ', progressText),
       status,
       h('div', { class: 'actions' }, cancel),
@@ -132,7 +142,12 @@ export async function recoverScreen(ctx) {
       // An empty job is complete at once: show a full bar, not an empty one.
       progress.max = Math.max(j.total, 1);
       progress.value = j.total === 0 && j.state !== 'running' ? 1 : j.done;
-      progressText.textContent = `${integer(j.done)} of ${integer(j.total)} reached: ${integer(j.replayed)} replayed, ${integer(j.skipped)} skipped`;
+      progressText.textContent = t('{done} of {total} reached: {replayed} replayed, {skipped} skipped', {
+        done: integer(j.done),
+        total: integer(j.total),
+        replayed: integer(j.replayed),
+        skipped: integer(j.skipped),
+      });
       status.textContent = jobStatus(j);
       cancel.hidden = j.state !== 'running';
       if (j.state !== 'running') {
@@ -162,15 +177,15 @@ export async function recoverScreen(ctx) {
 
 /** "Replay job rpl_… completed: 45 replayed, 2 skipped." */
 function jobStatus(j) {
-  const tally = `${integer(j.replayed)} replayed, ${integer(j.skipped)} skipped`;
+  const tally = t('{replayed} replayed, {skipped} skipped', { replayed: integer(j.replayed), skipped: integer(j.skipped) });
   switch (j.state) {
     case 'running':
-      return `Replay job ${j.id} running: ${integer(j.done)} of ${integer(j.total)} reached.`;
+      return t('Replay job {id} running: {done} of {total} reached.', { id: j.id, done: integer(j.done), total: integer(j.total) });
     case 'completed':
-      return `Replay job ${j.id} completed: ${tally}.`;
+      return t('Replay job {id} completed: {tally}.', { id: j.id, tally });
     case 'cancelled':
-      return `Replay job ${j.id} cancelled: ${tally}; what was replayed stays replayed.`;
+      return t('Replay job {id} cancelled: {tally}; what was replayed stays replayed.', { id: j.id, tally });
     default:
-      return `Replay job ${j.id} ${j.state}: ${tally}.`;
+      return t('Replay job {id} {state}: {tally}.', { id: j.id, state: j.state, tally });
   }
 }

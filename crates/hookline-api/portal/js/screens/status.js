@@ -7,23 +7,27 @@
 
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
-import { clockTime, dateTime, integer } from '../format.js';
+import { clockTime, dateTime } from '../format.js';
+import { msg, t, tn, tx } from '../i18n.js';
 import { loading } from '../ui.js';
 import { breakerWords } from '../words.js';
 
 const CHECK_EVERY_MS = 30_000;
 
 export async function statusScreen(ctx) {
-  ctx.title('Status');
-  const heading = h('h1', { tabindex: '-1' }, 'Status');
+  ctx.title(t('Status'));
+  const heading = h('h1', { tabindex: '-1' }, t('Status'));
   const checked = h('p', { class: 'muted', 'data-test': 'incidents-checked' });
-  const body = h('div', {}, loading('Checking your endpoints…'));
+  const body = h('div', {}, loading(t('Checking your endpoints…')));
   ctx.root.append(h('div', { class: 'page-head' }, heading), checked, body);
 
   let shown = null; // the incidents as last drawn (a redraw would move the focus)
   const draw = async () => {
     const answer = await api.incidents({ signal: ctx.signal });
-    checked.textContent = `Checked at ${clockTime(answer.checked_at)}; failed deliveries counted since ${clockTime(answer.since)}.`;
+    checked.textContent = t('Checked at {time}; failed deliveries counted since {since}.', {
+      time: clockTime(answer.checked_at),
+      since: clockTime(answer.since),
+    });
     const text = JSON.stringify(answer.data);
     if (text === shown) return;
     shown = text;
@@ -35,7 +39,10 @@ export async function statusScreen(ctx) {
   ctx.every(CHECK_EVERY_MS, () =>
     draw().catch((error) => {
       if (error?.sessionEnded || error?.name === 'AbortError') return;
-      checked.textContent = `Could not check again at ${clockTime(new Date())}: ${error?.message ?? error}. What shows is from the last check.`;
+      checked.textContent = t('Could not check again at {time}: {error}. What shows is from the last check.', {
+        time: clockTime(new Date()),
+        error: error?.message ?? error,
+      });
     }),
   );
 }
@@ -44,17 +51,17 @@ function allGood() {
   return h(
     'section',
     { class: 'incident incident-good', 'data-test': 'incidents-all-good', 'aria-labelledby': 'all-good' },
-    h('h2', { id: 'all-good' }, 'All good'),
-    h('p', {}, 'Every endpoint is taking its deliveries: none is failing, disabled or paused, and none refused a delivery lately.'),
-    h('p', {}, h('a', { href: '#/endpoints' }, 'See your endpoints')),
+    h('h2', { id: 'all-good' }, t('All good')),
+    h('p', {}, t('Every endpoint is taking its deliveries: none is failing, disabled or paused, and none refused a delivery lately.')),
+    h('p', {}, h('a', { href: '#/endpoints' }, t('See your endpoints'))),
   );
 }
 
 const TITLES = {
-  failing: 'Failing',
-  disabled: 'Disabled',
-  dead_letters: 'Failed deliveries',
-  paused: 'Paused',
+  failing: msg('Failing'),
+  disabled: msg('Disabled'),
+  dead_letters: msg('Failed deliveries'),
+  paused: msg('Paused'),
 };
 
 function card(ctx, incident, since) {
@@ -65,8 +72,13 @@ function card(ctx, incident, since) {
     h(
       'h2',
       { id },
-      TITLES[incident.kind] ?? incident.kind,
-      incident.since && h('span', { class: 'muted' }, ' since ', h('time', { datetime: incident.since, title: dateTime(incident.since) }, clockTime(incident.since))),
+      TITLES[incident.kind] ? t(TITLES[incident.kind]) : incident.kind,
+      incident.since &&
+        h(
+          'span',
+          { class: 'muted' },
+          tx(' since {time}', { time: h('time', { datetime: incident.since, title: dateTime(incident.since) }, clockTime(incident.since)) }),
+        ),
     ),
     h('p', { class: 'incident-message', 'data-test': 'incident-message' }, incident.message),
     h('ul', { class: 'incident-endpoints' }, incident.endpoints.map((e) => endpointItem(ctx, incident, e, since))),
@@ -76,26 +88,28 @@ function card(ctx, incident, since) {
 /** A failing endpoint's breaker in words, or its failures in a row while it is closed. */
 function failingWords(incident, e) {
   if (incident.kind !== 'failing') return null;
-  if (e.breaker !== 'closed') return `Circuit breaker ${breakerWords(e)}`;
-  return `${integer(e.consecutive_failures)} failures in a row`;
+  if (e.breaker !== 'closed') return t('Circuit breaker {breaker}', { breaker: breakerWords(e) });
+  // (The English says "failures" for one as well.)
+  return tn(e.consecutive_failures, '{n} failures in a row', '{n} failures in a row');
 }
 
 function endpointItem(ctx, incident, e, since) {
   const counts = [
-    e.waiting ? `${integer(e.waiting)} waiting` : null,
-    e.dead ? `${integer(e.dead)} failed` : null,
+    e.waiting ? tn(e.waiting, '{n} waiting', '{n} waiting') : null,
+    e.dead ? tn(e.dead, '{n} failed', '{n} failed') : null,
   ].filter(Boolean);
   const way = [];
   if (e.dead && ctx.can('replay')) {
     const query = new URLSearchParams({ endpoint_id: e.endpoint_id, since });
-    way.push(h('a', { href: `#/recover?${query}`, 'data-test': 'incident-recover' }, `Recover ${integer(e.dead)}`));
+    way.push(h('a', { href: `#/recover?${query}`, 'data-test': 'incident-recover' }, tn(e.dead, 'Recover {n}', 'Recover {n}')));
   }
-  way.push(h('a', { href: `#/endpoints/${encodeURIComponent(e.endpoint_id)}` }, incident.kind === 'failing' ? 'Timeline and health' : 'Open the endpoint'));
+  const open = incident.kind === 'failing' ? t('Timeline and health') : t('Open the endpoint');
+  way.push(h('a', { href: `#/endpoints/${encodeURIComponent(e.endpoint_id)}` }, open));
   return h(
     'li',
     { 'data-test': 'incident-endpoint', 'data-id': e.endpoint_id },
-    h('span', { class: 'url' }, e.url),
-    e.description && h('span', { class: 'muted' }, ` — ${e.description}`),
+    h('span', { class: 'url', translate: 'no' }, e.url),
+    e.description && h('span', { class: 'muted', translate: 'no' }, ` — ${e.description}`),
     h(
       'p',
       { class: 'muted' },
