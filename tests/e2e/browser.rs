@@ -326,7 +326,8 @@ impl Browser {
     }
 
     /// The texts on the page (and in the attributes people hear: labels,
-    /// titles, placeholders) still in English in a page of another language:
+    /// titles, placeholders, and the column names a phone shows from
+    /// `data-label`) still in English in a page of another language:
     /// every word of Latin letters outside data — `code`, `pre`,
     /// `translate="no"` elements, and the bidi isolates (U+2068 … U+2069)
     /// the portal sets values into its sentences with — except the
@@ -334,7 +335,7 @@ impl Browser {
     pub async fn english_left(&self) -> Vec<String> {
         let found = self
             .run(
-                r#"const KEPT = /^(HTTP|HTTPS|URL|JSON|TLS|mTLS|OAuth2|API|POST|GET|Slack|Microsoft|Teams|Discord|Retry-After|curl|Bearer|Basic|SMTP|jq|ID|[2345]xx|webhook-id|webhook-timestamp|webhook-signature|Standard|Webhooks|v1)$/;
+                r#"const KEPT = /^(HTTP|HTTPS|URL|JSON|TLS|mTLS|OAuth2|API|POST|GET|Slack|Microsoft|Teams|Discord|Retry-After|curl|Bearer|Basic|SMTP|jq|[2345]xx|webhook-id|webhook-timestamp|webhook-signature|Standard|Webhooks|v1)$/;
                    const DATA = 'script, style, code, pre, kbd, samp, textarea, [translate="no"], [hidden]';
                    const words = (text) => {
                      let rest = text;
@@ -347,9 +348,9 @@ impl Browser {
                      if (node.parentElement?.closest(DATA)) continue;
                      if (words(node.data).length) found.push(node.data.trim());
                    }
-                   for (const el of document.querySelectorAll('[aria-label], [title], [placeholder], [alt]')) {
+                   for (const el of document.querySelectorAll('[aria-label], [title], [placeholder], [alt], [data-label]')) {
                      if (el.closest(DATA)) continue;
-                     for (const name of ['aria-label', 'title', 'placeholder', 'alt']) {
+                     for (const name of ['aria-label', 'title', 'placeholder', 'alt', 'data-label']) {
                        const value = el.getAttribute(name);
                        if (value && words(value).length) found.push(`${name}="${value}"`);
                      }

@@ -1392,6 +1392,15 @@ async fn a_session_says_before_it_ends_stays_when_asked_and_its_end_keeps_the_sc
     assert!(page.to_lowercase().contains("expired"), "{page}");
     let url = browser.client.current_url().await.unwrap();
     assert!(url.as_str().ends_with("#/catalog"), "{url}");
+    // The next link, which names no screen, lands there again.
+    browser.open(&portal_link(&app, &app_id, &[]).await).await;
+    browser.client.refresh().await.unwrap();
+    browser.click("[data-test=continue]").await;
+    browser
+        .wait_text("main h1", "the screen the session ended on", |t| {
+            t == "Event catalog"
+        })
+        .await;
     browser.close().await;
 }
 
@@ -1606,11 +1615,114 @@ async fn a_bookmark_opens_its_screen_with_the_session_or_after_the_next_sign_in(
         .await;
     let url = browser.client.current_url().await.unwrap();
     assert!(url.as_str().ends_with("#/catalog"), "{url}");
-    // Taken once: the link after it opens where links open.
+    // A link that names its own screen wins over a remembered one, which it
+    // forgets: the link after it opens where links open.
+    browser.click("[data-test=sign-out]").await;
+    browser.wait_for("[data-test=error-page]").await;
+    browser.open(&screen(&app, &app_id, "/catalog")).await;
+    browser.client.refresh().await.unwrap();
+    browser.wait_for("[data-test=error-page]").await;
+    open_afresh(format!(
+        "{}&to=/notifications",
+        portal_link(&app, &app_id, &[]).await
+    ))
+    .await;
+    browser
+        .wait_text("main h1", "the link's own screen", |t| t == "Notifications")
+        .await;
     browser.run("sessionStorage.clear();").await;
     open_afresh(portal_link(&app, &app_id, &[]).await).await;
     browser
         .wait_text("main h1", "the status screen", |t| t == "Status")
+        .await;
+    browser.close().await;
+}
+
+/// Bulk replay by keyboard alone: the rows' boxes ticked with Space, reached
+/// with Tab; "Replay selected" reached and pressed with Enter; the
+/// confirmation starts on Cancel and is answered with Tab and Enter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_deliveries_are_ticked_and_replayed_by_keyboard_alone() {
+    const TAB: &str = "\u{E004}";
+    const SHIFT_TAB: &str = "\u{E008}\u{E004}\u{E008}";
+    const ENTER: &str = "\u{E007}";
+    const SPACE: &str = " ";
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let receiver = Receiver::start().await;
+    receiver.answer_always(Reply::status(422));
+    let app_id = app.create_app().await;
+    app.create_endpoint(&app_id, &receiver.url).await;
+    let mut dead = Vec::new();
+    for order in 1..=2 {
+        let id = publish(&app, &app_id, order).await;
+        app.wait_for_delivery_state(&app_id, &id, "dead").await;
+        dead.push(id);
+    }
+    receiver.answer_always(Reply::status(200));
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &["replay"]).await)
+        .await;
+    browser.wait_for("[data-test=nav-deliveries]").await;
+    browser
+        .open(&screen(&app, &app_id, "/deliveries?state=dead"))
+        .await;
+    browser
+        .wait_count("[data-test=delivery-row]", "the two dead", |n| n == 2)
+        .await;
+    // From the page's heading, Tab by Tab to each row's box, ticked with Space.
+    browser
+        .run("document.querySelector('main h1').focus(); return null;")
+        .await;
+    let tab_to = |target: &'static str, keys: &'static str| {
+        let browser = &browser;
+        async move {
+            for _ in 0..60 {
+                browser.press(keys).await;
+                if browser.focused().await == target {
+                    return;
+                }
+            }
+            panic!("{target} is not reached by keyboard");
+        }
+    };
+    for ticked in 1..=2 {
+        tab_to("delivery-select", TAB).await;
+        browser.press(SPACE).await;
+        let checked = browser
+            .run("return document.querySelectorAll('[data-test=delivery-select]:checked').length;")
+            .await;
+        assert_eq!(checked, json!(ticked));
+    }
+    browser
+        .wait_text("[data-test=replay-selected]", "two ticked", |t| {
+            t == "Replay selected (2)"
+        })
+        .await;
+    // Back up to "Replay selected", above the table.
+    tab_to("replay-selected", SHIFT_TAB).await;
+    browser.press(ENTER).await;
+    browser.wait_for("[data-test=confirm-no]").await;
+    assert_eq!(
+        browser.focused().await,
+        "confirm-no",
+        "the dialog starts on Cancel"
+    );
+    browser.press(TAB).await;
+    assert_eq!(browser.focused().await, "confirm-yes");
+    browser.press(ENTER).await;
+    for id in &dead {
+        app.wait_for_delivery_state(&app_id, id, "succeeded").await;
+    }
+    browser
+        .wait_text("[data-test=replay-note]", "two replayed", |t| {
+            t == "Replayed 2 of 2."
+        })
+        .await;
+    assert_eq!(receiver.requests().len(), 4, "two refused, two replayed");
+    browser
+        .check_accessibility("delivery log (replayed by keyboard)")
         .await;
     browser.close().await;
 }

@@ -42,7 +42,12 @@ impl Language {
             let mut parts = item.split(';');
             let tag = parts.next().unwrap_or("").trim();
             let weight = parts
-                .find_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|p| {
+                    let p = p.trim();
+                    p.get(..2)
+                        .is_some_and(|q| q.eq_ignore_ascii_case("q="))
+                        .then(|| &p[2..])
+                })
                 .map_or(Some(1000), quality);
             let (Some(language), Some(weight)) = (Self::from_tag(tag), weight) else {
                 continue;
@@ -113,6 +118,8 @@ mod tests {
             ("he;q=2, en;q=0.5", Language::En),
             ("he;q=abc", Language::En),
             ("en, he", Language::En),
+            ("en;Q=0.1, he;q=0.2", Language::He),
+            ("€€;q=1, he", Language::He),
             ("he, en", Language::He),
         ] {
             assert_eq!(Language::negotiate(header), expected, "{header:?}");

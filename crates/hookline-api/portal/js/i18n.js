@@ -11,6 +11,9 @@
 //   each of the language's plural forms (Intl.PluralRules: one, two, other…).
 // - `tx('since {time}', {time: node})`: the same, as parts for `h()` when a
 //   `{name}` is an element.
+// - `tc('count', 'Failed')`: a text whose translation depends on where it
+//   stands (a delivery that failed, a column counting failures); its key is
+//   `count|Failed`.
 // - `msg('Pending')`: marks a text kept in a table for `t()` at use (the
 //   language is chosen after modules load).
 //
@@ -62,6 +65,12 @@ export function msg(text) {
 /** `text` in the current language, each `{name}` replaced by `params.name`. */
 export function t(text, params = {}) {
   const found = table[text];
+  return fill(typeof found === 'string' ? found : text, params);
+}
+
+/** `text` in a context (`tc('count', 'Failed')`): English is the text, a table's key `context|text`. */
+export function tc(context, text, params = {}) {
+  const found = table[`${context}|${text}`];
   return fill(typeof found === 'string' ? found : text, params);
 }
 

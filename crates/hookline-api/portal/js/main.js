@@ -103,7 +103,7 @@ async function boot() {
     if (!link) {
       // A bookmark: its screen is where the next sign-in lands.
       const wanted = location.hash.slice(1);
-      const bookmarked = session.isScreen(wanted) && wanted !== '/status';
+      const bookmarked = session.isScreen(wanted) && !['/', '/status'].includes(wanted);
       if (bookmarked) session.rememberScreen(appKey, wanted);
       showPage({
         heading: t('No session'),
@@ -161,7 +161,8 @@ async function boot() {
     onRoute: markNav,
   });
   // The screen the link named, else the bookmark opened before it, once signed in.
-  const to = link ? (link.to ?? session.takeRememberedScreen(appKey)) : null;
+  const remembered = link ? session.takeRememberedScreen(appKey) : null;
+  const to = link ? (link.to ?? remembered) : null;
   if (to) history.replaceState(null, '', `${location.pathname}${location.search}#${to}`);
   router.start();
   // From "Continue", reading starts at the screen's heading.
@@ -257,6 +258,9 @@ function endSession(appKey, problem) {
   // A request still under way when the customer signed out ends like this too.
   if (signedOut) return;
   session.clear(appKey);
+  // The next sign-in lands where the customer was.
+  const was = location.hash.slice(1);
+  if (session.isScreen(was)) session.rememberScreen(appKey, was);
   stopExpiryTimer();
   router?.stop();
   showPage({

@@ -89,17 +89,20 @@ export function load(app) {
   }
 }
 
-export function clear(app) {
-  sessionStorage.removeItem(KEY_PREFIX + app);
-}
-
 // A screen asked for without a session (a bookmark), kept for the next sign-in in this browser.
 const SCREEN_PREFIX = 'hookline.portal.screen.';
 const SCREEN_KEPT_MS = 60 * 60 * 1000;
 
+/** Forgets the tab's session, and any screen remembered for the next sign-in. */
+export function clear(app) {
+  sessionStorage.removeItem(KEY_PREFIX + app);
+  localStorage.removeItem(SCREEN_PREFIX + app);
+}
+
 /**
- * Remembers `to`, the screen a page without a session was opened at, for an
- * hour: signing in through a new link that names no screen lands there.
+ * Remembers `to`, the screen a page without a session was opened at (or the
+ * one a session ended on), for an hour: signing in through a new link that
+ * names no screen lands there.
  */
 export function rememberScreen(app, to) {
   localStorage.setItem(SCREEN_PREFIX + app, JSON.stringify({ to, at: Date.now() }));

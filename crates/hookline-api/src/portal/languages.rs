@@ -1,5 +1,5 @@
 //! The portal's translations (portal/js/i18n.js) are whole: every text its
-//! code marks (`t`, `tx`, `tn`, `msg`) has its entry in each language's table,
+//! code marks (`t`, `tx`, `tn`, `tc`, `msg`) has its entry in each language's table,
 //! with the same `{name}`s, and no entry is left that nothing uses.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,7 +87,7 @@ fn the_scanner_reads_what_the_code_marks() {
         /* t('nor this') */
         const A = { a: msg('Pending'), b: msg("It's") };
         h('p', {}, t('Checked at {time}.', { time }), tx(' since {time}', { time: el }));
-        label(tn(n, '{n} failure', '{n} failures'));
+        label(tn(n, '{n} failure', '{n} failures'), tc('count', 'Failed'));
         const s = 'say t(\'inside a string\')';
         const u = `${t('In a template')}: ${x ? { a: tn(k, 'one', 'many') } : ''} t('not this')`;
         at(x); format(y); t(TITLES[kind]);
@@ -102,6 +102,7 @@ fn the_scanner_reads_what_the_code_marks() {
             ("Checked at {time}.", false),
             (" since {time}", false),
             ("{n} failures", true),
+            ("count|Failed", false),
             ("In a template", false),
             ("many", true),
         ]
@@ -206,7 +207,8 @@ fn code(
                     i += 1;
                 }
                 let word: String = chars[start..i].iter().collect();
-                if matches!(word.as_str(), "t" | "tx" | "tn" | "msg") && chars.get(i) == Some(&'(')
+                if matches!(word.as_str(), "t" | "tx" | "tn" | "tc" | "msg")
+                    && chars.get(i) == Some(&'(')
                 {
                     i = marked(chars, i + 1, &word, file, found);
                 }
@@ -225,6 +227,29 @@ fn marked(
     file: &'static str,
     found: &mut Vec<Marked>,
 ) -> usize {
+    if word == "tc" {
+        // The context, then the text: `context|text` keys it.
+        let mut parts = Vec::new();
+        for _ in 0..2 {
+            i = skip_space(chars, i);
+            assert!(
+                matches!(chars.get(i), Some('\'' | '"')),
+                "{file}: tc( without its context and text as string literals"
+            );
+            let (text, end) = literal(chars, i, chars[i]);
+            parts.push(text);
+            i = skip_space(chars, end);
+            if chars.get(i) == Some(&',') {
+                i += 1;
+            }
+        }
+        found.push(Marked {
+            text: parts.join("|"),
+            file,
+            count: false,
+        });
+        return i;
+    }
     if word == "tn" {
         // The count, then the one and the other form: the other keys it.
         while i < chars.len() && !matches!(chars[i], '\'' | '"' | '`' | ')') {

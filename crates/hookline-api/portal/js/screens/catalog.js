@@ -9,7 +9,7 @@
 import * as api from '../api.js';
 import { h, replace, uid } from '../dom.js';
 import { prettyJson } from '../format.js';
-import { t, tn } from '../i18n.js';
+import { t, tn, tx } from '../i18n.js';
 import { copyableId, empty, field, loading } from '../ui.js';
 
 export async function catalogScreen(ctx) {
@@ -103,11 +103,13 @@ function fieldsTable(type) {
   const properties = type.schema?.properties;
   if (!properties || typeof properties !== 'object') return null;
   const required = new Set(Array.isArray(type.schema.required) ? type.schema.required : []);
-  // JSON Schema's type names ("integer", "string") are the schema's own: not translated.
+  // JSON Schema's type names ("integer", "string") are the schema's own (code, not translated); the words between them are the portal's.
+  const name = (text) => h('code', {}, text);
   const typeOf = (schema) => {
-    if (Array.isArray(schema?.enum)) return t('one of {values}', { values: schema.enum.map((v) => JSON.stringify(v)).join(', ') });
-    const names = Array.isArray(schema?.type) ? schema.type.join(t(' or ')) : schema?.type;
-    return [names ?? t('any'), schema?.format && `(${schema.format})`].filter(Boolean).join(' ');
+    if (Array.isArray(schema?.enum)) return tx('one of {values}', { values: name(schema.enum.map((v) => JSON.stringify(v)).join(', ')) });
+    const names = Array.isArray(schema?.type) ? schema.type : schema?.type ? [schema.type] : [];
+    const parts = names.length ? names.flatMap((n, i) => (i ? [t(' or '), name(n)] : [name(n)])) : [t('any')];
+    return schema?.format ? [...parts, ' (', name(schema.format), ')'] : parts;
   };
   return h(
     'table',
@@ -134,7 +136,7 @@ function fieldsTable(type) {
           {},
           h('th', { scope: 'row' }, h('code', {}, name)),
           // The schema's type names are its own (code), and so are its words (the provider's).
-          h('td', {}, h('code', {}, typeOf(schema))),
+          h('td', {}, typeOf(schema)),
           h('td', {}, required.has(name) ? t('yes') : t('no')),
           h('td', { translate: 'no' }, schema?.description ?? ''),
         ),

@@ -450,10 +450,10 @@ export function deliveryLog(ctx, { filters, endpointId = null, syncUrl = false }
   function filterForm() {
     const words = (options) => options.map(([value, label]) => [value, t(label)]);
     const state = select({ id: 'filter-state', name: 'state' }, words(STATE_OPTIONS), current.state);
-    const eventType = h('input', { id: 'filter-event-type', name: 'event_type', type: 'text', list: 'filter-event-types', value: current.event_type, spellcheck: 'false' });
+    const eventType = h('input', { id: 'filter-event-type', name: 'event_type', type: 'text', list: 'filter-event-types', value: current.event_type, spellcheck: 'false', dir: 'ltr' });
     const typeList = h('datalist', { id: 'filter-event-types' });
     const endpoint = select({ id: 'filter-endpoint', name: 'endpoint_id' }, [['', t('All endpoints')]], current.endpoint_id);
-    const status = h('input', { id: 'filter-status', name: 'status', type: 'text', inputmode: 'text', size: 6, value: current.status, spellcheck: 'false' });
+    const status = h('input', { id: 'filter-status', name: 'status', type: 'text', inputmode: 'text', size: 6, value: current.status, spellcheck: 'false', dir: 'ltr' });
     const range = select({ id: 'filter-range', name: 'range' }, words(RANGE_OPTIONS), current.range);
     const since = h('input', { id: 'filter-since', name: 'since', type: 'datetime-local', value: rfc3339ToLocalInput(current.since) });
     const until = h('input', { id: 'filter-until', name: 'until', type: 'datetime-local', value: rfc3339ToLocalInput(current.until) });

@@ -12,7 +12,7 @@
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { clockSeconds, clockTime, countdown, dateTime, duration, prettyJson } from '../format.js';
-import { msg, t, tx } from '../i18n.js';
+import { msg, t, tc, tx } from '../i18n.js';
 import { announce, clearProblem, confirmAction, copyText, copyableId, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
 import { DEAD_REASONS, TRIGGERS, VERDICTS, httpStatus } from '../words.js';
 
@@ -101,7 +101,7 @@ export async function deliveryScreen(ctx) {
           endpoint?.url ?? delivery.endpoint_id,
         ),
       ],
-      [t('Created'), timeEl(delivery.created_at)],
+      [tc('date', 'Created'), timeEl(delivery.created_at)],
       [t('Attempts (this round)'), String(delivery.attempts)],
       [t('Last attempt'), delivery.last_attempt_at ? timeEl(delivery.last_attempt_at) : null],
       [t('Next attempt'), next],

@@ -44,9 +44,9 @@ export function advancedSettings(endpoint) {
   if (current === 'oauth2') kinds.push(['oauth2', t('OAuth2 client credentials ({token_url})', { token_url: auth.oauth2.token_url })]);
   if (current === 'tls') kinds.push(['tls', t('A client certificate')]);
   const authKind = select({ id: 'endpoint-auth', 'data-test': 'endpoint-auth' }, kinds, current);
-  const bearer = h('input', { id: 'endpoint-bearer', type: 'text', autocomplete: 'off', spellcheck: 'false', value: auth?.bearer ?? '' });
+  const bearer = h('input', { id: 'endpoint-bearer', type: 'text', autocomplete: 'off', spellcheck: 'false', dir: 'ltr', value: auth?.bearer ?? '' });
   const user = h('input', { id: 'endpoint-basic-user', type: 'text', autocomplete: 'off', value: auth?.basic?.username ?? '' });
-  const password = h('input', { id: 'endpoint-basic-password', type: 'text', autocomplete: 'off', spellcheck: 'false', value: auth?.basic?.password ?? '' });
+  const password = h('input', { id: 'endpoint-basic-password', type: 'text', autocomplete: 'off', spellcheck: 'false', dir: 'ltr', value: auth?.basic?.password ?? '' });
   const bearerField = field(t('Bearer token'), bearer, t('Sent as {header} with every request.', { header: 'Authorization: Bearer …' }));
   const basicFields = h('div', {}, field(t('User name'), user), field(t('Password'), password));
   const showAuth = () => {

@@ -6,7 +6,7 @@
 import { barChart } from '../chart.js';
 import { append, h, replace } from '../dom.js';
 import { integer, percent } from '../format.js';
-import { isolate, msg, t } from '../i18n.js';
+import { isolate, msg, t, tc } from '../i18n.js';
 import { facts, showProblem, problemSlot } from '../ui.js';
 import { DEAD_REASONS, DELIVERY_STATES } from '../words.js';
 
@@ -56,7 +56,7 @@ function windowFacts(w, sampleCap) {
   return [
     facts([
       [t('Attempts'), integer(w.attempts)],
-      [t('Delivered'), integer(w.delivered)],
+      [tc('count', 'Delivered'), integer(w.delivered)],
       [t('Success rate'), w.attempts ? percent(w.success_rate) : '—'],
       [t('Latency {percentile}', { percentile: 'p50' }), ms(latency.p50)],
       [t('Latency {percentile}', { percentile: 'p95' }), ms(latency.p95)],

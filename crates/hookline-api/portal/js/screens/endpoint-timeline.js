@@ -9,7 +9,7 @@ import * as api from '../api.js';
 import { timelineChart } from '../chart.js';
 import { append, h, replace } from '../dom.js';
 import { clockTime, dateTime, integer } from '../format.js';
-import { msg, t, tn } from '../i18n.js';
+import { msg, t, tc, tn } from '../i18n.js';
 import { loading, problemSlot, showProblem } from '../ui.js';
 import { DISABLED_REASONS } from '../words.js';
 
@@ -137,7 +137,7 @@ function table(buckets) {
       'table',
       { class: 'timeline-table' },
       h('caption', { class: 'visually-hidden' }, t('Attempts per period')),
-      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('From')), h('th', { scope: 'col' }, t('Delivered')), h('th', { scope: 'col' }, t('Failed')))),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, t('From')), h('th', { scope: 'col' }, tc('count', 'Delivered')), h('th', { scope: 'col' }, tc('count', 'Failed')))),
       h('tbody', {}, busy.map((b) => h('tr', {}, h('th', { scope: 'row' }, h('time', { datetime: b.start }, dateTime(b.start))), h('td', {}, integer(b.delivered)), h('td', {}, integer(b.failed))))),
     ),
   );

@@ -6,7 +6,7 @@
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { dateTime } from '../format.js';
-import { t } from '../i18n.js';
+import { t, tc } from '../i18n.js';
 import { hashFor } from '../router.js';
 import { copyableId, facts, loading, problemSlot, showProblem, statusBadge, timeEl } from '../ui.js';
 import { breakerWords, endpointStatus } from '../words.js';
@@ -82,7 +82,7 @@ export async function endpointScreen(ctx) {
         [t('Event types'), current.event_types ? h('span', { translate: 'no' }, current.event_types.join(', ')) : t('All event types')],
         [t('Payload filter'), current.filter ? h('code', { 'data-test': 'endpoint-filter' }, current.filter) : t('None')],
         [t('Rate limit'), current.rate_limit_per_sec ? t('{rate} per second', { rate: current.rate_limit_per_sec }) : t('None')],
-        [t('Created'), dateTime(current.created_at)],
+        [tc('date', 'Created'), dateTime(current.created_at)],
       ]),
       (actions.length > 0 || recover) && h('div', { class: 'actions' }, actions, recover),
       problem,
