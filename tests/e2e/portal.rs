@@ -298,6 +298,21 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
             t.starts_with("The body differs")
         })
         .await;
+    // By keyboard alone: the body put back as received (all of it selected
+    // and typed over), Tab to "Check", Enter: it verifies again.
+    browser
+        .run("document.getElementById('check-body').focus(); return null;")
+        .await;
+    browser.press("\u{E009}a\u{E009}").await;
+    browser.press(&got).await;
+    browser.press("\u{E004}").await;
+    assert_eq!(browser.focused().await, "signature-check");
+    browser.press("\u{E007}").await;
+    browser
+        .wait_text("[data-test=signature-result]", "it verifies again", |t| {
+            t.starts_with("The signature is right")
+        })
+        .await;
     browser.check_accessibility("endpoint").await;
     browser.screenshot("endpoint-light").await;
 
@@ -891,7 +906,6 @@ async fn a_read_only_session_sees_everything_and_can_change_nothing() {
                 )
                 .await;
             assert_eq!(roles, json!("table rowgroup row rowheader cell"));
-            browser.screenshot("deliveries-phone").await;
         }
     }
 
@@ -1366,7 +1380,21 @@ async fn a_session_says_before_it_ends_stays_when_asked_and_its_end_keeps_the_sc
         })
         .await;
     browser.check_accessibility("session notice").await;
-    browser.click("[data-test=session-stay]").await;
+    // By keyboard: from the screen's heading back (Shift+Tab) to "Stay
+    // signed in", above the page's content, and Enter.
+    browser
+        .run("document.querySelector('main h1').focus(); return null;")
+        .await;
+    let mut reached = false;
+    for _ in 0..20 {
+        browser.press("\u{E008}\u{E004}\u{E008}").await;
+        if browser.focused().await == "session-stay" {
+            reached = true;
+            break;
+        }
+    }
+    assert!(reached, "Stay signed in is reached by keyboard");
+    browser.press("\u{E007}").await;
     let after = wait_until(PATIENCE, "the renewed session", || async {
         let said = browser
             .run("return document.getElementById('session-notice').textContent;")

@@ -143,19 +143,47 @@ async fn the_app_chooses_hebrew_and_every_screen_reads_right_to_left() {
     assert_eq!(sides, json!(true), "the name sits right of the navigation");
     browser.close().await;
 
-    // On a phone too.
+    // On a phone too: every screen, in Hebrew and in English.
     let phone = Browser::start(390, 844).await;
     phone
-        .open_link(&portal_link(&app, &app_id, &["replay"]).await)
+        .open_link(&portal_link(&app, &app_id, &["endpoints", "secrets", "replay"]).await)
         .await;
     phone.wait_for("[data-test=nav-endpoints]").await;
-    show(&phone, &app, &app_id, "/deliveries").await;
-    let english = phone.english_left().await;
-    assert!(english.is_empty(), "deliveries on a phone: {english:#?}");
-    phone
-        .check_accessibility("deliveries (Hebrew, phone)")
+    for language in ["he", "en"] {
+        app.call(
+            Method::PATCH,
+            &format!("/v1/apps/{app_id}"),
+            Some(&json!({"portal": {"display_name": "Acme Webhooks", "language": language}})),
+            200,
+        )
         .await;
-    phone.screenshot("deliveries-he-phone").await;
+        for (route, name) in [
+            ("/status".to_owned(), "status"),
+            ("/endpoints".to_owned(), "endpoints"),
+            (format!("/endpoints/{endpoint_id}"), "endpoint"),
+            ("/deliveries".to_owned(), "deliveries"),
+            (format!("/deliveries/{dead}"), "delivery"),
+            ("/catalog".to_owned(), "catalog"),
+            ("/recover".to_owned(), "recover"),
+            ("/notifications".to_owned(), "notifications"),
+        ] {
+            show(&phone, &app, &app_id, &route).await;
+            let lang = phone.run("return document.documentElement.lang;").await;
+            assert_eq!(lang, json!(language), "{name}");
+            if language == "he" {
+                let english = phone.english_left().await;
+                assert!(english.is_empty(), "{name} on a phone: {english:#?}");
+            }
+            phone
+                .check_accessibility(&format!("{name} ({language}, phone)"))
+                .await;
+            let file = match language {
+                "he" => format!("{name}-he-phone"),
+                _ => format!("{name}-phone"),
+            };
+            phone.screenshot(&file).await;
+        }
+    }
     phone.close().await;
 }
 
