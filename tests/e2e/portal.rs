@@ -60,6 +60,21 @@ async fn short_link(
     format!("{}/portal/apps/{app_id}/#code={code}", app.base)
 }
 
+/// Every screen of a session with every capability (its route and name),
+/// with `endpoint` and `delivery` as the ones shown alone.
+pub(crate) fn every_screen(endpoint: &str, delivery: &str) -> [(String, &'static str); 8] {
+    [
+        ("/status".to_owned(), "status"),
+        ("/endpoints".to_owned(), "endpoints"),
+        (format!("/endpoints/{endpoint}"), "endpoint"),
+        ("/deliveries".to_owned(), "deliveries"),
+        (format!("/deliveries/{delivery}"), "delivery"),
+        ("/catalog".to_owned(), "catalog"),
+        ("/recover".to_owned(), "recover"),
+        ("/notifications".to_owned(), "notifications"),
+    ]
+}
+
 /// The portal's address of a screen (`#/…`) for `app`, once a session exists.
 pub(crate) fn screen(app: &TestApp, app_id: &str, route: &str) -> String {
     format!("{}/portal/apps/{app_id}/#{route}", app.base)
@@ -754,16 +769,7 @@ async fn a_customer_manages_endpoints_and_recovers_failed_deliveries() {
         200,
     )
     .await;
-    for (route, name) in [
-        ("/status".to_owned(), "status"),
-        ("/endpoints".to_owned(), "endpoints"),
-        (format!("/endpoints/{endpoint_id}"), "endpoint"),
-        ("/deliveries".to_owned(), "deliveries"),
-        (format!("/deliveries/{refused}"), "delivery"),
-        ("/catalog".to_owned(), "catalog"),
-        ("/recover".to_owned(), "recover"),
-        ("/notifications".to_owned(), "notifications"),
-    ] {
+    for (route, name) in every_screen(&endpoint_id, &refused) {
         browser.open(&screen(&app, &app_id, &route)).await;
         browser.client.refresh().await.unwrap();
         browser

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::browser::Browser;
 use crate::helpers::{Engine, Receiver, Reply, TestApp};
-use crate::portal::{catalog, portal_link, publish, screen};
+use crate::portal::{catalog, every_screen, portal_link, publish, screen};
 
 /// Any letter of the Hebrew alphabet.
 fn has_hebrew(text: &str) -> bool {
@@ -100,16 +100,7 @@ async fn the_app_chooses_hebrew_and_every_screen_reads_right_to_left() {
             200,
         )
         .await;
-        for (route, name) in [
-            ("/status".to_owned(), "status"),
-            ("/endpoints".to_owned(), "endpoints"),
-            (format!("/endpoints/{endpoint_id}"), "endpoint"),
-            ("/deliveries".to_owned(), "deliveries"),
-            (format!("/deliveries/{dead}"), "delivery"),
-            ("/catalog".to_owned(), "catalog"),
-            ("/recover".to_owned(), "recover"),
-            ("/notifications".to_owned(), "notifications"),
-        ] {
+        for (route, name) in every_screen(&endpoint_id, &dead) {
             show(&browser, &app, &app_id, &route).await;
             let dir = browser
                 .run("return [document.documentElement.dir, document.documentElement.dataset.theme ?? 'system'];")
@@ -157,16 +148,7 @@ async fn the_app_chooses_hebrew_and_every_screen_reads_right_to_left() {
             200,
         )
         .await;
-        for (route, name) in [
-            ("/status".to_owned(), "status"),
-            ("/endpoints".to_owned(), "endpoints"),
-            (format!("/endpoints/{endpoint_id}"), "endpoint"),
-            ("/deliveries".to_owned(), "deliveries"),
-            (format!("/deliveries/{dead}"), "delivery"),
-            ("/catalog".to_owned(), "catalog"),
-            ("/recover".to_owned(), "recover"),
-            ("/notifications".to_owned(), "notifications"),
-        ] {
+        for (route, name) in every_screen(&endpoint_id, &dead) {
             show(&phone, &app, &app_id, &route).await;
             let lang = phone.run("return document.documentElement.lang;").await;
             assert_eq!(lang, json!(language), "{name}");

@@ -229,53 +229,26 @@ fn marked(
 ) -> usize {
     if word == "tc" {
         // The context, then the text: `context|text` keys it.
-        let mut parts = Vec::new();
-        for _ in 0..2 {
-            i = skip_space(chars, i);
-            assert!(
-                matches!(chars.get(i), Some('\'' | '"')),
-                "{file}: tc( without its context and text as string literals"
-            );
-            let (text, end) = literal(chars, i, chars[i]);
-            parts.push(text);
-            i = skip_space(chars, end);
-            if chars.get(i) == Some(&',') {
-                i += 1;
-            }
-        }
+        let ([context, text], end) = two_literals(chars, i, file, word);
         found.push(Marked {
-            text: parts.join("|"),
+            text: format!("{context}|{text}"),
             file,
             count: false,
         });
-        return i;
+        return end;
     }
     if word == "tn" {
         // The count, then the one and the other form: the other keys it.
         while i < chars.len() && !matches!(chars[i], '\'' | '"' | '`' | ')') {
             i += 1;
         }
-        let mut forms = Vec::new();
-        for _ in 0..2 {
-            i = skip_space(chars, i);
-            assert!(
-                matches!(chars.get(i), Some('\'' | '"')),
-                "{file}: tn( without its two forms as string literals"
-            );
-            let (text, end) = literal(chars, i, chars[i]);
-            forms.push(text);
-            i = skip_space(chars, end);
-            if chars.get(i) == Some(&',') {
-                i += 1;
-            }
-        }
-        let other = forms.pop().expect("two forms");
+        let ([_one, other], end) = two_literals(chars, i, file, word);
         found.push(Marked {
             text: other,
             file,
             count: true,
         });
-        return i;
+        return end;
     }
     i = skip_space(chars, i);
     match chars.get(i) {
@@ -292,6 +265,25 @@ fn marked(
         // A text looked up in a table of `msg`s.
         _ => i,
     }
+}
+
+/// The two string literals (separated by a comma) from `i`, and where to go on.
+fn two_literals(chars: &[char], mut i: usize, file: &str, word: &str) -> ([String; 2], usize) {
+    let mut two = [String::new(), String::new()];
+    for text in &mut two {
+        i = skip_space(chars, i);
+        assert!(
+            matches!(chars.get(i), Some('\'' | '"')),
+            "{file}: {word}( without its two string literals"
+        );
+        let (literal, end) = literal(chars, i, chars[i]);
+        *text = literal;
+        i = skip_space(chars, end);
+        if chars.get(i) == Some(&',') {
+            i += 1;
+        }
+    }
+    (two, i)
 }
 
 /// Skips the template literal opening at `start`, scanning its `${…}`s as code.
