@@ -35,6 +35,7 @@ mod policy_contract;
 mod portal;
 mod portal_access;
 mod portal_languages;
+mod redis;
 mod sealing;
 mod store_contract;
 mod upgrade;

@@ -9,6 +9,9 @@
 //! - **Chromium and ChromeDriver** for the portal's browser tests: when either
 //!   is missing, Debian's `chromium` and `chromium-driver` are installed with
 //!   `apt-get` (as root; `HOOKLINE_TEST_INSTALL=never` forbids it).
+//! - **Redis** at 127.0.0.1:6379 for the Redis Streams destination: when
+//!   nothing answers there and `redis-server` is installed, one is started
+//!   (`redis-server --daemonize yes`, keeping nothing on disk).
 //!
 //! Each is done at most once per test process (a `OnceLock`; the other tests
 //! wait for it) and under a file lock across processes. Only the tests that
@@ -23,6 +26,60 @@ use std::time::{Duration, Instant};
 
 /// How long a started PostgreSQL may take to accept connections.
 const POSTGRES_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Makes sure Redis answers at 127.0.0.1:6379, starting this machine's
+/// `redis-server` there if nothing does. Panics, saying what to do, when it
+/// cannot.
+pub fn redis() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    if let Err(problem) = READY.get_or_init(ensure_redis) {
+        panic!("{problem}");
+    }
+}
+
+fn ensure_redis() -> Result<(), String> {
+    let answers = || std::net::TcpStream::connect("127.0.0.1:6379").is_ok();
+    if answers() {
+        return Ok(());
+    }
+    let install = "Redis is needed at 127.0.0.1:6379 for the Redis Streams tests: \
+                   install Debian's `redis-server`, or start one there";
+    let program = find_program(&["redis-server"]).ok_or_else(|| install.to_owned())?;
+    let _lock = machine_lock()?;
+    if !answers() {
+        let started = run(
+            program.to_str().unwrap_or("redis-server"),
+            &[
+                "--daemonize",
+                "yes",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                "6379",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+        )?;
+        if !started.status.success() {
+            return Err(format!(
+                "{install} (starting it failed: {})",
+                tail(&String::from_utf8_lossy(&started.stderr))
+            ));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !answers() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{install} (started, it did not answer within 20 s)"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
 
 /// Makes sure the PostgreSQL server of `url` accepts connections, starting
 /// this machine's cluster on its port if it does not. Panics, saying what to

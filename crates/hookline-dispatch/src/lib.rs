@@ -9,7 +9,8 @@
 //! # Layout
 //!
 //! - [`sender`]: the HTTP client — signing, SSRF-safe resolution, no redirects,
-//!   timeouts, bounded response capture.
+//!   timeouts, bounded response capture; [`mail`] and [`redis`] for the
+//!   endpoints that are not HTTP (`mailto:`, `redis://`).
 //! - `engine`: the dispatch loop, the bounded pool of in-flight sends and the
 //!   graceful drain.
 //! - [`turn`]: one turn — record finished attempts, then claim by the pure plan
@@ -21,6 +22,7 @@
 mod engine;
 pub mod mail;
 pub mod metrics;
+pub mod redis;
 pub mod room;
 pub mod sender;
 pub mod turn;

@@ -439,11 +439,31 @@ impl Sender {
                 ),
             };
         }
+        let id = delivery.event_id.as_str();
+        let destination = &delivery.destination;
+        if url.scheme() == "redis" {
+            let signature = destination
+                .signing
+                .signature_header(id, timestamp, &delivery.body);
+            let entry = crate::redis::Entry {
+                id,
+                timestamp,
+                signature: &signature,
+                body: &delivery.body,
+            };
+            let basic = destination.auth.as_deref().and_then(|a| a.basic.as_ref());
+            return crate::redis::send(
+                &url,
+                basic,
+                entry,
+                self.allow_private,
+                self.settings.request_timeout,
+            )
+            .await;
+        }
         if let Err((kind, message)) = self.check_destination(&url).await {
             return SendResult::failed(kind, message, started, None);
         }
-        let id = delivery.event_id.as_str();
-        let destination = &delivery.destination;
         let auth = destination.auth.as_deref();
         let client = match self.client_for(auth.and_then(|a| a.tls.as_ref())) {
             Ok(client) => client,

@@ -31,11 +31,25 @@ pub(crate) use hookline_types::{
 /// goes with (one `Authorization` only).
 fn validate_auth(
     state: &AppState,
+    url: &str,
     auth: Option<&OutboundAuth>,
     headers: &[(String, String)],
 ) -> ApiResult<()> {
     use hookline_core::destination::InvalidUrl;
     use hookline_core::outbound_auth::InvalidAuth;
+    // A Redis stream takes a user and password (AUTH), and no HTTP header.
+    if url.starts_with("redis://") {
+        if !headers.is_empty() {
+            return Err(ApiError::Validation(
+                "headers are sent over HTTP: a redis:// endpoint takes none".into(),
+            ));
+        }
+        if auth.is_some_and(|a| a.oauth2.is_some() || a.bearer.is_some() || a.tls.is_some()) {
+            return Err(ApiError::Validation(
+                "a redis:// endpoint's auth is `basic` only: its AUTH user and password".into(),
+            ));
+        }
+    }
     let Some(auth) = auth else {
         return Ok(());
     };
@@ -53,7 +67,8 @@ fn validate_auth(
     Ok(())
 }
 
-/// An endpoint URL: absolute http(s) with a host, no credentials, and — unless
+/// An endpoint URL: absolute http(s) with a host (or `redis://` naming its
+/// stream), no credentials, and — unless
 /// private destinations are allowed — not a literal private address or `localhost`.
 /// (Names are checked again where the connection is made.)
 pub(super) fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
@@ -178,7 +193,7 @@ pub(crate) async fn create(
     validate_rate_limit(new.rate_limit_per_sec)?;
     validate_max_in_flight(new.max_in_flight)?;
     let headers = validate_headers(new.headers.unwrap_or_default())?;
-    validate_auth(&state, new.auth.as_ref(), &headers)?;
+    validate_auth(&state, &url, new.auth.as_ref(), &headers)?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -406,7 +421,7 @@ pub(crate) async fn update(
         validate_max_in_flight(ceiling)?;
     }
     let headers = patch.headers.map(validate_headers).transpose()?;
-    if patch.auth.is_some() || headers.is_some() {
+    if patch.auth.is_some() || headers.is_some() || url.is_some() {
         // The endpoint as it will be: the patch over what it is.
         let auth = match &patch.auth {
             Some(auth) => auth.as_ref(),
@@ -414,6 +429,7 @@ pub(crate) async fn update(
         };
         validate_auth(
             &state,
+            url.as_deref().unwrap_or(&endpoint.url),
             auth,
             headers.as_deref().unwrap_or(&endpoint.headers),
         )?;
