@@ -120,6 +120,20 @@ fn fresh_stream(name: &str) -> String {
     )
 }
 
+/// Deletes `endpoint` (so the app's next publish goes to the next one alone).
+async fn delete_endpoint(app: &TestApp, app_id: &str, endpoint: &Value) {
+    app.call(
+        Method::DELETE,
+        &format!(
+            "/v1/apps/{app_id}/endpoints/{}",
+            endpoint["id"].as_str().unwrap()
+        ),
+        None,
+        204,
+    )
+    .await;
+}
+
 fn field<'a>(entry: &'a [(String, String)], name: &str) -> &'a str {
     entry
         .iter()
@@ -236,16 +250,7 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
         .await;
     assert_eq!(redis.entries(&taken).len(), 1);
     redis.command(&["DEL", &taken]);
-    app.call(
-        Method::DELETE,
-        &format!(
-            "/v1/apps/{app_id}/endpoints/{}",
-            endpoint["id"].as_str().unwrap()
-        ),
-        None,
-        204,
-    )
-    .await;
+    delete_endpoint(&app, &app_id, &endpoint).await;
 
     // A refused login: dead, with Redis's words.
     let stream = fresh_stream("login");
@@ -264,19 +269,10 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
     let said = attempts["data"][0]["response_body"].as_str().unwrap();
     assert!(said.contains("WRONGPASS"), "{said}");
     assert!(redis.entries(&stream).is_empty());
-    app.call(
-        Method::DELETE,
-        &format!(
-            "/v1/apps/{app_id}/endpoints/{}",
-            refused["id"].as_str().unwrap()
-        ),
-        None,
-        204,
-    )
-    .await;
+    delete_endpoint(&app, &app_id, &refused).await;
 
     // No Redis there: a connection error, retried (a second attempt follows
-    // the first; the delivery is not dead).
+    // the first, whose verdict was "retry").
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);

@@ -41,13 +41,23 @@ pub const MAX_URL: usize = 2048;
 /// they name) nor `localhost`. Names are checked again where the connection is
 /// made, after resolution. Returns the URL as it will be stored.
 pub fn check_url(raw: &str, allow_private: bool) -> Result<String, InvalidUrl> {
+    check(raw, allow_private, false)
+}
+
+/// An endpoint's URL: as [`check_url`], or a `redis://` URL naming a stream
+/// ([`RedisStream`]) under the same rules for its host.
+pub fn check_endpoint_url(raw: &str, allow_private: bool) -> Result<String, InvalidUrl> {
+    check(raw, allow_private, true)
+}
+
+fn check(raw: &str, allow_private: bool, redis: bool) -> Result<String, InvalidUrl> {
     if raw.len() > MAX_URL {
         return Err(InvalidUrl::TooLong);
     }
     let url = url::Url::parse(raw).map_err(|e| InvalidUrl::Malformed(e.to_string()))?;
     match url.scheme() {
         "http" | "https" => {}
-        "redis" => {
+        "redis" if redis => {
             RedisStream::of(&url)?;
         }
         _ => return Err(InvalidUrl::Scheme),
@@ -118,7 +128,16 @@ impl RedisStream {
     /// The stream a `redis://` URL names, or why it names none.
     pub fn of(url: &url::Url) -> Result<Self, InvalidUrl> {
         let wrong = |what: &str| InvalidUrl::RedisStream(format!("a redis:// url {what}"));
-        let host = url.host_str().ok_or(InvalidUrl::NoHost)?;
+        // Its host is opaque to the URL parser (redis is not a special
+        // scheme): read as an http one is, the name DNS gets is the one checked.
+        let host = url::Url::parse(&format!(
+            "http://{}/",
+            url.host_str().ok_or(InvalidUrl::NoHost)?
+        ))
+        .map_err(|e| InvalidUrl::Malformed(e.to_string()))?
+        .host_str()
+        .ok_or(InvalidUrl::NoHost)?
+        .to_owned();
         let db = match url.path().trim_start_matches('/') {
             "" => 0,
             db => db
@@ -252,27 +271,44 @@ mod tests {
         }
         // The rest of an endpoint URL's rules hold for it too.
         assert_eq!(
-            check_url("redis://:secret@cache.example.com/?stream=a", false),
+            check_endpoint_url("redis://:secret@cache.example.com/?stream=a", false),
             Err(InvalidUrl::Credentials)
         );
         assert_eq!(
-            check_url("redis://127.0.0.1/?stream=a", false),
+            check_endpoint_url("redis://127.0.0.1/?stream=a", false),
             Err(InvalidUrl::Forbidden)
         );
         assert_eq!(
-            check_url("redis://2130706433/?stream=a", false),
+            check_endpoint_url("redis://2130706433/?stream=a", false),
             Err(InvalidUrl::Forbidden),
             "127.0.0.1 in decimal"
         );
         assert_eq!(
-            check_url("redis://[::1]:6380/?stream=a", false),
+            check_endpoint_url("redis://[::1]:6380/?stream=a", false),
             Err(InvalidUrl::Forbidden)
         );
-        assert!(check_url("redis://127.0.0.1/?stream=a", true).is_ok());
+        assert!(check_endpoint_url("redis://127.0.0.1/?stream=a", true).is_ok());
         assert_eq!(
-            check_url("amqp://broker.example.com/", false),
+            check_endpoint_url("amqp://broker.example.com/", false),
             Err(InvalidUrl::Scheme)
         );
+        // Only an endpoint may be a stream: an OAuth2 token URL or a chat
+        // webhook is HTTP.
+        assert_eq!(
+            check_url("redis://cache.example.com/?stream=a", false),
+            Err(InvalidUrl::Scheme)
+        );
+        // The name resolved is the name checked: percent-decoded, punycode.
+        let host = |raw: &str| {
+            RedisStream::of(&url::Url::parse(raw).unwrap())
+                .unwrap()
+                .host
+        };
+        assert_eq!(
+            host("redis://b%C3%BCcher.example/?stream=a"),
+            "xn--bcher-kva.example"
+        );
+        assert_eq!(host("redis://[::1]:6380/?stream=a"), "::1");
     }
 
     /// Every kind of address the guard must refuse, and public ones beside

@@ -48,7 +48,12 @@ const PASSING: &[&str] = &[
     "READONLY",
     "OOM",
     "CLUSTERDOWN",
+    "MISCONF",
+    "NOREPLICAS",
 ];
+
+/// An `ERR` that passes: the server is full of clients for now.
+const TOO_MANY_CLIENTS: &str = "ERR max number of clients reached";
 
 /// Adds `entry` to the stream `url` names, within `timeout`.
 pub async fn send(
@@ -113,7 +118,16 @@ pub async fn send(
             signature,
             ..rejected(said, started)
         },
-        Ok(Err(Failure::Passing(kind, said))) => SendResult::failed(kind, said, started, signature),
+        Ok(Err(Failure::Passing(kind, said))) => {
+            // Nothing left before a connection was made: no signature was sent.
+            let sent = !matches!(
+                kind,
+                TransportError::Dns
+                    | TransportError::Connect
+                    | TransportError::DestinationForbidden
+            );
+            SendResult::failed(kind, said, started, signature.filter(|_| sent))
+        }
         Err(_) => SendResult::failed(
             TransportError::Timeout,
             format!("Redis did not answer within {} ms", timeout.as_millis()),
@@ -196,10 +210,11 @@ impl Connection {
             .await
             .map_err(lost)?;
         let line = self.line().await.map_err(lost)?;
-        let (kind, rest) = line.split_at(line.len().min(1));
-        match kind {
-            "+" | ":" => Ok(rest.to_owned()),
-            "$" => {
+        // The first byte says what the reply is (a server may send anything).
+        let rest = line.get(1..).unwrap_or_default();
+        match line.as_bytes().first() {
+            Some(b'+' | b':') => Ok(rest.to_owned()),
+            Some(b'$') => {
                 let length: usize = rest
                     .parse()
                     .map_err(|_| Failure::Refused(format!("Redis answered {line:?}")))?;
@@ -208,9 +223,9 @@ impl Connection {
                 value.truncate(length.min(MAX_LINE));
                 Ok(String::from_utf8_lossy(&value).into_owned())
             }
-            "-" => {
+            Some(b'-') => {
                 let code = rest.split(' ').next().unwrap_or_default();
-                if PASSING.contains(&code) {
+                if PASSING.contains(&code) || rest.starts_with(TOO_MANY_CLIENTS) {
                     Err(Failure::Passing(
                         TransportError::Io,
                         format!("Redis answered: {rest}"),
@@ -245,5 +260,71 @@ fn rejected(said: String, started: Instant) -> SendResult {
     SendResult {
         response_body: Some(said),
         ..SendResult::answered(Outcome::Rejected, started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A server on 127.0.0.1 that answers the first command with `reply`.
+    async fn server(reply: &'static [u8]) -> reqwest::Url {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = [0; 1024];
+            let _ = socket.read(&mut buffer).await;
+            let _ = socket.write_all(reply).await;
+        });
+        reqwest::Url::parse(&format!("redis://127.0.0.1:{port}/?stream=s")).unwrap()
+    }
+
+    async fn send_to(url: &reqwest::Url) -> SendResult {
+        let entry = Entry {
+            id: "msg_1",
+            timestamp: 1,
+            signature: "v1,x",
+            body: b"{}",
+        };
+        send(url, None, entry, true, Duration::from_secs(5)).await
+    }
+
+    #[tokio::test]
+    async fn what_redis_answers_decides_the_attempt() {
+        let added = send_to(&server(b"$15\r\n1733500000000-0\r\n").await).await;
+        assert_eq!(added.outcome, Outcome::Accepted);
+        assert_eq!(added.response_body.as_deref(), Some("XADD 1733500000000-0"));
+        let refused = send_to(&server(b"-WRONGTYPE Operation against a key\r\n").await).await;
+        assert_eq!(refused.outcome, Outcome::Rejected);
+        let loading = send_to(&server(b"-LOADING Redis is loading\r\n").await).await;
+        assert_eq!(loading.outcome, Outcome::Failed(TransportError::Io));
+        let full = send_to(&server(b"-ERR max number of clients reached\r\n").await).await;
+        assert_eq!(full.outcome, Outcome::Failed(TransportError::Io));
+        let gone = send_to(&server(b"").await).await;
+        assert_eq!(gone.outcome, Outcome::Failed(TransportError::Io));
+    }
+
+    /// A server that answers bytes no Redis would (not even UTF-8): dead,
+    /// said, never a panic of the sending task.
+    #[tokio::test]
+    async fn a_reply_that_is_not_redis_is_refused_not_a_panic() {
+        for reply in [
+            &b"\xff\xfe\r\n"[..],
+            b"\xc3\xa9t\xc3\xa9\r\n",
+            b"HTTP/1.1 200 OK\r\n",
+        ] {
+            let url = server(Box::leak(reply.to_vec().into_boxed_slice())).await;
+            let answer = send_to(&url).await;
+            assert_eq!(answer.outcome, Outcome::Rejected, "{reply:?}");
+            assert!(
+                answer
+                    .response_body
+                    .as_deref()
+                    .is_some_and(|said| said.starts_with("not a Redis answer")),
+                "{answer:?}"
+            );
+        }
     }
 }

@@ -442,6 +442,16 @@ impl Sender {
         let id = delivery.event_id.as_str();
         let destination = &delivery.destination;
         if url.scheme() == "redis" {
+            // A stream is reached directly: with an egress proxy (through which
+            // alone this deployment reaches out) it is refused, never sent around it.
+            if self.proxied.is_some() {
+                return SendResult {
+                    response_body: Some(
+                        "redis:// endpoints are not sent through the egress proxy, which this deployment uses for every destination".into(),
+                    ),
+                    ..SendResult::answered(Outcome::Rejected, started)
+                };
+            }
             let signature = destination
                 .signing
                 .signature_header(id, timestamp, &delivery.body);

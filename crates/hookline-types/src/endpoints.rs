@@ -32,7 +32,7 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct CreateEndpoint {
     #[schema(
-        pattern = r"^(https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}|redis://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?/?\?stream=[A-Za-z0-9._:-]{1,40})$"
+        pattern = r"^(https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}|redis://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[0-9])?/?\?stream=[A-Za-z0-9._:-]{1,40}(&maxlen=[1-9][0-9]{0,5})?)$"
     )]
     pub url: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -111,7 +111,7 @@ impl CreateEndpoint {
 #[serde(deny_unknown_fields)]
 pub struct UpdateEndpoint {
     #[schema(
-        pattern = r"^(https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}|redis://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?/?\?stream=[A-Za-z0-9._:-]{1,40})$"
+        pattern = r"^(https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}|redis://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[0-9])?/?\?stream=[A-Za-z0-9._:-]{1,40}(&maxlen=[1-9][0-9]{0,5})?)$"
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,

@@ -68,12 +68,29 @@ fn validate_auth(
 }
 
 /// An endpoint URL: absolute http(s) with a host (or `redis://` naming its
-/// stream), no credentials, and — unless
-/// private destinations are allowed — not a literal private address or `localhost`.
-/// (Names are checked again where the connection is made.)
+/// stream), no credentials, and — unless private destinations are allowed —
+/// not a literal private address or `localhost`. (Names are checked again
+/// where the connection is made.)
 pub(super) fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
-    use hookline_core::destination::{check_url, InvalidUrl};
-    check_url(raw, state.config.allow_private_destinations).map_err(|error| match error {
+    url_problem(hookline_core::destination::check_endpoint_url(
+        raw,
+        state.config.allow_private_destinations,
+    ))
+}
+
+/// A URL that is HTTP's alone (a chat's incoming webhook), under the same rules.
+pub(super) fn validate_http_url(state: &AppState, raw: &str) -> ApiResult<String> {
+    url_problem(hookline_core::destination::check_url(
+        raw,
+        state.config.allow_private_destinations,
+    ))
+}
+
+fn url_problem(
+    checked: Result<String, hookline_core::destination::InvalidUrl>,
+) -> ApiResult<String> {
+    use hookline_core::destination::InvalidUrl;
+    checked.map_err(|error| match error {
         InvalidUrl::Forbidden => ApiError::DestinationForbidden,
         other => ApiError::Validation(other.to_string()),
     })

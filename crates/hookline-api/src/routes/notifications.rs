@@ -14,7 +14,7 @@ use hookline_core::operational;
 use hookline_core::signing::EndpointSecret;
 use hookline_store::{Endpoint, NewEndpoint};
 
-use super::endpoints::validate_url;
+use super::endpoints::validate_http_url;
 use super::path_id;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
@@ -66,7 +66,7 @@ pub(crate) async fn create(
             notify::check_address(&new.to)
                 .map_err(|message| ApiError::Validation(format!("to: {message}")))?
         ),
-        Kind::Chat(_) => validate_url(&state, new.to.trim())?,
+        Kind::Chat(_) => validate_http_url(&state, new.to.trim())?,
     };
     let mut events = new
         .events
