@@ -17,6 +17,7 @@ both_engines!(
     a_redis_stream_gets_each_event_signed_and_in_order,
     refusals_are_dead_with_rediss_words_and_its_absence_is_retried,
     redis_endpoints_are_checked_when_saved,
+    a_stream_whose_name_resolves_to_loopback_is_refused_where_it_connects,
 );
 
 const REDIS: &str = "127.0.0.1:6379";
@@ -331,4 +332,28 @@ async fn redis_endpoints_are_checked_when_saved(engine: Engine) {
         app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
         json!([])
     );
+}
+
+/// With private destinations refused, a name that resolves to loopback (as
+/// after DNS rebinding) is refused where the connection is made: dead as
+/// `destination_forbidden`, and nothing reaches Redis. The store is written
+/// directly to get such an endpoint past the API's check.
+async fn a_stream_whose_name_resolves_to_loopback_is_refused_where_it_connects(engine: Engine) {
+    let mut redis = Redis::connect();
+    let app = TestApp::spawn_with(engine, |c| c.allow_private_destinations = false).await;
+    let app_id = app.create_app().await;
+    let stream = fresh_stream("rebound");
+    app.create_endpoint_in_store(&app_id, &format!("redis://localhost:6379/?stream={stream}"))
+        .await;
+    let delivery = app
+        .publish(&app_id, "order.paid", json!({"order": 1}))
+        .await["deliveries"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let dead = app
+        .wait_for_delivery_state(&app_id, &delivery, "dead")
+        .await;
+    assert_eq!(dead["dead_reason"], "destination_forbidden", "{dead}");
+    assert!(redis.entries(&stream).is_empty());
 }
