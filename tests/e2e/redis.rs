@@ -121,6 +121,13 @@ fn fresh_stream(name: &str) -> String {
     )
 }
 
+/// The attempts of `delivery`, once it is dead.
+async fn dead_with_attempts(app: &TestApp, app_id: &str, delivery: &str) -> Value {
+    app.wait_for_delivery_state(app_id, delivery, "dead").await;
+    app.get(&format!("/v1/apps/{app_id}/deliveries/{delivery}/attempts"))
+        .await
+}
+
 /// Deletes `endpoint` (so the app's next publish goes to the next one alone).
 async fn delete_endpoint(app: &TestApp, app_id: &str, endpoint: &Value) {
     app.call(
@@ -232,10 +239,7 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
         .create_endpoint(&app_id, &format!("redis://{REDIS}/?stream={taken}"))
         .await;
     let dead = publish_one(app_id.clone()).await;
-    app.wait_for_delivery_state(&app_id, &dead, "dead").await;
-    let attempts = app
-        .get(&format!("/v1/apps/{app_id}/deliveries/{dead}/attempts"))
-        .await;
+    let attempts = dead_with_attempts(&app, &app_id, &dead).await;
     assert_eq!(attempts["data"].as_array().unwrap().len(), 1, "not retried");
     let said = attempts["data"][0]["response_body"].as_str().unwrap();
     assert!(said.contains("WRONGTYPE"), "{said}");
@@ -263,10 +267,7 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
         )
         .await;
     let dead = publish_one(app_id.clone()).await;
-    app.wait_for_delivery_state(&app_id, &dead, "dead").await;
-    let attempts = app
-        .get(&format!("/v1/apps/{app_id}/deliveries/{dead}/attempts"))
-        .await;
+    let attempts = dead_with_attempts(&app, &app_id, &dead).await;
     let said = attempts["data"][0]["response_body"].as_str().unwrap();
     assert!(said.contains("WRONGPASS"), "{said}");
     assert!(redis.entries(&stream).is_empty());

@@ -97,7 +97,7 @@ impl Mailer {
         let started = Instant::now();
         let to = match to.parse::<Mailbox>() {
             Ok(to) => to,
-            Err(e) => return rejected(format!("not a mail address: {e}"), started),
+            Err(e) => return SendResult::rejected(format!("not a mail address: {e}"), started),
         };
         let mut text = message.text.clone();
         if let Some((url, label)) = &message.link {
@@ -113,7 +113,7 @@ impl Mailer {
             .body(text);
         let mail = match mail {
             Ok(mail) => mail,
-            Err(e) => return rejected(e.to_string(), started),
+            Err(e) => return SendResult::rejected(e.to_string(), started),
         };
         match self.transport.send(mail).await {
             Ok(response) => SendResult {
@@ -128,7 +128,7 @@ impl Mailer {
             // (authentication, TLS required, a policy at connect) is the
             // operator's set-up: retried, so fixing it loses no notice.
             Err(error) if error.is_permanent() && refuses_the_mailbox(&error) => {
-                rejected(error.to_string(), started)
+                SendResult::rejected(error.to_string(), started)
             }
             Err(error) => {
                 let kind = if error.is_timeout() {
@@ -158,14 +158,6 @@ fn reply(code: String, lines: Vec<&str>) -> String {
         .chain(lines)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Refused for good: what the server said is the attempt's response.
-fn rejected(said: String, started: Instant) -> SendResult {
-    SendResult {
-        response_body: Some(said),
-        ..SendResult::answered(Outcome::Rejected, started)
-    }
 }
 
 #[cfg(test)]

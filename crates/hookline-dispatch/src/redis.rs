@@ -67,7 +67,7 @@ pub async fn send(
     let signature = Some(entry.signature.to_owned());
     let target = match RedisStream::of(url) {
         Ok(target) => target,
-        Err(error) => return rejected(error.to_string(), started),
+        Err(error) => return SendResult::rejected(error.to_string(), started),
     };
     let attempt = async {
         let mut connection = connect(&target, allow_private).await?;
@@ -116,7 +116,7 @@ pub async fn send(
         },
         Ok(Err(Failure::Refused(said))) => SendResult {
             signature,
-            ..rejected(said, started)
+            ..SendResult::rejected(said, started)
         },
         Ok(Err(Failure::Passing(kind, said))) => {
             // Nothing left before a connection was made: no signature was sent.
@@ -252,14 +252,6 @@ impl Connection {
             line.pop();
         }
         Ok(String::from_utf8_lossy(&line).into_owned())
-    }
-}
-
-/// Refused for good: what Redis said is the attempt's response.
-fn rejected(said: String, started: Instant) -> SendResult {
-    SendResult {
-        response_body: Some(said),
-        ..SendResult::answered(Outcome::Rejected, started)
     }
 }
 

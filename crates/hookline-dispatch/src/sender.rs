@@ -132,6 +132,15 @@ impl SendResult {
         }
     }
 
+    /// A destination that is not HTTP refused for good: what it said is the
+    /// attempt's response.
+    pub(crate) fn rejected(said: String, started: Instant) -> Self {
+        Self {
+            response_body: Some(said),
+            ..Self::answered(Outcome::Rejected, started)
+        }
+    }
+
     pub(crate) fn failed(
         kind: TransportError,
         message: String,
@@ -445,12 +454,10 @@ impl Sender {
             // A stream is reached directly: with an egress proxy (through which
             // alone this deployment reaches out) it is refused, never sent around it.
             if self.proxied.is_some() {
-                return SendResult {
-                    response_body: Some(
-                        "redis:// endpoints are not sent through the egress proxy, which this deployment uses for every destination".into(),
-                    ),
-                    ..SendResult::answered(Outcome::Rejected, started)
-                };
+                return SendResult::rejected(
+                    "redis:// endpoints are not sent through the egress proxy, which this deployment uses for every destination".into(),
+                    started,
+                );
             }
             let signature = destination
                 .signing
