@@ -23,7 +23,7 @@ use crate::helpers::{
     assert_scrubbed, both_engines, create, free_port, wait_until, Engine, Process, Receiver, Reply,
     TestDb, ADMIN_TOKEN,
 };
-use crate::history::{self, Outcome, Publish, Subscriber};
+use crate::history::{self, Inbox, Outcome, Publish, Subscriber};
 
 both_engines!(
     sigkill_at_random_loses_nothing,
@@ -107,12 +107,12 @@ async fn endpoint(
     name: &'static str,
     app: &str,
     event_types: Option<Vec<&str>>,
-    receiver: Receiver,
+    inbox: Inbox,
 ) -> Subscriber {
     let mut body = json!({
         "ordering_on_dead": "block",
         "max_in_flight": IN_FLIGHT,
-        "url": receiver.url,
+        "url": inbox.url(),
     });
     if let Some(types) = &event_types {
         body["event_types"] = json!(types);
@@ -124,13 +124,13 @@ async fn endpoint(
         id: created["id"].as_str().unwrap().to_owned(),
         secret: created["secret"].as_str().unwrap().to_owned(),
         event_types: event_types.map(|t| t.into_iter().map(String::from).collect()),
-        receiver,
+        inbox,
     }
 }
 
-/// The run's apps and endpoints: app a with three endpoints — every type,
-/// `order.paid` only (flaky: every third answer 503), `order.shipped` only —
-/// and app b with one.
+/// The run's apps and endpoints: app a with four endpoints — every type,
+/// `order.paid` only (flaky: every third answer 503), `order.shipped` only,
+/// and every type into a RabbitMQ queue — and app b with one.
 struct World {
     app_a: String,
     app_b: String,
@@ -156,14 +156,22 @@ async fn world(http: &reqwest::Client, base: &str) -> World {
     })
     .await;
     let subscribers = vec![
-        endpoint(http, base, "a/all", &app_a, None, Receiver::start().await).await,
+        endpoint(
+            http,
+            base,
+            "a/all",
+            &app_a,
+            None,
+            Inbox::Http(Receiver::start().await),
+        )
+        .await,
         endpoint(
             http,
             base,
             "a/paid (flaky)",
             &app_a,
             Some(vec!["order.paid"]),
-            flaky,
+            Inbox::Http(flaky),
         )
         .await,
         endpoint(
@@ -172,10 +180,29 @@ async fn world(http: &reqwest::Client, base: &str) -> World {
             "a/shipped",
             &app_a,
             Some(vec!["order.shipped"]),
-            Receiver::start().await,
+            Inbox::Http(Receiver::start().await),
         )
         .await,
-        endpoint(http, base, "b/all", &app_b, None, Receiver::start().await).await,
+        // A broker beside the HTTP receivers: its confirms are the answers
+        // a killed process may not have recorded.
+        endpoint(
+            http,
+            base,
+            "a/all (RabbitMQ)",
+            &app_a,
+            None,
+            Inbox::RabbitMq(crate::brokers::Queue::start("faults").await),
+        )
+        .await,
+        endpoint(
+            http,
+            base,
+            "b/all",
+            &app_b,
+            None,
+            Inbox::Http(Receiver::start().await),
+        )
+        .await,
     ];
     World {
         app_a,
@@ -398,7 +425,7 @@ async fn sigkill_at_random_loses_nothing(engine: Engine) {
             "a secret's key",
             subscriber.secret["whsec_".len()..].to_owned(),
         ));
-        for receipt in subscriber.receiver.requests().iter().take(50) {
+        for receipt in subscriber.inbox.requests().iter().take(50) {
             for signature in receipt.header("webhook-signature").split(' ') {
                 secrets.push((
                     "a signature",
@@ -917,7 +944,7 @@ async fn postgres_stopped_with_m_immediate_loses_nothing() {
         world
             .subscribers
             .iter()
-            .map(|s| s.receiver.requests().len())
+            .map(|s| s.inbox.requests().len())
             .sum()
     };
     let before = receipts(&world);

@@ -51,7 +51,32 @@ pub struct Subscriber {
     pub secret: String,
     /// `None`: every type.
     pub event_types: Option<Vec<String>>,
-    pub receiver: Receiver,
+    pub inbox: Inbox,
+}
+
+/// Where a subscriber's deliveries arrive: an HTTP receiver, or a RabbitMQ
+/// queue (an `amqp://` endpoint) that a consumer reads.
+pub enum Inbox {
+    Http(Receiver),
+    RabbitMq(crate::brokers::Queue),
+}
+
+impl Inbox {
+    /// The endpoint URL that delivers here.
+    pub fn url(&self) -> &str {
+        match self {
+            Self::Http(receiver) => &receiver.url,
+            Self::RabbitMq(queue) => &queue.url,
+        }
+    }
+
+    /// Everything that arrived, in order.
+    pub fn requests(&self) -> Vec<crate::helpers::Received> {
+        match self {
+            Self::Http(receiver) => receiver.requests(),
+            Self::RabbitMq(queue) => queue.requests(),
+        }
+    }
 }
 
 impl Subscriber {
@@ -171,7 +196,7 @@ pub fn check(
         let mut done: HashMap<&str, HashSet<u64>> = HashMap::new();
         // ordering key → sequences received here so far.
         let mut seen: HashMap<&str, HashSet<u64>> = HashMap::new();
-        let receipts = subscriber.receiver.requests();
+        let receipts = subscriber.inbox.requests();
         report.receipts += receipts.len();
         let verifier = standardwebhooks::Webhook::new(&subscriber.secret).expect("a whsec_ secret");
         for (n, receipt) in receipts.iter().enumerate() {
@@ -436,7 +461,7 @@ mod self_test {
             id: "ep_1".into(),
             secret: SECRET.into(),
             event_types: None,
-            receiver,
+            inbox: Inbox::Http(receiver),
         }];
         let dead = HashSet::from([("ep_1".to_owned(), "evt_dead".to_owned())]);
         let report = check(&publishes, &subscribers, &dead);

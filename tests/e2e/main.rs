@@ -10,6 +10,8 @@ mod smtp;
 
 mod access;
 mod api;
+mod aws;
+mod brokers;
 mod catalog;
 mod client;
 mod clock;

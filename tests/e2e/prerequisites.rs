@@ -9,9 +9,14 @@
 //! - **Chromium and ChromeDriver** for the portal's browser tests: when either
 //!   is missing, Debian's `chromium` and `chromium-driver` are installed with
 //!   `apt-get` (as root; `HOOKLINE_TEST_INSTALL=never` forbids it).
-//! - **Redis** at 127.0.0.1:6379 for the Redis Streams destination: when
-//!   nothing answers there and `redis-server` is installed, one is started
-//!   (`redis-server --daemonize yes`, keeping nothing on disk).
+//! - **The brokers** for the broker destinations, each started when nothing
+//!   answers at its address and it is installed: Redis at 127.0.0.1:6379
+//!   (`redis-server --daemonize yes`, keeping nothing on disk), NATS with
+//!   JetStream at 127.0.0.1:4222 (`nats-server -js`, its store under
+//!   /var/tmp), RabbitMQ at 127.0.0.1:5672 (`service rabbitmq-server start`).
+//! - **moto** (the AWS stand-in, from PyPI) for the Amazon SQS and SNS
+//!   destinations: started in server mode on a free port for the test
+//!   process, and installed with pip first when Python cannot import it.
 //!
 //! Each is done at most once per test process (a `OnceLock`; the other tests
 //! wait for it) and under a file lock across processes. Only the tests that
@@ -32,53 +37,203 @@ const POSTGRES_PATIENCE: Duration = Duration::from_secs(60);
 /// cannot.
 pub fn redis() {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    if let Err(problem) = READY.get_or_init(ensure_redis) {
+    let redis = Service {
+        what: "Redis is needed at 127.0.0.1:6379 for the Redis Streams tests: \
+               install Debian's `redis-server`, or start one there",
+        address: "127.0.0.1:6379",
+        program: "redis-server",
+        start: &[
+            "--daemonize",
+            "yes",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            "6379",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+        detach: false,
+    };
+    if let Err(problem) = READY.get_or_init(|| redis.ensure()) {
         panic!("{problem}");
     }
 }
 
-fn ensure_redis() -> Result<(), String> {
-    let answers = || std::net::TcpStream::connect("127.0.0.1:6379").is_ok();
-    if answers() {
-        return Ok(());
+/// Makes sure NATS with JetStream answers at 127.0.0.1:4222, starting this
+/// machine's `nats-server -js` there if nothing does (its store under
+/// /var/tmp). Panics, saying what to do, when it cannot.
+pub fn nats() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let nats = Service {
+        what: "NATS with JetStream is needed at 127.0.0.1:4222 for the NATS tests: \
+               install Debian's `nats-server`, or start `nats-server -js` there",
+        address: "127.0.0.1:4222",
+        program: "nats-server",
+        start: &[
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "4222",
+            "-js",
+            "-sd",
+            "/var/tmp/hookline-test-nats",
+        ],
+        detach: true,
+    };
+    if let Err(problem) = READY.get_or_init(|| nats.ensure()) {
+        panic!("{problem}");
     }
-    let install = "Redis is needed at 127.0.0.1:6379 for the Redis Streams tests: \
-                   install Debian's `redis-server`, or start one there";
-    let program = find_program(&["redis-server"]).ok_or_else(|| install.to_owned())?;
-    let _lock = machine_lock()?;
-    if !answers() {
-        let started = run(
-            program.to_str().unwrap_or("redis-server"),
-            &[
-                "--daemonize",
-                "yes",
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                "6379",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-        )?;
-        if !started.status.success() {
+}
+
+/// Makes sure RabbitMQ answers at 127.0.0.1:5672, starting this machine's
+/// `rabbitmq-server` service if nothing does. Panics, saying what to do,
+/// when it cannot.
+pub fn rabbitmq() {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    let rabbitmq = Service {
+        what: "RabbitMQ is needed at 127.0.0.1:5672 (user guest/guest) for the RabbitMQ tests: \
+               install Debian's `rabbitmq-server`, or start it (`service rabbitmq-server start`)",
+        address: "127.0.0.1:5672",
+        program: "service",
+        start: &["rabbitmq-server", "start"],
+        detach: false,
+    };
+    if let Err(problem) = READY.get_or_init(|| rabbitmq.ensure()) {
+        panic!("{problem}");
+    }
+}
+
+/// The port of `moto` in server mode (the AWS stand-in, from PyPI), started
+/// on 127.0.0.1 for this test process and stopped when it ends; installed
+/// with pip when Python cannot import it (unless `HOOKLINE_TEST_INSTALL=never`).
+/// Panics, saying what to do, when it cannot.
+pub fn moto() -> u16 {
+    static PORT: OnceLock<Result<u16, String>> = OnceLock::new();
+    match PORT.get_or_init(start_moto) {
+        Ok(port) => *port,
+        Err(problem) => panic!("{problem}"),
+    }
+}
+
+fn start_moto() -> Result<u16, String> {
+    let by_hand = "moto in server mode is needed for the Amazon SQS and SNS tests: \
+                   `python3 -m pip install 'moto[server]'`";
+    let importable = || {
+        Command::new("python3")
+            .args(["-c", "import moto.server, flask"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if !importable() {
+        if std::env::var("HOOKLINE_TEST_INSTALL").as_deref() == Ok("never") {
             return Err(format!(
-                "{install} (starting it failed: {})",
-                tail(&String::from_utf8_lossy(&started.stderr))
+                "{by_hand} (HOOKLINE_TEST_INSTALL=never: not installed by the tests)"
             ));
         }
+        let _lock = machine_lock()?;
+        if !importable() {
+            let installed = run(
+                "python3",
+                &["-m", "pip", "install", "--quiet", "moto[server]"],
+            )?;
+            if !installed.status.success() {
+                return Err(format!(
+                    "{by_hand} (installing it failed: {})",
+                    tail(&String::from_utf8_lossy(&installed.stderr))
+                ));
+            }
+        }
     }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !answers() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map_err(|e| format!("a free port for moto: {e}"))?
+        .port();
+    // A watcher stops it once this test process is gone.
+    let script = format!(
+        "python3 -m moto.server -H 127.0.0.1 -p {port} >/dev/null 2>&1 & server=$!; \
+         while kill -0 {parent} 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done; \
+         kill $server 2>/dev/null",
+        parent = std::process::id()
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{by_hand} (starting it failed: {e})"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         if Instant::now() > deadline {
             return Err(format!(
-                "{install} (started, it did not answer within 20 s)"
+                "{by_hand} (started, it did not answer within 30 s)"
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    Ok(())
+    Ok(port)
+}
+
+/// A server the suite talks to, and how to start it on this machine.
+struct Service {
+    /// What is needed, and how to get it, for the failure's message.
+    what: &'static str,
+    address: &'static str,
+    program: &'static str,
+    start: &'static [&'static str],
+    /// The program runs in the foreground: spawned and left running.
+    detach: bool,
+}
+
+impl Service {
+    /// How long a started server may take to answer (RabbitMQ's boot is slow).
+    const PATIENCE: Duration = Duration::from_secs(60);
+
+    fn ensure(&self) -> Result<(), String> {
+        let answers = || std::net::TcpStream::connect(self.address).is_ok();
+        if answers() {
+            return Ok(());
+        }
+        let program = find_program(&[self.program]).ok_or_else(|| self.what.to_owned())?;
+        let program = program.to_str().unwrap_or(self.program);
+        let _lock = machine_lock()?;
+        if !answers() {
+            if self.detach {
+                Command::new(program)
+                    .args(self.start)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| format!("{} (starting it failed: {e})", self.what))?;
+            } else {
+                let started = run(program, self.start)?;
+                if !started.status.success() {
+                    return Err(format!(
+                        "{} (starting it failed: {})",
+                        self.what,
+                        tail(&String::from_utf8_lossy(&started.stderr))
+                    ));
+                }
+            }
+        }
+        let deadline = Instant::now() + Self::PATIENCE;
+        while !answers() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} (started, it did not answer within {} s)",
+                    self.what,
+                    Self::PATIENCE.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
 }
 
 /// Makes sure the PostgreSQL server of `url` accepts connections, starting

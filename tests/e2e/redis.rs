@@ -11,6 +11,10 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use crate::brokers::{
+    absence_is_retried, assert_signed_in_order, closed_port, delete_endpoint, fresh_name, header,
+    publish_one, publish_ordered, refused_at_once, replay, succeeded_saying, Received,
+};
 use crate::helpers::{both_engines, wait_until, Engine, TestApp};
 
 both_engines!(
@@ -115,39 +119,19 @@ impl Redis {
 
 /// A stream key no other test (or run) uses.
 fn fresh_stream(name: &str) -> String {
-    format!(
-        "hookline-test-{name}-{}",
-        hookline_core::ids::EventId::generate()
-    )
+    fresh_name(name)
 }
 
-/// The attempts of `delivery`, once it is dead.
-async fn dead_with_attempts(app: &TestApp, app_id: &str, delivery: &str) -> Value {
-    app.wait_for_delivery_state(app_id, delivery, "dead").await;
-    app.get(&format!("/v1/apps/{app_id}/deliveries/{delivery}/attempts"))
-        .await
-}
-
-/// Deletes `endpoint` (so the app's next publish goes to the next one alone).
-async fn delete_endpoint(app: &TestApp, app_id: &str, endpoint: &Value) {
-    app.call(
-        Method::DELETE,
-        &format!(
-            "/v1/apps/{app_id}/endpoints/{}",
-            endpoint["id"].as_str().unwrap()
-        ),
-        None,
-        204,
-    )
-    .await;
+/// The entries as messages: each its fields but `body`, and its body.
+fn as_messages(entries: &[Vec<(String, String)>]) -> Vec<Received> {
+    entries
+        .iter()
+        .map(|entry| (entry.clone(), field(entry, "body").as_bytes().to_vec()))
+        .collect()
 }
 
 fn field<'a>(entry: &'a [(String, String)], name: &str) -> &'a str {
-    entry
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or_else(|| panic!("no {name} in {entry:?}"))
+    header(entry, name)
 }
 
 async fn a_redis_stream_gets_each_event_signed_and_in_order(engine: Engine) {
@@ -161,18 +145,7 @@ async fn a_redis_stream_gets_each_event_signed_and_in_order(engine: Engine) {
             &format!("redis://{REDIS}/?stream={stream}&maxlen=1000"),
         )
         .await;
-    let mut ids = Vec::new();
-    for n in 0..5 {
-        let published = app
-            .call(
-                Method::POST,
-                &format!("/v1/apps/{app_id}/events"),
-                Some(&json!({"event_type": "order.updated", "payload": {"n": n}, "ordering_key": "order-42"})),
-                202,
-            )
-            .await;
-        ids.push(published["id"].as_str().unwrap().to_owned());
-    }
+    let ids = publish_ordered(&app, &app_id, 5).await;
     let entries = wait_until(Duration::from_secs(30), "five entries", || {
         let entries = redis.entries(&stream);
         async move { (entries.len() == 5).then_some(entries) }
@@ -180,35 +153,13 @@ async fn a_redis_stream_gets_each_event_signed_and_in_order(engine: Engine) {
     .await;
     // In publish order, each signed: a Standard Webhooks verifier accepts it
     // with the endpoint's secret, over the body as added.
-    let verifier = standardwebhooks::Webhook::new(endpoint["secret"].as_str().unwrap()).unwrap();
-    for (n, (entry, id)) in entries.iter().zip(&ids).enumerate() {
-        assert_eq!(field(entry, "webhook-id"), id);
+    assert_signed_in_order(&endpoint, &ids, &as_messages(&entries));
+    for entry in &entries {
         assert_eq!(field(entry, "content-type"), "application/json");
-        let body: Value = serde_json::from_str(field(entry, "body")).unwrap();
-        assert_eq!(body["type"], "order.updated");
-        assert_eq!(body["data"], json!({"n": n}));
-        let mut headers = axum::http::HeaderMap::new();
-        for name in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
-            headers.insert(name, field(entry, name).parse().unwrap());
-        }
-        verifier
-            .verify(field(entry, "body").as_bytes(), &headers)
-            .expect("the entry's signature verifies");
     }
     // Each delivery succeeded, and its attempt says which entry it made.
-    for id in &ids {
-        let deliveries =
-            app.get(&format!("/v1/apps/{app_id}/events/{id}")).await["deliveries"].clone();
-        let delivery = deliveries[0]["id"].as_str().unwrap().to_owned();
-        app.wait_for_delivery_state(&app_id, &delivery, "succeeded")
-            .await;
-        let attempts = app
-            .get(&format!("/v1/apps/{app_id}/deliveries/{delivery}/attempts"))
-            .await;
-        let said = attempts["data"][0]["response_body"]
-            .as_str()
-            .unwrap_or_default();
-        assert!(said.starts_with("XADD "), "{attempts}");
+    for said in succeeded_saying(&app, &app_id, &ids).await {
+        assert!(said.starts_with("XADD "), "{said}");
     }
     redis.command(&["DEL", &stream]);
 }
@@ -217,16 +168,6 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
     let mut redis = Redis::connect();
     let app = TestApp::spawn(engine).await;
     let app_id = app.create_app().await;
-    let publish_one = |app_id: String| {
-        let app = &app;
-        async move {
-            app.publish(&app_id, "order.paid", json!({"order": 1}))
-                .await["deliveries"][0]["id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        }
-    };
 
     // A key that is not a stream: dead at once, with Redis's words; once the
     // key is free, a replay from the dead-letter queue adds the entry.
@@ -238,21 +179,11 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
     let endpoint = app
         .create_endpoint(&app_id, &format!("redis://{REDIS}/?stream={taken}"))
         .await;
-    let dead = publish_one(app_id.clone()).await;
-    let attempts = dead_with_attempts(&app, &app_id, &dead).await;
-    assert_eq!(attempts["data"].as_array().unwrap().len(), 1, "not retried");
-    let said = attempts["data"][0]["response_body"].as_str().unwrap();
+    let dead = publish_one(&app, &app_id).await;
+    let said = refused_at_once(&app, &app_id, &dead).await;
     assert!(said.contains("WRONGTYPE"), "{said}");
     redis.command(&["DEL", &taken]);
-    app.call(
-        Method::POST,
-        &format!("/v1/apps/{app_id}/deliveries/{dead}/replay"),
-        None,
-        202,
-    )
-    .await;
-    app.wait_for_delivery_state(&app_id, &dead, "succeeded")
-        .await;
+    replay(&app, &app_id, &dead).await;
     assert_eq!(redis.entries(&taken).len(), 1);
     redis.command(&["DEL", &taken]);
     delete_endpoint(&app, &app_id, &endpoint).await;
@@ -266,34 +197,21 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
             json!({"auth": {"basic": {"username": "nobody", "password": "wrong"}}}),
         )
         .await;
-    let dead = publish_one(app_id.clone()).await;
-    let attempts = dead_with_attempts(&app, &app_id, &dead).await;
-    let said = attempts["data"][0]["response_body"].as_str().unwrap();
+    let dead = publish_one(&app, &app_id).await;
+    let said = refused_at_once(&app, &app_id, &dead).await;
     assert!(said.contains("WRONGPASS"), "{said}");
     assert!(redis.entries(&stream).is_empty());
     delete_endpoint(&app, &app_id, &refused).await;
 
     // No Redis there: a connection error, retried (a second attempt follows
     // the first, whose verdict was "retry").
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
-    app.create_endpoint(&app_id, &format!("redis://127.0.0.1:{port}/?stream=away"))
-        .await;
-    let waiting = publish_one(app_id.clone()).await;
-    let attempts = wait_until(Duration::from_secs(30), "a retry", || async {
-        let attempts = app
-            .get(&format!("/v1/apps/{app_id}/deliveries/{waiting}/attempts"))
-            .await;
-        let attempts = attempts["data"].as_array().unwrap().clone();
-        (attempts.len() >= 2).then_some(attempts)
-    })
+    absence_is_retried(
+        &app,
+        &app_id,
+        &format!("redis://127.0.0.1:{}/?stream=away", closed_port()),
+        json!({}),
+    )
     .await;
-    // Newest first: the first attempt's verdict was "retry" (Redis away is
-    // not a refusal).
-    let first = attempts.last().unwrap();
-    assert_eq!(first["error_kind"], "connect", "{first}");
-    assert_eq!(first["verdict"], "retry", "{first}");
 }
 
 async fn redis_endpoints_are_checked_when_saved(engine: Engine) {
@@ -326,7 +244,7 @@ async fn redis_endpoints_are_checked_when_saved(engine: Engine) {
         refused(json!({"url": format!("redis://{REDIS}/?stream=a"), "headers": {"x-team": "a"}}))
             .await;
     assert!(said.contains("headers"), "{said}");
-    let said = refused(json!({"url": "amqp://127.0.0.1/"})).await;
+    let said = refused(json!({"url": "amqps://127.0.0.1/"})).await;
     assert!(said.contains("redis"), "{said}");
     // Nothing was made.
     assert_eq!(

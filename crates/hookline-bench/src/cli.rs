@@ -15,6 +15,17 @@ pub enum StoreKind {
     Postgres,
 }
 
+/// What the endpoints are: where Hookline delivers, and what this tool receives from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Destination {
+    /// HTTP endpoints on the in-process sink (127.0.0.1, answers 200 at once).
+    Http,
+    /// `amqp://` endpoints on a fresh topic exchange of the RabbitMQ at --amqp-url, whose
+    /// queue this tool consumes (guest/guest); exchange and queue are deleted afterwards.
+    Rabbitmq,
+}
+
 #[derive(Debug, Clone, Parser, Serialize)]
 #[command(
     name = "hookline-bench",
@@ -28,6 +39,11 @@ pub enum StoreKind {
         delivery, Hookline's CPU seconds and peak RSS, a ledger check (accepted events x \
         endpoints == unique deliveries received + dead-lettered) and the plain HTTP ceiling \
         of this machine against the same sink.\n\n\
+        With --destination rabbitmq the endpoints are `amqp://` ones instead: each publishes to \
+        a fresh topic exchange on the RabbitMQ at --amqp-url (guest/guest) with its own routing \
+        key, and this tool consumes the exchange's queue; a message counts as delivered when it \
+        is consumed, so the same ledger, rates and latencies give the throughput to RabbitMQ \
+        beside HTTP. The HTTP ceiling is not measured then.\n\n\
         Recommended: --spawn target/release/hookline, which runs Hookline as its own process so \
         its CPU and memory are measured alone. Without --spawn Hookline runs inside this \
         process and CPU/RSS include the sink and the load generator. With --url the bench \
@@ -115,6 +131,23 @@ pub struct Args {
     /// Keep the database (SQLite file or PostgreSQL database) after the run, for inspection.
     #[arg(long, help_heading = "Hookline under test")]
     pub keep_store: bool,
+
+    // ----- destination -----
+    /// Where the endpoints point: the in-process HTTP sink, or a RabbitMQ exchange this tool
+    /// consumes (not with --fail-share, --fail-status, --sink-latency-ms,
+    /// --sink-load-latency-us or --ceiling-requests, which are the HTTP sink's).
+    #[arg(long, value_enum, default_value_t = Destination::Http, help_heading = "Destination")]
+    pub destination: Destination,
+
+    /// RabbitMQ's HOST:PORT (loopback only) for --destination rabbitmq; the endpoints'
+    /// `amqp://` URLs name the same address, so Hookline must reach it there too.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:5672",
+        help_heading = "Destination"
+    )]
+    pub amqp_url: String,
 
     // ----- workload -----
     /// Endpoints created in the app; every event fans out to all of them.
@@ -274,6 +307,27 @@ impl Args {
                 "--url must point at 127.0.0.1 / localhost: this tool sends traffic only to this machine"
             );
         }
+        if self.destination == Destination::Rabbitmq {
+            anyhow::ensure!(
+                self.fail_share == 0.0
+                    && self.fail_status == 500
+                    && self.sink_latency_ms == 0
+                    && self.sink_load_latency_us == 0
+                    && self.ceiling_requests.is_none(),
+                "--fail-share, --fail-status, --sink-latency-ms, --sink-load-latency-us and \
+                 --ceiling-requests shape the HTTP sink; with --destination rabbitmq there is \
+                 none (RabbitMQ takes every message, and the HTTP ceiling is not measured)"
+            );
+            let (host, _) = amqp_host_port(&self.amqp_url)?;
+            anyhow::ensure!(
+                host == "localhost"
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback()),
+                "--amqp-url must point at 127.0.0.1 / localhost: this tool sends traffic only to \
+                 this machine"
+            );
+        }
         if self.store == StoreKind::Postgres && self.url.is_none() {
             anyhow::ensure!(
                 is_loopback_url(&self.postgres_url),
@@ -287,6 +341,35 @@ impl Args {
     pub fn managed(&self) -> bool {
         self.url.is_none()
     }
+}
+
+/// The host and port of `--amqp-url`: `HOST:PORT`, `[V6]:PORT` or just `HOST` (port
+/// 5672); an `amqp://` prefix and a trailing `/` are tolerated.
+pub fn amqp_host_port(address: &str) -> anyhow::Result<(String, u16)> {
+    let address = address.strip_prefix("amqp://").unwrap_or(address);
+    let address = address.trim_end_matches('/');
+    let (host, port) = if let Some(rest) = address.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| anyhow::anyhow!("--amqp-url {address}: an unclosed '['"))?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match address.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (address, None),
+        }
+    };
+    anyhow::ensure!(
+        !host.is_empty() && !host.contains(['/', '@', '?']),
+        "--amqp-url must be HOST:PORT (e.g. 127.0.0.1:5672), not {address}"
+    );
+    let port = match port {
+        Some(port) => port
+            .parse::<u16>()
+            .map_err(|_| anyhow::anyhow!("--amqp-url {address}: {port} is not a port"))?,
+        None => 5672,
+    };
+    Ok((host.to_owned(), port))
 }
 
 /// `scheme://[user@]host[:port]/…` with a loopback host.
@@ -322,6 +405,28 @@ mod tests {
         assert!(!is_loopback_url("http://10.0.0.1:8080"));
         assert!(!is_loopback_url("postgres://u@db.example.com/x"));
         assert!(!is_loopback_url("nonsense"));
+    }
+
+    #[test]
+    fn amqp_addresses_parse() {
+        assert_eq!(
+            amqp_host_port("127.0.0.1:5672").unwrap(),
+            ("127.0.0.1".to_owned(), 5672)
+        );
+        assert_eq!(
+            amqp_host_port("amqp://localhost:5673/").unwrap(),
+            ("localhost".to_owned(), 5673)
+        );
+        assert_eq!(
+            amqp_host_port("[::1]:5672").unwrap(),
+            ("::1".to_owned(), 5672)
+        );
+        assert_eq!(
+            amqp_host_port("localhost").unwrap(),
+            ("localhost".to_owned(), 5672)
+        );
+        assert!(amqp_host_port("127.0.0.1:x").is_err());
+        assert!(amqp_host_port("guest@127.0.0.1:5672").is_err());
     }
 
     #[test]

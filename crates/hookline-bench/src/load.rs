@@ -20,7 +20,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::api::{event_key, Api};
-use crate::sink::Timebase;
+use crate::arrivals::Timebase;
 
 /// What to publish.
 #[derive(Debug, Clone)]

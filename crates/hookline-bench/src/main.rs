@@ -5,17 +5,22 @@
 //! 1. Starts a **sink** receiver in this process (hyper, HTTP/1.1 keep-alive,
 //!    127.0.0.1) that answers 200, or 500 (`--fail-status`) for `--fail-share` of attempts drawn
 //!    from a seeded RNG, and records each request's `webhook-id`, endpoint and
-//!    arrival time.
+//!    arrival time. With `--destination rabbitmq` it declares a fresh topic
+//!    exchange and queue on the RabbitMQ at `--amqp-url` instead and consumes
+//!    the queue, recording each message the same way (its `webhook-id` header,
+//!    the endpoint named by its routing key, its arrival) as answered 200.
 //! 2. Starts Hookline on a **fresh store** (a new SQLite file or a new
 //!    PostgreSQL database, removed afterwards): as a child process with
 //!    `--spawn BIN` (recommended), in-process with `Server::start` otherwise,
 //!    or not at all with `--url`.
-//! 3. Creates one app and `--endpoints` endpoints on the sink through the API.
+//! 3. Creates one app and `--endpoints` endpoints on the sink (or `amqp://`
+//!    endpoints on the exchange, routing key `ep.<i>`) through the API.
 //! 4. Optionally publishes a **backlog** while no dispatcher runs (`api` role),
 //!    then starts `serve` for the measured phase.
 //! 5. Publishes `--events` events with `--concurrency` producers, optionally at
 //!    an open-loop `--rate`, and waits until the **ledger** balances.
-//! 6. Measures the **HTTP ceiling** against the same sink.
+//! 6. Measures the **HTTP ceiling** against the same sink (not with
+//!    `--destination rabbitmq`, which then deletes its exchange and queue).
 //!
 //! # What is measured, and why this way
 //!
@@ -50,12 +55,14 @@
 //!   this machine's plain HTTP capacity survives durability, and shows the sink
 //!   is not the bottleneck.
 //!
-//! All traffic stays on 127.0.0.1 (`--url` and `--postgres-url` must be loopback).
+//! All traffic stays on 127.0.0.1 (`--url`, `--postgres-url` and `--amqp-url` must be loopback).
 
 mod api;
+mod arrivals;
 mod ceiling;
 mod cli;
 mod load;
+mod rabbitmq;
 mod report;
 mod sink;
 mod target;
@@ -74,13 +81,14 @@ use hookline::Role;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::api::{event_key, Api};
-use crate::cli::{Args, StoreKind};
+use crate::arrivals::{Arrivals, Timebase};
+use crate::cli::{Args, Destination, StoreKind};
 use crate::load::{Plan, Published};
 use crate::report::{
     BacklogStats, CeilingStats, DeliveryStats, Inputs, Ledger, Percentiles, PublishStats, Report,
     Resources,
 };
-use crate::sink::{Sink, SinkLatency, Timebase};
+use crate::sink::{Sink, SinkLatency};
 use crate::target::{FreshStore, Hookline, Mode, Pid};
 use hookline_client::types::DeliveryView as DeadLetter;
 
@@ -106,15 +114,26 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         base: Duration::from_millis(args.sink_latency_ms),
         per_request: Duration::from_micros(args.sink_load_latency_us),
     };
-    let sink = Sink::start(
-        timebase,
-        args.fail_share,
-        args.fail_status,
-        args.seed,
-        latency,
-    )
-    .await
-    .context("starting the sink")?;
+    let arrivals = Arrivals::start();
+    let receiver = match args.destination {
+        Destination::Http => Receiver::Http(
+            Sink::start(
+                &arrivals,
+                timebase,
+                args.fail_share,
+                args.fail_status,
+                args.seed,
+                latency,
+            )
+            .await
+            .context("starting the sink")?,
+        ),
+        Destination::Rabbitmq => Receiver::Rabbitmq(
+            rabbitmq::Consumer::start(&args.amqp_url, &run_id, &arrivals, timebase)
+                .await
+                .context("setting up RabbitMQ")?,
+        ),
+    };
     let progress = Progress::new(!args.quiet && std::io::stdout().is_terminal());
     let store = match args.managed() {
         true => Some(
@@ -127,10 +146,11 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let log = PathBuf::from(format!("/tmp/hookline-bench-{run_id}.log"));
 
     let outcome = tokio::select! {
-        outcome = bench(&args, &run_id, &sink, store.as_ref(), &progress, timebase, &log) => outcome,
+        outcome = bench(&args, &run_id, &arrivals, &receiver, store.as_ref(), &progress, timebase, &log) => outcome,
         _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
     };
-    sink.stop();
+    receiver.stop().await;
+    arrivals.stop();
 
     if let Some(store) = store {
         if args.keep_store {
@@ -162,6 +182,55 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         println!("JSON written to {}", path.display());
     }
     Ok(report.ledger.balanced)
+}
+
+/// What the endpoints point at. Either records every arrival into the run's
+/// [`Arrivals`], so everything after endpoint creation is computed the same way
+/// for both destinations.
+enum Receiver {
+    /// `--destination http`: the in-process HTTP sink.
+    Http(Sink),
+    /// `--destination rabbitmq`: an exchange on RabbitMQ whose queue this process consumes.
+    Rabbitmq(rabbitmq::Consumer),
+}
+
+impl Receiver {
+    /// The URL of healthy endpoint `i`: the sink's path `/e<i>`, or the exchange with
+    /// routing key `ep.<i>`. Each names its endpoint index, which is how an arrival is
+    /// attributed.
+    fn endpoint_url(&self, i: u16) -> String {
+        match self {
+            Self::Http(sink) => format!("{}/e{i}", sink.base_url()),
+            Self::Rabbitmq(consumer) => consumer.endpoint_url(i),
+        }
+    }
+
+    /// The HTTP sink, which the ceiling is measured against (none for RabbitMQ).
+    fn http_sink(&self) -> Option<&Sink> {
+        match self {
+            Self::Http(sink) => Some(sink),
+            Self::Rabbitmq(_) => None,
+        }
+    }
+
+    /// What the report says the destination was.
+    fn describe(&self) -> String {
+        match self {
+            Self::Http(sink) => format!("http: in-process sink at {}", sink.base_url()),
+            Self::Rabbitmq(consumer) => format!(
+                "rabbitmq: {} (one transient queue bound by #, consumed here with auto-ack)",
+                consumer.describe()
+            ),
+        }
+    }
+
+    /// Stops receiving; for RabbitMQ, also deletes the exchange and the queue (best effort).
+    async fn stop(self) {
+        match self {
+            Self::Http(sink) => sink.stop(),
+            Self::Rabbitmq(consumer) => consumer.remove().await,
+        }
+    }
 }
 
 /// Progress bars on stderr, or none.
@@ -199,10 +268,12 @@ impl Progress {
 }
 
 /// Everything between a fresh store and the report.
+#[allow(clippy::too_many_arguments)]
 async fn bench(
     args: &Args,
     run_id: &str,
-    sink: &Sink,
+    arrivals: &Arrivals,
+    receiver: &Receiver,
     store: Option<&FreshStore>,
     progress: &Progress,
     timebase: Timebase,
@@ -260,16 +331,12 @@ async fn bench(
         _ => None,
     };
 
-    // 2. One app, M endpoints on the sink.
+    // 2. One app, M endpoints on the sink (or the exchange).
     let app = api.create_app("bench").await?;
     let mut endpoint_index = HashMap::new();
     for i in 0..endpoints {
         let id = api
-            .create_endpoint(
-                &app,
-                &format!("{}/e{i}", sink.base_url()),
-                args.filter.as_deref(),
-            )
+            .create_endpoint(&app, &receiver.endpoint_url(i), args.filter.as_deref())
             .await?;
         endpoint_index.insert(id, i);
     }
@@ -288,7 +355,7 @@ async fn bench(
     let backlog_app = if args.backlog_app {
         let other = api.create_app("bench-backlog").await?;
         for i in 0..endpoints {
-            api.create_endpoint(&other, &format!("{}/e{i}", sink.base_url()), None)
+            api.create_endpoint(&other, &receiver.endpoint_url(i), None)
                 .await?;
         }
         other
@@ -394,7 +461,7 @@ async fn bench(
     }
     let measured = hookline.measured_pid();
 
-    // 4. The live events, while the sink counts deliveries.
+    // 4. The live events, while the sink (or the consumer) counts deliveries.
     let backlog_accepted = backlog.as_ref().map_or(0, |b| b.accepted);
     let publish_bar = progress.bar(args.events, "publish");
     let deliver_bar = progress.bar(
@@ -430,7 +497,7 @@ async fn bench(
                     .context("the publisher panicked")??,
             );
         }
-        let unique = sink.counters.unique_ok.load(Ordering::Relaxed);
+        let unique = arrivals.counters.unique_ok.load(Ordering::Relaxed);
         deliver_bar.set_position(unique);
         if let Some(p) = &published {
             let expected = (backlog_accepted + p.accepted.len() as u64) * u64::from(endpoints);
@@ -442,7 +509,7 @@ async fn bench(
             if last_dlq_poll.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
                 let dead = dead_letters(api.clone()).await?.len() as u64;
                 last_dlq_poll = Some(Instant::now());
-                let unique = sink.counters.unique_ok.load(Ordering::Relaxed);
+                let unique = arrivals.counters.unique_ok.load(Ordering::Relaxed);
                 if unique + dead >= expected {
                     break;
                 }
@@ -502,7 +569,7 @@ async fn bench(
         postgres: postgres_after,
     };
 
-    // 5. Fold the sink's records into the results.
+    // 5. Fold the arrivals into the results.
     let live_due: HashMap<u128, u64> = published.accepted.iter().copied().collect();
     let mut answered = histogram();
     for &us in &published.answered_us {
@@ -534,7 +601,7 @@ async fn bench(
             .max()
             .unwrap_or(0),
     };
-    let folded = sink
+    let folded = arrivals
         .with_collected(|collected| {
             let mut windows: Vec<hdrhistogram::Histogram<u64>> =
                 (0..windows_count).map(|_| histogram()).collect();
@@ -591,8 +658,8 @@ async fn bench(
             }
         })
         .await;
-    let sink_requests = sink.counters.requests.load(Ordering::Relaxed);
-    let sink_failed = sink.counters.failed.load(Ordering::Relaxed);
+    let sink_requests = arrivals.counters.requests.load(Ordering::Relaxed);
+    let sink_failed = arrivals.counters.failed.load(Ordering::Relaxed);
     let last_ok_ns = folded.ok_times.last().copied().unwrap_or(phase_start_ns);
     let delivery_seconds = last_ok_ns.saturating_sub(phase_start_ns) as f64 / 1e9;
     let per_sec = |n: u64, seconds: f64| {
@@ -623,18 +690,26 @@ async fn bench(
             && folded.unknown_delivered == 0,
     };
 
+    // What receives in this process, for the notes on whose CPU is whose.
+    let local_receiver = match args.destination {
+        Destination::Http => "sink",
+        Destination::Rabbitmq => "RabbitMQ consumer",
+    };
     let resources = peak_rss.map(|peak| {
         let cpu_seconds = cpu_after - cpu_before;
         let wall = end_ns.saturating_sub(phase_start_ns) as f64 / 1e9;
         let (cpu_scope, rss_who) = match mode {
-            Mode::Spawn => ("Hookline process CPU", "Hookline process"),
+            Mode::Spawn => (
+                String::from("Hookline process CPU"),
+                String::from("Hookline process"),
+            ),
             _ => (
-                "process CPU (Hookline + sink + generator)",
-                "process (Hookline + sink + generator)",
+                format!("process CPU (Hookline + {local_receiver} + generator)"),
+                format!("process (Hookline + {local_receiver} + generator)"),
             ),
         };
         Resources {
-            scope: cpu_scope.into(),
+            scope: cpu_scope,
             cpu_seconds,
             cpu_ms_per_delivery: if folded.delivered > 0 {
                 cpu_seconds * 1000.0 / folded.delivered as f64
@@ -643,7 +718,7 @@ async fn bench(
             },
             cores_busy: if wall > 0.0 { cpu_seconds / wall } else { 0.0 },
             peak_rss_mib: peak as f64 / (1024.0 * 1024.0),
-            peak_rss_who: rss_who.into(),
+            peak_rss_who: rss_who,
             peak_rss_scope: if peak_reset {
                 "measured phase".into()
             } else {
@@ -694,55 +769,64 @@ async fn bench(
         })
         .collect();
 
-    // 6. The ceiling, on the same sink, after Hookline has stopped.
-    let ceiling = if args.no_ceiling || !ledger.balanced {
-        if !ledger.balanced && !args.no_ceiling {
+    // 6. The ceiling, on the same sink, after Hookline has stopped. HTTP only: what a
+    // plain HTTP client gets from the sink says nothing about a RabbitMQ destination.
+    let ceiling = match receiver.http_sink() {
+        _ if args.no_ceiling => None,
+        None => None,
+        Some(_) if !ledger.balanced => {
             notes.push("HTTP ceiling skipped: the run is VOID".into());
+            None
         }
-        None
-    } else {
-        sink.reset().await;
-        let requests = args.ceiling_requests.unwrap_or(expected.max(1));
-        let concurrency = args
-            .max_in_flight
-            .unwrap_or(hookline::Config::default().max_in_flight);
-        let ceiling = ceiling::run(
-            &sink.base_url(),
-            endpoints,
-            requests,
-            concurrency,
-            args.payload_bytes,
-            progress.bar(requests, "ceiling"),
-        )
-        .await?;
-        let attempt_rate = per_sec(sink_requests, delivery_seconds);
-        Some(CeilingStats {
-            hookline_delivery_ratio: delivery_rate / ceiling.rate_per_sec,
-            hookline_attempt_ratio: attempt_rate / ceiling.rate_per_sec,
-            ceiling,
-        })
+        Some(sink) => Some(
+            measure_ceiling(
+                args,
+                sink,
+                arrivals,
+                progress,
+                expected,
+                delivery_rate,
+                per_sec(sink_requests, delivery_seconds),
+            )
+            .await?,
+        ),
     };
 
     match mode {
-        Mode::InProcess => notes.push(
-            "Hookline ran in this process: CPU and RSS include the sink and the load generator. \
-             Use --spawn target/release/hookline to measure Hookline alone."
-                .into(),
-        ),
-        Mode::Spawn => notes.push(format!(
-            "Hookline ran as its own process; {} share the same {} cores with it and are not \
-             in its CPU figure.",
-            if args.store == StoreKind::Postgres {
-                "the sink, the generator and the PostgreSQL server"
-            } else {
-                "the sink and the generator"
-            },
-            cpus()
+        Mode::InProcess => notes.push(format!(
+            "Hookline ran in this process: CPU and RSS include the {local_receiver} and the load \
+             generator. Use --spawn target/release/hookline to measure Hookline alone."
         )),
+        Mode::Spawn => {
+            let mut others = vec![format!("the {local_receiver}"), "the generator".to_owned()];
+            if args.store == StoreKind::Postgres {
+                others.push("the PostgreSQL server".into());
+            }
+            if args.destination == Destination::Rabbitmq {
+                others.push("the RabbitMQ server".into());
+            }
+            let last = others.pop().unwrap_or_default();
+            notes.push(format!(
+                "Hookline ran as its own process; {} and {last} share the same {} cores with it \
+                 and are not in its CPU figure.",
+                others.join(", "),
+                cpus()
+            ));
+        }
         Mode::External => notes.push("External Hookline: CPU and RSS not measured.".into()),
     }
     if args.store == StoreKind::Postgres && mode != Mode::External {
         notes.push("The PostgreSQL server's own CPU and memory are not included.".into());
+    }
+    if args.destination == Destination::Rabbitmq {
+        notes.push(
+            "Destination RabbitMQ: a delivery counts (as 'answered 200') when this tool consumed \
+             its message from the queue, so its latency includes RabbitMQ's routing and \
+             queueing; 'sink requests' are messages consumed. The queue is transient, so \
+             RabbitMQ confirmed without writing to disk. The RabbitMQ server's CPU and memory \
+             are not included, and the HTTP ceiling is not measured."
+                .into(),
+        );
     }
     if backlog.is_some() {
         notes.push(
@@ -816,6 +900,7 @@ async fn bench(
             args: echoed,
             mode,
             run_id: run_id.to_owned(),
+            destination: receiver.describe(),
             store_location: store.map(FreshStore::describe),
             hookline_settings: managed.then(|| target::effective_settings(args)),
             cpus: cpus(),
@@ -840,12 +925,18 @@ async fn bench(
             dead_lettered: dead.len() as u64,
             sink_requests,
             sink_answered_failure: sink_failed,
-            sink_mean_in_flight: if sink_requests > 0 {
-                sink.counters.in_flight_sum.load(Ordering::Relaxed) as f64 / sink_requests as f64
-            } else {
-                0.0
-            },
-            sink_peak_in_flight: sink.counters.peak_in_flight.load(Ordering::Relaxed),
+            // Only the HTTP sink has requests in flight.
+            sink_mean_in_flight: receiver.http_sink().map(|_| {
+                if sink_requests > 0 {
+                    arrivals.counters.in_flight_sum.load(Ordering::Relaxed) as f64
+                        / sink_requests as f64
+                } else {
+                    0.0
+                }
+            }),
+            sink_peak_in_flight: receiver
+                .http_sink()
+                .map(|_| arrivals.counters.peak_in_flight.load(Ordering::Relaxed)),
             duplicate_200s: folded.duplicate_oks,
             attempts_per_delivery: if folded.delivered > 0 {
                 sink_requests as f64 / folded.delivered as f64
@@ -874,6 +965,37 @@ async fn bench(
         ledger,
         ceiling,
         notes,
+    })
+}
+
+/// The HTTP ceiling against `sink`, once Hookline has stopped; Hookline's rates as shares of it.
+async fn measure_ceiling(
+    args: &Args,
+    sink: &Sink,
+    arrivals: &Arrivals,
+    progress: &Progress,
+    expected: u64,
+    delivery_rate: f64,
+    attempt_rate: f64,
+) -> anyhow::Result<CeilingStats> {
+    arrivals.reset().await;
+    let requests = args.ceiling_requests.unwrap_or(expected.max(1));
+    let concurrency = args
+        .max_in_flight
+        .unwrap_or(hookline::Config::default().max_in_flight);
+    let ceiling = ceiling::run(
+        &sink.base_url(),
+        args.endpoints,
+        requests,
+        concurrency,
+        args.payload_bytes,
+        progress.bar(requests, "ceiling"),
+    )
+    .await?;
+    Ok(CeilingStats {
+        hookline_delivery_ratio: delivery_rate / ceiling.rate_per_sec,
+        hookline_attempt_ratio: attempt_rate / ceiling.rate_per_sec,
+        ceiling,
     })
 }
 

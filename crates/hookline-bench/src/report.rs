@@ -5,7 +5,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::ceiling::Ceiling;
-use crate::cli::Args;
+use crate::cli::{Args, Destination};
 use crate::target::{Effective, Mode};
 use crate::writes::WriteBudget;
 
@@ -44,6 +44,8 @@ pub struct Inputs {
     pub args: Args,
     pub mode: Mode,
     pub run_id: String,
+    /// Where the endpoints pointed: the HTTP sink's address, or RabbitMQ's and the exchange.
+    pub destination: String,
     /// Where the data went (a file or a database name), for a managed Hookline.
     pub store_location: Option<String>,
     /// Effective settings of a managed Hookline (defaults unless overridden).
@@ -82,10 +84,10 @@ pub struct DeliveryStats {
     pub endpoints: u16,
     /// (backlog + live accepted events) × endpoints.
     pub expected: u64,
-    /// Distinct (webhook-id, endpoint) pairs the sink answered 200.
+    /// Distinct (webhook-id, endpoint) pairs the sink answered 200 (RabbitMQ: consumed).
     pub delivered_unique: u64,
     pub dead_lettered: u64,
-    /// Every request the sink got in the Hookline phase.
+    /// Every request the sink got in the Hookline phase (RabbitMQ: messages consumed).
     pub sink_requests: u64,
     /// Requests answered with the failure status.
     pub sink_answered_failure: u64,
@@ -95,9 +97,10 @@ pub struct DeliveryStats {
     pub attempts_per_delivery: f64,
     /// Requests in flight at the sink, as each request found it on arrival (itself
     /// included), averaged over requests: how much concurrency Hookline used.
-    pub sink_mean_in_flight: f64,
-    /// The most requests in flight at the sink at once.
-    pub sink_peak_in_flight: u64,
+    /// `None` for RabbitMQ, where a consumer sees no requests in flight.
+    pub sink_mean_in_flight: Option<f64>,
+    /// The most requests in flight at the sink at once (`None` for RabbitMQ).
+    pub sink_peak_in_flight: Option<u64>,
     /// From the phase start to the last unique delivery.
     pub seconds: f64,
     /// delivered_unique / seconds.
@@ -298,6 +301,7 @@ impl Report {
                 Mode::External => format!("external {}", a.url.clone().unwrap_or_default()),
             },
         );
+        t.row("destination", &self.inputs.destination);
         if let Some(location) = &self.inputs.store_location {
             t.row("store", format!("{:?}: {location}", a.store).to_lowercase());
         }
@@ -350,10 +354,13 @@ impl Report {
             "ordered share / keys",
             format!("{} / {}", a.ordered_share, a.keys),
         );
-        t.row(
-            "sink fail share / fail status / seed",
-            format!("{} / {} / {}", a.fail_share, a.fail_status, a.seed),
-        );
+        match a.destination {
+            Destination::Http => t.row(
+                "sink fail share / fail status / seed",
+                format!("{} / {} / {}", a.fail_share, a.fail_status, a.seed),
+            ),
+            Destination::Rabbitmq => t.row("seed", a.seed),
+        }
         t.row("cpus", self.inputs.cpus);
         if let Some(autovacuum) = &self.inputs.postgres_autovacuum {
             t.row("PostgreSQL autovacuum", autovacuum);
@@ -390,23 +397,34 @@ impl Report {
         t.row("expected deliveries (events x endpoints)", int(d.expected));
         t.row("delivered (unique, answered 200)", int(d.delivered_unique));
         t.row("dead-lettered", int(d.dead_lettered));
-        t.row(
-            "sink requests / answered failure / duplicate 200s",
-            format!(
-                "{} / {} / {}",
-                int(d.sink_requests),
-                int(d.sink_answered_failure),
-                int(d.duplicate_200s)
+        match a.destination {
+            Destination::Http => t.row(
+                "sink requests / answered failure / duplicate 200s",
+                format!(
+                    "{} / {} / {}",
+                    int(d.sink_requests),
+                    int(d.sink_answered_failure),
+                    int(d.duplicate_200s)
+                ),
             ),
-        );
+            Destination::Rabbitmq => t.row(
+                "messages consumed / duplicates",
+                format!("{} / {}", int(d.sink_requests), int(d.duplicate_200s)),
+            ),
+        }
         t.row(
-            "attempts per delivery",
+            match a.destination {
+                Destination::Http => "attempts per delivery",
+                Destination::Rabbitmq => "messages consumed per delivery",
+            },
             format!("{:.4}", d.attempts_per_delivery),
         );
-        t.row(
-            "sink requests in flight (mean seen on arrival / peak)",
-            format!("{:.1} / {}", d.sink_mean_in_flight, d.sink_peak_in_flight),
-        );
+        if let (Some(mean), Some(peak)) = (d.sink_mean_in_flight, d.sink_peak_in_flight) {
+            t.row(
+                "sink requests in flight (mean seen on arrival / peak)",
+                format!("{mean:.1} / {peak}"),
+            );
+        }
         t.row(
             "seconds (phase start -> last unique delivery)",
             format!("{:.3}", d.seconds),
@@ -578,6 +596,11 @@ impl Report {
 
         t.section("HTTP ceiling (plain keep-alive client -> same sink, no storage)");
         match &self.ceiling {
+            None if a.destination == Destination::Rabbitmq => t.row(
+                "ceiling",
+                "not measured (--destination rabbitmq: a plain HTTP client's rate says nothing \
+                 about RabbitMQ)",
+            ),
             None => t.row("ceiling", "skipped"),
             Some(c) => {
                 t.row(

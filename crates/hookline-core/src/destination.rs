@@ -8,16 +8,18 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use crate::broker::Broker;
+
 /// Why an endpoint URL is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidUrl {
     #[error("url is not a valid URL: {0}")]
     Malformed(String),
-    #[error("url must use http or https, or redis for a Redis stream")]
+    #[error("url must use http or https, or name a broker: redis, nats, amqp, sqs or sns")]
     Scheme,
-    /// A `redis://` URL that does not name its stream as it should.
+    /// A broker's URL (`crate::broker`) that does not name its destination as it should.
     #[error("{0}")]
-    RedisStream(String),
+    Broker(String),
     #[error("url must not contain credentials")]
     Credentials,
     #[error("url must have a host")]
@@ -44,35 +46,40 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<String, InvalidUrl> {
     check(raw, allow_private, false)
 }
 
-/// An endpoint's URL: as [`check_url`], or a `redis://` URL naming a stream
-/// ([`RedisStream`]) under the same rules for its host.
+/// An endpoint's URL: as [`check_url`], or a broker's URL naming where its
+/// messages go ([`Broker`]) under the same rules for its host.
 pub fn check_endpoint_url(raw: &str, allow_private: bool) -> Result<String, InvalidUrl> {
     check(raw, allow_private, true)
 }
 
-fn check(raw: &str, allow_private: bool, redis: bool) -> Result<String, InvalidUrl> {
+fn check(raw: &str, allow_private: bool, brokers: bool) -> Result<String, InvalidUrl> {
     if raw.len() > MAX_URL {
         return Err(InvalidUrl::TooLong);
     }
     let url = url::Url::parse(raw).map_err(|e| InvalidUrl::Malformed(e.to_string()))?;
-    match url.scheme() {
-        "http" | "https" => {}
-        "redis" if redis => {
-            RedisStream::of(&url)?;
-        }
+    let broker = match url.scheme() {
+        "http" | "https" => false,
+        _ if brokers => match Broker::of(&url)? {
+            Some(Broker::Aws(aws)) if aws.is_plain_http() && !allow_private => {
+                return Err(InvalidUrl::Broker(format!(
+                    "a {}:// url speaks plain HTTP, for a local stand-in, and is taken only where private destinations are allowed: use {}://",
+                    url.scheme(),
+                    url.scheme().trim_end_matches("+http")
+                )))
+            }
+            Some(_) => true,
+            None => return Err(InvalidUrl::Scheme),
+        },
         _ => return Err(InvalidUrl::Scheme),
-    }
+    };
     if !url.username().is_empty() || url.password().is_some() {
         return Err(InvalidUrl::Credentials);
     }
-    // A redis:// host is opaque to the URL parser (not a special scheme): it
+    // A broker's host is opaque to the URL parser (not a special scheme): it
     // is read as an http one is, so an address is an address in every spelling.
-    let as_http = match url.scheme() {
-        "redis" => Some(
-            url::Url::parse(&format!("http://{}/", url.host_str().unwrap_or_default()))
-                .map_err(|e| InvalidUrl::Malformed(e.to_string()))?,
-        ),
-        _ => None,
+    let as_http = match broker {
+        true => Some(crate::broker::as_http(&url)?),
+        false => None,
     };
     let host = as_http
         .as_ref()
@@ -104,79 +111,6 @@ fn check(raw: &str, allow_private: bool, redis: bool) -> Result<String, InvalidU
         }
     }
     Ok(url.to_string())
-}
-
-/// Where a `redis://host[:port][/db]?stream=<key>[&maxlen=<n>]` endpoint
-/// adds its deliveries: `XADD <key> MAXLEN ~ <n> * …` in database `db`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RedisStream {
-    pub host: String,
-    pub port: u16,
-    pub db: u32,
-    pub stream: String,
-    /// The stream's length cap (approximate, as `MAXLEN ~` trims).
-    pub maxlen: u64,
-}
-
-impl RedisStream {
-    /// Redis's own port.
-    pub const PORT: u16 = 6379;
-    /// The length cap when the URL names none.
-    pub const DEFAULT_MAXLEN: u64 = 100_000;
-    const MAX_KEY: usize = 256;
-
-    /// The stream a `redis://` URL names, or why it names none.
-    pub fn of(url: &url::Url) -> Result<Self, InvalidUrl> {
-        let wrong = |what: &str| InvalidUrl::RedisStream(format!("a redis:// url {what}"));
-        // Its host is opaque to the URL parser (redis is not a special
-        // scheme): read as an http one is, the name DNS gets is the one checked.
-        let host = url::Url::parse(&format!(
-            "http://{}/",
-            url.host_str().ok_or(InvalidUrl::NoHost)?
-        ))
-        .map_err(|e| InvalidUrl::Malformed(e.to_string()))?
-        .host_str()
-        .ok_or(InvalidUrl::NoHost)?
-        .to_owned();
-        let db = match url.path().trim_start_matches('/') {
-            "" => 0,
-            db => db
-                .parse::<u32>()
-                .ok()
-                .filter(|db| *db < 16)
-                .ok_or_else(|| wrong("names its database as /0 to /15, or not at all"))?,
-        };
-        let (mut stream, mut maxlen) = (None, Self::DEFAULT_MAXLEN);
-        for (name, value) in url.query_pairs() {
-            match &*name {
-                "stream" if !value.is_empty() && value.len() <= Self::MAX_KEY => {
-                    stream = Some(value.into_owned());
-                }
-                "maxlen" => {
-                    maxlen = value
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| (1..=1_000_000_000).contains(n))
-                        .ok_or_else(|| wrong("caps its stream with maxlen=1 to 1000000000"))?;
-                }
-                _ => {
-                    return Err(wrong(
-                        "takes ?stream=<key of 1 to 256 bytes> and &maxlen=<n>, nothing else",
-                    ))
-                }
-            }
-        }
-        Ok(Self {
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned(),
-            port: url.port().unwrap_or(Self::PORT),
-            db,
-            stream: stream.ok_or_else(|| wrong("names its stream: ?stream=<key>"))?,
-            maxlen,
-        })
-    }
 }
 
 /// Whether outbound requests may connect to `ip` when private destinations are not allowed.
@@ -235,81 +169,6 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_redis_url_names_its_stream() {
-        let stream = |raw: &str| RedisStream::of(&url::Url::parse(raw).unwrap());
-        assert_eq!(
-            stream("redis://cache.example.com/2?stream=orders&maxlen=500"),
-            Ok(RedisStream {
-                host: "cache.example.com".into(),
-                port: 6379,
-                db: 2,
-                stream: "orders".into(),
-                maxlen: 500,
-            })
-        );
-        let plain = stream("redis://10.0.0.5:6380?stream=a%20b").unwrap();
-        assert_eq!(
-            (plain.port, plain.db, plain.stream.as_str()),
-            (6380, 0, "a b")
-        );
-        assert_eq!(plain.maxlen, RedisStream::DEFAULT_MAXLEN);
-        for bad in [
-            "redis://cache.example.com/",
-            "redis://cache.example.com/?stream=",
-            "redis://cache.example.com/16?stream=a",
-            "redis://cache.example.com/x?stream=a",
-            "redis://cache.example.com/?stream=a&maxlen=0",
-            "redis://cache.example.com/?stream=a&block=1",
-        ] {
-            assert!(
-                matches!(stream(bad), Err(InvalidUrl::RedisStream(_))),
-                "{bad}: {:?}",
-                stream(bad)
-            );
-        }
-        // The rest of an endpoint URL's rules hold for it too.
-        assert_eq!(
-            check_endpoint_url("redis://:secret@cache.example.com/?stream=a", false),
-            Err(InvalidUrl::Credentials)
-        );
-        assert_eq!(
-            check_endpoint_url("redis://127.0.0.1/?stream=a", false),
-            Err(InvalidUrl::Forbidden)
-        );
-        assert_eq!(
-            check_endpoint_url("redis://2130706433/?stream=a", false),
-            Err(InvalidUrl::Forbidden),
-            "127.0.0.1 in decimal"
-        );
-        assert_eq!(
-            check_endpoint_url("redis://[::1]:6380/?stream=a", false),
-            Err(InvalidUrl::Forbidden)
-        );
-        assert!(check_endpoint_url("redis://127.0.0.1/?stream=a", true).is_ok());
-        assert_eq!(
-            check_endpoint_url("amqp://broker.example.com/", false),
-            Err(InvalidUrl::Scheme)
-        );
-        // Only an endpoint may be a stream: an OAuth2 token URL or a chat
-        // webhook is HTTP.
-        assert_eq!(
-            check_url("redis://cache.example.com/?stream=a", false),
-            Err(InvalidUrl::Scheme)
-        );
-        // The name resolved is the name checked: percent-decoded, punycode.
-        let host = |raw: &str| {
-            RedisStream::of(&url::Url::parse(raw).unwrap())
-                .unwrap()
-                .host
-        };
-        assert_eq!(
-            host("redis://b%C3%BCcher.example/?stream=a"),
-            "xn--bcher-kva.example"
-        );
-        assert_eq!(host("redis://[::1]:6380/?stream=a"), "::1");
-    }
 
     /// Every kind of address the guard must refuse, and public ones beside
     /// them, in one table.

@@ -442,6 +442,11 @@ pub mod en {
                 "Your endpoint's address resolves to a private or otherwise forbidden network, so no connection was made. Use a public address, then replay."
                     .to_owned()
             }
+            // A destination that is not HTTP (a broker, mail) refused without a status.
+            Code::ClientErrorNoRetry if e.status.is_none() => {
+                "Your endpoint refused the message for good (the attempt's response says what it answered). Refusals are not retried: fix the endpoint, then replay."
+                    .to_owned()
+            }
             Code::ClientErrorNoRetry => format!(
                 "Your endpoint answered {}{}. 4xx answers are not retried: fix the endpoint, then replay.",
                 status_or(e.status, "a 4xx status"),
@@ -704,6 +709,10 @@ pub mod he {
             ),
             Code::DestinationForbidden => {
                 "הכתובת של נקודת הקצה שלכם מובילה לרשת פרטית או לרשת אסורה אחרת, ולכן לא נוצר חיבור. השתמשו בכתובת ציבורית ואז שלחו שוב."
+                    .to_owned()
+            }
+            Code::ClientErrorNoRetry if e.status.is_none() => {
+                "נקודת הקצה שלכם דחתה את ההודעה לצמיתות (תגובת הניסיון אומרת מה ענתה). על דחיות אין ניסיונות חוזרים: תקנו את נקודת הקצה ואז שלחו שוב."
                     .to_owned()
             }
             Code::ClientErrorNoRetry => format!(
@@ -1238,6 +1247,22 @@ mod tests {
                     0,
                     None,
                     &["Delivered on attempt 3, after 2 failed attempts."],
+                ),
+            ),
+            (
+                "a broker refused, without a status",
+                AttemptFacts {
+                    verdict: AttemptVerdict::Dead,
+                    dead_reason: Some(DeadReason::ClientError),
+                    next_attempt_at: None,
+                    ..got(1, None, None)
+                },
+                want(
+                    Code::ClientErrorNoRetry,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["refused the message for good", "then replay"],
                 ),
             ),
             (

@@ -32,17 +32,20 @@
 //! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
 //! - [`signature_check`]: what a receiver got, checked against an endpoint's secrets, and why it does not verify.
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
+//! - [`sigv4`]: AWS Signature Version 4, for the SQS and SNS destinations.
 //! - [`switches`]: an endpoint's `enabled` and `paused`: whether it sends, and what turning them does.
 //! - [`timeline`]: an endpoint's attempts in time buckets, and the marks of its breaker and switches.
 //! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`custom_headers`]: the headers an endpoint adds to its requests, and which it may not.
-//! - [`destination`]: which IP addresses outbound requests may reach.
+//! - [`destination`]: which IP addresses outbound requests may reach, and what an endpoint URL may be.
+//! - [`broker`]: endpoints that are message brokers (Redis Streams, NATS JetStream, RabbitMQ, Amazon SQS and SNS), read from their URLs.
 //! - [`portal`]: the customer portal's per-app settings (branding, framing) and session limits.
 
 pub mod access;
 pub mod admission;
 pub mod breaker;
+pub mod broker;
 pub mod chat;
 pub mod claim;
 pub mod classify;
@@ -70,6 +73,7 @@ pub mod retry;
 pub mod sealing;
 pub mod signature_check;
 pub mod signing;
+pub mod sigv4;
 pub mod stats;
 pub mod switches;
 pub mod time;

@@ -9,8 +9,9 @@
 //! # Layout
 //!
 //! - [`sender`]: the HTTP client — signing, SSRF-safe resolution, no redirects,
-//!   timeouts, bounded response capture; [`mail`] and [`redis`] for the
-//!   endpoints that are not HTTP (`mailto:`, `redis://`).
+//!   timeouts, bounded response capture; [`mail`] and `brokers` for the
+//!   endpoints that are not HTTP (`mailto:`; `redis://`, `nats://`,
+//!   `amqp://`: one file per kind of broker, behind one trait).
 //! - `engine`: the dispatch loop, the bounded pool of in-flight sends and the
 //!   graceful drain.
 //! - [`turn`]: one turn — record finished attempts, then claim by the pure plan
@@ -19,10 +20,10 @@
 //!   under each endpoint's adaptive limit, and the hand-off inbox publishes put
 //!   fresh deliveries on.
 
+mod brokers;
 mod engine;
 pub mod mail;
 pub mod metrics;
-pub mod redis;
 pub mod room;
 pub mod sender;
 pub mod turn;

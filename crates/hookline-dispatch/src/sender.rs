@@ -31,6 +31,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hookline_core::broker::Broker;
 use hookline_core::classify::Outcome;
 use hookline_core::destination;
 use hookline_core::model::TransportError;
@@ -42,6 +43,7 @@ use hookline_core::outbound_auth::{
 use hookline_store::ClaimedDelivery;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
+use crate::brokers::{Brokers, Message};
 use crate::mail::Mailer;
 use crate::{DispatchError, DispatcherConfig};
 
@@ -179,6 +181,8 @@ pub struct Sender {
     tokens: Arc<Mutex<HashMap<String, SharedToken>>>,
     /// E-mail, if an SMTP server is configured (`mailto:` endpoints).
     mailer: Option<Mailer>,
+    /// Sessions with the brokers that endpoints name (`redis://`, `nats://`, `amqp://`).
+    brokers: Arc<Brokers>,
 }
 
 /// One client configuration's token: fetched by whoever finds it missing or
@@ -263,6 +267,7 @@ impl Sender {
                 .map(|smtp| Mailer::new(smtp, config.request_timeout))
                 .transpose()
                 .map_err(DispatchError::Mail)?,
+            brokers: Arc::default(),
         })
     }
 
@@ -417,6 +422,71 @@ impl Sender {
         reqwest::Url::parse(url).map_err(|e| format!("invalid URL: {e}"))
     }
 
+    /// Publishes `delivery` to the broker its endpoint's URL names
+    /// (`crate::brokers`), signed and with the headers an HTTP request of it has.
+    async fn publish(
+        &self,
+        delivery: &ClaimedDelivery,
+        broker: &Broker,
+        timestamp: i64,
+        started: Instant,
+    ) -> SendResult {
+        // A broker is reached directly: with an egress proxy (through which
+        // alone this deployment reaches out) it is refused, never sent around
+        // it — unless it is an HTTP API, which goes through the proxy.
+        if self.proxied.is_some() && !broker.is_http() {
+            return SendResult::rejected(
+                format!(
+                    "{} endpoints are not sent through the egress proxy, which this deployment uses for every destination",
+                    broker.name()
+                ),
+                started,
+            );
+        }
+        let id = delivery.event_id.as_str();
+        let destination = &delivery.destination;
+        let signature = destination
+            .signing
+            .signature_header(id, timestamp, &delivery.body);
+        let headers = request_headers(RequestParts {
+            custom: &[],
+            event_id: id,
+            timestamp,
+            signature: &signature,
+            ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
+        });
+        let message = Message {
+            delivery_id: delivery.id.as_str(),
+            timestamp,
+            ordering_key: delivery.ordering_key.as_deref(),
+            headers,
+            body: &delivery.body,
+        };
+        let basic = destination.auth.as_deref().and_then(|a| a.basic.as_ref());
+        // An HTTP API is checked as an HTTP destination is, before the request.
+        if let Broker::Aws(target) = broker {
+            let checked = match Self::parse_url(&target.api_url()) {
+                Ok(api) => self.check_destination(&api).await,
+                Err(message) => Err((TransportError::Connect, message)),
+            };
+            if let Err((kind, message)) = checked {
+                return SendResult::failed(kind, message, started, None);
+            }
+        }
+        self.brokers
+            .send(
+                &self.client,
+                &destination.url,
+                broker,
+                basic,
+                message,
+                signature.clone(),
+                self.allow_private,
+                self.settings.request_timeout,
+            )
+            .await
+    }
+
     /// Sends one signed attempt of `delivery` to its endpoint's `url` (from
     /// [`Self::parse_url`]), stamped with `timestamp` (unix seconds).
     pub async fn send(
@@ -450,33 +520,8 @@ impl Sender {
         }
         let id = delivery.event_id.as_str();
         let destination = &delivery.destination;
-        if url.scheme() == "redis" {
-            // A stream is reached directly: with an egress proxy (through which
-            // alone this deployment reaches out) it is refused, never sent around it.
-            if self.proxied.is_some() {
-                return SendResult::rejected(
-                    "redis:// endpoints are not sent through the egress proxy, which this deployment uses for every destination".into(),
-                    started,
-                );
-            }
-            let signature = destination
-                .signing
-                .signature_header(id, timestamp, &delivery.body);
-            let entry = crate::redis::Entry {
-                id,
-                timestamp,
-                signature: &signature,
-                body: &delivery.body,
-            };
-            let basic = destination.auth.as_deref().and_then(|a| a.basic.as_ref());
-            return crate::redis::send(
-                &url,
-                basic,
-                entry,
-                self.allow_private,
-                self.settings.request_timeout,
-            )
-            .await;
+        if let Some(broker) = Broker::of(&url).ok().flatten() {
+            return self.publish(delivery, &broker, timestamp, started).await;
         }
         if let Err((kind, message)) = self.check_destination(&url).await {
             return SendResult::failed(kind, message, started, None);
@@ -658,7 +703,7 @@ fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
 }
 
 /// Maps a reqwest failure onto the classifier's transport errors.
-fn transport_error_kind(error: &reqwest::Error) -> TransportError {
+pub(crate) fn transport_error_kind(error: &reqwest::Error) -> TransportError {
     if error.is_timeout() {
         return TransportError::Timeout;
     }
@@ -690,7 +735,7 @@ fn transport_error_kind(error: &reqwest::Error) -> TransportError {
 }
 
 /// The error with its causes, `a: b: c`, for the attempt row.
-fn error_chain(error: &reqwest::Error) -> String {
+pub(crate) fn error_chain(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

@@ -37,16 +37,16 @@ fn validate_auth(
 ) -> ApiResult<()> {
     use hookline_core::destination::InvalidUrl;
     use hookline_core::outbound_auth::InvalidAuth;
-    // A Redis stream takes a user and password (AUTH), and no HTTP header.
-    if url.starts_with("redis://") {
+    // A broker takes a user and password (its login), and no HTTP header.
+    if hookline_core::broker::Broker::is_broker_url(url) {
         if !headers.is_empty() {
             return Err(ApiError::Validation(
-                "headers are sent over HTTP: a redis:// endpoint takes none".into(),
+                "headers are sent over HTTP: a broker's endpoint (redis://, nats://, amqp://) takes none".into(),
             ));
         }
         if auth.is_some_and(|a| a.oauth2.is_some() || a.bearer.is_some() || a.tls.is_some()) {
             return Err(ApiError::Validation(
-                "a redis:// endpoint's auth is `basic` only: its AUTH user and password".into(),
+                "a broker's endpoint (redis://, nats://, amqp://) takes `basic` auth only: its login's user and password".into(),
             ));
         }
     }
@@ -67,8 +67,8 @@ fn validate_auth(
     Ok(())
 }
 
-/// An endpoint URL: absolute http(s) with a host (or `redis://` naming its
-/// stream), no credentials, and — unless private destinations are allowed —
+/// An endpoint URL: absolute http(s) with a host (or a broker's URL naming
+/// where its messages go: `hookline_core::broker`), no credentials, and — unless private destinations are allowed —
 /// not a literal private address or `localhost`. (Names are checked again
 /// where the connection is made.)
 pub(super) fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {

@@ -1,0 +1,321 @@
+//! Amazon SQS and SNS destinations (docs/api.md#amazon-sqs-and-sns), against
+//! `moto` in server mode (the AWS stand-in from PyPI), started by the test:
+//! each delivery one message, signed as an HTTP delivery is, in order for an
+//! ordering key (a FIFO queue); AWS's refusals dead at once with its words,
+//! and replayable; AWS away retried.
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::brokers::{
+    absence_is_retried, assert_signed_in_order, delete_endpoint, fresh_name, header, publish_one,
+    publish_ordered, refused_at_once, replay, succeeded_saying, Received,
+};
+use crate::helpers::{both_engines, Engine, TestApp};
+
+both_engines!(
+    an_sqs_fifo_queue_gets_each_event_signed_and_in_order,
+    an_sns_topic_gets_each_event_signed,
+    aws_refusals_are_dead_with_its_words_and_its_absence_is_retried,
+    aws_endpoints_are_checked_when_saved,
+);
+
+/// moto's default account.
+const ACCOUNT: &str = "123456789012";
+const REGION: &str = "us-east-1";
+
+/// The test's own calls to moto (which does not check signatures, but reads
+/// the region from one).
+struct Moto {
+    port: u16,
+    http: reqwest::Client,
+}
+
+impl Moto {
+    fn start() -> Self {
+        Self {
+            port: crate::prerequisites::moto(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn authorization(service: &str) -> String {
+        format!(
+            "AWS4-HMAC-SHA256 Credential=test/20260101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0"
+        )
+    }
+
+    async fn sqs(&self, action: &str, body: Value) -> Value {
+        let response = self
+            .http
+            .post(format!("http://127.0.0.1:{}/", self.port))
+            .header("authorization", Self::authorization("sqs"))
+            .header("content-type", "application/x-amz-json-1.0")
+            .header("x-amz-target", format!("AmazonSQS.{action}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "SQS {action}: {response:?}");
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    async fn sns(&self, params: &[(&str, &str)]) -> String {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(params)
+            .finish();
+        let response = self
+            .http
+            .post(format!("http://127.0.0.1:{}/", self.port))
+            .header("authorization", Self::authorization("sns"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "SNS {params:?}: {response:?}"
+        );
+        response.text().await.unwrap()
+    }
+
+    /// Makes a queue; its name.
+    async fn create_queue(&self, name: &str) -> String {
+        let fifo = name.ends_with(".fifo");
+        let attributes = match fifo {
+            true => json!({"FifoQueue": "true"}),
+            false => json!({}),
+        };
+        self.sqs(
+            "CreateQueue",
+            json!({"QueueName": name, "Attributes": attributes}),
+        )
+        .await;
+        name.to_owned()
+    }
+
+    fn queue_url(&self, queue: &str) -> String {
+        format!("http://127.0.0.1:{}/{ACCOUNT}/{queue}", self.port)
+    }
+
+    /// The endpoint URL for `queue` on moto.
+    fn sqs_endpoint(&self, queue: &str) -> String {
+        format!(
+            "sqs+http://127.0.0.1:{}/{ACCOUNT}/{queue}?region={REGION}",
+            self.port
+        )
+    }
+
+    /// Waits for `count` messages on `queue`; each its attributes and body,
+    /// in the order received.
+    async fn receive(&self, queue: &str, count: usize) -> Vec<Received> {
+        let mut received: Vec<Received> = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while received.len() < count {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{count} messages on {queue} within 30 s; got {received:?}"
+            );
+            let got = self
+                .sqs(
+                    "ReceiveMessage",
+                    json!({"QueueUrl": self.queue_url(queue), "MaxNumberOfMessages": 10, "MessageAttributeNames": ["All"], "WaitTimeSeconds": 1}),
+                )
+                .await;
+            for message in got["Messages"].as_array().cloned().unwrap_or_default() {
+                let attributes = message["MessageAttributes"]
+                    .as_object()
+                    .map(|attributes| {
+                        attributes
+                            .iter()
+                            .map(|(name, value)| {
+                                (
+                                    name.clone(),
+                                    value["StringValue"].as_str().unwrap().to_owned(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let body = message["Body"].as_str().unwrap().as_bytes().to_vec();
+                received.push((attributes, body));
+            }
+        }
+        received
+    }
+}
+
+/// A queue or topic name moto has not seen (letters, digits, `-`, `_`).
+fn fresh(name: &str) -> String {
+    fresh_name(name).replace('.', "-")
+}
+
+/// An access key (moto takes any).
+fn key() -> Value {
+    json!({"auth": {"basic": {"username": "AKIDEXAMPLE", "password": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"}}})
+}
+
+async fn an_sqs_fifo_queue_gets_each_event_signed_and_in_order(engine: Engine) {
+    let moto = Moto::start();
+    let queue = moto
+        .create_queue(&format!("{}.fifo", fresh("ordered")))
+        .await;
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app
+        .create_endpoint_with(&app_id, &moto.sqs_endpoint(&queue), key())
+        .await;
+    let ids = publish_ordered(&app, &app_id, 5).await;
+    let said = succeeded_saying(&app, &app_id, &ids).await;
+    assert!(
+        said.iter().all(|s| s.starts_with("SQS message ")),
+        "{said:?}"
+    );
+    // The FIFO queue keeps the order it was given: the ordering key's.
+    assert_signed_in_order(&endpoint, &ids, &moto.receive(&queue, 5).await);
+}
+
+async fn an_sns_topic_gets_each_event_signed(engine: Engine) {
+    let moto = Moto::start();
+    // A topic whose messages a queue receives raw (body and attributes as published).
+    let queue = moto.create_queue(&fresh("topic-reader")).await;
+    let topic = fresh("topic");
+    let created = moto
+        .sns(&[("Action", "CreateTopic"), ("Name", &topic)])
+        .await;
+    let arn = format!("arn:aws:sns:{REGION}:{ACCOUNT}:{topic}");
+    assert!(created.contains(&arn), "{created}");
+    moto.sns(&[
+        ("Action", "Subscribe"),
+        ("TopicArn", &arn),
+        ("Protocol", "sqs"),
+        (
+            "Endpoint",
+            &format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"),
+        ),
+        ("Attributes.entry.1.key", "RawMessageDelivery"),
+        ("Attributes.entry.1.value", "true"),
+    ])
+    .await;
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &format!("sns+http://127.0.0.1:{}/?topic={arn}", moto.port),
+            key(),
+        )
+        .await;
+    let ids = publish_ordered(&app, &app_id, 3).await;
+    let said = succeeded_saying(&app, &app_id, &ids).await;
+    assert!(
+        said.iter().all(|s| s.starts_with("SNS message ")),
+        "{said:?}"
+    );
+    // The queue behind the topic is a standard one, which promises no order:
+    // each message is checked against its event (the SQS test checks order).
+    let mut received = moto.receive(&queue, 3).await;
+    received.sort_by_key(|(headers, _)| {
+        ids.iter()
+            .position(|id| id == header(headers, "webhook-id"))
+    });
+    assert_signed_in_order(&endpoint, &ids, &received);
+}
+
+async fn aws_refusals_are_dead_with_its_words_and_its_absence_is_retried(engine: Engine) {
+    let moto = Moto::start();
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+
+    // No such queue: dead at once with AWS's words; once it exists, a replay
+    // from the dead-letter queue delivers.
+    let queue = fresh("missing");
+    let endpoint = app
+        .create_endpoint_with(&app_id, &moto.sqs_endpoint(&queue), key())
+        .await;
+    let dead = publish_one(&app, &app_id).await;
+    let said = refused_at_once(&app, &app_id, &dead).await;
+    assert!(said.contains("QueueDoesNotExist"), "{said}");
+    moto.create_queue(&queue).await;
+    replay(&app, &app_id, &dead).await;
+    assert_eq!(moto.receive(&queue, 1).await.len(), 1);
+    delete_endpoint(&app, &app_id, &endpoint).await;
+
+    // No such topic: dead at once, saying so.
+    let arn = format!("arn:aws:sns:{REGION}:{ACCOUNT}:{}", fresh("no-topic"));
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &format!("sns+http://127.0.0.1:{}/?topic={arn}", moto.port),
+            key(),
+        )
+        .await;
+    let dead = publish_one(&app, &app_id).await;
+    let said = refused_at_once(&app, &app_id, &dead).await;
+    assert!(said.contains("NotFound"), "{said}");
+    delete_endpoint(&app, &app_id, &endpoint).await;
+
+    // Without an access key: dead, saying what to set.
+    let queue = moto.create_queue(&fresh("keyless")).await;
+    let endpoint = app
+        .create_endpoint(&app_id, &moto.sqs_endpoint(&queue))
+        .await;
+    let dead = publish_one(&app, &app_id).await;
+    let said = refused_at_once(&app, &app_id, &dead).await;
+    assert!(said.contains("auth.basic"), "{said}");
+    delete_endpoint(&app, &app_id, &endpoint).await;
+
+    // No AWS there: a connection error, retried.
+    let closed = crate::brokers::closed_port();
+    let url = format!("sqs+http://127.0.0.1:{closed}/{ACCOUNT}/away?region={REGION}");
+    absence_is_retried(&app, &app_id, &url, key()).await;
+}
+
+async fn aws_endpoints_are_checked_when_saved(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let refused = |body: Value| {
+        let app = &app;
+        let app_id = app_id.clone();
+        async move {
+            let problem = app
+                .call(
+                    Method::POST,
+                    &format!("/v1/apps/{app_id}/endpoints"),
+                    Some(&body),
+                    422,
+                )
+                .await;
+            problem["detail"].as_str().unwrap().to_owned()
+        }
+    };
+    let said = refused(json!({"url": "sqs://sqs.example.com/123456789012/orders"})).await;
+    assert!(said.contains("region"), "{said}");
+    let said = refused(json!({"url": "sqs://sqs.us-east-1.amazonaws.com/orders"})).await;
+    assert!(said.contains("account"), "{said}");
+    let said = refused(json!({"url": "sns://sns.us-east-1.amazonaws.com/?topic=orders"})).await;
+    assert!(said.contains("ARN"), "{said}");
+    // Nothing was made.
+    assert_eq!(
+        app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
+        json!([])
+    );
+    // Plain HTTP is for a local stand-in: refused where private destinations are.
+    let guarded = TestApp::spawn_with(engine, |c| c.allow_private_destinations = false).await;
+    let guarded_app = guarded.create_app().await;
+    let problem = guarded
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{guarded_app}/endpoints"),
+            Some(&json!({"url": "sqs+http://stand-in.example.com/123456789012/orders?region=us-east-1"})),
+            422,
+        )
+        .await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("sqs://"),
+        "{problem}"
+    );
+}
