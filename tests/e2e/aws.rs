@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::brokers::{
     absence_is_retried, assert_signed_in_order, delete_endpoint, fresh_name, header, publish_one,
-    publish_ordered, refused_at_once, replay, succeeded_saying, Received,
+    publish_ordered, refused_at_once, refused_when_saved, replay, succeeded_saying, Received,
 };
 use crate::helpers::{both_engines, Engine, TestApp};
 
@@ -277,21 +277,7 @@ async fn aws_refusals_are_dead_with_its_words_and_its_absence_is_retried(engine:
 async fn aws_endpoints_are_checked_when_saved(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let app_id = app.create_app().await;
-    let refused = |body: Value| {
-        let app = &app;
-        let app_id = app_id.clone();
-        async move {
-            let problem = app
-                .call(
-                    Method::POST,
-                    &format!("/v1/apps/{app_id}/endpoints"),
-                    Some(&body),
-                    422,
-                )
-                .await;
-            problem["detail"].as_str().unwrap().to_owned()
-        }
-    };
+    let refused = |body: Value| refused_when_saved(&app, &app_id, body);
     let said = refused(json!({"url": "sqs://sqs.example.com/123456789012/orders"})).await;
     assert!(said.contains("region"), "{said}");
     let said = refused(json!({"url": "sqs://sqs.us-east-1.amazonaws.com/orders"})).await;

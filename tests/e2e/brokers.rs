@@ -117,6 +117,20 @@ pub async fn replay(app: &TestApp, app_id: &str, delivery: &str) {
         .await;
 }
 
+/// Tries to make an endpoint of `body`, which must be refused (422); the
+/// problem's detail.
+pub async fn refused_when_saved(app: &TestApp, app_id: &str, body: Value) -> String {
+    let problem = app
+        .call(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/endpoints"),
+            Some(&body),
+            422,
+        )
+        .await;
+    problem["detail"].as_str().unwrap().to_owned()
+}
+
 /// Deletes `endpoint` (so the app's next publish goes to the next one alone).
 pub async fn delete_endpoint(app: &TestApp, app_id: &str, endpoint: &Value) {
     app.call(
@@ -704,21 +718,7 @@ async fn rabbitmq_refusals_are_dead_with_its_words_and_its_absence_is_retried(en
 async fn broker_endpoints_are_checked_when_saved(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let app_id = app.create_app().await;
-    let refused = |body: Value| {
-        let app = &app;
-        let app_id = app_id.clone();
-        async move {
-            let problem = app
-                .call(
-                    Method::POST,
-                    &format!("/v1/apps/{app_id}/endpoints"),
-                    Some(&body),
-                    422,
-                )
-                .await;
-            problem["detail"].as_str().unwrap().to_owned()
-        }
-    };
+    let refused = |body: Value| refused_when_saved(&app, &app_id, body);
     let said = refused(json!({"url": format!("nats://{NATS}/")})).await;
     assert!(said.contains("?subject="), "{said}");
     let said = refused(json!({"url": format!("nats://{NATS}/?subject=orders.*")})).await;

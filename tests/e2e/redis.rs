@@ -8,12 +8,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::brokers::{
     absence_is_retried, assert_signed_in_order, closed_port, delete_endpoint, fresh_name, header,
-    publish_one, publish_ordered, refused_at_once, replay, succeeded_saying, Received,
+    publish_one, publish_ordered, refused_at_once, refused_when_saved, replay, succeeded_saying,
+    Received,
 };
 use crate::helpers::{both_engines, wait_until, Engine, TestApp};
 
@@ -217,21 +217,7 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
 async fn redis_endpoints_are_checked_when_saved(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let app_id = app.create_app().await;
-    let refused = |body: Value| {
-        let app = &app;
-        let app_id = app_id.clone();
-        async move {
-            let problem = app
-                .call(
-                    Method::POST,
-                    &format!("/v1/apps/{app_id}/endpoints"),
-                    Some(&body),
-                    422,
-                )
-                .await;
-            problem["detail"].as_str().unwrap().to_owned()
-        }
-    };
+    let refused = |body: Value| refused_when_saved(&app, &app_id, body);
     let said = refused(json!({"url": format!("redis://{REDIS}/")})).await;
     assert!(said.contains("?stream="), "{said}");
     let said = refused(json!({"url": format!("redis://{REDIS}/?stream=a&maxlen=0")})).await;

@@ -459,6 +459,29 @@ impl AwsTarget {
     }
 }
 
+/// The message group of a FIFO queue or topic for an event: its ordering
+/// key when AWS takes it as one (1 to 128 printable ASCII characters, no
+/// space), else `h-` and the key's SHA-256 in hex (the same for every event
+/// of the key, so its order holds); `hookline` for events without a key.
+pub fn message_group(ordering_key: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    match ordering_key {
+        None => "hookline".to_owned(),
+        Some(key)
+            if (1..=128).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            key.to_owned()
+        }
+        Some(key) => format!(
+            "h-{}",
+            Sha256::digest(key.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -712,5 +735,20 @@ mod tests {
             ),
             Err(InvalidUrl::Broker(_))
         ));
+    }
+
+    #[test]
+    fn a_message_group_is_the_ordering_key_when_aws_takes_it() {
+        assert_eq!(message_group(None), "hookline");
+        assert_eq!(message_group(Some("order-42")), "order-42");
+        for key in ["order 42", "commande-é", &"k".repeat(129)] {
+            let group = message_group(Some(key));
+            assert!(
+                group.starts_with("h-") && group.len() == 66,
+                "{key}: {group}"
+            );
+            assert_eq!(group, message_group(Some(key)), "the same for every event");
+        }
+        assert_ne!(message_group(Some("a b")), message_group(Some("a c")));
     }
 }

@@ -402,10 +402,14 @@ impl Session {
     /// the body of a message returned before, and anything else, is passed over.
     fn unexpected(&self, frame: &Frame) -> Result<(), Failure> {
         match frame.method() {
-            Some(method::CONNECTION_CLOSE) | Some(method::CHANNEL_CLOSE) => {
+            Some(closing @ (method::CONNECTION_CLOSE | method::CHANNEL_CLOSE)) => {
                 let mut arguments = frame.arguments();
                 let (code, text) = (arguments.u16(), arguments.short_string());
-                Err(closed(code, &text))
+                let what = match closing {
+                    method::CONNECTION_CLOSE => "connection",
+                    _ => "channel",
+                };
+                Err(closed(what, code, &text))
             }
             Some(method::CONNECTION_BLOCKED) => {
                 let reason = frame.arguments().short_string();
@@ -425,8 +429,8 @@ impl Session {
 
 /// A channel or connection closed by the broker: dead unless the reply code
 /// says it passes (forced closed, out of resources, an internal error).
-fn closed(code: u16, text: &str) -> Failure {
-    let said = format!("RabbitMQ closed the channel: {code} {text}");
+fn closed(what: &str, code: u16, text: &str) -> Failure {
+    let said = format!("RabbitMQ closed the {what}: {code} {text}");
     match code {
         320 | 506 | 541 => Failure::Passing(TransportError::Io, said),
         _ => Failure::Refused(said),
@@ -441,12 +445,18 @@ mod tests {
     fn reply_codes_that_pass_are_retried_and_the_rest_are_dead() {
         for code in [320, 506, 541] {
             assert!(
-                matches!(closed(code, "x"), Failure::Passing(TransportError::Io, _)),
+                matches!(
+                    closed("channel", code, "x"),
+                    Failure::Passing(TransportError::Io, _)
+                ),
                 "{code}"
             );
         }
         for code in [312, 403, 404, 406, 530, 505] {
-            assert!(matches!(closed(code, "x"), Failure::Refused(_)), "{code}");
+            assert!(
+                matches!(closed("channel", code, "x"), Failure::Refused(_)),
+                "{code}"
+            );
         }
     }
 

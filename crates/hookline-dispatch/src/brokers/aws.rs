@@ -7,7 +7,7 @@
 //!
 //! - **SQS**: `SendMessage` (AWS's JSON protocol). The body is the envelope;
 //!   the webhook headers are string message attributes. A FIFO queue's
-//!   message group is the event's ordering key (or `hookline` without one),
+//!   message group is the event's ordering key (`broker::message_group`),
 //!   and its deduplication id the delivery's id.
 //! - **SNS**: `Publish` (its query protocol), alike: the envelope is the
 //!   message, the headers its attributes, and the same for a FIFO topic.
@@ -71,10 +71,10 @@ pub(crate) async fn send(
         },
         message.timestamp,
     );
+    // SNS's query protocol answers in XML unless asked for JSON: not asked.
     let mut request = client
         .post(target.api_url())
-        .header("content-type", content_type)
-        .header("accept", "application/json");
+        .header("content-type", content_type);
     for (name, value) in extra
         .iter()
         .copied()
@@ -141,7 +141,7 @@ fn sns_body(topic_arn: &str, fifo: bool, message: &Message<'_>) -> Vec<u8> {
             .append_pair(&format!("{entry}.Value.StringValue"), value);
     }
     if fifo {
-        form.append_pair("MessageGroupId", message.group())
+        form.append_pair("MessageGroupId", &message.group())
             .append_pair("MessageDeduplicationId", message.delivery_id);
     }
     form.finish().into_bytes()

@@ -65,9 +65,9 @@ pub(crate) struct Message<'a> {
 
 impl Message<'_> {
     /// The group a broker that keeps order per group (a FIFO queue) puts
-    /// it in: its ordering key, or one group for the events without one.
-    pub fn group(&self) -> &str {
-        self.ordering_key.unwrap_or("hookline")
+    /// it in (`hookline_core::broker::message_group`).
+    pub fn group(&self) -> String {
+        hookline_core::broker::message_group(self.ordering_key)
     }
 }
 
@@ -78,8 +78,8 @@ pub(crate) enum Failure {
     Refused(String),
     /// The broker away or unable for now: retried.
     Passing(TransportError, String),
-    /// The connection failed (closed, reset): retried, and a kept session
-    /// that fails so is replaced once within the attempt.
+    /// The connection failed (closed, reset): retried. (A kept session that
+    /// fails so, or passes, is replaced once within the attempt.)
     Lost(String),
 }
 
@@ -114,7 +114,13 @@ pub(crate) trait Session: Sized + Send + 'static {
 
 /// Idle sessions by place and login, each with when it was last used.
 struct Pool<S> {
-    idle: Mutex<HashMap<String, Vec<(S, Instant)>>>,
+    idle: Mutex<Idle<S>>,
+}
+
+struct Idle<S> {
+    sessions: HashMap<String, Vec<(S, Instant)>>,
+    /// When every key's expired sessions were last closed.
+    swept: Instant,
 }
 
 /// A session idle longer is closed rather than reused (brokers close idle
@@ -128,7 +134,10 @@ const MAX_KEYS: usize = 10_000;
 impl<S> Default for Pool<S> {
     fn default() -> Self {
         Self {
-            idle: Mutex::default(),
+            idle: Mutex::new(Idle {
+                sessions: HashMap::new(),
+                swept: Instant::now(),
+            }),
         }
     }
 }
@@ -136,7 +145,7 @@ impl<S> Default for Pool<S> {
 impl<S: Session> Pool<S> {
     fn take(&self, key: &str) -> Option<S> {
         let mut idle = self.idle.lock().expect("pool poisoned");
-        let sessions = idle.get_mut(key)?;
+        let sessions = idle.sessions.get_mut(key)?;
         while let Some((session, since)) = sessions.pop() {
             if since.elapsed() < MAX_IDLE {
                 return Some(session);
@@ -147,11 +156,19 @@ impl<S: Session> Pool<S> {
 
     fn put(&self, key: String, session: S) {
         let mut idle = self.idle.lock().expect("pool poisoned");
-        if idle.len() >= MAX_KEYS && !idle.contains_key(&key) {
-            idle.clear();
+        // Sessions of places no longer sent to are closed too, not only
+        // those of the key in hand.
+        if idle.swept.elapsed() >= MAX_IDLE {
+            idle.sessions.retain(|_, sessions| {
+                sessions.retain(|(_, since)| since.elapsed() < MAX_IDLE);
+                !sessions.is_empty()
+            });
+            idle.swept = Instant::now();
         }
-        let sessions = idle.entry(key).or_default();
-        sessions.retain(|(_, since)| since.elapsed() < MAX_IDLE);
+        if idle.sessions.len() >= MAX_KEYS && !idle.sessions.contains_key(&key) {
+            idle.sessions.clear();
+        }
+        let sessions = idle.sessions.entry(key).or_default();
         if sessions.len() < MAX_IDLE_PER_KEY {
             sessions.push((session, Instant::now()));
         }
@@ -173,9 +190,10 @@ impl<S: Session> Pool<S> {
                     self.put(key, session);
                     return Ok(answer);
                 }
-                // Closed while it waited: a new session below.
-                Err(Failure::Lost(_)) => {}
-                Err(other) => return Err(other),
+                Err(refused @ Failure::Refused(_)) => return Err(refused),
+                // Closed while it waited, maybe politely (a broker shutting
+                // down says so before it closes): a new session below.
+                Err(Failure::Lost(_) | Failure::Passing(..)) => {}
             }
         }
         let stream = connect(address, allow_private).await?;

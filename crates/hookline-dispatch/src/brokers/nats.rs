@@ -110,9 +110,9 @@ impl super::Session for Session {
             connect["user"] = basic.username.clone().into();
             connect["pass"] = basic.password.clone().into();
         }
-        let hello = format!("CONNECT {connect}\r\nPING\r\nSUB {}.* 1\r\n", session.inbox);
+        let hello = format!("CONNECT {connect}\r\nSUB {}.* 1\r\nPING\r\n", session.inbox);
         session.write(hello.as_bytes()).await?;
-        // The login is checked by the time the PING is answered.
+        // The login and the subscription are checked by the time the PING is answered.
         loop {
             match session.line().await?.as_str() {
                 "PONG" => return Ok(session),
@@ -124,6 +124,32 @@ impl super::Session for Session {
     }
 
     async fn publish(
+        &mut self,
+        target: &NatsSubject,
+        message: &Message<'_>,
+    ) -> Result<String, Failure> {
+        // "No responders" also answers while a stream elects its leader or
+        // recovers after a restart: asked again twice, 250 ms apart (as the
+        // NATS clients do), before it means that no stream captures the subject.
+        let mut tries = 0;
+        loop {
+            match self.publish_once(target, message).await {
+                Err(Failure::Refused(said)) if said.contains(NO_RESPONDERS) && tries < 2 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                answer => return answer,
+            }
+        }
+    }
+}
+
+/// How a refusal for want of a stream says so.
+const NO_RESPONDERS: &str = "(NATS: no responders)";
+
+impl Session {
+    /// One `HPUB` and the reply to it.
+    async fn publish_once(
         &mut self,
         target: &NatsSubject,
         message: &Message<'_>,
@@ -207,7 +233,7 @@ fn acknowledgement(subject: &str, head: &[u8], body: &[u8]) -> Result<String, Fa
         .to_owned();
     if status.starts_with("NATS/1.0 503") {
         return Err(Failure::Refused(format!(
-            "no JetStream stream captures the subject {subject} (NATS: no responders)"
+            "no JetStream stream captures the subject {subject} {NO_RESPONDERS}"
         )));
     }
     let ack: Ack = serde_json::from_slice(body).map_err(|_| {

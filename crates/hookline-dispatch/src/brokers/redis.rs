@@ -113,7 +113,7 @@ impl Session {
             .write_all(&request)
             .await
             .map_err(lost)?;
-        let line = self.line().await.map_err(lost)?;
+        let line = self.line().await?;
         // The first byte says what the reply is (a server may send anything).
         let rest = line.get(1..).unwrap_or_default();
         match line.as_bytes().first() {
@@ -121,10 +121,12 @@ impl Session {
             Some(b'$') => {
                 let length: usize = rest
                     .parse()
-                    .map_err(|_| Failure::Refused(format!("Redis answered {line:?}")))?;
-                let mut value = vec![0; length.min(MAX_LINE) + 2];
+                    .ok()
+                    .filter(|length| *length <= MAX_LINE)
+                    .ok_or_else(|| Failure::Refused(format!("not a Redis answer: {line:?}")))?;
+                let mut value = vec![0; length + 2];
                 self.stream.read_exact(&mut value).await.map_err(lost)?;
-                value.truncate(length.min(MAX_LINE));
+                value.truncate(length);
                 Ok(String::from_utf8_lossy(&value).into_owned())
             }
             Some(b'-') => {
@@ -142,15 +144,22 @@ impl Session {
         }
     }
 
-    /// One reply line, without its CRLF.
-    async fn line(&mut self) -> std::io::Result<String> {
+    /// One reply line, without its CRLF. A line longer than [`MAX_LINE`]
+    /// is no answer to these commands (and would leave the rest unread).
+    async fn line(&mut self) -> Result<String, Failure> {
         let mut line = Vec::new();
         let read = (&mut self.stream)
             .take(MAX_LINE as u64)
             .read_until(b'\n', &mut line)
-            .await?;
+            .await
+            .map_err(Failure::lost)?;
         if read == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+            return Err(Failure::lost(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        if line.last() != Some(&b'\n') {
+            return Err(Failure::Refused(format!(
+                "not a Redis answer: a line over {MAX_LINE} bytes"
+            )));
         }
         while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
             line.pop();
