@@ -1,4 +1,4 @@
-//! Amazon SQS and SNS destinations (docs/api.md#amazon-sqs-and-sns), against
+//! Amazon SQS, SNS and EventBridge destinations (docs/api.md#amazon-sqs-sns-and-eventbridge), against
 //! `moto` in server mode (the AWS stand-in from PyPI), started by the test:
 //! each delivery one message, signed as an HTTP delivery is, in order for an
 //! ordering key (a FIFO queue); AWS's refusals dead at once with its words,
@@ -18,6 +18,7 @@ use crate::helpers::{both_engines, Engine, TestApp};
 both_engines!(
     an_sqs_fifo_queue_gets_each_event_signed_and_in_order,
     an_sns_topic_gets_each_event_signed,
+    an_eventbridge_bus_gets_each_event_signed_as_its_detail,
     aws_refusals_are_dead_with_its_words_and_its_absence_is_retried,
     aws_endpoints_are_checked_when_saved,
 );
@@ -59,6 +60,24 @@ impl Moto {
             .await
             .unwrap();
         assert!(response.status().is_success(), "SQS {action}: {response:?}");
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    async fn events(&self, action: &str, body: Value) -> Value {
+        let response = self
+            .http
+            .post(format!("http://127.0.0.1:{}/", self.port))
+            .header("authorization", Self::authorization("events"))
+            .header("content-type", "application/x-amz-json-1.1")
+            .header("x-amz-target", format!("AWSEvents.{action}"))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "EventBridge {action}: {response:?}"
+        );
         response.json().await.unwrap_or(Value::Null)
     }
 
@@ -225,6 +244,70 @@ async fn an_sns_topic_gets_each_event_signed(engine: Engine) {
     assert_signed_in_order(&endpoint, &ids, &received);
 }
 
+async fn an_eventbridge_bus_gets_each_event_signed_as_its_detail(engine: Engine) {
+    let moto = Moto::start();
+    // A bus whose rule sends Hookline's events to a queue.
+    let queue = moto.create_queue(&fresh("bus-reader")).await;
+    let bus = fresh("bus");
+    moto.events("CreateEventBus", json!({"Name": bus})).await;
+    moto.events(
+        "PutRule",
+        json!({"Name": "all", "EventBusName": bus, "EventPattern": json!({"source": ["acme.orders"]}).to_string()}),
+    )
+    .await;
+    moto.events(
+        "PutTargets",
+        json!({"Rule": "all", "EventBusName": bus, "Targets": [{"Id": "queue", "Arn": format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}")}]}),
+    )
+    .await;
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &format!(
+                "eventbridge+http://127.0.0.1:{}/?bus={bus}&source=acme.orders&region={REGION}",
+                moto.port
+            ),
+            key(),
+        )
+        .await;
+    let ids = publish_ordered(&app, &app_id, 3).await;
+    let said = succeeded_saying(&app, &app_id, &ids).await;
+    assert!(
+        said.iter().all(|s| s.starts_with("EventBridge event ")),
+        "{said:?}"
+    );
+    // Each event as the rule's target got it: detail type and source for
+    // rules, the headers and the exact body signed in its detail.
+    let mut received: Vec<Received> = moto
+        .receive(&queue, 3)
+        .await
+        .into_iter()
+        .map(|(_, event)| {
+            let event: Value = serde_json::from_slice(&event).unwrap();
+            assert_eq!(event["detail-type"], "order.updated", "{event}");
+            assert_eq!(event["source"], "acme.orders", "{event}");
+            let detail = &event["detail"];
+            let headers = detail["headers"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(name, value)| (name.clone(), value.as_str().unwrap().to_owned()))
+                .collect();
+            (
+                headers,
+                detail["body"].as_str().unwrap().as_bytes().to_vec(),
+            )
+        })
+        .collect();
+    received.sort_by_key(|(headers, _)| {
+        ids.iter()
+            .position(|id| id == header(headers, "webhook-id"))
+    });
+    assert_signed_in_order(&endpoint, &ids, &received);
+}
+
 async fn aws_refusals_are_dead_with_its_words_and_its_absence_is_retried(engine: Engine) {
     let moto = Moto::start();
     let app = TestApp::spawn(engine).await;
@@ -258,6 +341,23 @@ async fn aws_refusals_are_dead_with_its_words_and_its_absence_is_retried(engine:
     assert!(said.contains("NotFound"), "{said}");
     delete_endpoint(&app, &app_id, &endpoint).await;
 
+    // No such event bus: dead at once, saying so.
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &format!(
+                "eventbridge+http://127.0.0.1:{}/?bus={}&region={REGION}",
+                moto.port,
+                fresh("no-bus")
+            ),
+            key(),
+        )
+        .await;
+    let dead = publish_one(&app, &app_id).await;
+    let said = refused_at_once(&app, &app_id, &dead).await;
+    assert!(said.contains("ResourceNotFound"), "{said}");
+    delete_endpoint(&app, &app_id, &endpoint).await;
+
     // Without an access key: dead, saying what to set.
     let queue = moto.create_queue(&fresh("keyless")).await;
     let endpoint = app
@@ -284,6 +384,8 @@ async fn aws_endpoints_are_checked_when_saved(engine: Engine) {
     assert!(said.contains("account"), "{said}");
     let said = refused(json!({"url": "sns://sns.us-east-1.amazonaws.com/?topic=orders"})).await;
     assert!(said.contains("ARN"), "{said}");
+    let said = refused(json!({"url": "eventbridge://events.us-east-1.amazonaws.com/"})).await;
+    assert!(said.contains("?bus="), "{said}");
     // Nothing was made.
     assert_eq!(
         app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],

@@ -14,7 +14,7 @@
 //!   (`redis-server --daemonize yes`, keeping nothing on disk), NATS with
 //!   JetStream at 127.0.0.1:4222 (`nats-server -js`, its store under
 //!   /var/tmp), RabbitMQ at 127.0.0.1:5672 (`service rabbitmq-server start`).
-//! - **moto** (the AWS stand-in, from PyPI) for the Amazon SQS and SNS
+//! - **moto** (the AWS stand-in, from PyPI) for the Amazon SQS, SNS and EventBridge
 //!   destinations: started in server mode on a free port for the test
 //!   process, and installed with pip first when Python cannot import it.
 //!
@@ -118,7 +118,7 @@ pub fn moto() -> u16 {
 }
 
 fn start_moto() -> Result<u16, String> {
-    let by_hand = "moto in server mode is needed for the Amazon SQS and SNS tests: \
+    let by_hand = "moto in server mode is needed for the Amazon SQS, SNS and EventBridge tests: \
                    `python3 -m pip install 'moto[server]'`";
     let importable = || {
         Command::new("python3")

@@ -17,7 +17,7 @@ pub enum Broker {
     Redis(RedisStream),
     Nats(NatsSubject),
     Amqp(AmqpExchange),
-    /// Amazon SQS and SNS: HTTPS APIs, reached as HTTP destinations are.
+    /// Amazon SQS, SNS and EventBridge: HTTPS APIs, reached as HTTP destinations are.
     Aws(AwsTarget),
 }
 
@@ -29,7 +29,9 @@ impl Broker {
             "redis" => Self::Redis(RedisStream::of(url)?),
             "nats" => Self::Nats(NatsSubject::of(url)?),
             "amqp" => Self::Amqp(AmqpExchange::of(url)?),
-            "sqs" | "sqs+http" | "sns" | "sns+http" => Self::Aws(AwsTarget::of(url)?),
+            "sqs" | "sqs+http" | "sns" | "sns+http" | "eventbridge" | "eventbridge+http" => {
+                Self::Aws(AwsTarget::of(url)?)
+            }
             _ => return Ok(None),
         }))
     }
@@ -68,6 +70,7 @@ impl Broker {
             Self::Aws(target) => match target.service {
                 AwsService::Sqs { .. } => "Amazon SQS",
                 AwsService::Sns { .. } => "Amazon SNS",
+                AwsService::EventBridge { .. } => "Amazon EventBridge",
             },
         }
     }
@@ -293,15 +296,16 @@ impl AmqpExchange {
     }
 }
 
-/// An Amazon SQS queue or SNS topic, reached over its HTTPS API with
+/// An Amazon SQS queue, SNS topic or EventBridge bus, reached over its HTTPS API with
 /// Signature Version 4 (`crate::sigv4`; the access key is the endpoint's
 /// `auth.basic`):
 /// - `sqs://sqs.<region>.amazonaws.com/<account>/<queue>`: the queue's URL
 ///   as AWS gives it, with `sqs` for `https`;
-/// - `sns://sns.<region>.amazonaws.com/?topic=<topic ARN>`.
+/// - `sns://sns.<region>.amazonaws.com/?topic=<topic ARN>`;
+/// - `eventbridge://events.<region>.amazonaws.com/?bus=<bus>[&source=<source>]`.
 ///
 /// The region is the host's (`<service>.<region>.amazonaws.com`), the ARN's,
-/// or `?region=`. `sqs+http://` and `sns+http://` speak plain HTTP, for a
+/// or `?region=`. `sqs+http://`, `sns+http://` and `eventbridge+http://` speak plain HTTP, for a
 /// local stand-in (LocalStack, moto): they are refused unless private
 /// destinations are allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,6 +329,12 @@ pub enum AwsService {
     Sns {
         topic_arn: String,
         fifo: bool,
+    },
+    /// An event bus (its name or ARN); `source` is each event's source
+    /// (`hookline` unless named), its detail type the event's type.
+    EventBridge {
+        bus: String,
+        source: String,
     },
 }
 
@@ -354,39 +364,48 @@ impl AwsTarget {
         match self.service {
             AwsService::Sqs { .. } => "sqs",
             AwsService::Sns { .. } => "sns",
+            AwsService::EventBridge { .. } => "events",
         }
     }
 
     fn of(url: &url::Url) -> Result<Self, InvalidUrl> {
-        let (kind, scheme) = match url.scheme() {
-            "sqs" => ("sqs", "https"),
-            "sqs+http" => ("sqs", "http"),
-            "sns" => ("sns", "https"),
-            _ => ("sns", "http"),
-        };
+        let (kind, scheme) = url
+            .scheme()
+            .split_once('+')
+            .unwrap_or((url.scheme(), "https"));
         let wrong = |what: &str| InvalidUrl::Broker(format!("a {}:// url {what}", url.scheme()));
         let host = host(url)?;
         let port = url
             .port()
             .unwrap_or(if scheme == "https" { 443 } else { 80 });
-        let mut found = parameters(url, &["region", "topic"], &wrong)?;
+        let names: &[&str] = match kind {
+            "sqs" => &["region"],
+            "sns" => &["region", "topic"],
+            _ => &["region", "bus", "source"],
+        };
+        let mut found = parameters(url, names, &wrong)?;
+        // The API's host: sqs.<region>…, sns.<region>…, events.<region>….
+        let prefix = match kind {
+            "eventbridge" => "events",
+            kind => kind,
+        };
         let from_host = host
-            .strip_prefix(&format!("{kind}."))
+            .strip_prefix(&format!("{prefix}."))
             .and_then(|rest| rest.strip_suffix(".amazonaws.com"))
             .filter(|region| !region.is_empty() && !region.contains('.'))
             .map(str::to_owned);
         let named = take(&mut found, "region");
-        let topic = take(&mut found, "topic");
         let region_ok = |r: &String| {
             (1..=32).contains(&r.len())
                 && r.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         };
+        let no_path = |what: &str| match url.path() {
+            "" | "/" => Ok(()),
+            _ => Err(wrong(&format!("has no path: {what}"))),
+        };
         let (service, from_arn) = match kind {
             "sqs" => {
-                if topic.is_some() {
-                    return Err(wrong("names its queue in its path, and takes no ?topic="));
-                }
                 let segments: Vec<&str> = url.path().trim_start_matches('/').split('/').collect();
                 let [account, queue] = segments.as_slice() else {
                     return Err(wrong("is the queue's URL: /<account id>/<queue name>"));
@@ -408,11 +427,10 @@ impl AwsTarget {
                 let fifo = queue.ends_with(".fifo");
                 (AwsService::Sqs { queue_url, fifo }, None)
             }
-            _ => {
-                if !matches!(url.path(), "" | "/") {
-                    return Err(wrong("has no path: its topic is ?topic=<topic ARN>"));
-                }
-                let arn = topic.ok_or_else(|| wrong("names its topic: ?topic=<topic ARN>"))?;
+            "sns" => {
+                no_path("its topic is ?topic=<topic ARN>")?;
+                let arn = take(&mut found, "topic")
+                    .ok_or_else(|| wrong("names its topic: ?topic=<topic ARN>"))?;
                 // arn:<partition>:sns:<region>:<account>:<name>
                 let parts: Vec<&str> = arn.split(':').collect();
                 let region = match parts.as_slice() {
@@ -436,6 +454,23 @@ impl AwsTarget {
                     Some(region),
                 )
             }
+            _ => {
+                no_path("its bus is ?bus=<event bus name or ARN>")?;
+                let name_ok = |n: &String, most: usize| {
+                    (1..=most).contains(&n.len())
+                        && n.bytes().all(|b| b.is_ascii_graphic() && b != b'*')
+                };
+                let bus = take(&mut found, "bus")
+                    .filter(|bus| name_ok(bus, 1600))
+                    .ok_or_else(|| wrong("names its event bus: ?bus=<name or ARN>"))?;
+                let source = take(&mut found, "source").unwrap_or_else(|| "hookline".to_owned());
+                if !name_ok(&source, 256) || source.starts_with("aws.") {
+                    return Err(wrong(
+                        "names a source of 1 to 256 characters, not aws.*: &source=<source>",
+                    ));
+                }
+                (AwsService::EventBridge { bus, source }, None)
+            }
         };
         let region = named
             .or(from_arn)
@@ -447,7 +482,7 @@ impl AwsTarget {
         Ok(Self {
             host,
             port,
-            scheme,
+            scheme: if scheme == "https" { "https" } else { "http" },
             region,
             service,
         })
@@ -699,6 +734,22 @@ mod tests {
                 fifo: true,
             }
         );
+        let bus = aws("eventbridge://events.eu-central-1.amazonaws.com/?bus=acme").unwrap();
+        assert_eq!(
+            (bus.region.as_str(), bus.signing_name(), &bus.service),
+            (
+                "eu-central-1",
+                "events",
+                &AwsService::EventBridge {
+                    bus: "acme".into(),
+                    source: "hookline".into()
+                }
+            )
+        );
+        let local =
+            aws("eventbridge+http://127.0.0.1:5000/?bus=b&source=acme.orders&region=us-east-1")
+                .unwrap();
+        assert_eq!(local.api_url(), "http://127.0.0.1:5000/");
         let topic =
             aws("sns://sns.us-east-2.amazonaws.com/?topic=arn:aws:sns:us-east-2:123456789012:acme")
                 .unwrap();
@@ -714,6 +765,10 @@ mod tests {
             "sns://sns.us-east-2.amazonaws.com/",
             "sns://sns.us-east-2.amazonaws.com/?topic=acme",
             "sns://sns.us-east-2.amazonaws.com/x?topic=arn:aws:sns:us-east-2:123456789012:acme",
+            "eventbridge://events.eu-central-1.amazonaws.com/",
+            "eventbridge://events.eu-central-1.amazonaws.com/?bus=a&source=aws.s3",
+            "eventbridge://events.eu-central-1.amazonaws.com/?bus=a&topic=b",
+            "eventbridge://eventbridge.example.com/?bus=a",
         ] {
             assert!(
                 matches!(broker(bad), Err(InvalidUrl::Broker(_))),

@@ -15,7 +15,9 @@ use crate::broker::Broker;
 pub enum InvalidUrl {
     #[error("url is not a valid URL: {0}")]
     Malformed(String),
-    #[error("url must use http or https, or name a broker: redis, nats, amqp, sqs or sns")]
+    #[error(
+        "url must use http or https, or name a broker: redis, nats, amqp, sqs, sns or eventbridge"
+    )]
     Scheme,
     /// A broker's URL (`crate::broker`) that does not name its destination as it should.
     #[error("{0}")]

@@ -32,14 +32,14 @@
 //! - [`sealing`]: endpoint secrets encrypted at rest under a master key (XChaCha20-Poly1305).
 //! - [`signature_check`]: what a receiver got, checked against an endpoint's secrets, and why it does not verify.
 //! - [`signing`]: Standard Webhooks secrets, signatures and verification.
-//! - [`sigv4`]: AWS Signature Version 4, for the SQS and SNS destinations.
+//! - [`sigv4`]: AWS Signature Version 4, for the SQS, SNS and EventBridge destinations.
 //! - [`switches`]: an endpoint's `enabled` and `paused`: whether it sends, and what turning them does.
 //! - [`timeline`]: an endpoint's attempts in time buckets, and the marks of its breaker and switches.
 //! - [`stats`]: an endpoint's attempts summarised (success rate, latency percentiles).
 //! - [`fingerprint`]: the request fingerprint behind `Idempotency-Key`.
 //! - [`custom_headers`]: the headers an endpoint adds to its requests, and which it may not.
 //! - [`destination`]: which IP addresses outbound requests may reach, and what an endpoint URL may be.
-//! - [`broker`]: endpoints that are message brokers (Redis Streams, NATS JetStream, RabbitMQ, Amazon SQS and SNS), read from their URLs.
+//! - [`broker`]: endpoints that are message brokers (Redis Streams, NATS JetStream, RabbitMQ, Amazon SQS, SNS and EventBridge), read from their URLs.
 //! - [`portal`]: the customer portal's per-app settings (branding, framing) and session limits.
 
 pub mod access;

@@ -41,12 +41,12 @@ fn validate_auth(
     if hookline_core::broker::Broker::is_broker_url(url) {
         if !headers.is_empty() {
             return Err(ApiError::Validation(
-                "headers are sent over HTTP: a broker's endpoint (redis://, nats://, amqp://) takes none".into(),
+                "custom headers are for HTTP receivers: a broker's endpoint (redis://, nats://, amqp://, sqs://, sns://, eventbridge://) takes none".into(),
             ));
         }
         if auth.is_some_and(|a| a.oauth2.is_some() || a.bearer.is_some() || a.tls.is_some()) {
             return Err(ApiError::Validation(
-                "a broker's endpoint (redis://, nats://, amqp://) takes `basic` auth only: its login's user and password".into(),
+                "a broker's endpoint (redis://, nats://, amqp://, sqs://, sns://, eventbridge://) takes `basic` auth only: its login (for AWS, the access key id and secret)".into(),
             ));
         }
     }

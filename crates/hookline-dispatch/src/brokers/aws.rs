@@ -1,4 +1,4 @@
-//! Amazon SQS and SNS (`sqs://`, `sns://` endpoints,
+//! Amazon SQS, SNS and EventBridge (`sqs://`, `sns://`, `eventbridge://` endpoints,
 //! `hookline_core::broker::AwsTarget`): one API call per message, over the
 //! dispatcher's HTTP client (so through the guarded resolver and the egress
 //! proxy, as any HTTP delivery), signed with Signature Version 4
@@ -11,6 +11,9 @@
 //!   and its deduplication id the delivery's id.
 //! - **SNS**: `Publish` (its query protocol), alike: the envelope is the
 //!   message, the headers its attributes, and the same for a FIFO topic.
+//! - **EventBridge**: `PutEvents` of one entry (JSON 1.1): its detail type
+//!   is the event's type, its detail `{"headers": …, "body": "<envelope>"}`
+//!   (the body as the exact string signed).
 //!
 //! What AWS answers decides the attempt: a message id is delivered; a
 //! throttling error, a 5xx or no answer is retried; any other error (a
@@ -50,6 +53,11 @@ pub(crate) async fn send(
             "application/x-www-form-urlencoded; charset=utf-8",
             None,
             sns_body(topic_arn, *fifo, message),
+        ),
+        AwsService::EventBridge { bus, source } => (
+            "application/x-amz-json-1.1",
+            Some("AWSEvents.PutEvents"),
+            eventbridge_body(bus, source, message),
         ),
     };
     let host = target.host_header();
@@ -147,6 +155,35 @@ fn sns_body(topic_arn: &str, fifo: bool, message: &Message<'_>) -> Vec<u8> {
     form.finish().into_bytes()
 }
 
+/// EventBridge `PutEvents` of one entry: its detail type the event's type
+/// (for rules to match), its detail the headers and the body as sent (the
+/// body a string, the exact bytes signed, since EventBridge re-serializes
+/// JSON objects).
+fn eventbridge_body(bus: &str, source: &str, message: &Message<'_>) -> Vec<u8> {
+    let event_type = serde_json::from_slice::<serde_json::Value>(message.body)
+        .ok()
+        .and_then(|envelope| envelope["type"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| "webhook".to_owned());
+    let headers: serde_json::Map<String, serde_json::Value> = message
+        .headers
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), value.as_ref().into()))
+        .collect();
+    let detail = serde_json::json!({
+        "headers": headers,
+        "body": String::from_utf8_lossy(message.body),
+    });
+    let body = serde_json::json!({
+        "Entries": [{
+            "EventBusName": bus,
+            "Source": source,
+            "DetailType": event_type,
+            "Detail": detail.to_string(),
+        }]
+    });
+    serde_json::to_vec(&body).expect("a JSON value always serializes")
+}
+
 /// Error codes that say AWS cannot take the message now, but will.
 const PASSING: &[&str] = &[
     "Throttling",
@@ -160,23 +197,41 @@ const PASSING: &[&str] = &[
     "InternalFailure",
     "KMSThrottling",
     "KmsThrottled",
+    "InternalException",
 ];
 
 /// What an answer says: the message's id, or why not.
 fn decide(service: &AwsService, status: u16, answer: &str) -> Result<String, Failure> {
+    let json = || serde_json::from_str::<serde_json::Value>(answer).ok();
     let (name, id) = match service {
         AwsService::Sqs { .. } => (
-            "SQS",
-            serde_json::from_str::<serde_json::Value>(answer)
-                .ok()
-                .and_then(|v| v["MessageId"].as_str().map(str::to_owned)),
+            "SQS message",
+            json().and_then(|v| v["MessageId"].as_str().map(str::to_owned)),
         ),
-        AwsService::Sns { .. } => ("SNS", element(answer, "MessageId")),
+        AwsService::Sns { .. } => ("SNS message", element(answer, "MessageId")),
+        AwsService::EventBridge { .. } => {
+            let entry = json().map(|v| v["Entries"][0].clone()).unwrap_or_default();
+            // A 200 can still say the entry failed, with its own code.
+            if let Some(code) = entry["ErrorCode"].as_str() {
+                let said = format!(
+                    "EventBridge answered {status} {code}: {}",
+                    entry["ErrorMessage"].as_str().unwrap_or_default()
+                );
+                return Err(match PASSING.contains(&code) {
+                    true => Failure::Passing(TransportError::Io, said),
+                    false => Failure::Refused(said),
+                });
+            }
+            (
+                "EventBridge event",
+                entry["EventId"].as_str().map(str::to_owned),
+            )
+        }
     };
     if (200..300).contains(&status) {
-        return id.map(|id| format!("{name} message {id}")).ok_or_else(|| {
+        return id.map(|id| format!("{name} {id}")).ok_or_else(|| {
             Failure::Refused(format!(
-                "{name} answered {status} without a message id: {}",
+                "AWS answered {status} without an id ({name}): {}",
                 excerpt(answer)
             ))
         });
@@ -196,8 +251,9 @@ fn decide(service: &AwsService, status: u16, answer: &str) -> Result<String, Fai
         Err(_) => (element(answer, "Code"), element(answer, "Message")),
     };
     let code = code.unwrap_or_default();
+    let service = name.split(' ').next().unwrap_or(name);
     let said = format!(
-        "{name} answered {status} {code}: {}",
+        "{service} answered {status} {code}: {}",
         words.unwrap_or_else(|| excerpt(answer))
     );
     if status >= 500 || status == 429 || PASSING.contains(&code.as_str()) {
@@ -278,6 +334,34 @@ mod tests {
             "{refused_key:?}"
         );
         assert!(matches!(decide(&sqs(), 503, ""), Err(Failure::Passing(..))));
+        let bus = AwsService::EventBridge {
+            bus: "b".into(),
+            source: "hookline".into(),
+        };
+        let put = decide(
+            &bus,
+            200,
+            r#"{"FailedEntryCount":0,"Entries":[{"EventId":"e1"}]}"#,
+        );
+        assert_eq!(put.unwrap(), "EventBridge event e1");
+        let throttled_entry = decide(
+            &bus,
+            200,
+            r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"ThrottlingException","ErrorMessage":"Rate exceeded"}]}"#,
+        );
+        assert!(
+            matches!(throttled_entry, Err(Failure::Passing(..))),
+            "{throttled_entry:?}"
+        );
+        let refused_entry = decide(
+            &bus,
+            200,
+            r#"{"FailedEntryCount":1,"Entries":[{"ErrorCode":"MalformedDetail","ErrorMessage":"Detail is malformed."}]}"#,
+        );
+        assert!(
+            matches!(refused_entry, Err(Failure::Refused(_))),
+            "{refused_entry:?}"
+        );
         assert!(matches!(
             decide(&sqs(), 200, "{}"),
             Err(Failure::Refused(_))

@@ -1,6 +1,6 @@
 //! Sending one delivery to a message broker: the endpoints whose URL names
 //! one (`hookline_core::broker::Broker`) — Redis Streams, NATS JetStream,
-//! RabbitMQ, Amazon SQS and SNS.
+//! RabbitMQ, Amazon SQS, SNS and EventBridge.
 //!
 //! Everything but the protocol is shared and lives here:
 //! - **The destination guard.** The broker's host is resolved and connected
@@ -25,7 +25,7 @@
 //!
 //! A kind of broker is one file: a [`Session`] (open, publish), a variant
 //! of `Broker` in core, and a line in [`Brokers::send`]. Kafka would be one
-//! more of each. A broker with an HTTP API (Amazon SQS and SNS, `aws`; Google
+//! more of each. A broker with an HTTP API (Amazon SQS, SNS and EventBridge, `aws`; Google
 //! Pub/Sub would be another) is a function over the dispatcher's HTTP client
 //! instead of a `Session`: the client keeps its connections, and the guard
 //! and the egress proxy apply as for any HTTP delivery.
