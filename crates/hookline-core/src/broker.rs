@@ -1,8 +1,9 @@
 //! Destinations that are not HTTP: message brokers, each named by its
 //! endpoint's URL scheme.
 //!
-//! An endpoint whose URL is `redis://…`, `nats://…`, `amqp://…`, `sqs://…` or
-//! `sns://…` delivers into that broker instead of POSTing: everything else an endpoint has
+//! An endpoint whose URL is `redis://…`, `nats://…`, `amqp://…`, `sqs://…`,
+//! `sns://…` or `eventbridge://…` delivers into that broker instead of
+//! POSTing: everything else an endpoint has
 //! (event types, filters, ordering keys, breakers, rate limits, retries, the
 //! dead-letter queue, the attempt log) applies unchanged. This module reads
 //! such a URL into the place its messages go ([`Broker`]), once, for the API
@@ -36,19 +37,23 @@ impl Broker {
         }))
     }
 
+    /// Every scheme that names a broker ([`Broker::of`] reads each).
+    pub const SCHEMES: &[&str] = &[
+        "redis",
+        "nats",
+        "amqp",
+        "sqs",
+        "sqs+http",
+        "sns",
+        "sns+http",
+        "eventbridge",
+        "eventbridge+http",
+    ];
+
     /// Whether an endpoint URL (as stored) names a broker.
     pub fn is_broker_url(raw: &str) -> bool {
-        [
-            "redis://",
-            "nats://",
-            "amqp://",
-            "sqs://",
-            "sqs+http://",
-            "sns://",
-            "sns+http://",
-        ]
-        .iter()
-        .any(|scheme| raw.get(..scheme.len()) == Some(*scheme))
+        raw.split_once("://")
+            .is_some_and(|(scheme, _)| Self::SCHEMES.contains(&scheme))
     }
 
     /// The host and port connected to.
@@ -456,22 +461,52 @@ impl AwsTarget {
             }
             _ => {
                 no_path("its bus is ?bus=<event bus name or ARN>")?;
-                let name_ok = |n: &String, most: usize| {
-                    (1..=most).contains(&n.len())
-                        && n.bytes().all(|b| b.is_ascii_graphic() && b != b'*')
-                };
                 let bus = take(&mut found, "bus")
-                    .filter(|bus| name_ok(bus, 1600))
                     .ok_or_else(|| wrong("names its event bus: ?bus=<name or ARN>"))?;
+                let bus_name_ok = |n: &str| {
+                    (1..=256).contains(&n.len())
+                        && n.bytes().all(|b| {
+                            b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-')
+                        })
+                };
+                // arn:<partition>:events:<region>:<account>:event-bus/<name>
+                let from_bus_arn = match bus.split(':').collect::<Vec<_>>().as_slice() {
+                    ["arn", _, "events", region, account, resource] => match resource
+                        .strip_prefix("event-bus/")
+                    {
+                        Some(name) if account.len() == 12 && bus_name_ok(name) => {
+                            Some(region.to_string())
+                        }
+                        _ => return Err(wrong(
+                            "names its bus by ARN as arn:aws:events:<region>:<account id>:event-bus/<name>",
+                        )),
+                    },
+                    _ if bus_name_ok(&bus) => None,
+                    _ => {
+                        return Err(wrong(
+                            "names its bus: 1 to 256 letters, digits and / . _ -, or its ARN",
+                        ))
+                    }
+                };
+                let name_ok = |n: &String| {
+                    (1..=256).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_graphic())
+                };
                 let source = take(&mut found, "source").unwrap_or_else(|| "hookline".to_owned());
-                if !name_ok(&source, 256) || source.starts_with("aws.") {
+                if !name_ok(&source) || source.starts_with("aws.") {
                     return Err(wrong(
                         "names a source of 1 to 256 characters, not aws.*: &source=<source>",
                     ));
                 }
-                (AwsService::EventBridge { bus, source }, None)
+                (AwsService::EventBridge { bus, source }, from_bus_arn)
             }
         };
+        if let (Some(named), Some(arn)) = (&named, &from_arn) {
+            if named != arn {
+                return Err(wrong(&format!(
+                    "names region {named}, and its ARN region {arn}: name one"
+                )));
+            }
+        }
         let region = named
             .or(from_arn)
             .or(from_host)
@@ -595,6 +630,16 @@ mod tests {
             assert!(Broker::is_broker_url(raw), "{raw}");
         }
         assert!(!Broker::is_broker_url("https://redis.example.com/"));
+        // Every scheme said to be a broker's is read as one.
+        for scheme in Broker::SCHEMES {
+            let raw = format!("{scheme}://broker.example.com/");
+            assert!(Broker::is_broker_url(&raw), "{raw}");
+            assert!(
+                matches!(broker(&raw), Err(InvalidUrl::Broker(_))),
+                "{raw}: {:?}",
+                broker(&raw)
+            );
+        }
         // The name resolved is the name checked: percent-decoded, punycode.
         let host = |raw: &str| {
             RedisStream::of(&url::Url::parse(raw).unwrap())
@@ -750,6 +795,11 @@ mod tests {
             aws("eventbridge+http://127.0.0.1:5000/?bus=b&source=acme.orders&region=us-east-1")
                 .unwrap();
         assert_eq!(local.api_url(), "http://127.0.0.1:5000/");
+        let by_arn = aws(
+            "eventbridge://e.example.com/?bus=arn:aws:events:eu-west-1:123456789012:event-bus/x",
+        )
+        .unwrap();
+        assert_eq!(by_arn.region, "eu-west-1", "the ARN's region");
         let topic =
             aws("sns://sns.us-east-2.amazonaws.com/?topic=arn:aws:sns:us-east-2:123456789012:acme")
                 .unwrap();
@@ -769,6 +819,9 @@ mod tests {
             "eventbridge://events.eu-central-1.amazonaws.com/?bus=a&source=aws.s3",
             "eventbridge://events.eu-central-1.amazonaws.com/?bus=a&topic=b",
             "eventbridge://eventbridge.example.com/?bus=a",
+            "eventbridge://events.eu-central-1.amazonaws.com/?bus=a%20b",
+            "eventbridge://events.eu-central-1.amazonaws.com/?bus=arn:aws:events:eu-west-1:1:event-bus/x",
+            "eventbridge://e.example.com/?bus=arn:aws:events:eu-west-1:123456789012:event-bus/x&region=us-east-1",
         ] {
             assert!(
                 matches!(broker(bad), Err(InvalidUrl::Broker(_))),

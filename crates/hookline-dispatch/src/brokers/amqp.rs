@@ -432,7 +432,9 @@ impl Session {
 fn closed(what: &str, code: u16, text: &str) -> Failure {
     let said = format!("RabbitMQ closed the {what}: {code} {text}");
     match code {
-        320 | 506 | 541 => Failure::Passing(TransportError::Io, said),
+        // Closed by the operator or a shutting-down broker: the session is gone.
+        320 => Failure::Lost(said),
+        506 | 541 => Failure::Passing(TransportError::Io, said),
         _ => Failure::Refused(said),
     }
 }
@@ -443,7 +445,8 @@ mod tests {
 
     #[test]
     fn reply_codes_that_pass_are_retried_and_the_rest_are_dead() {
-        for code in [320, 506, 541] {
+        assert!(matches!(closed("connection", 320, "x"), Failure::Lost(_)));
+        for code in [506, 541] {
             assert!(
                 matches!(
                     closed("channel", code, "x"),

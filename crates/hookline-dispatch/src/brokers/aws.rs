@@ -164,6 +164,9 @@ fn eventbridge_body(bus: &str, source: &str, message: &Message<'_>) -> Vec<u8> {
         .ok()
         .and_then(|envelope| envelope["type"].as_str().map(str::to_owned))
         .unwrap_or_else(|| "webhook".to_owned());
+    // EventBridge takes a detail type of at most 128 characters; an event
+    // type may be longer (its first 128 still route).
+    let event_type: String = event_type.chars().take(128).collect();
     let headers: serde_json::Map<String, serde_json::Value> = message
         .headers
         .iter()

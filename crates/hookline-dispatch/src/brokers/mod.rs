@@ -78,8 +78,9 @@ pub(crate) enum Failure {
     Refused(String),
     /// The broker away or unable for now: retried.
     Passing(TransportError, String),
-    /// The connection failed (closed, reset): retried. (A kept session that
-    /// fails so, or passes, is replaced once within the attempt.)
+    /// The connection failed (closed, reset, or closed by a broker shutting
+    /// down): retried, and a kept session that fails so is replaced once
+    /// within the attempt.
     Lost(String),
 }
 
@@ -157,12 +158,17 @@ impl<S: Session> Pool<S> {
     fn put(&self, key: String, session: S) {
         let mut idle = self.idle.lock().expect("pool poisoned");
         // Sessions of places no longer sent to are closed too, not only
-        // those of the key in hand.
+        // those of the key in hand (after the lock is let go: closing is I/O).
+        let mut expired = Vec::new();
         if idle.swept.elapsed() >= MAX_IDLE {
-            idle.sessions.retain(|_, sessions| {
-                sessions.retain(|(_, since)| since.elapsed() < MAX_IDLE);
-                !sessions.is_empty()
-            });
+            for sessions in idle.sessions.values_mut() {
+                let (old, fresh): (Vec<_>, Vec<_>) = std::mem::take(sessions)
+                    .into_iter()
+                    .partition(|(_, since)| since.elapsed() >= MAX_IDLE);
+                *sessions = fresh;
+                expired.extend(old);
+            }
+            idle.sessions.retain(|_, sessions| !sessions.is_empty());
             idle.swept = Instant::now();
         }
         if idle.sessions.len() >= MAX_KEYS && !idle.sessions.contains_key(&key) {
@@ -172,6 +178,8 @@ impl<S: Session> Pool<S> {
         if sessions.len() < MAX_IDLE_PER_KEY {
             sessions.push((session, Instant::now()));
         }
+        drop(idle);
+        drop(expired);
     }
 
     /// Publishes on a kept session, or a new one; keeps the session if it published.
@@ -190,10 +198,12 @@ impl<S: Session> Pool<S> {
                     self.put(key, session);
                     return Ok(answer);
                 }
-                Err(refused @ Failure::Refused(_)) => return Err(refused),
-                // Closed while it waited, maybe politely (a broker shutting
-                // down says so before it closes): a new session below.
-                Err(Failure::Lost(_) | Failure::Passing(..)) => {}
+                // Closed while it waited (a broker shutting down may say so
+                // first: the protocols read that as lost too): a new session
+                // below. A broker that answered, even "not now", is left to
+                // the retry, since a new session would meet the same answer.
+                Err(Failure::Lost(_)) => {}
+                Err(answered) => return Err(answered),
             }
         }
         let stream = connect(address, allow_private).await?;

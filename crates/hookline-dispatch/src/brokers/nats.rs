@@ -270,6 +270,10 @@ fn error_line(line: &str) -> Failure {
     let error = error.trim_matches('\'');
     let said = format!("NATS answered: {error}");
     let lower = error.to_ascii_lowercase();
+    // The server closes the connection after saying so.
+    if lower.contains("stale connection") {
+        return Failure::Lost(said);
+    }
     // Login, permissions, size and protocol errors will not change.
     if lower.contains("authorization")
         || lower.contains("authentication")
@@ -361,6 +365,10 @@ mod tests {
         }
         assert!(matches!(
             error_line("-ERR 'Stale Connection'"),
+            Failure::Lost(_)
+        ));
+        assert!(matches!(
+            error_line("-ERR 'Slow Consumer'"),
             Failure::Passing(TransportError::Io, _)
         ));
     }
