@@ -42,63 +42,71 @@ impl Moto {
         }
     }
 
-    fn authorization(service: &str) -> String {
-        format!(
-            "AWS4-HMAC-SHA256 Credential=test/20260101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0"
-        )
-    }
-
-    async fn sqs(&self, action: &str, body: Value) -> Value {
-        let response = self
+    /// One call to moto's `service` (signed for its region, which moto
+    /// reads, not checks); the answer's body, after a 2xx.
+    async fn call(
+        &self,
+        service: &str,
+        content_type: &str,
+        target: Option<String>,
+        body: String,
+    ) -> String {
+        let mut request = self
             .http
             .post(format!("http://127.0.0.1:{}/", self.port))
-            .header("authorization", Self::authorization("sqs"))
-            .header("content-type", "application/x-amz-json-1.0")
-            .header("x-amz-target", format!("AmazonSQS.{action}"))
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert!(response.status().is_success(), "SQS {action}: {response:?}");
-        response.json().await.unwrap_or(Value::Null)
-    }
-
-    async fn events(&self, action: &str, body: Value) -> Value {
-        let response = self
-            .http
-            .post(format!("http://127.0.0.1:{}/", self.port))
-            .header("authorization", Self::authorization("events"))
-            .header("content-type", "application/x-amz-json-1.1")
-            .header("x-amz-target", format!("AWSEvents.{action}"))
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+            .header(
+                "authorization",
+                format!("AWS4-HMAC-SHA256 Credential=test/20260101/{REGION}/{service}/aws4_request, SignedHeaders=host, Signature=0"),
+            )
+            .header("content-type", content_type);
+        if let Some(target) = &target {
+            request = request.header("x-amz-target", target);
+        }
+        let response = request.body(body.clone()).send().await.unwrap();
+        let status = response.status();
+        let answer = response.text().await.unwrap();
         assert!(
-            response.status().is_success(),
-            "EventBridge {action}: {response:?}"
+            status.is_success(),
+            "{service} {target:?} {body}: {status} {answer}"
         );
-        response.json().await.unwrap_or(Value::Null)
+        answer
     }
 
+    /// An SQS call (AWS's JSON protocol).
+    async fn sqs(&self, action: &str, body: Value) -> Value {
+        let target = Some(format!("AmazonSQS.{action}"));
+        let answer = self
+            .call(
+                "sqs",
+                "application/x-amz-json-1.0",
+                target,
+                body.to_string(),
+            )
+            .await;
+        serde_json::from_str(&answer).unwrap_or(Value::Null)
+    }
+
+    /// An EventBridge call (JSON 1.1).
+    async fn events(&self, action: &str, body: Value) -> Value {
+        let target = Some(format!("AWSEvents.{action}"));
+        let answer = self
+            .call(
+                "events",
+                "application/x-amz-json-1.1",
+                target,
+                body.to_string(),
+            )
+            .await;
+        serde_json::from_str(&answer).unwrap_or(Value::Null)
+    }
+
+    /// An SNS call (its query protocol); the XML answer.
     async fn sns(&self, params: &[(&str, &str)]) -> String {
         let body = url::form_urlencoded::Serializer::new(String::new())
             .extend_pairs(params)
             .finish();
-        let response = self
-            .http
-            .post(format!("http://127.0.0.1:{}/", self.port))
-            .header("authorization", Self::authorization("sns"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send()
+        self.call("sns", "application/x-www-form-urlencoded", None, body)
             .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "SNS {params:?}: {response:?}"
-        );
-        response.text().await.unwrap()
     }
 
     /// Makes a queue; its name.
