@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::brokers::{
     absence_is_retried, assert_signed_in_order, delete_endpoint, fresh_name, header, publish_one,
-    publish_ordered, refused_at_once, refused_when_saved, replay, succeeded_saying, Received,
+    publish_ordered, refused_at_once, refused_when_saved, succeeded_saying, Received,
 };
 use crate::helpers::{both_engines, Engine, TestApp};
 
@@ -331,7 +331,7 @@ async fn aws_refusals_are_dead_with_its_words_and_its_absence_is_retried(engine:
     let said = refused_at_once(&app, &app_id, &dead).await;
     assert!(said.contains("QueueDoesNotExist"), "{said}");
     moto.create_queue(&queue).await;
-    replay(&app, &app_id, &dead).await;
+    app.replay_until_succeeded(&app_id, &dead).await;
     assert_eq!(moto.receive(&queue, 1).await.len(), 1);
     delete_endpoint(&app, &app_id, &endpoint).await;
 

@@ -104,19 +104,6 @@ pub async fn refused_at_once(app: &TestApp, app_id: &str, delivery: &str) -> Str
         .to_owned()
 }
 
-/// Replays a dead delivery and waits for it to succeed.
-pub async fn replay(app: &TestApp, app_id: &str, delivery: &str) {
-    app.call(
-        Method::POST,
-        &format!("/v1/apps/{app_id}/deliveries/{delivery}/replay"),
-        None,
-        202,
-    )
-    .await;
-    app.wait_for_delivery_state(app_id, delivery, "succeeded")
-        .await;
-}
-
 /// Tries to make an endpoint of `body`, which must be refused (422); the
 /// problem's detail.
 pub async fn refused_when_saved(app: &TestApp, app_id: &str, body: Value) -> String {
@@ -408,7 +395,7 @@ async fn nats_refusals_are_dead_with_its_words_and_its_absence_is_retried(engine
         "{said}"
     );
     nats.create_stream(&stream, &[&subject]);
-    replay(&app, &app_id, &dead).await;
+    app.replay_until_succeeded(&app_id, &dead).await;
     assert_eq!(nats.messages(&stream).len(), 1);
     nats.delete_stream(&stream);
     delete_endpoint(&app, &app_id, &endpoint).await;
@@ -671,7 +658,7 @@ async fn rabbitmq_refusals_are_dead_with_its_words_and_its_absence_is_retried(en
     let said = refused_at_once(&app, &app_id, &dead).await;
     assert!(said.contains("404") && said.contains("NOT_FOUND"), "{said}");
     exchange_with_queue(&channel, &name, "orders.#").await;
-    replay(&app, &app_id, &dead).await;
+    app.replay_until_succeeded(&app_id, &dead).await;
     assert_eq!(take_all(&channel, &name).await.len(), 1);
 
     // An exchange no queue takes this key from: returned, so dead, saying so.

@@ -362,6 +362,19 @@ impl TestApp {
         .await
     }
 
+    /// Replays a delivery (202) and waits for it to succeed.
+    pub async fn replay_until_succeeded(&self, app: &str, delivery: &str) {
+        self.call(
+            reqwest::Method::POST,
+            &format!("/v1/apps/{app}/deliveries/{delivery}/replay"),
+            None,
+            202,
+        )
+        .await;
+        self.wait_for_delivery_state(app, delivery, "succeeded")
+            .await;
+    }
+
     /// Waits until a delivery is in `state`; returns it.
     pub async fn wait_for_delivery_state(&self, app: &str, delivery: &str, state: &str) -> Value {
         let path = format!("/v1/apps/{app}/deliveries/{delivery}");

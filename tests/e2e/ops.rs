@@ -445,15 +445,7 @@ async fn a_full_run_logs_no_payload_secret_token_or_signature(engine: Engine) {
         )
         .await;
     let new_secret = rotated["key"].as_str().unwrap().to_owned();
-    app.call(
-        Method::POST,
-        &format!("/v1/apps/{app_id}/deliveries/{delivery}/replay"),
-        None,
-        202,
-    )
-    .await;
-    app.wait_for_delivery_state(&app_id, &delivery, "succeeded")
-        .await;
+    app.replay_until_succeeded(&app_id, &delivery).await;
     let received = receiver.wait_for_requests(3).await;
     assert!(process.terminate().success(), "a clean shutdown on SIGTERM");
 

@@ -12,8 +12,7 @@ use serde_json::{json, Value};
 
 use crate::brokers::{
     absence_is_retried, assert_signed_in_order, closed_port, delete_endpoint, fresh_name, header,
-    publish_one, publish_ordered, refused_at_once, refused_when_saved, replay, succeeded_saying,
-    Received,
+    publish_one, publish_ordered, refused_at_once, refused_when_saved, succeeded_saying, Received,
 };
 use crate::helpers::{both_engines, wait_until, Engine, TestApp};
 
@@ -183,7 +182,7 @@ async fn refusals_are_dead_with_rediss_words_and_its_absence_is_retried(engine: 
     let said = refused_at_once(&app, &app_id, &dead).await;
     assert!(said.contains("WRONGTYPE"), "{said}");
     redis.command(&["DEL", &taken]);
-    replay(&app, &app_id, &dead).await;
+    app.replay_until_succeeded(&app_id, &dead).await;
     assert_eq!(redis.entries(&taken).len(), 1);
     redis.command(&["DEL", &taken]);
     delete_endpoint(&app, &app_id, &endpoint).await;
