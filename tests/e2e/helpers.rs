@@ -175,6 +175,8 @@ pub fn test_config(db: &TestDb) -> Config {
         request_timeout_ms: 2_000,
         idle_poll_ms: 200,
         db_max_connections: 8,
+        // This test binary is no `hookline`: transforms run in the one that is.
+        transform_worker: Some(env!("CARGO_BIN_EXE_hookline-under-test").into()),
         ..Config::default()
     }
 }

@@ -40,4 +40,5 @@ mod portal_languages;
 mod redis;
 mod sealing;
 mod store_contract;
+mod transforms;
 mod upgrade;

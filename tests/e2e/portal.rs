@@ -1362,6 +1362,86 @@ async fn a_filter_is_tried_on_recent_events_before_it_is_saved() {
     browser.close().await;
 }
 
+/// The transform in the endpoint form: a jq program previewed as it is typed,
+/// on the app's latest event (the body that would be sent), and on a type's
+/// catalog example; a preset shown as its chat's message; a program that
+/// does not compile refused at the field; saved, it is the endpoint's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transform_is_previewed_as_it_is_typed_and_saved() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let app_id = app.create_app().await;
+    app.publish(&app_id, "order.refunded", json!({ "order_id": 7 }))
+        .await;
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &["endpoints"]).await)
+        .await;
+    browser.click("[data-test=nav-endpoints]").await;
+    browser.click("[data-test=endpoint-new]").await;
+    browser.wait_for("[data-test=endpoint-form]").await;
+    browser
+        .fill("#endpoint-url", "https://example.com/in")
+        .await;
+    browser.select("#endpoint-transform-kind", "program").await;
+    // No button: the preview follows the typing.
+    browser
+        .fill(
+            "#endpoint-transform",
+            "{order: .payload.order_id, kind: .event_type}",
+        )
+        .await;
+    browser
+        .wait_text("[data-test=transform-body]", "the preview", |t| {
+            t.contains("\"order\": 7") && t.contains("order.refunded")
+        })
+        .await;
+    browser
+        .check_accessibility("endpoint form (transform preview)")
+        .await;
+    browser
+        .select("#endpoint-transform-source", "order.paid")
+        .await;
+    browser
+        .wait_text("[data-test=transform-body]", "the example's preview", |t| {
+            t.contains("\"order\": 42") && t.contains("order.paid")
+        })
+        .await;
+    browser.select("#endpoint-transform-kind", "slack").await;
+    browser
+        .wait_text("[data-test=transform-body]", "the preset's preview", |t| {
+            t.contains("\"blocks\"")
+        })
+        .await;
+    // A program that does not compile: refused at the field, which says where.
+    browser.select("#endpoint-transform-kind", "program").await;
+    browser.fill("#endpoint-transform", "{order: ").await;
+    browser
+        .wait_text("[data-test=endpoint-form]", "the refusal", |t| {
+            t.contains("transform line 1, column")
+        })
+        .await;
+    let invalid = browser
+        .run("return document.getElementById('endpoint-transform').getAttribute('aria-invalid');")
+        .await;
+    assert_eq!(invalid, json!("true"));
+    assert_eq!(
+        app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
+        json!([])
+    );
+    browser
+        .fill("#endpoint-transform", "{order: .payload.order_id}")
+        .await;
+    browser.click("[data-test=endpoint-save]").await;
+    let saved = wait_until(PATIENCE, "the endpoint to be saved", || async {
+        let listed = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
+        listed["data"].as_array().and_then(|d| d.first().cloned())
+    })
+    .await;
+    assert_eq!(saved["transform"], "{order: .payload.order_id}");
+    browser.close().await;
+}
+
 /// A session says before it ends, stays when asked (renewed on the server),
 /// and when it does end the page says so and keeps the screen in the address.
 /// (A session of twelve seconds, made through the store: links made over the

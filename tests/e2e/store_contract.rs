@@ -12,6 +12,7 @@ use hookline_core::model::{
 };
 use hookline_core::retry::Next;
 use hookline_core::time::Timestamp;
+use hookline_core::transform::Transform;
 use hookline_dispatch::turn::ClaimPolicy;
 use hookline_store::*;
 
@@ -126,6 +127,7 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         signature: Some("v1,test".into()),
         response_headers: vec![("server".into(), "test".into())],
         response_truncated: false,
+        transformed: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,
             claimed.attempts,
@@ -2387,7 +2389,11 @@ async fn notification_channels_are_the_endpoints_their_app_owns(engine: Engine) 
         .id;
     let mut made = Vec::new();
     for (owner, url, transform) in [
-        (&acme, "https://hooks.slack.example/a", Some(Format::Slack)),
+        (
+            &acme,
+            "https://hooks.slack.example/a",
+            Some(Transform::Preset(Format::Slack)),
+        ),
         (&other, "mailto:ops@other.example", None),
         (&acme, "mailto:ops@acme.example", None),
     ] {
@@ -2419,14 +2425,14 @@ async fn notification_channels_are_the_endpoints_their_app_owns(engine: Engine) 
     let owned = store.endpoints().owned_endpoints(&acme, 20).await.unwrap();
     let seen: Vec<_> = owned
         .iter()
-        .map(|e| (e.url.as_str(), e.transform, e.owner_app.clone()))
+        .map(|e| (e.url.as_str(), e.transform.clone(), e.owner_app.clone()))
         .collect();
     assert_eq!(
         seen,
         vec![
             (
                 "https://hooks.slack.example/a",
-                Some(Format::Slack),
+                Some(Transform::Preset(Format::Slack)),
                 Some(acme.clone())
             ),
             ("mailto:ops@acme.example", None, Some(acme.clone())),

@@ -1,9 +1,6 @@
 //! The real `hookline` binary, built inside the test package so the
 //! crash-recovery tests can start, SIGKILL and restart it as a process.
 
-use clap::Parser;
-
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    hookline::main_with(hookline::Cli::parse()).await
+fn main() -> anyhow::Result<()> {
+    hookline::main()
 }

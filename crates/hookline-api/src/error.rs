@@ -34,6 +34,13 @@ pub enum ApiError {
     /// An endpoint's payload filter that does not parse (the detail names the position).
     #[error("{0}")]
     InvalidFilter(String),
+    /// An endpoint's transform that does not compile, is over a limit, or
+    /// fails on its event types' catalog examples (the detail says where).
+    #[error("{0}")]
+    InvalidTransform(String),
+    /// The transform sandbox could not be asked (its worker would not start).
+    #[error("transforms cannot be checked right now ({0}); try again shortly")]
+    TransformsUnavailable(String),
     #[error("the request body exceeds the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("this Idempotency-Key was already used with a different request")]
@@ -90,6 +97,10 @@ impl ApiError {
             Self::InvalidQuery(_) => (StatusCode::BAD_REQUEST, "invalid_query"),
             Self::Validation(_) => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
             Self::InvalidFilter(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_filter"),
+            Self::InvalidTransform(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_transform"),
+            Self::TransformsUnavailable(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "transforms_unavailable")
+            }
             Self::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             Self::IdempotencyKeyReused => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_key_reused")
@@ -248,6 +259,8 @@ pub const CATALOG: &[ProblemKind] = &[
     kind("invalid_query", 400, "a query parameter that is unknown, malformed or out of range (`limit` outside 1–250, a cursor this listing did not make)"),
     kind("validation_failed", 422, "JSON of the wrong shape or out-of-range values; names (app name, event type, ordering key) with control characters such as NUL, on both engines"),
     kind("invalid_filter", 422, "an endpoint's `filter` that does not parse or is over its limits; the detail names the character position (docs/api.md, \"Payload filters\")"),
+    kind("invalid_transform", 422, "an endpoint's `transform` that does not compile (the detail names the line and column), is over its limits, or fails on one of its event types' catalog examples (docs/api.md, \"Transformations\")"),
+    kind("transforms_unavailable", 503, "the transform sandbox's worker process could not be started to check a `transform`; nothing was changed"),
     kind("payload_too_large", 413, "a body above the limit (`max_payload_bytes` for an event's payload)"),
     kind("idempotency_key_reused", 422, "the Idempotency-Key was used with a different request"),
     kind("destination_forbidden", 422, "an endpoint URL that names a private or loopback address"),
@@ -282,6 +295,8 @@ mod tests {
             ApiError::InvalidQuery("x".into()),
             ApiError::Validation("x".into()),
             ApiError::InvalidFilter("x".into()),
+            ApiError::InvalidTransform("x".into()),
+            ApiError::TransformsUnavailable("x".into()),
             ApiError::PayloadTooLarge { limit: 1 },
             ApiError::IdempotencyKeyReused,
             ApiError::Conflict("x"),
@@ -309,6 +324,8 @@ mod tests {
                 | ApiError::InvalidQuery(_)
                 | ApiError::Validation(_)
                 | ApiError::InvalidFilter(_)
+                | ApiError::InvalidTransform(_)
+                | ApiError::TransformsUnavailable(_)
                 | ApiError::PayloadTooLarge { .. }
                 | ApiError::IdempotencyKeyReused
                 | ApiError::Conflict(_)

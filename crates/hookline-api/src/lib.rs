@@ -74,6 +74,9 @@ pub struct ApiConfig {
     /// Whether an SMTP server is configured: e-mail notification channels
     /// can be made.
     pub email: bool,
+    /// The program whose `transform-worker` command checks and previews
+    /// endpoints' jq transforms (`hookline_transform`).
+    pub transform_worker: std::path::PathBuf,
 }
 
 impl Default for ApiConfig {
@@ -90,6 +93,7 @@ impl Default for ApiConfig {
             handoff: None,
             retry: RetryPolicy::default(),
             email: false,
+            transform_worker: hookline_transform::default_worker(),
         }
     }
 }
@@ -104,6 +108,8 @@ pub(crate) struct AppState {
     pub catalog: Arc<catalog::Catalog>,
     pub limits: Option<Arc<limits::KeyLimits>>,
     pub publisher: publish::Publisher,
+    /// Where endpoints' transforms are compiled and tried.
+    pub transforms: Arc<hookline_transform::Sandbox>,
 }
 
 /// The whole API as one router.
@@ -122,6 +128,10 @@ fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bo
     let limits = config
         .rate_limit
         .map(|limit| Arc::new(limits::KeyLimits::new(limit, clock.clone())));
+    let transforms = Arc::new(hookline_transform::Sandbox::new(
+        &config.transform_worker,
+        hookline_transform::default_workers(),
+    ));
     let state = AppState {
         publisher: publish::Publisher::start(store.clone(), config.handoff.clone()),
         store,
@@ -130,6 +140,7 @@ fn build(store: Store, clock: Arc<dyn Clock>, config: ApiConfig, public_only: bo
         keys: Arc::default(),
         catalog: Arc::default(),
         limits,
+        transforms,
     };
     let https = state.config.public_url.starts_with("https://");
     let mut router = routes::routes(&state, public_only);

@@ -56,6 +56,7 @@ const FILES: &[(&str, &[u8])] = files![
     "js/screens/endpoint-signature.js",
     "js/screens/endpoint-stats.js",
     "js/screens/endpoint-timeline.js",
+    "js/screens/endpoint-transform.js",
     "js/screens/endpoint-test.js",
     "js/screens/endpoint.js",
     "js/screens/endpoints.js",

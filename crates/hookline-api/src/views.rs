@@ -2,6 +2,7 @@
 //! (the view types are `hookline_types`', shared with the Rust client). Times
 //! are RFC 3339 (UTC, milliseconds).
 
+use hookline_core::transform::Transform;
 use std::collections::BTreeMap;
 
 use hookline_core::explain;
@@ -52,14 +53,15 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
     EndpointView {
         id: endpoint.id.to_string(),
         app_id: endpoint.app_id.to_string(),
-        // A chat channel's URL is its credential (`routes::notifications`).
+        // A chat's incoming-webhook URL is its credential (`routes::notifications`).
         url: match endpoint.transform {
-            Some(_) if !reveal => masked_url(&endpoint.url),
+            Some(Transform::Preset(_)) if !reveal => masked_url(&endpoint.url),
             _ => endpoint.url.clone(),
         },
         description: endpoint.description.clone(),
         event_types: endpoint.event_types.clone(),
         filter: endpoint.filter.clone(),
+        transform: endpoint.transform.as_ref().map(|t| t.as_str().to_owned()),
         auth: endpoint.auth.as_ref().map(|auth| {
             let shown = if reveal {
                 auth.clone()
@@ -154,6 +156,7 @@ fn attempt_facts(a: &Attempt) -> explain::AttemptFacts<'_> {
         next_attempt_at: a.next_attempt_at,
         dead_reason: a.dead_reason,
         trigger: a.trigger,
+        skipped: a.skipped,
     }
 }
 

@@ -10,7 +10,7 @@ use crate::types::{
     EndpointStatsView, EndpointView, FilterPreview, FilterPreviewView, IncidentsQuery,
     IncidentsView, ListView, PageQuery, RotateSecret, RotatedSecretView, SecretView,
     SignatureCheck, TestSend, TestSendView, TimelineQuery, TimelineView, TimelineWindow, Timestamp,
-    UpdateEndpoint,
+    TransformPreview, TransformPreviewView, UpdateEndpoint,
 };
 use crate::{segment, Client, Result};
 
@@ -136,6 +136,21 @@ impl Client {
         self.write(
             Method::POST,
             app_path(app, "/filter-preview")?,
+            Some(preview),
+        )
+        .await
+    }
+
+    /// `POST /v1/apps/{app}/transform-preview`: what a transform makes of one
+    /// event — the body it would send, a skip, or how it fails (changes nothing).
+    pub async fn transform_preview(
+        &self,
+        app: &str,
+        preview: &TransformPreview,
+    ) -> Result<TransformPreviewView> {
+        self.write(
+            Method::POST,
+            app_path(app, "/transform-preview")?,
             Some(preview),
         )
         .await

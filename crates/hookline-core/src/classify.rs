@@ -22,6 +22,10 @@ pub enum Outcome {
     /// A destination that is not HTTP refused the message for good (an SMTP
     /// 5xx reply): retrying would get the same answer.
     Rejected,
+    /// The endpoint's transform failed: nothing was sent.
+    TransformFailed,
+    /// The endpoint's transform gave `null`: nothing is sent, by design.
+    Skipped,
 }
 
 /// The classifier's decision.
@@ -46,7 +50,11 @@ pub fn classify(outcome: &Outcome, now: SystemTime) -> Verdict {
             disable_endpoint: false,
         },
         Outcome::Failed(_) => Verdict::Retry { not_before: None },
-        Outcome::Accepted => Verdict::Delivered,
+        Outcome::Accepted | Outcome::Skipped => Verdict::Delivered,
+        Outcome::TransformFailed => Verdict::Dead {
+            reason: DeadReason::TransformError,
+            disable_endpoint: false,
+        },
         Outcome::Rejected => Verdict::Dead {
             reason: DeadReason::ClientError,
             disable_endpoint: false,
@@ -88,6 +96,8 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
         Outcome::Failed(TransportError::AuthError) => Signal::Neutral,
         Outcome::Failed(_) => Signal::Failed,
         Outcome::Accepted | Outcome::Rejected => Signal::Healthy,
+        // Nothing was sent: the receiver's health is unknown.
+        Outcome::TransformFailed | Outcome::Skipped => Signal::Neutral,
         Outcome::Response { status: 429, .. } => Signal::Neutral,
         Outcome::Response {
             status: 408 | 500..=599,
@@ -112,6 +122,7 @@ pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
         }
         Outcome::Failed(_) => Pressure::Overloaded,
         Outcome::Accepted | Outcome::Rejected => Pressure::Answered,
+        Outcome::TransformFailed | Outcome::Skipped => Pressure::Neutral,
         Outcome::Response {
             status: 408 | 429 | 503 | 504,
             ..

@@ -33,6 +33,8 @@ use crate::time::Timestamp;
 pub enum Code {
     /// The endpoint answered 2xx.
     Delivered,
+    /// The endpoint's transform gave `null` for the event: nothing was sent, by design.
+    Skipped,
     /// Pending, its round's first attempt not made yet (a new delivery, or a replayed one).
     Scheduled,
     /// Being sent right now.
@@ -73,6 +75,8 @@ pub enum Code {
     MaxAge,
     /// The endpoint was deleted while the delivery waited.
     EndpointDeleted,
+    /// The endpoint's transform failed on the event: nothing was sent, not retried.
+    TransformError,
 }
 
 /// What the customer can do about it.
@@ -154,6 +158,8 @@ pub struct AttemptFacts<'a> {
     pub next_attempt_at: Option<Timestamp>,
     pub dead_reason: Option<DeadReason>,
     pub trigger: Option<AttemptTrigger>,
+    /// The endpoint's transform skipped it: nothing was sent.
+    pub skipped: bool,
 }
 
 /// What the store knows of a delivery's endpoint.
@@ -190,6 +196,9 @@ pub fn delivery(facts: &DeliveryFacts<'_>, language: Language) -> Explanation {
         (code, action, next, max.saturating_sub(facts.attempts))
     };
     let (code, action, next, left) = match facts.state {
+        DeliveryState::Succeeded if facts.newest.is_some_and(|a| a.skipped) => {
+            (Code::Skipped, Action::None, None, 0)
+        }
         DeliveryState::Succeeded => (Code::Delivered, Action::None, None, 0),
         DeliveryState::Dead => {
             let reason = facts.dead_reason.unwrap_or(DeadReason::RetriesExhausted);
@@ -242,6 +251,7 @@ pub fn delivery(facts: &DeliveryFacts<'_>, language: Language) -> Explanation {
 pub fn attempt(facts: &AttemptFacts<'_>, policy: &RetryPolicy, language: Language) -> Explanation {
     let max = policy.max_attempts;
     let (code, action, left) = match facts.verdict {
+        AttemptVerdict::Delivered if facts.skipped => (Code::Skipped, Action::None, 0),
         AttemptVerdict::Delivered => (Code::Delivered, Action::None, 0),
         AttemptVerdict::Dead => {
             let reason = facts.dead_reason.unwrap_or(DeadReason::RetriesExhausted);
@@ -316,6 +326,7 @@ fn dead(reason: DeadReason, attempts: u32, max: u32) -> (Code, Action) {
             (Code::DestinationForbidden, Action::ChangeUrlThenReplay)
         }
         DeadReason::EndpointDeleted => (Code::EndpointDeleted, Action::None),
+        DeadReason::TransformError => (Code::TransformError, Action::FixThenReplay),
     }
 }
 
@@ -343,8 +354,13 @@ pub mod en {
     use super::*;
 
     /// A delivery's sentence.
+    /// A skipped delivery's (and its attempt's) sentence.
+    const SKIPPED: &str =
+        "Skipped: the endpoint's transform gave null for this event, so nothing was sent.";
+
     pub fn delivery(e: &Explanation, facts: &DeliveryFacts<'_>, policy: &RetryPolicy) -> String {
         match e.code {
+            Code::Skipped => SKIPPED.to_owned(),
             Code::Delivered => {
                 let replayed = facts.newest.and_then(|a| a.trigger) == Some(AttemptTrigger::Replay);
                 match e.attempts {
@@ -412,6 +428,7 @@ pub mod en {
     pub fn attempt(e: &Explanation, policy: &RetryPolicy) -> String {
         match e.code {
             Code::Delivered => format!("Delivered: {}.", answered(e.status)),
+            Code::Skipped => SKIPPED.to_owned(),
             _ if e.retries_left > 0 => {
                 format!(
                     "{}. {}",
@@ -428,6 +445,10 @@ pub mod en {
         match e.code {
             Code::EndpointDeleted => {
                 "The endpoint was deleted while this delivery was waiting, so there is nowhere to send it again."
+                    .to_owned()
+            }
+            Code::TransformError => {
+                "The endpoint's transform failed on this event, so nothing was sent (the attempt's response says why). A failing transform is not retried: fix it, then replay."
                     .to_owned()
             }
             Code::Gone => {
@@ -613,8 +634,13 @@ pub mod he {
     use super::*;
 
     /// A delivery's sentence.
+    /// A skipped delivery's (and its attempt's) sentence.
+    const SKIPPED: &str =
+        "דולגה: הטרנספורמציה של נקודת הקצה החזירה \u{2068}null\u{2069} לאירוע הזה, ולכן לא נשלח דבר.";
+
     pub fn delivery(e: &Explanation, facts: &DeliveryFacts<'_>, policy: &RetryPolicy) -> String {
         match e.code {
+            Code::Skipped => SKIPPED.to_owned(),
             Code::Delivered => {
                 let replayed = facts.newest.and_then(|a| a.trigger) == Some(AttemptTrigger::Replay);
                 match e.attempts {
@@ -681,6 +707,7 @@ pub mod he {
     pub fn attempt(e: &Explanation, policy: &RetryPolicy) -> String {
         match e.code {
             Code::Delivered => format!("נמסרה: {}.", answered(e.status)),
+            Code::Skipped => SKIPPED.to_owned(),
             _ if e.retries_left > 0 => {
                 format!(
                     "{}. {}",
@@ -697,6 +724,10 @@ pub mod he {
         match e.code {
             Code::EndpointDeleted => {
                 "נקודת הקצה נמחקה בזמן שהמסירה הזו המתינה, ולכן אין לאן לשלוח אותה שוב."
+                    .to_owned()
+            }
+            Code::TransformError => {
+                "הטרנספורמציה של נקודת הקצה נכשלה על האירוע הזה, ולכן לא נשלח דבר (תגובת הניסיון אומרת למה). על טרנספורמציה שנכשלת אין ניסיונות חוזרים: תקנו אותה ואז שלחו שוב."
                     .to_owned()
             }
             Code::Gone => format!(
@@ -1136,6 +1167,7 @@ mod tests {
             } else {
                 AttemptTrigger::Retry
             }),
+            skipped: false,
         }
     }
 
@@ -1263,6 +1295,38 @@ mod tests {
                     0,
                     None,
                     &["refused the message for good", "then replay"],
+                ),
+            ),
+            (
+                "the transform failed",
+                AttemptFacts {
+                    verdict: AttemptVerdict::Dead,
+                    dead_reason: Some(DeadReason::TransformError),
+                    next_attempt_at: None,
+                    ..got(1, None, None)
+                },
+                want(
+                    Code::TransformError,
+                    Action::FixThenReplay,
+                    0,
+                    None,
+                    &["transform failed", "nothing was sent", "then replay"],
+                ),
+            ),
+            (
+                "the transform skipped it",
+                AttemptFacts {
+                    verdict: AttemptVerdict::Delivered,
+                    skipped: true,
+                    next_attempt_at: None,
+                    ..got(1, None, None)
+                },
+                want(
+                    Code::Skipped,
+                    Action::None,
+                    0,
+                    None,
+                    &["Skipped", "gave null", "nothing was sent"],
                 ),
             ),
             (

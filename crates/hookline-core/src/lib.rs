@@ -78,3 +78,4 @@ pub mod stats;
 pub mod switches;
 pub mod time;
 pub mod timeline;
+pub mod transform;

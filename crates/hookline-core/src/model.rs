@@ -49,6 +49,10 @@ pub enum DeadReason {
     DestinationForbidden,
     /// The endpoint was deleted while the delivery was pending.
     EndpointDeleted,
+    /// The endpoint's transform failed on this event (it does not compile,
+    /// it raised an error, it ran over a limit, or it gave what cannot be
+    /// sent): nothing was sent, and the same program would fail again.
+    TransformError,
 }
 
 /// What went wrong at the transport level, when no HTTP response arrived.
@@ -174,6 +178,7 @@ sql_text_enum!(DeadReason {
     Gone => "gone",
     DestinationForbidden => "destination_forbidden",
     EndpointDeleted => "endpoint_deleted",
+    TransformError => "transform_error",
 });
 
 sql_text_enum!(TransportError {

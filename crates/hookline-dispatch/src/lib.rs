@@ -78,6 +78,9 @@ pub struct DispatcherConfig {
     /// The SMTP server e-mail notifications are sent through; `None`: no
     /// e-mail (a `mailto:` endpoint's attempts fail, and are retried).
     pub smtp: Option<mail::SmtpConfig>,
+    /// The program whose `transform-worker` command runs endpoints' jq
+    /// transforms (`hookline_transform`): the `hookline` binary itself.
+    pub transform_worker: std::path::PathBuf,
 }
 
 impl Default for DispatcherConfig {
@@ -98,6 +101,7 @@ impl Default for DispatcherConfig {
             drain_timeout: Duration::from_secs(15),
             metrics_endpoint_cap: 0,
             smtp: None,
+            transform_worker: hookline_transform::default_worker(),
         }
     }
 }

@@ -40,7 +40,9 @@ use hookline_core::notify;
 use hookline_core::outbound_auth::{
     parse_token_response, refresh_after, OAuth2, OutboundAuth, Tls, Token,
 };
-use hookline_store::ClaimedDelivery;
+use hookline_core::transform::{self, EndpointFacts, Output, Transform};
+use hookline_store::{ClaimedDelivery, Transformed, MAX_SHOWN_BODY};
+use hookline_transform::Sandbox;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::brokers::{Brokers, Message};
@@ -112,6 +114,8 @@ pub struct SendResult {
     pub response_headers: Vec<(String, String)>,
     /// The response body was longer than the limit and was cut.
     pub response_truncated: bool,
+    /// What the endpoint's transform made of the request, if it has one.
+    pub transformed: Option<Transformed>,
 }
 
 /// Response headers kept per attempt: enough to see what a receiver or its
@@ -131,6 +135,30 @@ impl SendResult {
             signature: None,
             response_headers: Vec::new(),
             response_truncated: false,
+            transformed: None,
+        }
+    }
+
+    /// The endpoint's transform failed: nothing was sent; what went wrong is
+    /// the attempt's response.
+    fn transform_failed(said: String, started: Instant) -> Self {
+        Self {
+            response_body: Some(format!("the endpoint's transform failed: {said}")),
+            ..Self::answered(Outcome::TransformFailed, started)
+        }
+    }
+
+    /// The endpoint's transform gave `null`: nothing is sent.
+    fn skipped(started: Instant) -> Self {
+        Self {
+            response_body: Some(
+                "skipped: the endpoint's transform gave null, so nothing was sent".into(),
+            ),
+            transformed: Some(Transformed {
+                skipped: true,
+                ..Transformed::default()
+            }),
+            ..Self::answered(Outcome::Skipped, started)
         }
     }
 
@@ -158,6 +186,7 @@ impl SendResult {
             signature,
             response_headers: Vec::new(),
             response_truncated: false,
+            transformed: None,
         }
     }
 }
@@ -183,6 +212,8 @@ pub struct Sender {
     mailer: Option<Mailer>,
     /// Sessions with the brokers that endpoints name (`redis://`, `nats://`, `amqp://`).
     brokers: Arc<Brokers>,
+    /// Where endpoints' jq transforms run.
+    transforms: Arc<Sandbox>,
 }
 
 /// One client configuration's token: fetched by whoever finds it missing or
@@ -268,6 +299,10 @@ impl Sender {
                 .transpose()
                 .map_err(DispatchError::Mail)?,
             brokers: Arc::default(),
+            transforms: Arc::new(Sandbox::new(
+                &config.transform_worker,
+                hookline_transform::default_workers(),
+            )),
         })
     }
 
@@ -428,6 +463,7 @@ impl Sender {
         &self,
         delivery: &ClaimedDelivery,
         broker: &Broker,
+        body: &[u8],
         timestamp: i64,
         started: Instant,
     ) -> SendResult {
@@ -445,9 +481,7 @@ impl Sender {
         }
         let id = delivery.event_id.as_str();
         let destination = &delivery.destination;
-        let signature = destination
-            .signing
-            .signature_header(id, timestamp, &delivery.body);
+        let signature = destination.signing.signature_header(id, timestamp, body);
         let headers = request_headers(RequestParts {
             custom: &[],
             event_id: id,
@@ -460,7 +494,7 @@ impl Sender {
             timestamp,
             ordering_key: delivery.ordering_key.as_deref(),
             headers,
-            body: &delivery.body,
+            body,
         };
         let basic = destination.auth.as_deref().and_then(|a| a.basic.as_ref());
         // An HTTP API is checked as an HTTP destination is, before the request.
@@ -518,11 +552,125 @@ impl Sender {
                 ),
             };
         }
+        let broker = Broker::of(&url).ok().flatten();
+        let kind = match broker {
+            Some(_) => transform::Kind::Broker,
+            None => transform::Kind::Http,
+        };
+        let request = match self.transformed(delivery, kind, started).await {
+            Ok(request) => request,
+            Err(result) => return result,
+        };
+        let mut result = match (&broker, &request) {
+            (Some(broker), _) => {
+                let body = request.as_ref().map_or(&delivery.body[..], |r| &r.body);
+                self.publish(delivery, broker, body, timestamp, started)
+                    .await
+            }
+            (None, None) => {
+                self.post(
+                    delivery,
+                    url,
+                    delivery.body.clone(),
+                    &[],
+                    timestamp,
+                    started,
+                )
+                .await
+            }
+            (None, Some(request)) => {
+                let url = match &request.url {
+                    Some(url) => match Self::parse_url(url) {
+                        Ok(url) => url,
+                        Err(message) => {
+                            return SendResult::failed(
+                                TransportError::Connect,
+                                message,
+                                started,
+                                None,
+                            )
+                        }
+                    },
+                    None => url,
+                };
+                let body = request.body.clone().into();
+                self.post(delivery, url, body, &request.headers, timestamp, started)
+                    .await
+            }
+        };
+        result.transformed = request.map(|request| Transformed {
+            body: shown(&request.body),
+            url: request.url,
+            header_names: request.headers.into_iter().map(|(name, _)| name).collect(),
+            skipped: false,
+        });
+        result
+    }
+
+    /// What `delivery` becomes under its endpoint's transform: `None` without
+    /// one; a finished attempt when the transform failed or skipped it.
+    async fn transformed(
+        &self,
+        delivery: &ClaimedDelivery,
+        kind: transform::Kind,
+        started: Instant,
+    ) -> Result<Option<transform::Request>, SendResult> {
+        let destination = &delivery.destination;
+        let program = match &destination.transform {
+            None => return Ok(None),
+            Some(Transform::Preset(format)) => {
+                let message = notify::message(&delivery.body);
+                return Ok(Some(transform::Request {
+                    body: serde_json::to_vec(&format.body(&message))
+                        .expect("a JSON value always serializes"),
+                    headers: Vec::new(),
+                    url: None,
+                }));
+            }
+            Some(Transform::Program(program)) => program,
+        };
+        let input = transform::input(
+            &delivery.body,
+            delivery.event_id.as_str(),
+            EndpointFacts {
+                id: delivery.endpoint_id.as_str(),
+                url: &destination.url,
+                description: &destination.description,
+            },
+        );
+        let input = serde_json::value::RawValue::from_string(input).expect("the input is JSON");
+        match self.transforms.run(program, &input).await {
+            Ok(outputs) => match transform::read_output(&outputs, kind, self.allow_private) {
+                Ok(Output::Send(request)) => Ok(Some(request)),
+                Ok(Output::Skip) => Err(SendResult::skipped(started)),
+                Err(said) => Err(SendResult::transform_failed(said, started)),
+            },
+            Err(hookline_transform::Error::Program(error)) => {
+                Err(SendResult::transform_failed(error.to_string(), started))
+            }
+            // Not the program's fault: tried again later.
+            Err(hookline_transform::Error::Unavailable(message)) => Err(SendResult::failed(
+                TransportError::Io,
+                message,
+                started,
+                None,
+            )),
+        }
+    }
+
+    /// POSTs `body`, signed, to `url` (checked by the guard), with the
+    /// endpoint's headers and then `extra` (a transform's).
+    async fn post(
+        &self,
+        delivery: &ClaimedDelivery,
+        url: reqwest::Url,
+        body: Arc<[u8]>,
+        extra: &[(String, String)],
+        timestamp: i64,
+        started: Instant,
+    ) -> SendResult {
         let id = delivery.event_id.as_str();
         let destination = &delivery.destination;
-        if let Some(broker) = Broker::of(&url).ok().flatten() {
-            return self.publish(delivery, &broker, timestamp, started).await;
-        }
         if let Err((kind, message)) = self.check_destination(&url).await {
             return SendResult::failed(kind, message, started, None);
         }
@@ -541,21 +689,26 @@ impl Sender {
             },
             None => None,
         };
-        // A chat's format instead of the envelope: what is signed is what is sent.
-        let body: Arc<[u8]> = match destination.transform {
-            Some(format) => {
-                let message = notify::message(&delivery.body);
-                serde_json::to_vec(&format.body(&message))
-                    .expect("a JSON value always serializes")
-                    .into()
-            }
-            None => delivery.body.clone(),
-        };
+        // What is signed is what is sent (a transform's body, if any).
         let signature = destination.signing.signature_header(id, timestamp, &body);
-        // The endpoint's own headers first; Hookline's cannot be among them
-        // (refused at creation: hookline_core::custom_headers).
+        // The endpoint's own headers first, then a transform's (which win
+        // over one of the same name); Hookline's cannot be among them
+        // (refused: hookline_core::custom_headers).
+        let custom: Vec<(String, String)>;
+        let custom = if extra.is_empty() {
+            &destination.headers[..]
+        } else {
+            custom = destination
+                .headers
+                .iter()
+                .filter(|(name, _)| !extra.iter().any(|(added, _)| added == name))
+                .chain(extra)
+                .cloned()
+                .collect();
+            &custom[..]
+        };
         let sent = request_headers(RequestParts {
-            custom: &destination.headers,
+            custom,
             event_id: id,
             timestamp,
             signature: &signature,
@@ -656,8 +809,20 @@ impl Sender {
             signature: Some(signature),
             response_headers,
             response_truncated: truncated,
+            transformed: None,
         }
     }
+}
+
+/// A transformed body as the attempt log shows it: text, cut at
+/// [`MAX_SHOWN_BODY`] bytes on a character boundary.
+fn shown(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut end = text.len().min(MAX_SHOWN_BODY);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// The response headers an attempt keeps: in order, names lower-case (as the

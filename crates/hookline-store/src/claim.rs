@@ -76,6 +76,7 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             headers: headers_from_row(secrets, row, &id)?,
             auth: auth_from_row(secrets, row, &id)?,
             transform: transform_from_row(row)?,
+            description: row.try_get("description")?,
         }),
         gate: EndpointGate {
             enabled: Switches {

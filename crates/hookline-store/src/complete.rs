@@ -38,6 +38,11 @@ pub(crate) struct AttemptDetail<'a> {
     pub response_headers: &'a [(String, String)],
     pub response_truncated: bool,
     pub trigger: hookline_core::model::AttemptTrigger,
+    /// The body sent, when a transform made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_body: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 /// What a batch's attempts are stored with, wherever each goes (an `attempts`
@@ -61,20 +66,30 @@ impl<'r> Prepared<'r> {
         let mut buffer = Vec::with_capacity(records.len() * 320);
         let mut ends = Vec::with_capacity(records.len());
         for r in records {
+            let transformed = r.transformed.as_ref();
             serde_json::to_writer(
                 &mut buffer,
                 &AttemptDetail {
-                    url: &r.destination.url,
+                    url: transformed
+                        .and_then(|t| t.url.as_deref())
+                        .unwrap_or(&r.destination.url),
                     signature: r.signature.as_deref(),
                     custom_header_names: r
                         .destination
                         .headers
                         .iter()
                         .map(|(name, _)| name.as_str())
+                        .chain(
+                            transformed
+                                .iter()
+                                .flat_map(|t| t.header_names.iter().map(String::as_str)),
+                        )
                         .collect(),
                     response_headers: &r.response_headers,
                     response_truncated: r.response_truncated,
                     trigger: r.trigger,
+                    request_body: transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
+                    skipped: transformed.is_some_and(|t| t.skipped),
                 },
             )
             .expect("a detail serializes");

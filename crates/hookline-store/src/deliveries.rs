@@ -156,6 +156,10 @@ struct StoredDetail {
     response_headers: Vec<(String, String)>,
     response_truncated: bool,
     trigger: hookline_core::model::AttemptTrigger,
+    #[serde(default)]
+    request_body: Option<String>,
+    #[serde(default)]
+    skipped: bool,
 }
 
 /// An attempt's own record of its request: its signature and custom headers.
@@ -170,16 +174,19 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("detail: {e}")))
         })
         .transpose()?;
-    let (url, sent, response_headers, response_truncated, trigger) = match detail {
-        None => (None, None, Vec::new(), false, None),
-        Some(d) => (
-            Some(d.url),
-            d.signature.map(|s| (s, d.custom_header_names)),
-            d.response_headers,
-            d.response_truncated,
-            Some(d.trigger),
-        ),
-    };
+    let (url, sent, response_headers, response_truncated, trigger, request_body, skipped) =
+        match detail {
+            None => (None, None, Vec::new(), false, None, None, false),
+            Some(d) => (
+                Some(d.url),
+                d.signature.map(|s| (s, d.custom_header_names)),
+                d.response_headers,
+                d.response_truncated,
+                Some(d.trigger),
+                d.request_body,
+                d.skipped,
+            ),
+        };
     let attempt = Attempt {
         id: parse_column(row, "id")?,
         delivery_id: parse_column(row, "delivery_id")?,
@@ -203,6 +210,8 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
         response_headers,
         response_truncated,
         trigger,
+        request_body,
+        skipped,
     };
     Ok((attempt, sent))
 }

@@ -5,13 +5,13 @@ use std::time::Duration;
 use crate::db::{Row, Sql, Tx};
 use crate::deliveries::every_attempt;
 use hookline_core::breaker::{Breaker, BreakerState};
-use hookline_core::chat::Format;
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
 use hookline_core::ordering::OnDead;
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::switches::{self, Deleted};
 use hookline_core::time::Timestamp;
+use hookline_core::transform::Transform;
 
 use crate::fanout;
 use crate::operational::insert_notices;
@@ -32,7 +32,7 @@ macro_rules! sending_columns {
     () => {
         "id, url, secret, previous_secret, previous_secret_until, headers, auth, enabled, paused, \
          retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
-         ordering_on_dead, transform"
+         ordering_on_dead, transform, description"
     };
 }
 
@@ -46,7 +46,7 @@ macro_rules! breaker_columns {
 /// An endpoint as the API shows it.
 pub(crate) const ENDPOINT_COLUMNS: &str = concat!(
     sending_columns!(),
-    ", app_id, description, event_types, payload_filter, disabled_reason, owner_app, created_at, updated_at"
+    ", app_id, event_types, payload_filter, disabled_reason, owner_app, created_at, updated_at"
 );
 
 /// What sending and admission need of an endpoint, its breaker included.
@@ -142,12 +142,10 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
 }
 
 /// An endpoint row's `transform`.
-pub(crate) fn transform_from_row(row: &Row) -> Result<Option<Format>> {
-    row.try_get::<Option<String>, _>("transform")?
-        .map(|text| {
-            Format::parse(&text).ok_or_else(|| StoreError::Corrupt(format!("transform: {text}")))
-        })
-        .transpose()
+pub(crate) fn transform_from_row(row: &Row) -> Result<Option<Transform>> {
+    Ok(row
+        .try_get::<Option<String>, _>("transform")?
+        .map(|text| Transform::parse(&text)))
 }
 
 /// The signing secrets of the endpoint `id`'s row (`secret`, `previous_secret`,
@@ -367,7 +365,7 @@ impl Endpoints<'_> {
                 .seal_auth(endpoint.auth.as_ref(), endpoint.id.as_str()),
         )
         .bind(endpoint.owner_app.as_ref().map(AppId::as_str))
-        .bind(endpoint.transform.map(Format::as_str))
+        .bind(endpoint.transform.as_ref().map(Transform::as_str))
         .execute(&mut tx)
         .await?;
         let created = Notice::endpoint(Kind::EndpointCreated, app, &endpoint.id);
@@ -463,6 +461,9 @@ impl Endpoints<'_> {
         if let Some(filter) = patch.filter {
             endpoint.filter = filter;
         }
+        if let Some(transform) = patch.transform {
+            endpoint.transform = transform;
+        }
         if let Some(enabled) = patch.enabled {
             endpoint.enabled = enabled;
         }
@@ -492,7 +493,7 @@ impl Endpoints<'_> {
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
              ordering_on_dead = $11, updated_at = $12, max_in_flight = $13, paused = $14, headers = $15, \
-             payload_filter = $16, auth = $17 WHERE id = $1 AND app_id = $2",
+             payload_filter = $16, auth = $17, transform = $18 WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
@@ -514,6 +515,7 @@ impl Endpoints<'_> {
             self.secrets
                 .seal_auth(endpoint.auth.as_ref(), endpoint.id.as_str()),
         )
+        .bind(endpoint.transform.as_ref().map(Transform::as_str))
         .execute(&mut tx)
         .await?;
         let turned = switches::turn(before, endpoint.switches());

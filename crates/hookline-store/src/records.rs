@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use hookline_core::access::Capabilities;
 use hookline_core::breaker::{Breaker, Signal};
-use hookline_core::chat::Format;
 use hookline_core::ids::{ApiKeyId, AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{
     AttemptTrigger, AttemptVerdict, DeadReason, DeliveryState, TransportError,
@@ -17,6 +16,7 @@ pub use hookline_core::retry::{Next, RetryOverrides};
 use hookline_core::signing::{EndpointSecret, RetiringSecret, SigningKeys};
 use hookline_core::switches::Switches;
 use hookline_core::time::Timestamp;
+use hookline_core::transform::Transform;
 
 /// A producer's tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,8 +83,9 @@ pub struct Endpoint {
     /// The app whose notification channel this is (an endpoint of the internal
     /// app: `hookline_core::notify`); `None` for every other endpoint.
     pub owner_app: Option<AppId>,
-    /// What is sent instead of the envelope: a chat's format.
-    pub transform: Option<Format>,
+    /// What is sent instead of the envelope (`hookline_core::transform`,
+    /// checked by the caller).
+    pub transform: Option<Transform>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -98,8 +99,10 @@ pub struct Destination {
     pub headers: Vec<(String, String)>,
     /// How Hookline authenticates to it besides the signature (opened, shared).
     pub auth: Option<Arc<OutboundAuth>>,
-    /// What is sent instead of the envelope: a chat's format.
-    pub transform: Option<Format>,
+    /// What is sent instead of the envelope.
+    pub transform: Option<Transform>,
+    /// The endpoint's description (a transform's input names it).
+    pub description: String,
 }
 
 impl Endpoint {
@@ -130,7 +133,7 @@ pub struct NewEndpoint {
     pub ordering_on_dead: OnDead,
     /// The app whose notification channel this is (see [`Endpoint::owner_app`]).
     pub owner_app: Option<AppId>,
-    pub transform: Option<Format>,
+    pub transform: Option<Transform>,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -142,6 +145,8 @@ pub struct EndpointPatch {
     pub event_types: Option<Option<Vec<String>>>,
     /// `Some(None)` removes the payload filter.
     pub filter: Option<Option<String>>,
+    /// `Some(None)` removes the transform.
+    pub transform: Option<Option<Transform>>,
     pub enabled: Option<bool>,
     pub paused: Option<bool>,
     /// Replaces all custom headers at once.
@@ -332,6 +337,8 @@ pub struct AttemptRecord {
     /// The response body was cut at the limit.
     pub response_truncated: bool,
     pub trigger: AttemptTrigger,
+    /// What the endpoint's transform made of the request, if it has one.
+    pub transformed: Option<Transformed>,
     /// What follows the attempt (decided by the dispatcher).
     pub next: Next,
     /// What the attempt says about the endpoint's health.
@@ -339,6 +346,24 @@ pub struct AttemptRecord {
     /// 410 Gone: disable the endpoint too.
     pub disable_endpoint: bool,
 }
+
+/// What an endpoint's transform made of an attempt's request: the attempt
+/// log shows the body as sent.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Transformed {
+    /// The body sent in place of the envelope, cut at [`MAX_SHOWN_BODY`]
+    /// bytes; empty when nothing was sent.
+    pub body: String,
+    /// Where it went, when the transform chose the URL.
+    pub url: Option<String>,
+    /// The headers the transform added, by name.
+    pub header_names: Vec<String>,
+    /// The transform gave `null`: nothing was sent.
+    pub skipped: bool,
+}
+
+/// The most of a transformed body an attempt keeps.
+pub const MAX_SHOWN_BODY: usize = 64 * 1024;
 
 pub use hookline_core::completion::BreakerChanges;
 
@@ -380,6 +405,11 @@ pub struct Attempt {
     pub response_headers: Vec<(String, String)>,
     pub response_truncated: bool,
     pub trigger: Option<AttemptTrigger>,
+    /// The body sent, when the endpoint's transform made it (`None`: the
+    /// event's envelope).
+    pub request_body: Option<String>,
+    /// The endpoint's transform skipped the delivery: nothing was sent.
+    pub skipped: bool,
 }
 
 /// The varying parts of an attempt's request, and its delivery's.

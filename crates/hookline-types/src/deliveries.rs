@@ -75,8 +75,9 @@ pub struct AttemptView {
     pub response_body_truncated: bool,
     /// What its outcome meant, and what followed.
     pub explanation: Explanation,
-    /// The body sent, byte for byte as signed (its event's envelope): only
-    /// in `GET …/attempts/{attempt}`, absent from listings.
+    /// The body sent, byte for byte as signed (its event's envelope, or what
+    /// the endpoint's transform made of it, cut at 64 KiB): only in
+    /// `GET …/attempts/{attempt}`, absent from listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_body: Option<String>,
 }

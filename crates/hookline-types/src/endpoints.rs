@@ -57,6 +57,18 @@ pub struct CreateEndpoint {
     )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter: Option<String>,
+    /// What is sent instead of the event's envelope (docs/api.md,
+    /// "Transformations"): a preset's name (`slack`, `teams`, `discord`: the
+    /// event as that chat's incoming webhook takes it), or a jq program over
+    /// `{event_type, event_id, timestamp, payload, endpoint}` that gives the
+    /// body, `{body, headers, url}`, or `null` to skip. Absent or `null`: the
+    /// envelope. (The pattern states a small subset of the language.)
+    #[schema(
+        max_length = 16384,
+        pattern = r"^(slack|teams|discord|\{[a-z]{1,10}: \.[a-z_]{1,10}\})$"
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<String>,
     #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "is_default")]
@@ -95,6 +107,7 @@ impl CreateEndpoint {
             description: String::new(),
             event_types: None,
             filter: None,
+            transform: None,
             enabled: true,
             paused: false,
             secret: None,
@@ -147,6 +160,22 @@ pub struct UpdateEndpoint {
         pattern = r"^/[a-z]{1,10}( exists| = (0|[1-9][0-9]{0,4})| > (0|[1-9][0-9]{0,4}))$"
     )]
     pub filter: Option<Option<String>>,
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    /// What is sent instead of the event's envelope (docs/api.md,
+    /// "Transformations"): a preset's name (`slack`, `teams`, `discord`: the
+    /// event as that chat's incoming webhook takes it), or a jq program over
+    /// `{event_type, event_id, timestamp, payload, endpoint}` that gives the
+    /// body, `{body, headers, url}`, or `null` to skip. `null` removes it; absent
+    /// leaves it. (The pattern states a small subset of the language.)
+    #[schema(
+        max_length = 16384,
+        pattern = r"^(slack|teams|discord|\{[a-z]{1,10}: \.[a-z_]{1,10}\})$"
+    )]
+    pub transform: Option<Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,6 +223,9 @@ pub struct EndpointView {
     pub event_types: Option<Vec<String>>,
     /// The payload filter (docs/api.md, "Payload filters"); `null`: every event of its types.
     pub filter: Option<String>,
+    /// What is sent instead of the envelope (docs/api.md, "Transformations"):
+    /// a preset's name or a jq program; `null`: the envelope.
+    pub transform: Option<String>,
     pub enabled: bool,
     /// New deliveries are made but held until it is resumed (`paused: false`).
     pub paused: bool,
@@ -532,4 +564,61 @@ mod tests {
         assert_eq!(read.event_types, None);
         assert_eq!(read.url, None);
     }
+}
+
+/// `POST /v1/apps/{app}/transform-preview`: what a transform makes of one
+/// event (docs/api.md#transform-preview). The event is `event_id` (one of
+/// the app's), or `event_type` with `payload`, or `event_type` alone (its
+/// catalog example), or, with none of them, the app's latest event.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransformPreview {
+    /// A preset's name or a jq program, as an endpoint's `transform`.
+    #[schema(
+        max_length = 16384,
+        pattern = r"^(slack|teams|discord|\{[a-z]{1,10}: \.[a-z_]{1,10}\})$"
+    )]
+    pub transform: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+    #[schema(pattern = r"^[a-z]{1,10}(\.[a-z]{1,10}){0,2}$")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+    /// The endpoint whose `url` and `description` the program's input
+    /// names; absent: a new endpoint's (`https://example.com/webhook`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_id: Option<String>,
+}
+
+/// What a transform made of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TransformOutcome {
+    /// It gave a body: that is what would be sent, signed.
+    Send,
+    /// It gave `null`: the delivery would be skipped.
+    Skip,
+    /// It failed: the delivery would be dead (`transform_error`).
+    Error,
+}
+
+/// The answer to a transform preview.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TransformPreviewView {
+    /// The event it ran on (`null` for a payload or an example).
+    pub event_id: Option<String>,
+    pub event_type: String,
+    /// What the program was given.
+    pub input: serde_json::Value,
+    pub outcome: TransformOutcome,
+    /// The body that would be sent (`send` only).
+    pub body: Option<serde_json::Value>,
+    /// The headers it adds, by name (`send` only).
+    pub headers: BTreeMap<String, String>,
+    /// The URL it sends to instead of the endpoint's (`send` only).
+    pub url: Option<String>,
+    /// What went wrong (`error` only), as the attempt log would say it.
+    pub error: Option<String>,
 }

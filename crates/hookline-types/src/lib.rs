@@ -36,7 +36,8 @@ pub use endpoints::{
     CheckSignature, CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView,
     FilterPreview, FilterPreviewEvent, FilterPreviewView, IncidentEndpointView, IncidentView,
     IncidentsQuery, IncidentsView, Latency, MarkView, RotateSecret, RotatedSecretView, SecretView,
-    StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
+    StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, TransformOutcome,
+    TransformPreview, TransformPreviewView, UpdateEndpoint,
 };
 pub use event_types::{CreateEventType, EventTypeView, UpdateEventType};
 pub use events::{

@@ -53,6 +53,9 @@ pub struct Config {
     /// Who notification e-mails are from: `Webhooks <notify@example.com>`
     /// (required with `smtp_url`).
     pub smtp_from: Option<String>,
+    /// The program whose `transform-worker` command runs endpoints' jq
+    /// transforms in their sandbox; unset: this `hookline` binary itself.
+    pub transform_worker: Option<String>,
     /// Full-jitter backoff: the first retry waits up to this long…
     pub retry_base_ms: u64,
     /// …each later one up to twice the previous ceiling, never more than this.
@@ -159,6 +162,7 @@ impl Default for Config {
             smtp_url: None,
             smtp_password_file: None,
             smtp_from: None,
+            transform_worker: None,
             retry_base_ms: retry.base.as_millis() as u64,
             retry_cap_ms: retry.cap.as_millis() as u64,
             max_attempts: retry.max_attempts,
@@ -519,8 +523,16 @@ impl Config {
             drain_timeout: Duration::from_millis(self.drain_timeout_ms),
             metrics_endpoint_cap: self.metrics_endpoint_cap,
             smtp: self.smtp(),
+            transform_worker: self.transform_worker(),
             ..DispatcherConfig::default()
         }
+    }
+
+    /// The transform sandbox's worker program.
+    pub fn transform_worker(&self) -> std::path::PathBuf {
+        self.transform_worker
+            .as_ref()
+            .map_or_else(hookline_transform::default_worker, Into::into)
     }
 
     /// The SMTP server (its password file is read when the dispatcher starts,

@@ -86,6 +86,10 @@ pub enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Run endpoints' jq transforms for a parent `hookline` process, over
+    /// stdin and stdout (started by it, never by hand: `hookline_transform`).
+    #[command(name = "transform-worker", hide = true)]
+    TransformWorker,
 }
 
 #[derive(Debug, Clone, Subcommand)]
@@ -111,7 +115,21 @@ impl Role {
     }
 }
 
-/// The entry point of the `hookline` binary.
+/// The entry point of the `hookline` binary: a transform worker at once
+/// (before any runtime starts: `hookline_transform::worker`), or
+/// [`main_with`] on a Tokio runtime.
+pub fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Command::TransformWorker = cli.command {
+        return Ok(hookline_transform::worker::serve()?);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(main_with(cli))
+}
+
+/// The `hookline` binary's commands, on a Tokio runtime.
 pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
     let command = match cli.command {
         Command::Admin(args) => {
@@ -124,12 +142,14 @@ pub async fn main_with(cli: Cli) -> anyhow::Result<()> {
             std::io::Write::write_all(&mut std::io::stdout(), &out)?;
             return result;
         }
+        // A sandbox's worker: no configuration, no database, no logs.
+        Command::TransformWorker => return Ok(hookline_transform::worker::serve()?),
         command => command,
     };
     let config = Config::load(cli.config.as_deref())?;
     let spans = init_tracing(&config)?;
     let role = match command {
-        Command::Admin(_) => unreachable!("handled above"),
+        Command::Admin(_) | Command::TransformWorker => unreachable!("handled above"),
         Command::Config {
             command: ConfigCommand::Check,
         } => {
@@ -372,6 +392,7 @@ impl Server {
             rate_limit: config.rate_limit(),
             handoff,
             retry: config.retry_policy(),
+            transform_worker: config.transform_worker(),
         };
         let api = if role.runs_api() {
             hookline_api::router(store.clone(), clock.clone(), api_config)

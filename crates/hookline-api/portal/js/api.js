@@ -223,6 +223,7 @@ export const rotateSecret = (id, body) => request('POST', appPath('endpoints', i
 export const checkSignature = (id, body) => request('POST', appPath('endpoints', id, 'signature-check'), { body });
 export const testSend = (id, body) => request('POST', appPath('endpoints', id, 'test'), { body });
 export const filterPreview = (body) => request('POST', appPath('filter-preview'), { body });
+export const transformPreview = (body) => request('POST', appPath('transform-preview'), { body });
 export const listNotificationChannels = (options) => request('GET', appPath('notifications'), options);
 export const createNotificationChannel = (body) => request('POST', appPath('notifications'), { body });
 export const deleteNotificationChannel = (id) => request('DELETE', appPath('notifications', id));

@@ -36,6 +36,7 @@ export const DEAD_REASONS = {
   gone: msg('your endpoint answered 410 Gone'),
   destination_forbidden: msg('the address is not allowed'),
   endpoint_deleted: msg('the endpoint was deleted'),
+  transform_error: msg("the endpoint's transform failed"),
 };
 
 /** Why an endpoint is disabled (`EndpointView.disabled_reason`). */

@@ -156,8 +156,11 @@ pub(crate) async fn attempt(
         .ok_or(ApiError::NotFound("attempt"))?;
     let policy = retry_policy(&state, &app.id, &attempt.endpoint_id).await?;
     let mut view = crate::views::attempt(&attempt, &policy, language);
-    // The body as signed: its event's envelope (gone once retention took it).
-    if let Some(sent) = &attempt.sent {
+    // The body as signed: what the endpoint's transform made, or its event's
+    // envelope (gone once retention took it).
+    if let Some(body) = &attempt.request_body {
+        view.request_body = Some(body.clone());
+    } else if let Some(sent) = &attempt.sent {
         view.request_body = state
             .store
             .events()

@@ -1,12 +1,13 @@
 //! `/v1/apps/{app}/endpoints`: where an app's events go.
 
+use hookline_core::transform::{self, Transform};
 use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use hookline_core::access::Capability;
-use hookline_core::ids::{AttemptId, EndpointId};
+use hookline_core::ids::{AttemptId, EndpointId, EventId};
 use hookline_core::outbound_auth::OutboundAuth;
 use hookline_core::signing::EndpointSecret;
 use hookline_store::{
@@ -24,7 +25,8 @@ pub(crate) use hookline_types::{
     AttemptsQuery, CheckSignature, CreateEndpoint, EndpointStatsView, FilterPreview,
     FilterPreviewEvent, FilterPreviewView, IncidentEndpointView, IncidentView, IncidentsQuery,
     IncidentsView, Latency, RotateSecret, RotatedSecretView, SecretView, StatsWindow, TestSend,
-    TestSendView, TimelineQuery, TimelineView, UpdateEndpoint,
+    TestSendView, TimelineQuery, TimelineView, TransformOutcome, TransformPreview,
+    TransformPreviewView, UpdateEndpoint,
 };
 
 /// Outbound authentication that holds together, with the custom headers it
@@ -124,6 +126,98 @@ fn validate_filter(filter: &Option<String>) -> ApiResult<()> {
     Ok(())
 }
 
+/// Catalog examples a transform is tried on when saved, at most.
+const EXAMPLES_TRIED: usize = 20;
+
+/// An endpoint's transform (`hookline_core::transform`): a preset's name, or
+/// a jq program that compiles in the sandbox and, run on the catalog example
+/// of each of the endpoint's event types that has one, gives something that
+/// can be sent. The error says where the program is wrong, or on which
+/// example it failed and how.
+async fn validate_transform(
+    state: &AppState,
+    text: Option<String>,
+    endpoint: TransformFacts<'_>,
+) -> ApiResult<Option<Transform>> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    if text.len() > transform::MAX_PROGRAM_BYTES || text.contains('\0') || text.trim().is_empty() {
+        return Err(ApiError::InvalidTransform(format!(
+            "transform must be a preset's name (slack, teams, discord) or a jq program of 1 to {} bytes without NUL",
+            transform::MAX_PROGRAM_BYTES
+        )));
+    }
+    let transform = Transform::parse(&text);
+    let Transform::Program(program) = &transform else {
+        return Ok(Some(transform));
+    };
+    let refused = |error: hookline_transform::Error, on: Option<&str>| match error {
+        hookline_transform::Error::Program(error) => ApiError::InvalidTransform(match on {
+            None => format!("transform {error}"),
+            Some(event_type) => {
+                format!("transform failed on the catalog example of {event_type}: {error}")
+            }
+        }),
+        hookline_transform::Error::Unavailable(message) => ApiError::TransformsUnavailable(message),
+    };
+    state
+        .transforms
+        .check(program)
+        .await
+        .map_err(|e| refused(e, None))?;
+    let kind = match hookline_core::broker::Broker::is_broker_url(endpoint.url) {
+        true => transform::Kind::Broker,
+        false => transform::Kind::Http,
+    };
+    let examples = state.store.catalog().list_event_types().await?;
+    let examples = examples
+        .iter()
+        .filter(|t| hookline_core::event_types::subscribed(endpoint.event_types, &t.name))
+        .filter_map(|t| Some((t.name.as_str(), t.example.as_ref()?)))
+        .take(EXAMPLES_TRIED);
+    let now = state.clock.now();
+    for (event_type, example) in examples {
+        let envelope = serde_json::json!({
+            "type": event_type,
+            "timestamp": now.to_rfc3339(),
+            "data": example,
+        });
+        let input = transform::input(
+            envelope.to_string().as_bytes(),
+            "evt_example",
+            transform::EndpointFacts {
+                id: endpoint.id,
+                url: endpoint.url,
+                description: endpoint.description,
+            },
+        );
+        let input = serde_json::value::RawValue::from_string(input).expect("the input is JSON");
+        let outputs = state
+            .transforms
+            .run(program, &input)
+            .await
+            .map_err(|e| refused(e, Some(event_type)))?;
+        transform::read_output(&outputs, kind, state.config.allow_private_destinations).map_err(
+            |said| {
+                ApiError::InvalidTransform(format!(
+                    "transform failed on the catalog example of {event_type}: {said}"
+                ))
+            },
+        )?;
+    }
+    Ok(Some(transform))
+}
+
+/// What a transform is checked against: the endpoint as it will be.
+#[derive(Clone, Copy)]
+struct TransformFacts<'a> {
+    id: &'a str,
+    url: &'a str,
+    description: &'a str,
+    event_types: Option<&'a [String]>,
+}
+
 /// A description may be empty or span lines, but hold no NUL (PostgreSQL's `text`
 /// cannot), the same on both engines.
 fn validate_description(description: &str) -> ApiResult<()> {
@@ -211,6 +305,17 @@ pub(crate) async fn create(
     validate_max_in_flight(new.max_in_flight)?;
     let headers = validate_headers(new.headers.unwrap_or_default())?;
     validate_auth(&state, &url, new.auth.as_ref(), &headers)?;
+    let transform = validate_transform(
+        &state,
+        new.transform,
+        TransformFacts {
+            id: "ep_new",
+            url: &url,
+            description: &new.description,
+            event_types: new.event_types.as_deref(),
+        },
+    )
+    .await?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -237,7 +342,7 @@ pub(crate) async fn create(
                 max_in_flight: new.max_in_flight,
                 ordering_on_dead: new.ordering_on_dead,
                 owner_app: None,
-                transform: None,
+                transform,
             },
             state.clock.now(),
         )
@@ -438,6 +543,28 @@ pub(crate) async fn update(
         validate_max_in_flight(ceiling)?;
     }
     let headers = patch.headers.map(validate_headers).transpose()?;
+    let transform = match patch.transform {
+        Some(text) => Some(
+            validate_transform(
+                &state,
+                text,
+                TransformFacts {
+                    id: endpoint.id.as_str(),
+                    url: url.as_deref().unwrap_or(&endpoint.url),
+                    description: patch
+                        .description
+                        .as_deref()
+                        .unwrap_or(&endpoint.description),
+                    event_types: match &patch.event_types {
+                        Some(types) => types.as_deref(),
+                        None => endpoint.event_types.as_deref(),
+                    },
+                },
+            )
+            .await?,
+        ),
+        None => None,
+    };
     if patch.auth.is_some() || headers.is_some() || url.is_some() {
         // The endpoint as it will be: the patch over what it is.
         let auth = match &patch.auth {
@@ -462,6 +589,7 @@ pub(crate) async fn update(
                 description: patch.description,
                 event_types: patch.event_types,
                 filter: patch.filter,
+                transform,
                 enabled: patch.enabled,
                 paused: patch.paused,
                 headers,
@@ -944,4 +1072,161 @@ pub(crate) async fn filter_preview(
         passed,
         scanned,
     }))
+}
+
+/// `POST /v1/apps/{app}/transform-preview`: runs a transform on one event —
+/// one of the app's, a payload, a catalog example, or the app's latest — and
+/// answers what would be sent, or that it would be skipped, or how it fails.
+/// A program that does not compile is 422 `invalid_transform`, as when saved.
+/// Changes nothing.
+pub(crate) async fn transform_preview(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(app): Path<String>,
+    body: JsonBody<TransformPreview>,
+) -> ApiResult<Json<TransformPreviewView>> {
+    let app = caller.app(&state, &app).await?;
+    let TransformPreview {
+        transform: text,
+        event_id,
+        event_type,
+        payload,
+        endpoint_id,
+    } = body.value;
+    let endpoint = match endpoint_id {
+        Some(id) => Some(find(&state, &caller, app.id.as_str(), id.as_str()).await?),
+        None => None,
+    };
+    let (url, description) = endpoint
+        .as_ref()
+        .map_or(("https://example.com/webhook", ""), |e| {
+            (e.url.as_str(), e.description.as_str())
+        });
+    let facts = TransformFacts {
+        id: endpoint.as_ref().map_or("ep_new", |e| e.id.as_str()),
+        url,
+        description,
+        // Only this event is tried.
+        event_types: Some(&[]),
+    };
+    let transform = validate_transform(&state, Some(text), facts)
+        .await?
+        .expect("a transform was given");
+    // The event: its envelope, as stored or as a publish would make it.
+    let (event_id, event_type, envelope) = match (event_id, event_type) {
+        (Some(id), _) => {
+            let id: EventId = path_id(&id, "event")?;
+            let (event, _) = state
+                .store
+                .events()
+                .get_event(&app.id, &id)
+                .await?
+                .ok_or(ApiError::NotFound("event"))?;
+            (Some(id.to_string()), event.event_type, event.body.to_vec())
+        }
+        (None, Some(event_type)) => {
+            checked_name("event_type", &event_type)?;
+            let payload = match payload {
+                Some(payload) => payload,
+                None => state
+                    .store
+                    .catalog()
+                    .get_event_type(&event_type)
+                    .await?
+                    .and_then(|t| t.example)
+                    .ok_or_else(|| {
+                        ApiError::Validation(format!(
+                            "event_type {event_type:?} has no example in the catalog: give a payload"
+                        ))
+                    })?,
+            };
+            let envelope = serde_json::json!({
+                "type": event_type,
+                "timestamp": state.clock.now().to_rfc3339(),
+                "data": payload,
+            });
+            (None, event_type, envelope.to_string().into_bytes())
+        }
+        (None, None) => {
+            let latest = state
+                .store
+                .listings()
+                .list_events(
+                    &app.id,
+                    &hookline_store::EventFilter::default(),
+                    &Page {
+                        limit: 1,
+                        before: None,
+                    },
+                )
+                .await?;
+            let event = latest.into_iter().next().ok_or_else(|| {
+                ApiError::Validation(
+                    "the app has no event to try it on: give an event_type (and a payload)".into(),
+                )
+            })?;
+            (
+                Some(event.id.to_string()),
+                event.event_type,
+                event.body.to_vec(),
+            )
+        }
+    };
+    let input = transform::input(
+        &envelope,
+        event_id.as_deref().unwrap_or("evt_example"),
+        transform::EndpointFacts {
+            id: facts.id,
+            url: facts.url,
+            description: facts.description,
+        },
+    );
+    let kind = match hookline_core::broker::Broker::is_broker_url(url) {
+        true => transform::Kind::Broker,
+        false => transform::Kind::Http,
+    };
+    let output = match &transform {
+        Transform::Preset(format) => Ok(transform::Output::Send(transform::Request {
+            body: serde_json::to_vec(&format.body(&hookline_core::notify::message(&envelope)))
+                .expect("JSON serializes"),
+            headers: Vec::new(),
+            url: None,
+        })),
+        Transform::Program(program) => {
+            let raw = serde_json::value::RawValue::from_string(input.clone()).expect("JSON");
+            match state.transforms.run(program, &raw).await {
+                Ok(outputs) => {
+                    transform::read_output(&outputs, kind, state.config.allow_private_destinations)
+                }
+                Err(hookline_transform::Error::Program(error)) => Err(error.to_string()),
+                Err(hookline_transform::Error::Unavailable(message)) => {
+                    return Err(ApiError::TransformsUnavailable(message))
+                }
+            }
+        }
+    };
+    let mut view = TransformPreviewView {
+        event_id,
+        event_type,
+        input: serde_json::from_str(&input).expect("the input is JSON"),
+        outcome: TransformOutcome::Skip,
+        body: None,
+        headers: BTreeMap::new(),
+        url: None,
+        error: None,
+    };
+    match output {
+        Ok(transform::Output::Skip) => {}
+        Ok(transform::Output::Send(request)) => {
+            view.outcome = TransformOutcome::Send;
+            view.body = serde_json::from_slice(&request.body).ok();
+            view.headers = request.headers.into_iter().collect();
+            view.url = request.url;
+        }
+        Err(said) => {
+            view.outcome = TransformOutcome::Error;
+            view.error = Some(said);
+        }
+    }
+    Ok(Json(view))
 }

@@ -84,6 +84,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("Checks what a receiver got against the endpoint's secrets, and says why it does not verify (docs/api.md#signature-check)").body(schema::<endpoints::CheckSignature>).answers(200, Json(schema::<hookline_core::signature_check::Check>))),
         (M::POST, "/v1/apps/{app}/filter-preview", App(Read), post(endpoints::filter_preview),
             Doc::new("Which of the app's latest events a payload filter lets through (docs/api.md#filter-preview); changes nothing").body(schema::<endpoints::FilterPreview>).answers(200, Json(schema::<endpoints::FilterPreviewView>)).errors(&["invalid_filter"])),
+        (M::POST, "/v1/apps/{app}/transform-preview", App(Read), post(endpoints::transform_preview),
+            Doc::new("What a transform makes of one event: the body, headers and URL it would send, a skip, or how it fails (docs/api.md#transform-preview); changes nothing").body(schema::<endpoints::TransformPreview>).answers(200, Json(schema::<endpoints::TransformPreviewView>)).errors(&["invalid_transform", "transforms_unavailable", "not_found"])),
         (M::GET, "/v1/apps/{app}/incidents", App(Read), get(endpoints::incidents),
             Doc::new("What is wrong now with the app's endpoints, grouped by cause (docs/api.md#incidents)").query(params::<endpoints::IncidentsQuery>).answers(200, Json(schema::<endpoints::IncidentsView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/timeline", App(Read), get(endpoints::timeline),

@@ -12,6 +12,7 @@ use hookline_core::ids::EndpointId;
 use hookline_core::notify::{self, ChannelKind as Kind};
 use hookline_core::operational;
 use hookline_core::signing::EndpointSecret;
+use hookline_core::transform::Transform;
 use hookline_store::{Endpoint, NewEndpoint};
 
 use super::endpoints::validate_http_url;
@@ -111,7 +112,7 @@ pub(crate) async fn create(
                 ordering_on_dead: Default::default(),
                 owner_app: Some(app.id.clone()),
                 transform: match kind {
-                    Kind::Chat(format) => Some(format),
+                    Kind::Chat(format) => Some(Transform::Preset(format)),
                     Kind::Email => None,
                 },
             },
@@ -159,10 +160,12 @@ pub(super) async fn remove_all(state: &AppState, app: &hookline_core::ids::AppId
 /// A channel as its app sees it; `None` for an endpoint that is not one.
 fn view(endpoint: &Endpoint) -> Option<NotificationChannelView> {
     endpoint.owner_app.as_ref()?;
-    let (kind, to) = match (notify::mail_address(&endpoint.url), endpoint.transform) {
+    let (kind, to) = match (notify::mail_address(&endpoint.url), &endpoint.transform) {
         (Some(address), _) => (Kind::Email, address.to_owned()),
-        (None, Some(format)) => (Kind::Chat(format), crate::views::masked_url(&endpoint.url)),
-        (None, None) => return None,
+        (None, Some(Transform::Preset(format))) => {
+            (Kind::Chat(*format), crate::views::masked_url(&endpoint.url))
+        }
+        (None, _) => return None,
     };
     Some(NotificationChannelView {
         id: endpoint.id.to_string(),

@@ -8,6 +8,7 @@
 
 import * as api from '../api.js';
 import { advancedSettings } from './endpoint-advanced.js';
+import { transformField } from './endpoint-transform.js';
 import { h, replace } from '../dom.js';
 import { integer } from '../format.js';
 import { t, tx } from '../i18n.js';
@@ -79,6 +80,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
   });
   const types = eventTypeChoices(catalog, endpoint ? endpoint.event_types : preset);
   const advanced = advancedSettings(endpoint);
+  const transform = transformField(endpoint, catalog);
   const problem = problemSlot();
   const save = h(
     'button',
@@ -107,6 +109,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
       ),
     ),
     filterPreview(filter, types),
+    transform.section,
     advanced.section,
     problem,
     h('div', { class: 'actions' }, save, h('button', { type: 'button', onclick: () => onCancel() }, t('Cancel'))),
@@ -118,6 +121,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
     if (error?.code === 'no_event_type_picked') return types.fieldset.querySelector('input[value="some"]');
     if (error?.code === 'destination_forbidden') return url;
     if (error?.code === 'invalid_filter') return filter;
+    if (error?.code === 'invalid_transform') return transform.control;
     const detail = String(error?.detail ?? error?.message ?? '');
     const named = [
       ['url', url],
@@ -133,7 +137,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
     if (named && advanced.controls.includes(named[1])) advanced.section.open = true;
     return named?.[1] ?? null;
   };
-  const controls = [url, description, rateLimit, filter, types.fieldset.querySelector('input[value="some"]'), ...advanced.controls].filter(Boolean);
+  const controls = [url, description, rateLimit, filter, transform.control, types.fieldset.querySelector('input[value="some"]'), ...advanced.controls].filter(Boolean);
 
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -146,6 +150,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
         event_types: types.selected(),
         rate_limit_per_sec: rateLimit.value.trim() === '' ? null : Number(rateLimit.value),
         filter: filter.value.trim() === '' ? null : filter.value.trim(),
+        transform: transform.value(),
         ...advanced.changes(),
       };
       const saved = await whileBusy(save, () => (creating ? api.createEndpoint(body) : api.updateEndpoint(endpoint.id, body)));
