@@ -22,6 +22,7 @@ both_engines!(
     a_transform_is_checked_when_saved,
     a_preset_sends_the_event_as_a_chat_message,
     a_preview_says_what_a_transform_makes_of_an_event,
+    a_brokers_message_is_the_transformed_body,
 );
 
 /// The body the receiver got verifies against the endpoint's secret with
@@ -485,4 +486,45 @@ async fn a_preview_says_what_a_transform_makes_of_an_event(engine: Engine) {
     assert_eq!(response.status().as_u16(), 422);
     let problem: Value = response.json().await.unwrap();
     assert_eq!(problem["code"], "invalid_transform");
+}
+
+async fn a_brokers_message_is_the_transformed_body(engine: Engine) {
+    let queue = crate::brokers::Queue::start("transformed").await;
+    let app = TestApp::spawn(engine).await;
+    let app_id = app.create_app().await;
+    // A broker's message is a body only: a program that sets headers or a URL
+    // is refused when saved (tried on the catalog's example).
+    app.call(
+        Method::POST,
+        "/v1/event-types",
+        Some(&json!({"name": "order.paid", "description": "Paid.", "example": {"id": 1}})),
+        201,
+    )
+    .await;
+    let response = app
+        .request(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/endpoints"),
+            Some(&json!({"url": queue.url, "transform": "{body: ., headers: {\"x-a\": \"b\"}}"})),
+            &[],
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 422);
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &queue.url,
+            json!({"transform": "{order: .payload.id}"}),
+        )
+        .await;
+    let published = app.publish(&app_id, "order.paid", json!({"id": 42})).await;
+    app.wait_for_delivery_state(&app_id, &only_delivery(&published), "succeeded")
+        .await;
+    let message = crate::helpers::wait_until(Duration::from_secs(10), "the message", || async {
+        queue.requests().into_iter().next()
+    })
+    .await;
+    assert_eq!(message.json(), json!({"order": 42}));
+    assert_eq!(message.header("webhook-id"), published["id"]);
+    verify(&endpoint, &message);
 }

@@ -46,15 +46,18 @@ impl Api {
         Ok(created.id)
     }
 
-    /// An endpoint at `url` for every type, with an optional payload filter → its id.
+    /// An endpoint at `url` for every type, with an optional payload filter and
+    /// transform → its id.
     pub async fn create_endpoint(
         &self,
         app: &str,
         url: &str,
         filter: Option<&str>,
+        transform: Option<&str>,
     ) -> anyhow::Result<String> {
         let endpoint = CreateEndpoint {
             filter: filter.map(str::to_owned),
+            transform: transform.map(str::to_owned),
             ..CreateEndpoint::new(url)
         };
         let created = self

@@ -167,6 +167,13 @@ pub struct Args {
     #[arg(long, help_heading = "Workload")]
     pub filter: Option<String>,
 
+    /// A transform (docs/api.md, "Transformations") given to each healthy endpoint, to
+    /// measure what running it costs a delivery: a preset (`slack`, `teams`, `discord`) or a
+    /// jq program (`.` sends the program's input as it is). It must give a body for every
+    /// event (`null` skips one, which the sink never sees: the ledger counts it lost).
+    #[arg(long, help_heading = "Workload")]
+    pub transform: Option<String>,
+
     /// Events published in the measured phase.
     #[arg(long, default_value_t = 100_000, help_heading = "Workload")]
     pub events: u64,

@@ -336,7 +336,12 @@ async fn bench(
     let mut endpoint_index = HashMap::new();
     for i in 0..endpoints {
         let id = api
-            .create_endpoint(&app, &receiver.endpoint_url(i), args.filter.as_deref())
+            .create_endpoint(
+                &app,
+                &receiver.endpoint_url(i),
+                args.filter.as_deref(),
+                args.transform.as_deref(),
+            )
             .await?;
         endpoint_index.insert(id, i);
     }
@@ -347,15 +352,20 @@ async fn bench(
             .local_addr()?
             .port();
         down.insert(
-            api.create_endpoint(&app, &format!("http://127.0.0.1:{port}/dead{i}"), None)
-                .await?,
+            api.create_endpoint(
+                &app,
+                &format!("http://127.0.0.1:{port}/dead{i}"),
+                None,
+                None,
+            )
+            .await?,
         );
     }
     // The tenant the backlog goes to: the live app, or (--backlog-app) a second one.
     let backlog_app = if args.backlog_app {
         let other = api.create_app("bench-backlog").await?;
         for i in 0..endpoints {
-            api.create_endpoint(&other, &receiver.endpoint_url(i), None)
+            api.create_endpoint(&other, &receiver.endpoint_url(i), None, None)
                 .await?;
         }
         other
