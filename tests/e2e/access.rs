@@ -51,7 +51,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("GET", "/v1/apps/{app}/incidents") => (App(Read), None),
         ("GET", "/v1/apps/{app}/notifications") => (App(Read), None),
         ("POST", "/v1/apps/{app}/filter-preview") => (App(Read), Some(json!({"filter": "/n > 0"}))),
-        ("POST", "/v1/apps/{app}/transform-preview") => (App(Read), Some(json!({"transform": "slack", "event_type": "t.x", "payload": {}}))),
+        ("POST", "/v1/apps/{app}/transform-preview") => (App(Endpoints), Some(json!({"transform": "slack", "event_type": "t.x", "payload": {}}))),
         ("POST", "/v1/apps/{app}/notifications") => (App(Endpoints), Some(json!({"kind": "slack", "to": receiver}))),
         ("DELETE", "/v1/apps/{app}/notifications/{channel}") => (App(Endpoints), None),
         ("POST", "/v1/apps/{app}/endpoints/{endpoint}/signature-check") => (App(Read), Some(json!({"headers": {}, "body": ""}))),

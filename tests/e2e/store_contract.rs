@@ -814,6 +814,9 @@ async fn an_endpoints_config_version_moves_with_what_a_publish_reads_and_only_th
         "probe_until = 1800000000000".to_owned(),
         "event_types = '[\"order.paid\"]'".to_owned(),
         "payload_filter = '{}'".to_owned(),
+        // A transform, and the description its program's input names.
+        "transform = '{a: 1}'".to_owned(),
+        "description = 'orders'".to_owned(),
     ];
     for (n, change) in read.iter().enumerate() {
         raw(engine, &db, &format!("UPDATE endpoints SET {change}")).await;

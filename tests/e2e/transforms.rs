@@ -23,6 +23,7 @@ both_engines!(
     a_preset_sends_the_event_as_a_chat_message,
     a_preview_says_what_a_transform_makes_of_an_event,
     a_brokers_message_is_the_transformed_body,
+    a_sandbox_that_cannot_start_is_retried_not_blamed_on_the_program,
 );
 
 /// The body the receiver got verifies against the endpoint's secret with
@@ -134,12 +135,13 @@ async fn null_skips_a_delivery_without_holding_up_its_key(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let receiver = Receiver::start().await;
     let app_id = app.create_app().await;
-    app.create_endpoint_with(
-        &app_id,
-        &receiver.url,
-        json!({"transform": "if .payload.internal then null else .payload end"}),
-    )
-    .await;
+    let endpoint = app
+        .create_endpoint_with(
+            &app_id,
+            &receiver.url,
+            json!({"transform": "if .payload.internal then null else .payload end"}),
+        )
+        .await;
     let skipped = publish_ordered(&app, &app_id, "k", json!({"n": 1, "internal": true})).await;
     let sent = publish_ordered(&app, &app_id, "k", json!({"n": 2})).await;
     let request = receiver.wait_for_requests(1).await.remove(0);
@@ -155,6 +157,14 @@ async fn null_skips_a_delivery_without_holding_up_its_key(engine: Engine) {
     assert!(attempt["request_body"].is_null(), "{attempt}");
     assert!(attempt["request_headers"].as_object().unwrap().is_empty());
     assert_eq!(receiver.requests().len(), 1);
+    // Counted as a filter's drop is.
+    let stats = app
+        .get(&format!(
+            "/v1/apps/{app_id}/endpoints/{}/stats",
+            endpoint["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(stats["windows"]["hour"]["filtered"], 1, "{stats}");
 }
 
 async fn a_failing_program_is_dead_at_once_and_replays_after_the_fix(engine: Engine) {
@@ -205,6 +215,30 @@ async fn a_failing_program_is_dead_at_once_and_replays_after_the_fix(engine: Eng
     let request = receiver.wait_for_requests(1).await.remove(0);
     verify(&endpoint, &request);
     assert_eq!(request.json(), json!({"count": "two"}));
+    // A new event is sent with the new program too (a publish's snapshot of
+    // the endpoint follows the change), and without one after it is removed.
+    app.publish(
+        &app_id,
+        "order.paid",
+        json!({"amount": 1, "count": "three"}),
+    )
+    .await;
+    let request = receiver.wait_for_requests(2).await.remove(1);
+    assert_eq!(request.json(), json!({"count": "three"}));
+    app.call(
+        Method::PATCH,
+        &format!(
+            "/v1/apps/{app_id}/endpoints/{}",
+            endpoint["id"].as_str().unwrap()
+        ),
+        Some(&json!({"transform": null})),
+        200,
+    )
+    .await;
+    app.publish(&app_id, "order.paid", json!({"count": "four"}))
+        .await;
+    let request = receiver.wait_for_requests(3).await.remove(2);
+    assert_eq!(request.json()["data"], json!({"count": "four"}));
 }
 
 async fn runaway_programs_are_stopped_and_the_next_delivery_goes_on(engine: Engine) {
@@ -414,7 +448,7 @@ async fn a_preview_says_what_a_transform_makes_of_an_event(engine: Engine) {
             &[],
         )
         .await;
-    assert_eq!(response.status().as_u16(), 422);
+    assert_eq!(response.status().as_u16(), 409);
 
     // A payload, on a given endpoint.
     let endpoint = app
@@ -527,4 +561,73 @@ async fn a_brokers_message_is_the_transformed_body(engine: Engine) {
     assert_eq!(message.json(), json!({"order": 42}));
     assert_eq!(message.header("webhook-id"), published["id"]);
     verify(&endpoint, &message);
+}
+
+async fn a_sandbox_that_cannot_start_is_retried_not_blamed_on_the_program(engine: Engine) {
+    // A worker program that is no `hookline`: it exits without a word.
+    let app = TestApp::spawn_with(engine, |config| {
+        config.transform_worker = Some("/bin/true".into());
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    // A program cannot be checked now: 503, nothing written.
+    let response = app
+        .request(
+            Method::POST,
+            &format!("/v1/apps/{app_id}/endpoints"),
+            Some(&json!({"url": receiver.url, "transform": "{a: 1}"})),
+            &[],
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 503);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "transforms_unavailable");
+    assert!(
+        problem["detail"].as_str().unwrap().contains("ready"),
+        "{problem}"
+    );
+    assert_eq!(
+        app.get(&format!("/v1/apps/{app_id}/endpoints")).await["data"],
+        json!([])
+    );
+    // An endpoint whose program was saved before: its deliveries wait for the
+    // sandbox (retried), neither dead nor charged to the receiver's breaker.
+    let endpoint = app
+        .store()
+        .endpoints()
+        .create_endpoint(
+            &hookline_core::ids::AppId::parse(&app_id).unwrap(),
+            hookline_store::NewEndpoint {
+                transform: Some(hookline_core::transform::Transform::parse("{a: 1}")),
+                ..crate::helpers::new_endpoint(&receiver.url, None)
+            },
+            hookline_core::time::Timestamp::from_millis(0),
+        )
+        .await
+        .unwrap();
+    let published = app.publish(&app_id, "order.paid", json!({"id": 1})).await;
+    let delivery = only_delivery(&published);
+    let attempts = crate::helpers::wait_until(Duration::from_secs(30), "two attempts", || async {
+        let attempts = app.attempts(&app_id, &delivery).await;
+        (attempts.len() >= 2).then_some(attempts)
+    })
+    .await;
+    for attempt in &attempts[..2] {
+        assert_eq!(attempt["verdict"], "retry", "{attempt}");
+        let said = attempt["error_message"].as_str().unwrap();
+        assert!(said.contains("transform sandbox is unavailable"), "{said}");
+    }
+    let health = app
+        .get(&format!(
+            "/v1/apps/{app_id}/endpoints/{}/health",
+            endpoint.id
+        ))
+        .await;
+    assert_eq!(
+        (&health["breaker"], &health["consecutive_failures"]),
+        (&json!("closed"), &json!(0)),
+        "{health}"
+    );
+    assert!(receiver.requests().is_empty());
 }

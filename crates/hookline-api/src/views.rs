@@ -53,9 +53,9 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
     EndpointView {
         id: endpoint.id.to_string(),
         app_id: endpoint.app_id.to_string(),
-        // A chat's incoming-webhook URL is its credential (`routes::notifications`).
-        url: match endpoint.transform {
-            Some(Transform::Preset(_)) if !reveal => masked_url(&endpoint.url),
+        // A chat channel's URL is its credential (`routes::notifications`).
+        url: match (&endpoint.owner_app, &endpoint.transform) {
+            (Some(_), Some(Transform::Preset(_))) if !reveal => masked_url(&endpoint.url),
             _ => endpoint.url.clone(),
         },
         description: endpoint.description.clone(),

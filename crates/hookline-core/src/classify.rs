@@ -24,6 +24,10 @@ pub enum Outcome {
     Rejected,
     /// The endpoint's transform failed: nothing was sent.
     TransformFailed,
+    /// The endpoint's transform could not be run now (no sandbox worker was
+    /// free in time, or none could start): nothing was sent, not the
+    /// receiver's doing nor the program's; tried again.
+    TransformUnavailable,
     /// The endpoint's transform gave `null`: nothing is sent, by design.
     Skipped,
 }
@@ -49,7 +53,7 @@ pub fn classify(outcome: &Outcome, now: SystemTime) -> Verdict {
             reason: DeadReason::DestinationForbidden,
             disable_endpoint: false,
         },
-        Outcome::Failed(_) => Verdict::Retry { not_before: None },
+        Outcome::Failed(_) | Outcome::TransformUnavailable => Verdict::Retry { not_before: None },
         Outcome::Accepted | Outcome::Skipped => Verdict::Delivered,
         Outcome::TransformFailed => Verdict::Dead {
             reason: DeadReason::TransformError,
@@ -97,7 +101,9 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
         Outcome::Failed(_) => Signal::Failed,
         Outcome::Accepted | Outcome::Rejected => Signal::Healthy,
         // Nothing was sent: the receiver's health is unknown.
-        Outcome::TransformFailed | Outcome::Skipped => Signal::Neutral,
+        Outcome::TransformFailed | Outcome::TransformUnavailable | Outcome::Skipped => {
+            Signal::Neutral
+        }
         Outcome::Response { status: 429, .. } => Signal::Neutral,
         Outcome::Response {
             status: 408 | 500..=599,
@@ -122,7 +128,11 @@ pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
         }
         Outcome::Failed(_) => Pressure::Overloaded,
         Outcome::Accepted | Outcome::Rejected => Pressure::Answered,
-        Outcome::TransformFailed | Outcome::Skipped => Pressure::Neutral,
+        // A transform that fails (the slowest run until the time limit) or
+        // finds the sandbox busy: fewer of this endpoint's at once, so one
+        // endpoint's program cannot take every worker.
+        Outcome::TransformFailed | Outcome::TransformUnavailable => Pressure::Overloaded,
+        Outcome::Skipped => Pressure::Neutral,
         Outcome::Response {
             status: 408 | 429 | 503 | 504,
             ..

@@ -258,6 +258,7 @@ pub mod en {
                 "has an address in a forbidden network".to_owned()
             }
             (Some(Code::EndpointDeleted), _) => "was deleted with deliveries waiting".to_owned(),
+            (Some(Code::TransformError), _) => "has a transform that fails".to_owned(),
             (_, Some(status)) => format!(
                 "refused deliveries with {}",
                 explain::en::http_status(status)
@@ -401,6 +402,9 @@ pub mod he {
                 "נמחקה כשמסירות עוד המתינו לה",
                 "נמחקו כשמסירות עוד המתינו להן",
             ),
+            (Some(Code::TransformError), _) => {
+                s("הטרנספורמציה שלה נכשלת", "הטרנספורמציות שלהן נכשלות")
+            }
             (_, Some(status)) => format!(
                 "{} {}",
                 s("דחתה מסירות עם", "דחו מסירות עם"),
@@ -466,9 +470,10 @@ mod tests {
             action: match code {
                 Code::Redirect | Code::DestinationForbidden => Action::ChangeUrlThenReplay,
                 Code::Gone => Action::EnableThenReplay,
-                Code::ClientErrorNoRetry | Code::MaxAttempts | Code::MaxAge => {
-                    Action::FixThenReplay
-                }
+                Code::ClientErrorNoRetry
+                | Code::MaxAttempts
+                | Code::MaxAge
+                | Code::TransformError => Action::FixThenReplay,
                 _ => Action::FixEndpoint,
             },
             message: String::new(),

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hookline_core::classify::Outcome;
 use hookline_core::ids::EndpointId;
 use hookline_core::model::TransportError;
 use hookline_core::retry::Next;
@@ -67,7 +68,7 @@ pub fn zero(endpoint_labels: bool) {
         let errors = TransportError::ALL
             .iter()
             .map(|e| outcome_class(None, Some(*e)));
-        for class in statuses.into_iter().chain(errors) {
+        for class in statuses.into_iter().chain(errors).chain(ANSWERED_CLASSES) {
             ::metrics::counter!(ATTEMPTS, "outcome" => class).increment(0);
         }
     }
@@ -86,6 +87,28 @@ pub fn zero(endpoint_labels: bool) {
 
 /// The `to` label of [`BREAKER_TRANSITIONS`].
 const BREAKER_STATES: [&str; 3] = ["open", "closed", "disabled"];
+
+/// The `outcome` label of an attempt that did not end with a response or a
+/// transport error ([`outcome_class`]), by what it was.
+pub fn answered_class(outcome: &Outcome) -> Option<&'static str> {
+    match outcome {
+        Outcome::Accepted => Some("accepted"),
+        Outcome::Rejected => Some("rejected"),
+        Outcome::Skipped => Some("skipped"),
+        Outcome::TransformFailed => Some("transform_error"),
+        Outcome::TransformUnavailable => Some("transform_unavailable"),
+        Outcome::Response { .. } | Outcome::Failed(_) => None,
+    }
+}
+
+/// Those classes, for [`zero`].
+const ANSWERED_CLASSES: [&str; 5] = [
+    "accepted",
+    "rejected",
+    "skipped",
+    "transform_error",
+    "transform_unavailable",
+];
 
 /// The `outcome` label of an attempt: the response's status class (`429`
 /// apart), or how the transport failed.
@@ -147,7 +170,9 @@ pub(crate) fn attempt(
     (started_at, finished_at): (Timestamp, Timestamp),
     endpoints: &EndpointLabels,
 ) {
-    let class = outcome_class(result.status, result.error.as_ref().map(|(kind, _)| *kind));
+    let class = answered_class(&result.outcome).unwrap_or_else(|| {
+        outcome_class(result.status, result.error.as_ref().map(|(kind, _)| *kind))
+    });
     match endpoints.label(&delivery.endpoint_id) {
         Some(endpoint) => {
             ::metrics::counter!(ATTEMPTS, "outcome" => class, "endpoint" => endpoint).increment(1)

@@ -142,6 +142,7 @@ impl SendResult {
     /// The endpoint's transform failed: nothing was sent; what went wrong is
     /// the attempt's response.
     fn transform_failed(said: String, started: Instant) -> Self {
+        let said: String = printable_body(said.as_bytes()).chars().take(4096).collect();
         Self {
             response_body: Some(format!("the endpoint's transform failed: {said}")),
             ..Self::answered(Outcome::TransformFailed, started)
@@ -648,13 +649,11 @@ impl Sender {
             Err(hookline_transform::Error::Program(error)) => {
                 Err(SendResult::transform_failed(error.to_string(), started))
             }
-            // Not the program's fault: tried again later.
-            Err(hookline_transform::Error::Unavailable(message)) => Err(SendResult::failed(
-                TransportError::Io,
-                message,
-                started,
-                None,
-            )),
+            // Not the program's fault, nor the receiver's: tried again later.
+            Err(error @ hookline_transform::Error::Unavailable(_)) => Err(SendResult {
+                outcome: Outcome::TransformUnavailable,
+                ..SendResult::failed(TransportError::Io, error.to_string(), started, None)
+            }),
         }
     }
 

@@ -74,11 +74,16 @@ impl<'r> Prepared<'r> {
                         .and_then(|t| t.url.as_deref())
                         .unwrap_or(&r.destination.url),
                     signature: r.signature.as_deref(),
+                    // The endpoint's, then the transform's (which replace
+                    // one of the same name).
                     custom_header_names: r
                         .destination
                         .headers
                         .iter()
                         .map(|(name, _)| name.as_str())
+                        .filter(|name| {
+                            transformed.is_none_or(|t| !t.header_names.iter().any(|n| n == name))
+                        })
                         .chain(
                             transformed
                                 .iter()
@@ -191,6 +196,27 @@ async fn insert_attempts(tx: &mut Tx, prepared: &Prepared<'_>, at: &[usize]) -> 
         .bind_batch(batch)
         .execute(&mut *tx)
         .await?;
+    Ok(())
+}
+
+/// Deliveries a transform skipped count with what the endpoint's payload
+/// filter dropped (its stats' `filtered`), by the minute. One statement per
+/// skip: skips are rare on the hot path, and none costs nothing.
+async fn count_skips(tx: &mut Tx, records: &[AttemptRecord], now: Timestamp) -> Result<()> {
+    let minute = now.as_millis().div_euclid(60_000);
+    for r in records {
+        if r.transformed.as_ref().is_some_and(|t| t.skipped) {
+            tx.engine()
+                .query(
+                    "INSERT INTO filter_drops (endpoint_id, minute, dropped) VALUES ($1, $2, 1) \
+                     ON CONFLICT (endpoint_id, minute) DO UPDATE SET dropped = filter_drops.dropped + 1",
+                )
+                .bind(r.endpoint_id.as_str())
+                .bind(minute)
+                .execute(&mut *tx)
+                .await?;
+        }
+    }
     Ok(())
 }
 
@@ -406,6 +432,7 @@ impl Turn {
             .filter(|&i| !inline.contains(&prepared.ids[i]))
             .collect();
         insert_attempts(&mut self.tx, &prepared, &apart).await?;
+        count_skips(&mut self.tx, records, now).await?;
         moved.extend(written);
         // A lease whose last targets these are: its row goes in this turn.
         let done: Vec<(&EventId, &str)> = held

@@ -115,7 +115,7 @@ pub(crate) fn run(
         if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_err() {
             return Err(ProgramError::new(format!(
                 "it gave a value that is not JSON: {}",
-                cut(&text)
+                cut(&text, 80)
             )));
         }
         outputs.push(text);
@@ -123,11 +123,17 @@ pub(crate) fn run(
     Ok(outputs)
 }
 
-fn cut(text: &str) -> String {
-    match text.char_indices().nth(80) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
+/// `text` cut to at most `most` bytes (on a character boundary), ending in
+/// `…` when cut.
+pub(crate) fn cut(text: &str, most: usize) -> String {
+    if text.len() <= most {
+        return text.to_owned();
     }
+    let mut end = most;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
 }
 
 #[cfg(test)]

@@ -20,9 +20,15 @@ pub(crate) struct Incoming {
     pub input: Option<Box<RawValue>>,
 }
 
+/// What a worker says first, on its own line, once it can take requests.
+pub(crate) const READY: &str = "ready";
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Response {
+    /// Never sent as an answer (the greeting is [`READY`], a bare line);
+    /// read as one, it is a worker out of step.
+    Ready,
     /// The JSON texts of the first two values the program gave (a transform
     /// gives one; two say it gave more).
     Outputs(Vec<String>),

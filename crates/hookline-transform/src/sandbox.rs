@@ -1,17 +1,36 @@
 //! The sandbox: worker processes, started on first use, one request each at
 //! a time, killed when a run outlives [`TIME_LIMIT`].
+//!
+//! A run's time starts when its request is written to a worker that said it
+//! is ready: neither waiting for a free worker (at most [`WAIT_LIMIT`]) nor
+//! starting one (at most [`START_LIMIT`]) counts against the program.
+//! Failures that are not the program's — no free worker in time, a worker
+//! that would not start, one that died while idle — are
+//! [`Error::Unavailable`], worth trying again; only what the program did is
+//! [`Error::Program`].
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;
 
-use crate::protocol::{Request, Response};
-use crate::{ProgramError, TIME_LIMIT, WORKER_COMMAND};
+use crate::protocol::{Request, Response, READY};
+use crate::{ProgramError, MAX_OUTPUT_BYTES, TIME_LIMIT, WORKER_COMMAND};
+
+/// The longest wait for a free worker.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(5);
+/// The longest a new worker may take to say it is ready.
+pub const START_LIMIT: Duration = Duration::from_secs(10);
+/// The longest answer read from a worker: two values at most, escaped, and
+/// an error message; a longer one is a broken worker.
+const MAX_ANSWER_BYTES: u64 = 6 * MAX_OUTPUT_BYTES as u64;
+/// The most of an error message kept (the attempt's response shows it).
+pub const MAX_ERROR_BYTES: usize = 2048;
 
 /// Why a program gave no value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,8 +39,8 @@ pub enum Error {
     /// limit. The same program on the same input would do it again.
     #[error("{0}")]
     Program(ProgramError),
-    /// Not the program's: no worker could be started or asked. Worth trying
-    /// again later.
+    /// Not the program's: no worker was free in time, or none could be
+    /// started or asked. Worth trying again later.
     #[error("the transform sandbox is unavailable: {0}")]
     Unavailable(String),
 }
@@ -33,6 +52,7 @@ pub struct Sandbox {
     idle: Mutex<Vec<Worker>>,
     /// At most this many runs at once, one per worker.
     permits: Semaphore,
+    workers: usize,
 }
 
 #[derive(Debug)]
@@ -50,6 +70,7 @@ impl Sandbox {
             program: program.into(),
             idle: Mutex::new(Vec::new()),
             permits: Semaphore::new(workers.max(1)),
+            workers: workers.max(1),
         }
     }
 
@@ -64,8 +85,14 @@ impl Sandbox {
     }
 
     /// The JSON texts of the first two values `program` gives for `input` (a
-    /// transform gives one; two say it gave more than one).
+    /// transform gives one; two say it gave more than one). `input` must be
+    /// compact JSON (one line: requests are lines).
     pub async fn run(&self, program: &str, input: &RawValue) -> Result<Vec<String>, Error> {
+        if input.get().contains('\n') {
+            return Err(Error::Unavailable(
+                "an input of more than one line (not compact JSON)".into(),
+            ));
+        }
         self.ask(&Request {
             program,
             input: Some(input),
@@ -74,78 +101,132 @@ impl Sandbox {
     }
 
     async fn ask(&self, request: &Request<'_>) -> Result<Vec<String>, Error> {
-        let _permit = self
-            .permits
-            .acquire()
+        let _permit = tokio::time::timeout(WAIT_LIMIT, self.permits.acquire())
             .await
+            .map_err(|_| {
+                Error::Unavailable(format!(
+                    "all {} workers stayed busy for {} s",
+                    self.workers,
+                    WAIT_LIMIT.as_secs()
+                ))
+            })?
             .expect("the semaphore is never closed");
-        let kept = self.idle.lock().expect("idle workers").pop();
-        let mut worker = match kept {
-            Some(worker) => worker,
-            None => self.start()?,
-        };
         let mut line = serde_json::to_vec(request).expect("a request serializes");
         line.push(b'\n');
-        let exchange = async {
-            worker.stdin.write_all(&line).await?;
-            worker.stdin.flush().await?;
-            let mut answer = String::new();
-            match worker.stdout.read_line(&mut answer).await? {
-                0 => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
-                _ => Ok(answer),
+        // A kept worker that died while idle (killed from outside) is
+        // dropped; one whose pipe turns out closed gets the request again
+        // on a new worker.
+        let mut worker = loop {
+            let kept = self.idle.lock().expect("idle workers").pop();
+            let Some(mut worker) = kept else {
+                break self.start().await?;
+            };
+            if matches!(worker.child.try_wait(), Ok(None)) {
+                break worker;
             }
         };
-        match tokio::time::timeout(TIME_LIMIT, exchange).await {
-            Ok(Ok(answer)) => {
-                let response = serde_json::from_str::<Response>(&answer)
-                    .map_err(|e| Error::Unavailable(format!("a worker answered nonsense: {e}")));
-                self.idle.lock().expect("idle workers").push(worker);
-                match response? {
-                    Response::Outputs(outputs) => Ok(outputs),
-                    Response::Failed(error) => Err(Error::Program(error)),
+        if write(&mut worker, &line).await.is_err() {
+            drop(worker);
+            worker = self.start().await?;
+            if let Err(e) = write(&mut worker, &line).await {
+                return Err(Error::Unavailable(format!(
+                    "a new worker took no request: {e}"
+                )));
+            }
+        }
+        let mut answer = String::new();
+        let mut limited = (&mut worker.stdout).take(MAX_ANSWER_BYTES);
+        let read = tokio::time::timeout(TIME_LIMIT, limited.read_line(&mut answer)).await;
+        match read {
+            Ok(Ok(_)) if answer.ends_with('\n') => {
+                match serde_json::from_str::<Response>(&answer) {
+                    Ok(Response::Outputs(outputs)) => {
+                        self.idle.lock().expect("idle workers").push(worker);
+                        Ok(outputs)
+                    }
+                    Ok(Response::Failed(error)) => {
+                        self.idle.lock().expect("idle workers").push(worker);
+                        Err(Error::Program(error))
+                    }
+                    // Killed on drop: a worker that says nonsense is not reused.
+                    Ok(Response::Ready) | Err(_) => Err(Error::Unavailable(
+                        "a worker answered what is no answer".into(),
+                    )),
                 }
             }
-            Ok(Err(_)) => Err(ended(worker).await),
-            Err(_) => {
-                // Killed on drop; tokio reaps it.
-                drop(worker);
-                Err(Error::Program(ProgramError::new(format!(
-                    "it ran longer than {} ms and was stopped",
-                    TIME_LIMIT.as_millis()
-                ))))
-            }
+            Ok(Ok(0)) | Ok(Err(_)) => Err(ended(worker).await),
+            Ok(Ok(_)) => Err(Error::Unavailable(format!(
+                "a worker's answer ran past {MAX_ANSWER_BYTES} bytes"
+            ))),
+            // Killed on drop; tokio reaps it.
+            Err(_) => Err(Error::Program(ProgramError::new(format!(
+                "it ran longer than {} ms and was stopped",
+                TIME_LIMIT.as_millis()
+            )))),
         }
     }
 
-    fn start(&self) -> Result<Worker, Error> {
+    /// A new worker, once it says it is ready.
+    async fn start(&self) -> Result<Worker, Error> {
+        let unavailable = |why: String| {
+            Error::Unavailable(format!(
+                "cannot start {} {WORKER_COMMAND}: {why}",
+                self.program.display()
+            ))
+        };
         let mut child = Command::new(&self.program)
             .arg(WORKER_COMMAND)
             .env_clear()
+            // mimalloc (the `hookline` binary's allocator) would reserve
+            // 1 GiB at once, which the worker's memory limit would then count
+            // as its own: smaller steps keep the limit what it says.
+            .env("MIMALLOC_ARENA_RESERVE", "16MiB")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| {
-                Error::Unavailable(format!(
-                    "cannot start {} {WORKER_COMMAND}: {e}",
-                    self.program.display()
-                ))
-            })?;
-        Ok(Worker {
+            .map_err(|e| unavailable(e.to_string()))?;
+        let mut worker = Worker {
             stdin: child.stdin.take().expect("piped"),
             stdout: BufReader::new(child.stdout.take().expect("piped")),
             child,
-        })
+        };
+        let mut greeting = String::new();
+        let mut limited = (&mut worker.stdout).take(1024);
+        let read = tokio::time::timeout(START_LIMIT, limited.read_line(&mut greeting)).await;
+        match read {
+            Ok(Ok(_)) if greeting.trim_end() == READY => Ok(worker),
+            Ok(_) => Err(unavailable(format!(
+                "it said {:?}, not that it is ready (is it a hookline binary?)",
+                greeting.trim_end()
+            ))),
+            Err(_) => Err(unavailable(format!(
+                "not ready in {} s",
+                START_LIMIT.as_secs()
+            ))),
+        }
     }
 }
 
-/// Why a worker stopped answering: killed by a signal while running a
-/// program (its memory or its stack ran out), or it exited by itself (it is
-/// not a worker: the sandbox's program is wrong).
+async fn write(worker: &mut Worker, line: &[u8]) -> std::io::Result<()> {
+    worker.stdin.write_all(line).await?;
+    worker.stdin.flush().await
+}
+
+/// Why a worker stopped answering while it ran a program: killed by a
+/// signal (its memory or its stack ran out: the program's doing), or it
+/// exited by itself, or it lingers (neither is the program's: a panic is
+/// answered as a failure, not an exit).
 async fn ended(mut worker: Worker) -> Error {
     drop(worker.stdin);
-    let status = worker.child.wait().await;
+    let status = match tokio::time::timeout(Duration::from_secs(1), worker.child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = worker.child.start_kill();
+            return Error::Unavailable("a worker stopped answering but did not exit".into());
+        }
+    };
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;

@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
-use crate::protocol::{Incoming, Response};
+use crate::protocol::{Incoming, Response, READY};
+use crate::sandbox::MAX_ERROR_BYTES;
 use crate::{jq, ProgramError, MAX_OUTPUT_BYTES, MEMORY_LIMIT};
 
 /// Compiled programs a worker keeps.
@@ -35,12 +36,39 @@ pub fn serve() -> std::io::Result<()> {
 }
 
 fn serve_on(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
+    // A panic inside jaq (an arithmetic overflow it does not check) is the
+    // program's failure, answered as one: nothing to print, nowhere to print it.
+    std::panic::set_hook(Box::new(|_| {}));
+    writeln!(output, "{READY}")?;
+    output.flush()?;
     let mut kept: HashMap<String, jq::Filter> = HashMap::new();
     for line in input.lines() {
         let line = line?;
         let response = match serde_json::from_str::<Incoming>(&line) {
-            Ok(request) => answer(&mut kept, &request),
+            Ok(request) => {
+                let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    answer(&mut kept, &request)
+                }));
+                answered.unwrap_or_else(|panic| {
+                    let said = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    kept.remove(&request.program);
+                    Response::Failed(ProgramError::new(format!(
+                        "it broke the interpreter: {said}"
+                    )))
+                })
+            }
             Err(e) => Response::Failed(ProgramError::new(format!("a bad request: {e}"))),
+        };
+        let response = match response {
+            Response::Failed(mut error) => {
+                error.message = crate::jq::cut(&error.message, MAX_ERROR_BYTES);
+                Response::Failed(error)
+            }
+            response => response,
         };
         serde_json::to_writer(&mut output, &response)?;
         output.write_all(b"\n")?;
@@ -111,7 +139,8 @@ mod tests {
         );
         let mut out = Vec::new();
         serve_on(requests.as_bytes(), &mut out).unwrap();
-        let lines: Vec<&str> = std::str::from_utf8(&out).unwrap().lines().collect();
+        let mut lines: Vec<&str> = std::str::from_utf8(&out).unwrap().lines().collect();
+        assert_eq!(lines.remove(0), READY, "the greeting comes first");
         assert_eq!(lines[0], r#"{"outputs":["1"]}"#);
         assert_eq!(lines[1], r#"{"outputs":["[2]"]}"#);
         assert!(
@@ -123,5 +152,40 @@ mod tests {
         assert_eq!(lines[3], r#"{"outputs":["\"ab\""]}"#);
         assert!(lines[4].contains("a bad request"), "{}", lines[4]);
         assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn a_panic_in_the_interpreter_and_a_long_error_are_answered_as_failures() {
+        let requests = concat!(
+            r#"{"program":"\"ab\" * 9223372036854775807","input":1}"#,
+            "\n",
+            r#"{"program":"error(\"x\" * 100000)","input":1}"#,
+            "\n",
+            r#"{"program":".","input":1}"#,
+            "\n",
+        );
+        let mut out = Vec::new();
+        serve_on(requests.as_bytes(), &mut out).unwrap();
+        let lines: Vec<&str> = std::str::from_utf8(&out).unwrap().lines().skip(1).collect();
+        let failed = |line: &str| -> ProgramError {
+            match serde_json::from_str(line).unwrap() {
+                Response::Failed(error) => error,
+                other => panic!("{other:?}"),
+            }
+        };
+        let broke = failed(lines[0]);
+        assert!(
+            broke.message.contains("broke the interpreter") || broke.message.contains("cannot"),
+            "{broke}"
+        );
+        let long = failed(lines[1]);
+        assert!(
+            long.message.len() <= MAX_ERROR_BYTES + 4,
+            "{}",
+            long.message.len()
+        );
+        assert!(long.message.ends_with('…'));
+        // The worker goes on after both.
+        assert_eq!(lines[2], r#"{"outputs":["1"]}"#);
     }
 }

@@ -112,7 +112,8 @@ pub struct DlqFilter {
     pub app: String,
     #[arg(long)]
     pub endpoint: Option<String>,
-    /// `retries_exhausted`, `client_error`, `redirect`, `gone`, `destination_forbidden`, `endpoint_deleted`.
+    /// `retries_exhausted`, `client_error`, `redirect`, `gone`, `destination_forbidden`,
+    /// `endpoint_deleted`, `transform_error`.
     #[arg(long)]
     pub reason: Option<String>,
     #[arg(long)]

@@ -563,7 +563,32 @@ pub(crate) async fn update(
             )
             .await?,
         ),
-        None => None,
+        None => {
+            // Its program, tried again on what the endpoint becomes: a new URL
+            // (a broker takes a body only) or new types (other examples).
+            if let Some(Transform::Program(program)) = &endpoint.transform {
+                if url.is_some() || patch.event_types.is_some() {
+                    validate_transform(
+                        &state,
+                        Some(program.to_string()),
+                        TransformFacts {
+                            id: endpoint.id.as_str(),
+                            url: url.as_deref().unwrap_or(&endpoint.url),
+                            description: patch
+                                .description
+                                .as_deref()
+                                .unwrap_or(&endpoint.description),
+                            event_types: match &patch.event_types {
+                                Some(types) => types.as_deref(),
+                                None => endpoint.event_types.as_deref(),
+                            },
+                        },
+                    )
+                    .await?;
+                }
+            }
+            None
+        }
     };
     if patch.auth.is_some() || headers.is_some() || url.is_some() {
         // The endpoint as it will be: the patch over what it is.
@@ -1134,11 +1159,9 @@ pub(crate) async fn transform_preview(
                     .get_event_type(&event_type)
                     .await?
                     .and_then(|t| t.example)
-                    .ok_or_else(|| {
-                        ApiError::Validation(format!(
-                            "event_type {event_type:?} has no example in the catalog: give a payload"
-                        ))
-                    })?,
+                    .ok_or(ApiError::Conflict(
+                        "no payload given, and the event type catalog has no example of this type",
+                    ))?,
             };
             let envelope = serde_json::json!({
                 "type": event_type,
@@ -1160,11 +1183,9 @@ pub(crate) async fn transform_preview(
                     },
                 )
                 .await?;
-            let event = latest.into_iter().next().ok_or_else(|| {
-                ApiError::Validation(
-                    "the app has no event to try it on: give an event_type (and a payload)".into(),
-                )
-            })?;
+            let event = latest.into_iter().next().ok_or(ApiError::Conflict(
+                "the app has no event to try it on: give an event_type (and a payload)",
+            ))?;
             (
                 Some(event.id.to_string()),
                 event.event_type,

@@ -81,6 +81,7 @@ export async function endpointScreen(ctx) {
         [t('Last error'), currentHealth?.last_error ? h('span', { class: 'error-text' }, currentHealth.last_error) : null],
         [t('Event types'), current.event_types ? h('span', { translate: 'no' }, current.event_types.join(', ')) : t('All event types')],
         [t('Payload filter'), current.filter ? h('code', { 'data-test': 'endpoint-filter' }, current.filter) : t('None')],
+        [t('Transform'), transformWords(current.transform)],
         [t('Rate limit'), current.rate_limit_per_sec ? t('{rate} per second', { rate: current.rate_limit_per_sec }) : t('None')],
         [tc('date', 'Created'), dateTime(current.created_at)],
       ]),
@@ -116,4 +117,12 @@ function keepError(error) {
 
 function unavailable(error) {
   return h('span', { class: 'muted' }, t('unavailable ({reason})', { reason: error.message }));
+}
+
+/** An endpoint's transform in words: none, a chat's preset by name, or the program. */
+function transformWords(transform) {
+  const presets = { slack: 'Slack', teams: 'Microsoft Teams', discord: 'Discord' };
+  if (transform == null) return t('None: the event as published');
+  if (Object.hasOwn(presets, transform)) return t('{chat} message', { chat: presets[transform] });
+  return h('pre', { class: 'code', dir: 'ltr', translate: 'no', 'data-test': 'endpoint-transform' }, transform);
 }
