@@ -1400,6 +1400,10 @@ async fn a_transform_is_previewed_as_it_is_typed_and_saved() {
         .check_accessibility("endpoint form (transform preview)")
         .await;
     browser
+        .run("document.querySelector('[data-test=transform]').scrollIntoView();")
+        .await;
+    browser.screenshot("endpoint-transform-light").await;
+    browser
         .select("#endpoint-transform-source", "order.paid")
         .await;
     browser

@@ -15,6 +15,7 @@
 
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::chat::Format;
@@ -61,19 +62,37 @@ pub struct EndpointFacts<'a> {
 /// `{event_type, event_id, timestamp, payload, endpoint: {id, url, description}}`,
 /// read from the delivery's envelope (`{type, timestamp, data}`).
 pub fn input(envelope: &[u8], event_id: &str, endpoint: EndpointFacts) -> String {
-    let envelope: Value = serde_json::from_slice(envelope).unwrap_or(Value::Null);
-    serde_json::json!({
-        "event_type": envelope["type"],
-        "event_id": event_id,
-        "timestamp": envelope["timestamp"],
-        "payload": envelope["data"],
-        "endpoint": {
-            "id": endpoint.id,
-            "url": endpoint.url,
-            "description": endpoint.description,
-        },
-    })
-    .to_string()
+    /// The envelope's parts as they are (the payload is not parsed into a
+    /// value only to be written out again: it is most of the bytes).
+    #[derive(serde::Deserialize)]
+    struct Parts<'a> {
+        #[serde(rename = "type", borrow)]
+        event_type: Option<&'a RawValue>,
+        #[serde(borrow)]
+        timestamp: Option<&'a RawValue>,
+        #[serde(borrow)]
+        data: Option<&'a RawValue>,
+    }
+    let parts = serde_json::from_slice::<Parts>(envelope).ok();
+    fn text(part: Option<&RawValue>) -> &str {
+        part.map_or("null", RawValue::get)
+    }
+    let (event_type, timestamp, data) = match &parts {
+        Some(p) => (text(p.event_type), text(p.timestamp), text(p.data)),
+        None => ("null", "null", "null"),
+    };
+    let facts = serde_json::json!({
+        "id": endpoint.id,
+        "url": endpoint.url,
+        "description": endpoint.description,
+    });
+    format!(
+        r#"{{"event_type":{},"event_id":{},"timestamp":{},"payload":{},"endpoint":{facts}}}"#,
+        event_type,
+        Value::from(event_id),
+        timestamp,
+        data,
+    )
 }
 
 /// What a delivery becomes.
@@ -203,7 +222,9 @@ mod tests {
             url: "https://example.com/hook",
             description: "Orders",
         };
-        let input: Value = serde_json::from_str(&input(envelope, "evt_1", facts)).unwrap();
+        let text = input(envelope, "evt_1", facts);
+        assert!(!text.contains('\n'), "one line: {text}");
+        let input: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
             input,
             serde_json::json!({
@@ -214,6 +235,10 @@ mod tests {
                 "endpoint": {"id": "ep_1", "url": "https://example.com/hook", "description": "Orders"},
             })
         );
+        // What is not an envelope gives nulls, not an error.
+        let input: Value = serde_json::from_str(&super::input(b"[1]", "evt_1", facts)).unwrap();
+        assert_eq!(input["payload"], Value::Null);
+        assert_eq!(input["event_id"], "evt_1");
     }
 
     #[test]

@@ -40,9 +40,14 @@ pub fn default_worker() -> std::path::PathBuf {
     std::env::current_exe().unwrap_or_else(|_| "hookline".into())
 }
 
-/// How many workers a sandbox keeps at most: one per core, up to four.
+/// How many workers a sandbox keeps at most: four per core, up to sixteen.
+/// A run is mostly waiting for its turn on a core and for the pipe (a few
+/// hundred µs under load), so runs in flight, not cores, bound the rate:
+/// with one worker per core the bench's identity program got 4.3k
+/// deliveries/s on 2 cores (docs/BENCHMARKS.md). Workers start only when
+/// needed, at about 10 MiB each.
 pub fn default_workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+    std::thread::available_parallelism().map_or(4, |n| (n.get() * 4).min(16))
 }
 
 /// What is wrong with a program, and where when it is a place in its text.
