@@ -41,7 +41,8 @@
 //!   at-least-once re-sends).
 //! - **CPU and peak RSS**: from `/proc/<pid>/stat` (utime + stime) and
 //!   `/proc/<pid>/status` (`VmHWM`) over the measured phase. With `--spawn`
-//!   they are Hookline's alone; in-process they include the sink and the load
+//!   they are Hookline's alone (its CPU with its children's, the transform
+//!   workers; the peak RSS is its own); in-process they include the sink and the load
 //!   generator, and the report says so.
 //! - **Ledger**: accepted events × endpoints must equal unique deliveries
 //!   answered 200 plus dead-lettered deliveries (the DLQ, read through the
@@ -458,7 +459,7 @@ async fn bench(
         cpu_before = match hookline.measured_pid() {
             Some(pid) => {
                 peak_reset = pid.reset_peak_rss();
-                pid.cpu_seconds()?
+                pid.cpu_seconds_with_children()?
             }
             None => 0.0,
         };
@@ -539,7 +540,10 @@ async fn bench(
     }
     let end_ns = timebase.now_ns();
     let (cpu_after, peak_rss) = match measured {
-        Some(pid) => (pid.cpu_seconds()?, Some(pid.peak_rss_bytes()?)),
+        Some(pid) => (
+            pid.cpu_seconds_with_children()?,
+            Some(pid.peak_rss_bytes()?),
+        ),
         None => (0.0, None),
     };
     let machine_after = writes::MachineTicks::read()?;
@@ -710,7 +714,7 @@ async fn bench(
         let wall = end_ns.saturating_sub(phase_start_ns) as f64 / 1e9;
         let (cpu_scope, rss_who) = match mode {
             Mode::Spawn => (
-                String::from("Hookline process CPU"),
+                String::from("Hookline process CPU (with its transform workers)"),
                 String::from("Hookline process"),
             ),
             _ => (

@@ -448,6 +448,14 @@ pub fn postgres_cpu_seconds() -> f64 {
         .sum()
 }
 
+/// What `/proc/<pid>/stat` says of a process's CPU, in seconds.
+struct Stat {
+    parent: u32,
+    own: f64,
+    /// Its children's that it has waited for.
+    reaped: f64,
+}
+
 /// Which process `/proc` is read for.
 #[derive(Debug, Clone, Copy)]
 pub enum Pid {
@@ -465,6 +473,26 @@ impl Pid {
 
     /// User + system CPU seconds so far (all threads), from `/proc/<pid>/stat`.
     pub fn cpu_seconds(self) -> anyhow::Result<f64> {
+        Ok(self.stat()?.own)
+    }
+
+    /// [`Self::cpu_seconds`] with its child processes' (Hookline's transform
+    /// workers): those it has reaped, and those alive now.
+    pub fn cpu_seconds_with_children(self) -> anyhow::Result<f64> {
+        let stat = self.stat()?;
+        let Pid::Child(pid) = self else {
+            return Ok(stat.own + stat.reaped);
+        };
+        let alive: f64 = std::fs::read_dir("/proc")?
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter_map(|child| Pid::Child(child).stat().ok())
+            .filter(|child| child.parent == pid)
+            .map(|child| child.own + child.reaped)
+            .sum();
+        Ok(stat.own + stat.reaped + alive)
+    }
+
+    fn stat(self) -> anyhow::Result<Stat> {
         /// `sysconf(_SC_CLK_TCK)`, which is 100 on every Linux this runs on.
         const TICKS_PER_SECOND: f64 = 100.0;
         let stat = std::fs::read_to_string(format!("{}/stat", self.dir()))?;
@@ -474,10 +502,19 @@ impl Pid {
             .map(|(_, rest)| rest)
             .context("unexpected /proc/<pid>/stat")?;
         let fields: Vec<&str> = after_name.split_whitespace().collect();
-        // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-        let utime: u64 = fields.get(11).context("no utime")?.parse()?;
-        let stime: u64 = fields.get(12).context("no stime")?.parse()?;
-        Ok((utime + stime) as f64 / TICKS_PER_SECOND)
+        // fields[0] is field 3 (state), fields[1] field 4 (the parent);
+        // utime, stime, cutime and cstime are fields 14 to 17.
+        let field = |n: usize| -> anyhow::Result<u64> {
+            Ok(fields
+                .get(n - 3)
+                .context("a short /proc/<pid>/stat")?
+                .parse()?)
+        };
+        Ok(Stat {
+            parent: field(4)? as u32,
+            own: (field(14)? + field(15)?) as f64 / TICKS_PER_SECOND,
+            reaped: (field(16)? + field(17)?) as f64 / TICKS_PER_SECOND,
+        })
     }
 
     /// Peak resident set size in bytes (`VmHWM`).
