@@ -613,8 +613,9 @@ pub struct TransformPreviewView {
     /// What the program was given.
     pub input: serde_json::Value,
     pub outcome: TransformOutcome,
-    /// The body that would be sent (`send` only).
-    pub body: Option<serde_json::Value>,
+    /// The body that would be sent (`send` only): its JSON text, byte for
+    /// byte as it would be signed (keys in the program's order).
+    pub body: Option<String>,
     /// The headers it adds, by name (`send` only).
     pub headers: BTreeMap<String, String>,
     /// The URL it sends to instead of the endpoint's (`send` only).

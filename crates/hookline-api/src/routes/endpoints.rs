@@ -1240,7 +1240,7 @@ pub(crate) async fn transform_preview(
         Ok(transform::Output::Skip) => {}
         Ok(transform::Output::Send(request)) => {
             view.outcome = TransformOutcome::Send;
-            view.body = serde_json::from_slice(&request.body).ok();
+            view.body = Some(String::from_utf8_lossy(&request.body).into_owned());
             view.headers = request.headers.into_iter().collect();
             view.url = request.url;
         }

@@ -143,6 +143,15 @@ function shown(answer) {
     about,
     h('p', { 'data-test': 'transform-outcome', 'data-outcome': 'send' }, answer.url ? t('Would be sent to {url}:', { url: answer.url }) : t('Would be sent:')),
     headers.length ? h('pre', { class: 'code', dir: 'ltr' }, headers.map(([name, v]) => `${name}: ${v}`).join('\n')) : null,
-    h('pre', { class: 'code', dir: 'ltr', 'data-test': 'transform-body', translate: 'no' }, JSON.stringify(answer.body, null, 2)),
+    h('pre', { class: 'code', dir: 'ltr', 'data-test': 'transform-body', translate: 'no' }, pretty(answer.body)),
   ];
+}
+
+/** A body's JSON text, indented (JSON.parse keeps the program's key order). */
+function pretty(text) {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
 }
