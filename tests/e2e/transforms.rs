@@ -35,6 +35,13 @@ fn verify(endpoint: &Value, request: &crate::helpers::Received) {
         .expect("the transformed body's signature verifies");
 }
 
+/// A catalog type `name` with `example` (a transform is tried on it when saved).
+async fn catalog_type(app: &TestApp, name: &str, example: Value) {
+    let body = json!({"name": name, "description": "Paid.", "example": example});
+    app.call(Method::POST, "/v1/event-types", Some(&body), 201)
+        .await;
+}
+
 /// `GET …/attempts/{attempt}` of a delivery's only attempt.
 async fn only_attempt(app: &TestApp, app_id: &str, delivery: &str) -> Value {
     let attempts = app.attempts(app_id, delivery).await;
@@ -334,13 +341,7 @@ async fn a_transform_is_checked_when_saved(engine: Engine) {
         );
     }
     // Tried on the catalog example of each of its types: one it fails on is refused.
-    app.call(
-        Method::POST,
-        "/v1/event-types",
-        Some(&json!({"name": "invoice.paid", "description": "Paid.", "example": {"amount": 1200}})),
-        201,
-    )
-    .await;
+    catalog_type(&app, "invoice.paid", json!({"amount": 1200})).await;
     let (status, problem) = create(json!({
         "url": url,
         "event_types": ["invoice.*"],
@@ -500,13 +501,7 @@ async fn a_preview_says_what_a_transform_makes_of_an_event(engine: Engine) {
         assert_eq!(body["order"], 7);
     }
     // A preset, on the catalog's example.
-    app.call(
-        Method::POST,
-        "/v1/event-types",
-        Some(&json!({"name": "invoice.paid", "description": "Paid.", "example": {"amount": 1200}})),
-        201,
-    )
-    .await;
+    catalog_type(&app, "invoice.paid", json!({"amount": 1200})).await;
     let chat = preview(json!({"transform": "discord", "event_type": "invoice.paid"})).await;
     assert_eq!(chat["outcome"], "send");
     let body: Value = serde_json::from_str(chat["body"].as_str().unwrap()).unwrap();
@@ -531,13 +526,7 @@ async fn a_brokers_message_is_the_transformed_body(engine: Engine) {
     let app_id = app.create_app().await;
     // A broker's message is a body only: a program that sets headers or a URL
     // is refused when saved (tried on the catalog's example).
-    app.call(
-        Method::POST,
-        "/v1/event-types",
-        Some(&json!({"name": "order.paid", "description": "Paid.", "example": {"id": 1}})),
-        201,
-    )
-    .await;
+    catalog_type(&app, "order.paid", json!({"id": 1})).await;
     let response = app
         .request(
             Method::POST,

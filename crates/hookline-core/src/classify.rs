@@ -22,8 +22,9 @@ pub enum Outcome {
     /// A destination that is not HTTP refused the message for good (an SMTP
     /// 5xx reply): retrying would get the same answer.
     Rejected,
-    /// The endpoint's transform failed: nothing was sent.
-    TransformFailed,
+    /// The endpoint's transform failed: nothing was sent. `slow`: it used its
+    /// whole time on the CPU.
+    TransformFailed { slow: bool },
     /// The endpoint's transform could not be run now (no sandbox worker was
     /// free in time, or none could start): nothing was sent, not the
     /// receiver's doing nor the program's; tried again.
@@ -55,7 +56,7 @@ pub fn classify(outcome: &Outcome, now: SystemTime) -> Verdict {
         },
         Outcome::Failed(_) | Outcome::TransformUnavailable => Verdict::Retry { not_before: None },
         Outcome::Accepted | Outcome::Skipped => Verdict::Delivered,
-        Outcome::TransformFailed => Verdict::Dead {
+        Outcome::TransformFailed { .. } => Verdict::Dead {
             reason: DeadReason::TransformError,
             disable_endpoint: false,
         },
@@ -101,7 +102,7 @@ pub fn breaker_signal(outcome: &Outcome) -> crate::breaker::Signal {
         Outcome::Failed(_) => Signal::Failed,
         Outcome::Accepted | Outcome::Rejected => Signal::Healthy,
         // Nothing was sent: the receiver's health is unknown.
-        Outcome::TransformFailed | Outcome::TransformUnavailable | Outcome::Skipped => {
+        Outcome::TransformFailed { .. } | Outcome::TransformUnavailable | Outcome::Skipped => {
             Signal::Neutral
         }
         Outcome::Response { status: 429, .. } => Signal::Neutral,
@@ -128,11 +129,13 @@ pub fn pressure(outcome: &Outcome) -> crate::concurrency::Pressure {
         }
         Outcome::Failed(_) => Pressure::Overloaded,
         Outcome::Accepted | Outcome::Rejected => Pressure::Answered,
-        // A transform that fails (the slowest run until the time limit) or
-        // finds the sandbox busy: fewer of this endpoint's at once, so one
-        // endpoint's program cannot take every worker.
-        Outcome::TransformFailed | Outcome::TransformUnavailable => Pressure::Overloaded,
-        Outcome::Skipped => Pressure::Neutral,
+        // A transform that ran until its time limit, or found the sandbox
+        // busy: fewer of this endpoint's at once, so one endpoint's program
+        // cannot take every worker. One that failed fast says nothing.
+        Outcome::TransformFailed { slow: true } | Outcome::TransformUnavailable => {
+            Pressure::Overloaded
+        }
+        Outcome::TransformFailed { slow: false } | Outcome::Skipped => Pressure::Neutral,
         Outcome::Response {
             status: 408 | 429 | 503 | 504,
             ..

@@ -95,7 +95,7 @@ pub fn answered_class(outcome: &Outcome) -> Option<&'static str> {
         Outcome::Accepted => Some("accepted"),
         Outcome::Rejected => Some("rejected"),
         Outcome::Skipped => Some("skipped"),
-        Outcome::TransformFailed => Some("transform_error"),
+        Outcome::TransformFailed { .. } => Some("transform_error"),
         Outcome::TransformUnavailable => Some("transform_unavailable"),
         Outcome::Response { .. } | Outcome::Failed(_) => None,
     }

@@ -141,11 +141,11 @@ impl SendResult {
 
     /// The endpoint's transform failed: nothing was sent; what went wrong is
     /// the attempt's response.
-    fn transform_failed(said: String, started: Instant) -> Self {
+    fn transform_failed(said: String, slow: bool, started: Instant) -> Self {
         let said: String = printable_body(said.as_bytes()).chars().take(4096).collect();
         Self {
             response_body: Some(format!("the endpoint's transform failed: {said}")),
-            ..Self::answered(Outcome::TransformFailed, started)
+            ..Self::answered(Outcome::TransformFailed { slow }, started)
         }
     }
 
@@ -644,11 +644,18 @@ impl Sender {
             Ok(outputs) => match transform::read_output(&outputs, kind, self.allow_private) {
                 Ok(Output::Send(request)) => Ok(Some(request)),
                 Ok(Output::Skip) => Err(SendResult::skipped(started)),
-                Err(said) => Err(SendResult::transform_failed(said, started)),
+                Err(said) => Err(SendResult::transform_failed(said, false, started)),
             },
-            Err(hookline_transform::Error::Program(error)) => {
-                Err(SendResult::transform_failed(error.to_string(), started))
-            }
+            Err(hookline_transform::Error::Program(error)) => Err(SendResult::transform_failed(
+                error.to_string(),
+                false,
+                started,
+            )),
+            Err(hookline_transform::Error::TooSlow(error)) => Err(SendResult::transform_failed(
+                error.to_string(),
+                true,
+                started,
+            )),
             // Not the program's fault, nor the receiver's: tried again later.
             Err(error @ hookline_transform::Error::Unavailable(_)) => Err(SendResult {
                 outcome: Outcome::TransformUnavailable,

@@ -39,6 +39,10 @@ pub enum Error {
     /// limit. The same program on the same input would do it again.
     #[error("{0}")]
     Program(ProgramError),
+    /// The program's fault too: it used its whole time on the CPU (a
+    /// loop, or too much work for one event).
+    #[error("{0}")]
+    TooSlow(ProgramError),
     /// Not the program's: no worker was free in time, or none could be
     /// started or asked. Worth trying again later.
     #[error("the transform sandbox is unavailable: {0}")]
@@ -134,6 +138,7 @@ impl Sandbox {
                 )));
             }
         }
+        let cpu_before = cpu_time(&worker.child);
         let mut answer = String::new();
         let mut limited = (&mut worker.stdout).take(MAX_ANSWER_BYTES);
         let read = tokio::time::timeout(TIME_LIMIT, limited.read_line(&mut answer)).await;
@@ -154,15 +159,30 @@ impl Sandbox {
                     )),
                 }
             }
-            Ok(Ok(0)) | Ok(Err(_)) => Err(ended(worker).await),
-            Ok(Ok(_)) => Err(Error::Unavailable(format!(
+            Ok(Ok(n)) if n as u64 >= MAX_ANSWER_BYTES => Err(Error::Unavailable(format!(
                 "a worker's answer ran past {MAX_ANSWER_BYTES} bytes"
             ))),
-            // Killed on drop; tokio reaps it.
-            Err(_) => Err(Error::Program(ProgramError::new(format!(
-                "it ran longer than {} ms and was stopped",
-                TIME_LIMIT.as_millis()
-            )))),
+            // The end of its output, with or without part of an answer.
+            Ok(Ok(_)) | Ok(Err(_)) => Err(ended(worker).await),
+            // Killed on drop; tokio reaps it. The time is wall-clock time:
+            // a run that did not get the CPU for most of it (a loaded
+            // machine) is not the program's fault, and is tried again.
+            Err(_) => {
+                let used = cpu_before
+                    .zip(cpu_time(&worker.child))
+                    .map(|(before, after)| after.saturating_sub(before));
+                match used {
+                    Some(used) if used < TIME_LIMIT / 2 => Err(Error::Unavailable(format!(
+                        "a run got {} ms of CPU in its {} ms (the machine is busy)",
+                        used.as_millis(),
+                        TIME_LIMIT.as_millis()
+                    ))),
+                    _ => Err(Error::TooSlow(ProgramError::new(format!(
+                        "it ran longer than {} ms and was stopped",
+                        TIME_LIMIT.as_millis()
+                    )))),
+                }
+            }
         }
     }
 
@@ -209,6 +229,17 @@ impl Sandbox {
     }
 }
 
+/// A process's CPU time so far (user and system), from `/proc/<pid>/stat`;
+/// `None` where there is no such file.
+fn cpu_time(child: &Child) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()?)).ok()?;
+    // After the command's name (in parentheses): utime and stime are the
+    // 12th and 13th fields, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
 async fn write(worker: &mut Worker, line: &[u8]) -> std::io::Result<()> {
     worker.stdin.write_all(line).await?;
     worker.stdin.flush().await
@@ -230,7 +261,13 @@ async fn ended(mut worker: Worker) -> Error {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
+        // SIGKILL comes from outside (the kernel's OOM killer, an operator):
+        // a program's own end is an abort or a segmentation fault.
+        const SIGKILL: i32 = 9;
         if let Ok(Some(signal)) = status.as_ref().map(ExitStatusExt::signal) {
+            if signal == SIGKILL {
+                return Error::Unavailable("a worker was killed from outside".into());
+            }
             return Error::Program(ProgramError::new(format!(
                 "it ended its worker process (signal {signal}): it ran out of memory ({} MiB) or recursed too deep",
                 crate::MEMORY_LIMIT >> 20

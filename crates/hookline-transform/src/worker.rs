@@ -22,6 +22,10 @@ const STACK: usize = 64 << 20;
 /// else starts (an async runtime's threads would take address space), and
 /// exit after.
 pub fn serve() -> std::io::Result<()> {
+    // A panic inside jaq (an arithmetic overflow it does not check) is the
+    // program's failure, answered as one (`serve_on`): nothing to print,
+    // nowhere to print it.
+    std::panic::set_hook(Box::new(|_| {}));
     std::thread::Builder::new()
         .name("transform".into())
         .stack_size(STACK)
@@ -36,9 +40,6 @@ pub fn serve() -> std::io::Result<()> {
 }
 
 fn serve_on(input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
-    // A panic inside jaq (an arithmetic overflow it does not check) is the
-    // program's failure, answered as one: nothing to print, nowhere to print it.
-    std::panic::set_hook(Box::new(|_| {}));
     writeln!(output, "{READY}")?;
     output.flush()?;
     let mut kept: HashMap<String, jq::Filter> = HashMap::new();

@@ -614,7 +614,7 @@ pub struct TransformPreviewView {
     pub input: serde_json::Value,
     pub outcome: TransformOutcome,
     /// The body that would be sent (`send` only): its JSON text, byte for
-    /// byte as it would be signed (keys in the program's order).
+    /// byte as it would be signed and sent.
     pub body: Option<String>,
     /// The headers it adds, by name (`send` only).
     pub headers: BTreeMap<String, String>,

@@ -153,12 +153,14 @@ async fn validate_transform(
         return Ok(Some(transform));
     };
     let refused = |error: hookline_transform::Error, on: Option<&str>| match error {
-        hookline_transform::Error::Program(error) => ApiError::InvalidTransform(match on {
-            None => format!("transform {error}"),
-            Some(event_type) => {
-                format!("transform failed on the catalog example of {event_type}: {error}")
-            }
-        }),
+        hookline_transform::Error::Program(error) | hookline_transform::Error::TooSlow(error) => {
+            ApiError::InvalidTransform(match on {
+                None => format!("transform {error}"),
+                Some(event_type) => {
+                    format!("transform failed on the catalog example of {event_type}: {error}")
+                }
+            })
+        }
         hookline_transform::Error::Unavailable(message) => ApiError::TransformsUnavailable(message),
     };
     state
@@ -543,48 +545,27 @@ pub(crate) async fn update(
         validate_max_in_flight(ceiling)?;
     }
     let headers = patch.headers.map(validate_headers).transpose()?;
+    // The endpoint as it will be, for its transform.
+    let becomes = TransformFacts {
+        id: endpoint.id.as_str(),
+        url: url.as_deref().unwrap_or(&endpoint.url),
+        description: patch
+            .description
+            .as_deref()
+            .unwrap_or(&endpoint.description),
+        event_types: match &patch.event_types {
+            Some(types) => types.as_deref(),
+            None => endpoint.event_types.as_deref(),
+        },
+    };
     let transform = match patch.transform {
-        Some(text) => Some(
-            validate_transform(
-                &state,
-                text,
-                TransformFacts {
-                    id: endpoint.id.as_str(),
-                    url: url.as_deref().unwrap_or(&endpoint.url),
-                    description: patch
-                        .description
-                        .as_deref()
-                        .unwrap_or(&endpoint.description),
-                    event_types: match &patch.event_types {
-                        Some(types) => types.as_deref(),
-                        None => endpoint.event_types.as_deref(),
-                    },
-                },
-            )
-            .await?,
-        ),
+        Some(text) => Some(validate_transform(&state, text, becomes).await?),
         None => {
             // Its program, tried again on what the endpoint becomes: a new URL
             // (a broker takes a body only) or new types (other examples).
             if let Some(Transform::Program(program)) = &endpoint.transform {
                 if url.is_some() || patch.event_types.is_some() {
-                    validate_transform(
-                        &state,
-                        Some(program.to_string()),
-                        TransformFacts {
-                            id: endpoint.id.as_str(),
-                            url: url.as_deref().unwrap_or(&endpoint.url),
-                            description: patch
-                                .description
-                                .as_deref()
-                                .unwrap_or(&endpoint.description),
-                            event_types: match &patch.event_types {
-                                Some(types) => types.as_deref(),
-                                None => endpoint.event_types.as_deref(),
-                            },
-                        },
-                    )
-                    .await?;
+                    validate_transform(&state, Some(program.to_string()), becomes).await?;
                 }
             }
             None
@@ -960,6 +941,20 @@ pub(crate) async fn stats(
     }))
 }
 
+/// The catalog's example payload of `event_type`, for a send or a preview
+/// that names no payload of its own (409 when the type has none).
+async fn catalog_example(state: &AppState, event_type: &str) -> ApiResult<serde_json::Value> {
+    state
+        .store
+        .catalog()
+        .get_event_type(event_type)
+        .await?
+        .and_then(|t| t.example)
+        .ok_or(ApiError::Conflict(
+            "no payload given, and the event type catalog has no example of this type",
+        ))
+}
+
 /// `POST …/endpoints/{endpoint}/test` → 202: an event of `event_type` with the
 /// given payload (or the catalog's example) through the normal pipeline — stored,
 /// signed, retried, listed — to this endpoint only, whatever its filter.
@@ -982,15 +977,7 @@ pub(crate) async fn test_send(
     checked_name("event_type", &event_type)?;
     let payload = match payload {
         Some(payload) => payload,
-        None => state
-            .store
-            .catalog()
-            .get_event_type(&event_type)
-            .await?
-            .and_then(|t| t.example)
-            .ok_or(ApiError::Conflict(
-                "no payload given, and the event type catalog has no example of this type",
-            ))?,
+        None => catalog_example(&state, &event_type).await?,
     };
     if !endpoint.enabled {
         return Err(ApiError::Conflict(
@@ -1153,15 +1140,7 @@ pub(crate) async fn transform_preview(
             checked_name("event_type", &event_type)?;
             let payload = match payload {
                 Some(payload) => payload,
-                None => state
-                    .store
-                    .catalog()
-                    .get_event_type(&event_type)
-                    .await?
-                    .and_then(|t| t.example)
-                    .ok_or(ApiError::Conflict(
-                        "no payload given, and the event type catalog has no example of this type",
-                    ))?,
+                None => catalog_example(&state, &event_type).await?,
             };
             let envelope = serde_json::json!({
                 "type": event_type,
@@ -1219,7 +1198,10 @@ pub(crate) async fn transform_preview(
                 Ok(outputs) => {
                     transform::read_output(&outputs, kind, state.config.allow_private_destinations)
                 }
-                Err(hookline_transform::Error::Program(error)) => Err(error.to_string()),
+                Err(
+                    hookline_transform::Error::Program(error)
+                    | hookline_transform::Error::TooSlow(error),
+                ) => Err(error.to_string()),
                 Err(hookline_transform::Error::Unavailable(message)) => {
                     return Err(ApiError::TransformsUnavailable(message))
                 }

@@ -147,7 +147,7 @@ function shown(answer) {
   ];
 }
 
-/** A body's JSON text, indented (JSON.parse keeps the program's key order). */
+/** A body's JSON text, indented. */
 function pretty(text) {
   try {
     return JSON.stringify(JSON.parse(text), null, 2);
