@@ -202,13 +202,19 @@ async fn insert_attempts(tx: &mut Tx, prepared: &Prepared<'_>, at: &[usize]) -> 
 /// Deliveries a transform skipped count with what the endpoint's payload
 /// filter dropped (its stats' `filtered`), by the minute: one upsert per
 /// endpoint with skips in the batch, in endpoint order, the order publishes
-/// lock these rows in (so neither waits on the other in a cycle). A batch
-/// without skips writes nothing.
-async fn count_skips(tx: &mut Tx, records: &[AttemptRecord], now: Timestamp) -> Result<()> {
+/// lock these rows in (so neither waits on the other in a cycle). Only the
+/// deliveries that `moved` on count (one whose lease was lost is its new
+/// owner's to count). A batch without skips writes nothing.
+async fn count_skips(
+    tx: &mut Tx,
+    records: &[AttemptRecord],
+    moved: &HashSet<DeliveryId>,
+    now: Timestamp,
+) -> Result<()> {
     let minute = now.as_millis().div_euclid(60_000);
     let mut skips: std::collections::BTreeMap<&str, i64> = std::collections::BTreeMap::new();
     for r in records {
-        if r.transformed.as_ref().is_some_and(|t| t.skipped) {
+        if r.transformed.as_ref().is_some_and(|t| t.skipped) && moved.contains(&r.delivery_id) {
             *skips.entry(r.endpoint_id.as_str()).or_default() += 1;
         }
     }
@@ -439,8 +445,8 @@ impl Turn {
             .filter(|&i| !inline.contains(&prepared.ids[i]))
             .collect();
         insert_attempts(&mut self.tx, &prepared, &apart).await?;
-        count_skips(&mut self.tx, records, now).await?;
         moved.extend(written);
+        count_skips(&mut self.tx, records, &moved, now).await?;
         // A lease whose last targets these are: its row goes in this turn.
         let done: Vec<(&EventId, &str)> = held
             .iter()
