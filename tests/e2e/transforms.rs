@@ -42,6 +42,15 @@ async fn catalog_type(app: &TestApp, name: &str, example: Value) {
         .await;
 }
 
+/// The problem an endpoint `body` is refused with: `status` and `code`
+/// asserted; the problem returned for its detail.
+async fn refused(app: &TestApp, app_id: &str, body: Value, status: u16, code: &str) -> Value {
+    let path = format!("/v1/apps/{app_id}/endpoints");
+    let problem = app.call(Method::POST, &path, Some(&body), status).await;
+    assert_eq!(problem["code"], code, "{problem}");
+    problem
+}
+
 /// `GET …/attempts/{attempt}` of a delivery's only attempt.
 async fn only_attempt(app: &TestApp, app_id: &str, delivery: &str) -> Value {
     let attempts = app.attempts(app_id, delivery).await;
@@ -300,29 +309,16 @@ async fn a_transform_is_checked_when_saved(engine: Engine) {
     let app = TestApp::spawn(engine).await;
     let receiver = Receiver::start().await;
     let app_id = app.create_app().await;
-    let create = |body: Value| {
-        let app = &app;
-        let app_id = &app_id;
-        async move {
-            let response = app
-                .request(
-                    Method::POST,
-                    &format!("/v1/apps/{app_id}/endpoints"),
-                    Some(&body),
-                    &[],
-                )
-                .await;
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.unwrap())
-        }
-    };
     let url = receiver.url.as_str();
     // Does not compile: the position is named.
-    let (status, problem) = create(json!({"url": url, "transform": "{a: .payload\n| nope}"})).await;
-    assert_eq!(
-        (status, problem["code"].as_str()),
-        (422, Some("invalid_transform"))
-    );
+    let problem = refused(
+        &app,
+        &app_id,
+        json!({"url": url, "transform": "{a: .payload\n| nope}"}),
+        422,
+        "invalid_transform",
+    )
+    .await;
     let detail = problem["detail"].as_str().unwrap();
     assert!(
         detail.contains("line 2, column 3") && detail.contains("undefined filter nope"),
@@ -334,39 +330,34 @@ async fn a_transform_is_checked_when_saved(engine: Engine) {
         " ".repeat(hookline_core::transform::MAX_PROGRAM_BYTES)
     );
     for text in [long.as_str(), "  "] {
-        let (status, problem) = create(json!({"url": url, "transform": text})).await;
-        assert_eq!(
-            (status, problem["code"].as_str()),
-            (422, Some("invalid_transform"))
-        );
+        let body = json!({"url": url, "transform": text});
+        refused(&app, &app_id, body, 422, "invalid_transform").await;
     }
     // Tried on the catalog example of each of its types: one it fails on is refused.
     catalog_type(&app, "invoice.paid", json!({"amount": 1200})).await;
-    let (status, problem) = create(json!({
-        "url": url,
-        "event_types": ["invoice.*"],
-        "transform": r#"{cents: (.payload.amount | ascii_downcase)}"#,
-    }))
+    let problem = refused(
+        &app,
+        &app_id,
+        json!({
+            "url": url,
+            "event_types": ["invoice.*"],
+            "transform": r#"{cents: (.payload.amount | ascii_downcase)}"#,
+        }),
+        422,
+        "invalid_transform",
+    )
     .await;
-    assert_eq!(
-        (status, problem["code"].as_str()),
-        (422, Some("invalid_transform"))
-    );
     let detail = problem["detail"].as_str().unwrap();
     assert!(
         detail.contains("catalog example of invoice.paid"),
         "{detail}"
     );
     // A header Hookline sets is refused as the sender would refuse it.
-    let (status, problem) = create(json!({
+    let body = json!({
         "url": url,
         "transform": r#"{body: ., headers: {"webhook-id": "forged"}}"#,
-    }))
-    .await;
-    assert_eq!(
-        (status, problem["code"].as_str()),
-        (422, Some("invalid_transform"))
-    );
+    });
+    refused(&app, &app_id, body, 422, "invalid_transform").await;
     // Nothing was written.
     let listed = app.get(&format!("/v1/apps/{app_id}/endpoints")).await;
     assert_eq!(listed["data"].as_array().unwrap().len(), 0);
@@ -527,15 +518,8 @@ async fn a_brokers_message_is_the_transformed_body(engine: Engine) {
     // A broker's message is a body only: a program that sets headers or a URL
     // is refused when saved (tried on the catalog's example).
     catalog_type(&app, "order.paid", json!({"id": 1})).await;
-    let response = app
-        .request(
-            Method::POST,
-            &format!("/v1/apps/{app_id}/endpoints"),
-            Some(&json!({"url": queue.url, "transform": "{body: ., headers: {\"x-a\": \"b\"}}"})),
-            &[],
-        )
-        .await;
-    assert_eq!(response.status().as_u16(), 422);
+    let body = json!({"url": queue.url, "transform": "{body: ., headers: {\"x-a\": \"b\"}}"});
+    refused(&app, &app_id, body, 422, "invalid_transform").await;
     let endpoint = app
         .create_endpoint_with(
             &app_id,
@@ -564,17 +548,8 @@ async fn a_sandbox_that_cannot_start_is_retried_not_blamed_on_the_program(engine
     let receiver = Receiver::start().await;
     let app_id = app.create_app().await;
     // A program cannot be checked now: 503, nothing written.
-    let response = app
-        .request(
-            Method::POST,
-            &format!("/v1/apps/{app_id}/endpoints"),
-            Some(&json!({"url": receiver.url, "transform": "{a: 1}"})),
-            &[],
-        )
-        .await;
-    assert_eq!(response.status().as_u16(), 503);
-    let problem: Value = response.json().await.unwrap();
-    assert_eq!(problem["code"], "transforms_unavailable");
+    let body = json!({"url": receiver.url, "transform": "{a: 1}"});
+    let problem = refused(&app, &app_id, body, 503, "transforms_unavailable").await;
     assert!(
         problem["detail"].as_str().unwrap().contains("ready"),
         "{problem}"

@@ -114,6 +114,16 @@ pub struct Request {
     pub url: Option<String>,
 }
 
+/// What a preset sends for `envelope`: the event told in its chat's format.
+pub fn preset(format: Format, envelope: &[u8]) -> Request {
+    Request {
+        body: serde_json::to_vec(&format.body(&crate::notify::message(envelope)))
+            .expect("a JSON value always serializes"),
+        headers: Vec::new(),
+        url: None,
+    }
+}
+
 /// Where a program's one value is read as a request with a URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

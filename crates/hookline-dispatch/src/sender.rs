@@ -620,13 +620,7 @@ impl Sender {
         let program = match &destination.transform {
             None => return Ok(None),
             Some(Transform::Preset(format)) => {
-                let message = notify::message(&delivery.body);
-                return Ok(Some(transform::Request {
-                    body: serde_json::to_vec(&format.body(&message))
-                        .expect("a JSON value always serializes"),
-                    headers: Vec::new(),
-                    url: None,
-                }));
+                return Ok(Some(transform::preset(*format, &delivery.body)))
             }
             Some(Transform::Program(program)) => program,
         };

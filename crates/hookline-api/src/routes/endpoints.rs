@@ -180,13 +180,9 @@ async fn validate_transform(
         .take(EXAMPLES_TRIED);
     let now = state.clock.now();
     for (event_type, example) in examples {
-        let envelope = serde_json::json!({
-            "type": event_type,
-            "timestamp": now.to_rfc3339(),
-            "data": example,
-        });
+        let envelope = hookline_core::model::envelope(event_type, now, example);
         let input = transform::input(
-            envelope.to_string().as_bytes(),
+            &envelope,
             "evt_example",
             transform::EndpointFacts {
                 id: endpoint.id,
@@ -1142,12 +1138,8 @@ pub(crate) async fn transform_preview(
                 Some(payload) => payload,
                 None => catalog_example(&state, &event_type).await?,
             };
-            let envelope = serde_json::json!({
-                "type": event_type,
-                "timestamp": state.clock.now().to_rfc3339(),
-                "data": payload,
-            });
-            (None, event_type, envelope.to_string().into_bytes())
+            let envelope = hookline_core::model::envelope(&event_type, state.clock.now(), &payload);
+            (None, event_type, envelope)
         }
         (None, None) => {
             let latest = state
@@ -1186,12 +1178,9 @@ pub(crate) async fn transform_preview(
         false => transform::Kind::Http,
     };
     let output = match &transform {
-        Transform::Preset(format) => Ok(transform::Output::Send(transform::Request {
-            body: serde_json::to_vec(&format.body(&hookline_core::notify::message(&envelope)))
-                .expect("JSON serializes"),
-            headers: Vec::new(),
-            url: None,
-        })),
+        Transform::Preset(format) => Ok(transform::Output::Send(transform::preset(
+            *format, &envelope,
+        ))),
         Transform::Program(program) => {
             let raw = serde_json::value::RawValue::from_string(input.clone()).expect("JSON");
             match state.transforms.run(program, &raw).await {
