@@ -941,6 +941,7 @@ pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store
         ordering_on_dead: Default::default(),
         owner_app: None,
         transform: None,
+        seq_in_body: true,
     }
 }
 

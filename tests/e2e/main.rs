@@ -39,6 +39,7 @@ mod portal_access;
 mod portal_languages;
 mod redis;
 mod sealing;
+mod sequences;
 mod store_contract;
 mod transforms;
 mod upgrade;

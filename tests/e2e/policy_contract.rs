@@ -74,6 +74,7 @@ fn attempt(claimed: &ClaimedDelivery, next: Next, signal: Signal, at: Timestamp)
         signature: Some("v1,test".into()),
         response_headers: Vec::new(),
         response_truncated: false,
+        endpoint_sequence: None,
         transformed: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,

@@ -127,6 +127,7 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         signature: Some("v1,test".into()),
         response_headers: vec![("server".into(), "test".into())],
         response_truncated: false,
+        endpoint_sequence: None,
         transformed: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,
@@ -171,6 +172,7 @@ both_engines!(
     publish_skips_endpoints_whose_filter_drops_the_payload_and_counts_them,
     idempotency_key_replays_or_refuses,
     events_answered_from_their_key_take_no_sequence_number,
+    endpoints_number_their_deliveries_without_gaps_in_commit_order,
     concurrent_publishes_with_one_key_write_one_event,
     claim_leases_due_work_and_reclaims_expired_leases,
     turns_give_back_expired_leases_from_where_the_last_left_off,
@@ -964,6 +966,166 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
 /// An ordered event answered from its idempotency key — an earlier publish's,
 /// or an earlier item's in the same group — writes nothing, so the key's
 /// sequence numbers have no gaps.
+/// Every delivery made for an endpoint gets the next of the endpoint's
+/// numbers, from 1, in commit order, whichever node publishes: two stores on
+/// one database publishing groups at once — one of them changing an endpoint
+/// meanwhile, so that publishes made stale go again — give each endpoint
+/// 1..=N, no number twice, none skipped. A claim sends each delivery with its
+/// number; a range of numbers finds its deliveries; an event answered from
+/// its idempotency key takes none; retention removes old runs, and a deleted
+/// endpoint's counter with its runs.
+async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: Engine) {
+    let (store, db) = open(engine).await;
+    let other = Store::connect(&crate::helpers::store_config(&db.url))
+        .await
+        .unwrap();
+    let app = app(&store).await;
+    let every = store
+        .endpoints()
+        .create_endpoint(&app, new_endpoint("https://a.example", None), t(0))
+        .await
+        .unwrap()
+        .id;
+    let paid = store
+        .endpoints()
+        .create_endpoint(
+            &app,
+            new_endpoint("https://b.example", Some(vec!["order.paid"])),
+            t(0),
+        )
+        .await
+        .unwrap()
+        .id;
+    let types = ["order.paid", "order.shipped", "order.paid"];
+    let mut tasks = Vec::new();
+    for node in [store.clone(), other.clone()] {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..8 {
+                let items: Vec<PublishItem> = types
+                    .iter()
+                    .map(|event_type| item(&app, new_event(event_type), None, t(1 + round)))
+                    .collect();
+                let outcomes = node.events().publish_group(&items).await.unwrap();
+                assert!(outcomes
+                    .iter()
+                    .all(|o| matches!(o, PublishOutcome::Created(_))));
+            }
+        }));
+    }
+    // Meanwhile another node changes an endpoint: publishes holding the old
+    // snapshot write nothing and go again.
+    other
+        .endpoints()
+        .update_endpoint(
+            &app,
+            &every,
+            EndpointPatch {
+                description: Some("changed".into()),
+                ..Default::default()
+            },
+            t(1),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let (n_every, n_paid) = (2 * 8 * 3, 2 * 8 * 2);
+
+    // Everything claimed, and recorded delivered so that rooms free up.
+    let mut numbers: BTreeMap<EndpointId, Vec<(u64, DeliveryId)>> = BTreeMap::new();
+    loop {
+        let claimed = lease_due(&store, t(20), 100).await;
+        if claimed.is_empty() {
+            break;
+        }
+        for delivery in &claimed {
+            let seq = delivery
+                .endpoint_sequence
+                .expect("every delivery is numbered");
+            numbers
+                .entry(delivery.endpoint_id.clone())
+                .or_default()
+                .push((seq, delivery.id.clone()));
+        }
+        let records: Vec<AttemptRecord> = claimed
+            .iter()
+            .map(|c| record(c, Next::Succeeded, t(20)))
+            .collect();
+        store
+            .complete_attempts(&records, &BreakerPolicy::default(), t(20))
+            .await
+            .unwrap();
+    }
+    for (endpoint, count) in [(&every, n_every), (&paid, n_paid)] {
+        let mut got = numbers.remove(endpoint).unwrap_or_default();
+        got.sort();
+        let seqs: Vec<u64> = got.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(seqs, (1..=count).collect::<Vec<u64>>(), "{endpoint}");
+        assert_eq!(store.events().last_sequence(endpoint).await.unwrap(), count);
+        // A range names the deliveries the claims sent with those numbers.
+        let found = store
+            .events()
+            .numbered_deliveries(endpoint, 1, count)
+            .await
+            .unwrap();
+        assert_eq!(found, got);
+        let middle = store
+            .events()
+            .numbered_deliveries(endpoint, 5, 7)
+            .await
+            .unwrap();
+        assert_eq!(middle, got[4..7].to_vec());
+    }
+
+    // A key's second use takes no number.
+    let key = IdempotencyKey {
+        key: "k".into(),
+        fingerprint: "f".into(),
+    };
+    for at in [30, 31] {
+        store
+            .events()
+            .publish(item(&app, new_event("order.shipped"), Some(&key), t(at)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        store.events().last_sequence(&every).await.unwrap(),
+        n_every + 1
+    );
+    assert_eq!(store.events().last_sequence(&paid).await.unwrap(), n_paid);
+
+    // Retention: runs made before the cutoff go; the numbers stay taken.
+    assert!(store.purge_sequence_runs(t(25)).await.unwrap() > 0);
+    assert!(store
+        .events()
+        .numbered_deliveries(&every, 1, n_every)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .events()
+            .numbered_deliveries(&every, n_every + 1, n_every + 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // A deleted endpoint's runs and counter go whatever their age.
+    store
+        .endpoints()
+        .delete_endpoint(&app, &every, t(40))
+        .await
+        .unwrap();
+    store.purge_sequence_runs(t(0)).await.unwrap();
+    assert_eq!(store.events().last_sequence(&every).await.unwrap(), 0);
+    assert_eq!(store.events().last_sequence(&paid).await.unwrap(), n_paid);
+}
+
 async fn events_answered_from_their_key_take_no_sequence_number(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app_with_an_endpoint(&store).await;

@@ -509,6 +509,7 @@ fn success(claimed: &ClaimedDelivery, at: Timestamp) -> AttemptRecord {
         signature: Some("v1,test".into()),
         response_headers: Vec::new(),
         response_truncated: false,
+        endpoint_sequence: None,
         transformed: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,

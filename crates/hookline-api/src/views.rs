@@ -62,6 +62,7 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
         event_types: endpoint.event_types.clone(),
         filter: endpoint.filter.clone(),
         transform: endpoint.transform.as_ref().map(|t| t.as_str().to_owned()),
+        seq_in_body: endpoint.seq_in_body,
         auth: endpoint.auth.as_ref().map(|auth| {
             let shown = if reveal {
                 auth.clone()
@@ -236,6 +237,7 @@ pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy, language: Language) -> 
                     timestamp: a.started_at.as_secs(),
                     signature: &sent.signature,
                     ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
+                    endpoint_sequence: sent.endpoint_sequence,
                 })
                 .into_iter()
                 .map(|(name, value)| (name.to_owned(), value.into_owned()))

@@ -234,6 +234,28 @@ pub fn envelope(event_type: &str, timestamp: Timestamp, data: &serde_json::Value
 pub const ORDERING_KEY_HEADER: &str = "hookline-ordering-key";
 /// The event's place among its key's events: 1, 2, 3, … in publish order.
 pub const SEQUENCE_HEADER: &str = "hookline-sequence";
+/// The delivery's number among its endpoint's deliveries: 1, 2, 3, … with no
+/// gaps (docs/api.md, "Sequence numbers"). Unsigned; the signed copy is the
+/// envelope's `seq` ([`numbered`]).
+pub const ENDPOINT_SEQUENCE_HEADER: &str = "hookline-endpoint-sequence";
+
+/// `envelope` with its endpoint's sequence number `seq`, as sent: `,"seq":N`
+/// inserted before the envelope's `,"data":`, so it is signed with the body and
+/// sits next to `type` and `timestamp`. The first `,"data":` is the envelope's
+/// own key: `type` is a JSON string, in which a quote is escaped, and
+/// `timestamp` is RFC 3339. A body without one (not an envelope) is sent as it is.
+pub fn numbered(envelope: &[u8], seq: u64) -> Vec<u8> {
+    const DATA: &[u8] = b",\"data\":";
+    let Some(at) = envelope.windows(DATA.len()).position(|w| w == DATA) else {
+        return envelope.to_vec();
+    };
+    let mut body = Vec::with_capacity(envelope.len() + 28);
+    body.extend_from_slice(&envelope[..at]);
+    body.extend_from_slice(b",\"seq\":");
+    body.extend_from_slice(seq.to_string().as_bytes());
+    body.extend_from_slice(&envelope[at..]);
+    body
+}
 
 /// What one attempt's request carries besides its body; [`request_headers`]
 /// spells it out. An attempt row keeps only the parts that vary (the signature
@@ -248,6 +270,8 @@ pub struct RequestParts<'a> {
     pub signature: &'a str,
     /// The ordering key and the event's sequence number, for ordered events.
     pub ordering: Option<(&'a str, u64)>,
+    /// The delivery's number among its endpoint's (none before they were numbered).
+    pub endpoint_sequence: Option<u64>,
 }
 
 /// Every header an attempt sends, in order: one rule for the sender that sends
@@ -270,6 +294,9 @@ pub fn request_headers<'a>(parts: RequestParts<'a>) -> Vec<(&'a str, Cow<'a, str
     if let Some((key, sequence)) = parts.ordering {
         headers.push((ORDERING_KEY_HEADER, Cow::Borrowed(key)));
         headers.push((SEQUENCE_HEADER, Cow::Owned(sequence.to_string())));
+    }
+    if let Some(seq) = parts.endpoint_sequence {
+        headers.push((ENDPOINT_SEQUENCE_HEADER, Cow::Owned(seq.to_string())));
     }
     headers
 }
@@ -321,6 +348,7 @@ mod tests {
             timestamp: 1_700_000_000,
             signature: "v1,abc",
             ordering: Some(("order_42", 3)),
+            endpoint_sequence: Some(41),
         });
         let names: Vec<&str> = headers.iter().map(|(n, _)| *n).collect();
         assert_eq!(
@@ -332,11 +360,30 @@ mod tests {
                 "webhook-timestamp",
                 "webhook-signature",
                 ORDERING_KEY_HEADER,
-                SEQUENCE_HEADER
+                SEQUENCE_HEADER,
+                ENDPOINT_SEQUENCE_HEADER
             ]
         );
         assert_eq!(headers[3].1, "1700000000");
         assert_eq!(headers[6].1, "3");
+        assert_eq!(headers[7].1, "41");
+    }
+
+    #[test]
+    fn a_numbered_envelope_carries_seq_between_timestamp_and_data() {
+        // A type that spells the key inside it cannot be mistaken for it.
+        let body = envelope(
+            r#"a,"data":b"#,
+            Timestamp::from_millis(1_700_000_000_000),
+            &serde_json::json!({"data": {"x": ",\"data\":"}}),
+        );
+        let sent = numbered(&body, 41);
+        assert_eq!(
+            String::from_utf8(sent).unwrap(),
+            r#"{"type":"a,\"data\":b","timestamp":"2023-11-14T22:13:20.000Z","seq":41,"data":{"data":{"x":",\"data\":"}}}"#
+        );
+        // What is not an envelope goes as it is.
+        assert_eq!(numbered(b"[1,2]", 7), b"[1,2]");
     }
 
     #[test]

@@ -59,9 +59,10 @@ pub struct EndpointFacts<'a> {
 }
 
 /// A program's input for one delivery, as JSON text:
-/// `{event_type, event_id, timestamp, payload, endpoint: {id, url, description}}`,
-/// read from the delivery's envelope (`{type, timestamp, data}`).
-pub fn input(envelope: &[u8], event_id: &str, endpoint: EndpointFacts) -> String {
+/// `{event_type, event_id, seq, timestamp, payload, endpoint: {id, url, description}}`,
+/// read from the delivery's envelope (`{type, timestamp, data}`); `seq` is the
+/// delivery's number among its endpoint's (`null` in a preview).
+pub fn input(envelope: &[u8], event_id: &str, seq: Option<u64>, endpoint: EndpointFacts) -> String {
     /// The envelope's parts as they are (the payload is not parsed into a
     /// value only to be written out again: it is most of the bytes).
     #[derive(serde::Deserialize)]
@@ -87,9 +88,10 @@ pub fn input(envelope: &[u8], event_id: &str, endpoint: EndpointFacts) -> String
         "description": endpoint.description,
     });
     format!(
-        r#"{{"event_type":{},"event_id":{},"timestamp":{},"payload":{},"endpoint":{facts}}}"#,
+        r#"{{"event_type":{},"event_id":{},"seq":{},"timestamp":{},"payload":{},"endpoint":{facts}}}"#,
         event_type,
         Value::from(event_id),
+        Value::from(seq),
         timestamp,
         data,
     )
@@ -232,7 +234,7 @@ mod tests {
             url: "https://example.com/hook",
             description: "Orders",
         };
-        let text = input(envelope, "evt_1", facts);
+        let text = input(envelope, "evt_1", Some(41), facts);
         assert!(!text.contains('\n'), "one line: {text}");
         let input: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
@@ -240,15 +242,18 @@ mod tests {
             serde_json::json!({
                 "event_type": "order.paid",
                 "event_id": "evt_1",
+                "seq": 41,
                 "timestamp": "2026-12-07T00:00:00Z",
                 "payload": {"id": 42},
                 "endpoint": {"id": "ep_1", "url": "https://example.com/hook", "description": "Orders"},
             })
         );
         // What is not an envelope gives nulls, not an error.
-        let input: Value = serde_json::from_str(&super::input(b"[1]", "evt_1", facts)).unwrap();
+        let input: Value =
+            serde_json::from_str(&super::input(b"[1]", "evt_1", None, facts)).unwrap();
         assert_eq!(input["payload"], Value::Null);
         assert_eq!(input["event_id"], "evt_1");
+        assert_eq!(input["seq"], Value::Null);
     }
 
     #[test]

@@ -665,6 +665,7 @@ impl Dispatcher {
             response_headers: result.response_headers,
             response_truncated: result.response_truncated,
             trigger: AttemptTrigger::of(delivery.probe, delivery.attempts, delivery.replayed),
+            endpoint_sequence: delivery.endpoint_sequence,
             transformed: result.transformed,
             next,
             signal: breaker_signal(&result.outcome),

@@ -35,7 +35,7 @@ use hookline_core::broker::Broker;
 use hookline_core::classify::Outcome;
 use hookline_core::destination;
 use hookline_core::model::TransportError;
-use hookline_core::model::{request_headers, RequestParts};
+use hookline_core::model::{self, request_headers, RequestParts};
 use hookline_core::notify;
 use hookline_core::outbound_auth::{
     parse_token_response, refresh_after, OAuth2, OutboundAuth, Tls, Token,
@@ -489,6 +489,7 @@ impl Sender {
             timestamp,
             signature: &signature,
             ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
+            endpoint_sequence: delivery.endpoint_sequence,
         });
         let message = Message {
             delivery_id: delivery.id.as_str(),
@@ -553,6 +554,11 @@ impl Sender {
                 ),
             };
         }
+        // The envelope as sent: with the endpoint's number in it, if it wants it.
+        let body: Arc<[u8]> = match (delivery.destination.seq_in_body, delivery.endpoint_sequence) {
+            (true, Some(seq)) => model::numbered(&delivery.body, seq).into(),
+            _ => delivery.body.clone(),
+        };
         let broker = Broker::of(&url).ok().flatten();
         let kind = match broker {
             Some(_) => transform::Kind::Broker,
@@ -564,20 +570,13 @@ impl Sender {
         };
         let mut result = match (&broker, &request) {
             (Some(broker), _) => {
-                let body = request.as_ref().map_or(&delivery.body[..], |r| &r.body);
+                let body = request.as_ref().map_or(&body[..], |r| &r.body);
                 self.publish(delivery, broker, body, timestamp, started)
                     .await
             }
             (None, None) => {
-                self.post(
-                    delivery,
-                    url,
-                    delivery.body.clone(),
-                    &[],
-                    timestamp,
-                    started,
-                )
-                .await
+                self.post(delivery, url, body, &[], timestamp, started)
+                    .await
             }
             (None, Some(request)) => {
                 let url = match &request.url {
@@ -627,6 +626,7 @@ impl Sender {
         let input = transform::input(
             &delivery.body,
             delivery.event_id.as_str(),
+            delivery.endpoint_sequence,
             EndpointFacts {
                 id: delivery.endpoint_id.as_str(),
                 url: &destination.url,
@@ -713,6 +713,7 @@ impl Sender {
             timestamp,
             signature: &signature,
             ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
+            endpoint_sequence: delivery.endpoint_sequence,
         });
         let static_authorization = auth.and_then(OutboundAuth::static_authorization);
         let request = |token: Option<&str>| {

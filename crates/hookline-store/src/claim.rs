@@ -63,7 +63,8 @@ pub(crate) const LEASED: &str = "state = 'in_flight'";
 const CLAIMED_COLUMNS: &str =
     "c.id, c.app_id, c.event_id, c.endpoint_id, c.lease_token, c.attempts, \
      c.round_started_at, c.created_at, c.ordering_key, c.sequence, \
-     (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body";
+     (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body, \
+     (SELECT e.seqs FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS seqs";
 
 /// An endpoint as claims and publishes read it ([`SENDING_COLUMNS`]), the
 /// rate state not yet read (see [`Turn::lock_endpoints`]).
@@ -77,6 +78,7 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             auth: auth_from_row(secrets, row, &id)?,
             transform: transform_from_row(row)?,
             description: row.try_get("description")?,
+            seq_in_body: row.try_get::<bool, _>("seq_in_body")?,
         }),
         gate: EndpointGate {
             enabled: Switches {
@@ -168,6 +170,8 @@ pub struct Leased {
     pub replayed: bool,
     pub ordering_key: Option<String>,
     pub sequence: Option<u64>,
+    /// Its number among its endpoint's deliveries (none if made before they were numbered).
+    pub endpoint_sequence: Option<u64>,
     pub body: Arc<[u8]>,
     /// One target of a `fanout` row this turn leased: it has no row yet.
     pub fanout: bool,
@@ -197,6 +201,7 @@ impl Leased {
             replayed: self.replayed,
             ordering_key: self.ordering_key,
             sequence: self.sequence,
+            endpoint_sequence: self.endpoint_sequence,
             send_at: send.send_at,
             probe: send.probe,
             max_in_flight: endpoint.gate.max_in_flight,
@@ -222,8 +227,11 @@ fn counted(rows: &[Row], rooms: &mut Rooms<'_>) -> Result<Vec<Leased>> {
 fn leased_from_row(row: &Row) -> Result<Leased> {
     let body: Vec<u8> = row.try_get("body")?;
     let round_started_at: i64 = row.try_get("round_started_at")?;
+    let id: DeliveryId = parse_column(row, "id")?;
+    let seqs: Option<String> = row.try_get("seqs")?;
     Ok(Leased {
-        id: parse_column(row, "id")?,
+        endpoint_sequence: crate::sequences::of_place(seqs.as_deref(), id.target().1),
+        id,
         app_id: parse_column(row, "app_id")?,
         event_id: parse_column(row, "event_id")?,
         endpoint_id: parse_column(row, "endpoint_id")?,
@@ -414,6 +422,7 @@ impl Turn {
             let token: String = row.try_get("lease_token")?;
             let created_at = Timestamp::from_millis(row.try_get("created_at")?);
             let body: Arc<[u8]> = Arc::from(row.try_get::<Vec<u8>, _>("body")?);
+            let seqs: Option<String> = row.try_get("seqs")?;
             let targets: String = row.try_get("targets")?;
             let was_reclaimed = row.try_get::<i64, _>("reclaimed")? != 0;
             if was_reclaimed {
@@ -433,6 +442,7 @@ impl Turn {
                     replayed: false,
                     ordering_key: None,
                     sequence: None,
+                    endpoint_sequence: crate::sequences::of_place(seqs.as_deref(), place),
                     body: body.clone(),
                     fanout: true,
                 });
@@ -1032,7 +1042,8 @@ fn take_sql(engine: Engine, lane: Option<Lane>, newest: bool) -> String {
              WHERE id IN ({due}) \
              RETURNING id, app_id, event_id, endpoint_id, lease_token, attempts, round_started_at, \
                        created_at, ordering_key, sequence, \
-                       (SELECT body FROM events WHERE events.id = deliveries.event_id) AS body"
+                       (SELECT body FROM events WHERE events.id = deliveries.event_id) AS body, \
+                       (SELECT seqs FROM events WHERE events.id = deliveries.event_id) AS seqs"
         ),
     }
 }

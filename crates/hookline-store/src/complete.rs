@@ -43,6 +43,12 @@ pub(crate) struct AttemptDetail<'a> {
     pub request_body: Option<&'a str>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// The delivery's number among its endpoint's (in a header).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The body sent was the envelope with that number in it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub seq_in_body: bool,
 }
 
 /// What a batch's attempts are stored with, wherever each goes (an `attempts`
@@ -95,6 +101,10 @@ impl<'r> Prepared<'r> {
                     trigger: r.trigger,
                     request_body: transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
                     skipped: transformed.is_some_and(|t| t.skipped),
+                    seq: r.endpoint_sequence,
+                    seq_in_body: r.endpoint_sequence.is_some()
+                        && r.destination.seq_in_body
+                        && transformed.is_none(),
                 },
             )
             .expect("a detail serializes");

@@ -160,10 +160,15 @@ struct StoredDetail {
     request_body: Option<String>,
     #[serde(default)]
     skipped: bool,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    seq_in_body: bool,
 }
 
-/// An attempt's own record of its request: its signature and custom headers.
-type OwnRequest = Option<(String, Vec<String>)>;
+/// An attempt's own record of its request: its signature and custom headers,
+/// and its endpoint's number (and whether the body carried it).
+type OwnRequest = Option<(String, Vec<String>, Option<u64>, bool)>;
 
 /// An attempt row, and what its request carried (`signature`, `custom_headers`)
 /// for [`Store::with_requests`] to complete with its delivery's side.
@@ -179,7 +184,8 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
             None => (None, None, Vec::new(), false, None, None, false),
             Some(d) => (
                 Some(d.url),
-                d.signature.map(|s| (s, d.custom_header_names)),
+                d.signature
+                    .map(|s| (s, d.custom_header_names, d.seq, d.seq_in_body)),
                 d.response_headers,
                 d.response_truncated,
                 Some(d.trigger),
@@ -411,15 +417,19 @@ impl Store {
         Ok(attempts
             .into_iter()
             .map(|(mut attempt, sent)| {
-                attempt.sent = sent.and_then(|(signature, custom_header_names)| {
-                    let (event_id, ordering) = sides.get(attempt.delivery_id.as_str())?.clone();
-                    Some(SentRequest {
-                        signature,
-                        custom_header_names,
-                        event_id,
-                        ordering,
-                    })
-                });
+                attempt.sent = sent.and_then(
+                    |(signature, custom_header_names, endpoint_sequence, seq_in_body)| {
+                        let (event_id, ordering) = sides.get(attempt.delivery_id.as_str())?.clone();
+                        Some(SentRequest {
+                            signature,
+                            custom_header_names,
+                            event_id,
+                            ordering,
+                            endpoint_sequence,
+                            seq_in_body,
+                        })
+                    },
+                );
                 attempt
             })
             .collect())

@@ -340,7 +340,8 @@ fn take_sql(engine: Engine, newest: bool, of_app: bool) -> String {
                RETURNING f.event_id, f.part, f.lease_token, f.app_id, f.targets, f.reclaimed, \
                          f.created_at) \
              SELECT c.event_id, c.part, c.lease_token, c.app_id, c.targets, c.reclaimed, c.created_at, \
-                    (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body \
+                    (SELECT e.body FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS body, \
+                    (SELECT e.seqs FROM events e WHERE e.id = c.event_id AND e.app_id = c.app_id) AS seqs \
              FROM c",
             among_parts("due")
         ),
@@ -349,7 +350,8 @@ fn take_sql(engine: Engine, newest: bool, of_app: bool) -> String {
             "UPDATE fanout SET lease_token = {token}, due_at = $2 \
              WHERE (event_id, part) IN ({due}) \
              RETURNING event_id, part, lease_token, app_id, targets, reclaimed, created_at, \
-                       (SELECT body FROM events WHERE events.id = fanout.event_id) AS body"
+                       (SELECT body FROM events WHERE events.id = fanout.event_id) AS body, \
+                       (SELECT seqs FROM events WHERE events.id = fanout.event_id) AS seqs"
         ),
     }
 }

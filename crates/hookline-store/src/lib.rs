@@ -25,6 +25,8 @@
 //! - `secrets`: endpoint secrets sealed at rest under the master key, and its rotation.
 //! - `publish`: the outbox write in steps ([`Publish`]), idempotency keys.
 //! - `snapshots`: apps and their endpoints as publishes read them, kept in memory.
+//! - `sequences`: each endpoint's gap-proof numbering of its deliveries, and
+//!   finding a range of them.
 //! - `events`: reading events.
 //! - `listing`: the dashboard's filtered, keyset-paginated listings.
 //! - `replays`: bulk replays of the DLQ, as jobs worked in batches.
@@ -58,6 +60,7 @@ pub mod records;
 mod replays;
 mod retention;
 mod secrets;
+mod sequences;
 mod snapshots;
 mod sqlite;
 mod timeline;
@@ -79,6 +82,7 @@ pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};
 pub use retention::{Purged, RETENTION_BATCH};
+pub use sequences::MAX_SEQUENCE_RANGE;
 pub use snapshots::AppSnapshot;
 pub use timeline::{StoredMark, Timeline};
 

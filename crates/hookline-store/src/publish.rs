@@ -34,6 +34,7 @@ use crate::records::{
     ClaimedDelivery, Delivery, Event, IdempotencyKey, NewEvent, PublishOutcome, Published,
     StoredResponse,
 };
+use crate::sequences::{self, Numbering};
 use crate::snapshots::{self, AppSnapshot, Target};
 use crate::Engine;
 use crate::Events;
@@ -291,6 +292,10 @@ impl Publish<'_> {
         // Per event written as a `fanout` row: (item, targets, n, due, leased).
         let mut fanout: Vec<(usize, String, usize, Timestamp, bool)> = Vec::new();
         let mut lazy_ids: HashSet<DeliveryId> = HashSet::new();
+        // Each delivery's place in its endpoint's numbers, and per handed
+        // delivery its endpoint's and its `k` (numbered once committed).
+        let mut numbering = Numbering::default();
+        let mut handed_ks: Vec<u64> = Vec::new();
         for (index, (item, resolved)) in self.items.iter().zip(&self.resolved).enumerate() {
             let sequence = match resolved {
                 Resolved::New { sequence } => *sequence,
@@ -320,7 +325,9 @@ impl Publish<'_> {
                 // Known from the event and the target's place, as the fan-out row
                 // will tell it (docs/engine-v4.md).
                 let id = DeliveryId::of_target(&item.event.id, deliveries.len());
+                let k = numbering.add(item.event.id.as_str(), deliveries.len(), &target.id, &id);
                 if first.state == DeliveryState::InFlight {
+                    handed_ks.push(k);
                     let body = body
                         .get_or_insert_with(|| Arc::from(item.event.body.as_slice()))
                         .clone();
@@ -438,9 +445,19 @@ impl Publish<'_> {
             lease_token: &lease_token,
             keys: &keys,
             dropped: &self.dropped,
+            numbering: &numbering,
+            created_at: self
+                .items
+                .first()
+                .map_or(Timestamp::from_millis(0), |i| i.now),
         };
         match write.run(&self.store, self.tx.take()).await? {
-            Written::Done => {}
+            Written::Done(bases) => {
+                let bases: HashMap<EndpointId, u64> = bases.into_iter().collect();
+                for (delivery, k) in handed.iter_mut().zip(handed_ks) {
+                    delivery.endpoint_sequence = bases.get(&delivery.endpoint_id).map(|b| b + k);
+                }
+            }
             Written::Stale => {
                 self.store.snapshots.forget(self.apps.keys());
                 return Ok(None);
@@ -638,6 +655,8 @@ impl Target {
             round_started_at: item.now,
             ordering_key: item.event.ordering_key.clone(),
             sequence,
+            // Known once the publish's write has numbered it.
+            endpoint_sequence: None,
             send_at: None,
             probe: false,
             replayed: false,
@@ -775,14 +794,17 @@ const DROP_COLUMNS: &[(&str, Kind)] = &[
     ("dropped", Kind::Int),
 ];
 
-/// The publish's one write: the check of its apps' snapshots, then the
-/// events, their `fanout` rows, the deliveries written as rows, the keys'
-/// receipts and the filters' drop counts, each statement writing only if the
-/// check holds. On PostgreSQL one statement (data-modifying `WITH`s, the check
-/// read once); on SQLite a script run in one call to the writer's thread. It
-/// answers whether the check held. Parameters, in order: the check batch
-/// ([`snapshots::CHECK_COLUMNS`]), the `fanout` rows' lease token, the rows'
-/// lease token, then one batch per table. The keys are inserted without `ON
+/// The publish's one write: the check of its apps' snapshots, then the keys'
+/// receipts, the endpoints' sequence counters ([`crate::sequences`]), the
+/// events with their numbers, their `fanout` rows, the deliveries written as
+/// rows, the numbers' runs and the filters' drop counts, each statement
+/// writing only if the check holds. On PostgreSQL one statement
+/// (data-modifying `WITH`s, the check read once); on SQLite a script run in
+/// one call to the writer's thread. It answers whether the check held, and
+/// each numbered endpoint's number before this publish's (`bases`).
+/// Parameters, in order: the check batch ([`snapshots::CHECK_COLUMNS`]), the
+/// `fanout` rows' lease token, the rows' lease token, then one batch per
+/// table, then the runs and the places. The keys are inserted without `ON
 /// CONFLICT`: a key a concurrent publish committed first fails the write as
 /// a unique violation (on PostgreSQL after waiting for that publish).
 pub(crate) static WRITE: Sql = Sql::new(|engine| {
@@ -800,17 +822,60 @@ pub(crate) static WRITE: Sql = Sql::new(|engine| {
     let deliveries = batch(DELIVERY_COLUMNS);
     let keys = batch(KEY_COLUMNS);
     let drops = batch(DROP_COLUMNS);
+    let runs = batch(sequences::RUN_COLUMNS);
+    let places = batch(sequences::PLACE_COLUMNS);
+    // A batch under another name than `v`, to join it.
+    let named = |table: &str, name: &str| match table.strip_suffix(" AS v") {
+        Some(table) => format!("{table} AS {name}"),
+        // PostgreSQL's `unnest(…) AS v(columns)`.
+        None => table.replacen(" AS v(", &format!(" AS {name}("), 1),
+    };
     let check = snapshots::check(engine, check_at);
     // Each statement's condition: the check, read once on PostgreSQL.
     let holds = match engine {
         Engine::Postgres => "(SELECT ok FROM ok)".to_owned(),
         Engine::Sqlite => check.clone(),
     };
-    let statements = [
+    // The endpoints' counters, in endpoint order (the order every publish
+    // takes their locks in); on PostgreSQL after the keys, whose inserts
+    // wait for a concurrent publish of one of them: keys, then counters.
+    let count = |after_keys: &str| {
         format!(
-            "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at) \
-             SELECT id, app_id, event_type, ordering_key, sequence, body, created_at \
-             FROM {events} WHERE {holds}"
+            "INSERT INTO endpoint_sequences (endpoint_id, last_seq) \
+             SELECT endpoint_id, n FROM {runs} WHERE {holds}{after_keys} ORDER BY endpoint_id \
+             ON CONFLICT (endpoint_id) DO UPDATE SET last_seq = endpoint_sequences.last_seq + excluded.last_seq"
+        )
+    };
+    // Each endpoint's number before this publish's, and each event's numbers
+    // by place: relations the writes read (CTEs on PostgreSQL, where the
+    // counters' new values are the upsert's RETURNING; on SQLite the table,
+    // upserted by the statement before).
+    let (bases, seqs) = match engine {
+        Engine::Postgres => ("bases".to_owned(), "seqs".to_owned()),
+        Engine::Sqlite => {
+            let bases = format!(
+                "(SELECT r.endpoint_id AS endpoint_id, s.last_seq - r.n AS base, \
+                  r.deliveries AS deliveries, r.created_at AS created_at \
+                  FROM {} JOIN endpoint_sequences s ON s.endpoint_id = r.endpoint_id)",
+                named(&runs, "r")
+            );
+            let seqs = format!(
+                "(SELECT p.event_id AS event_id, group_concat(b.base + p.k, ',' ORDER BY p.place) AS seqs \
+                  FROM {} JOIN {bases} b ON b.endpoint_id = p.endpoint_id GROUP BY p.event_id)",
+                named(&places, "p")
+            );
+            (bases, seqs)
+        }
+    };
+    let insert_keys = format!(
+        "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) \
+         SELECT app_id, key, fingerprint, status, response, created_at FROM {keys} WHERE {holds}"
+    );
+    let writes = [
+        format!(
+            "INSERT INTO events (id, app_id, event_type, ordering_key, sequence, body, created_at, seqs) \
+             SELECT v.id, v.app_id, v.event_type, v.ordering_key, v.sequence, v.body, v.created_at, n.seqs \
+             FROM {events} LEFT JOIN {seqs} n ON n.event_id = v.id WHERE {holds}"
         ),
         format!(
             "INSERT INTO fanout (event_id, app_id, targets, n, due_at, lease_token, created_at) \
@@ -826,8 +891,8 @@ pub(crate) static WRITE: Sql = Sql::new(|engine| {
              FROM {deliveries} WHERE {holds}"
         ),
         format!(
-            "INSERT INTO idempotency_keys (app_id, key, fingerprint, status, response, created_at) \
-             SELECT app_id, key, fingerprint, status, response, created_at FROM {keys} WHERE {holds}"
+            "INSERT INTO sequence_runs (endpoint_id, first_seq, deliveries, created_at) \
+             SELECT endpoint_id, base + 1, deliveries, created_at FROM {bases} b WHERE {holds}"
         ),
         format!(
             "INSERT INTO filter_drops (endpoint_id, minute, dropped) \
@@ -837,17 +902,33 @@ pub(crate) static WRITE: Sql = Sql::new(|engine| {
     ];
     match engine {
         Engine::Postgres => {
-            let writes: Vec<String> = statements
+            let writes: Vec<String> = writes
                 .iter()
                 .enumerate()
                 .map(|(i, statement)| format!(", w{i} AS ({statement})"))
                 .collect();
             format!(
-                "WITH ok AS MATERIALIZED (SELECT {check} AS ok){} SELECT ok FROM ok",
+                "WITH ok AS MATERIALIZED (SELECT {check} AS ok), \
+                 keyed AS ({insert_keys} RETURNING 1), \
+                 counted AS ({} RETURNING endpoint_id, last_seq), \
+                 bases AS (SELECT r.endpoint_id, c.last_seq - r.n AS base, r.deliveries, r.created_at \
+                   FROM {} JOIN counted c ON c.endpoint_id = r.endpoint_id), \
+                 seqs AS (SELECT p.event_id, string_agg((b.base + p.k)::text, ',' ORDER BY p.place) AS seqs \
+                   FROM {} JOIN bases b ON b.endpoint_id = p.endpoint_id GROUP BY p.event_id){} \
+                 SELECT ok, (SELECT string_agg(endpoint_id || ' ' || base::text, ',') FROM bases) AS bases \
+                 FROM ok",
+                count(" AND (SELECT count(*) FROM keyed) >= 0"),
+                named(&runs, "r"),
+                named(&places, "p"),
                 writes.concat()
             )
         }
-        Engine::Sqlite => format!("{}; SELECT {check} AS ok", statements.join("; ")),
+        Engine::Sqlite => format!(
+            "{insert_keys}; {}; {}; \
+             SELECT {check} AS ok, (SELECT group_concat(endpoint_id || ' ' || base, ',') FROM {bases}) AS bases",
+            count(""),
+            writes.join("; ")
+        ),
     }
 });
 
@@ -865,7 +946,8 @@ fn key_taken(error: &dyn sqlx::error::DatabaseError) -> bool {
 
 /// What [`Write::run`] came to.
 enum Written {
-    Done,
+    /// Each numbered endpoint's number before this publish's.
+    Done(Vec<(EndpointId, u64)>),
     /// A snapshot was stale: nothing was written.
     Stale,
     /// A concurrent publish committed one of the keys first: nothing was written.
@@ -884,6 +966,9 @@ struct Write<'a> {
     lease_token: &'a str,
     keys: &'a [(&'a PublishItem, &'a IdempotencyKey, Vec<u8>)],
     dropped: &'a BTreeMap<(EndpointId, i64), i64>,
+    numbering: &'a Numbering,
+    /// When the runs were made (retention counts from it).
+    created_at: Timestamp,
 }
 
 impl Write<'_> {
@@ -895,7 +980,7 @@ impl Write<'_> {
             if let Some(tx) = tx {
                 tx.commit().await?;
             }
-            return Ok(Written::Done);
+            return Ok(Written::Done(Vec::new()));
         }
         debug_assert!(self
             .deliveries
@@ -984,6 +1069,29 @@ impl Write<'_> {
             )
             .int(self.dropped.keys().map(|(_, minute)| Some(*minute)))
             .int(self.dropped.values().map(|count| Some(*count)));
+        let runs = &self.numbering.runs;
+        let run_deliveries: Vec<String> = runs
+            .values()
+            .map(|ids| {
+                let ids: Vec<&str> = ids.iter().map(DeliveryId::as_str).collect();
+                ids.join(",")
+            })
+            .collect();
+        let runs = Batch::default()
+            .text(runs.keys().map(|endpoint| Some(endpoint.as_str())))
+            .int(runs.values().map(|ids| Some(ids.len() as i64)))
+            .text(run_deliveries.iter().map(|ids| Some(ids.as_str())))
+            .int(runs.values().map(|_| Some(self.created_at.as_millis())));
+        let places = &self.numbering.places;
+        let places = Batch::default()
+            .text(places.iter().map(|(event, ..)| Some(event.as_str())))
+            .int(places.iter().map(|(_, place, ..)| Some(*place as i64)))
+            .text(
+                places
+                    .iter()
+                    .map(|(_, _, endpoint, _)| Some(endpoint.as_str())),
+            )
+            .int(places.iter().map(|(.., k)| Some(*k as i64)));
         let query = engine
             .query(WRITE.text(engine))
             .bind_batch(check)
@@ -993,7 +1101,9 @@ impl Write<'_> {
             .bind_batch(fanout)
             .bind_batch(deliveries)
             .bind_batch(keys)
-            .bind_batch(drops);
+            .bind_batch(drops)
+            .bind_batch(runs)
+            .bind_batch(places);
         let mut tx = match (tx, engine) {
             (Some(tx), _) => Some(tx),
             (None, Engine::Sqlite) => Some(store.hot.begin().await?),
@@ -1005,7 +1115,9 @@ impl Write<'_> {
         };
         let written = match answer {
             Ok(row) => match row.try_get::<bool, _>("ok")? {
-                true => Written::Done,
+                true => Written::Done(sequences::read_bases(
+                    row.try_get::<Option<String>, _>("bases")?.as_deref(),
+                )?),
                 false => Written::Stale,
             },
             Err(StoreError::Database(sqlx::Error::Database(e))) if key_taken(&*e) => {
@@ -1015,7 +1127,7 @@ impl Write<'_> {
         };
         if let Some(tx) = tx {
             match written {
-                Written::Done => tx.commit().await?,
+                Written::Done(_) => tx.commit().await?,
                 _ => tx.rollback().await?,
             }
         }

@@ -86,6 +86,9 @@ pub struct Endpoint {
     /// What is sent instead of the envelope (`hookline_core::transform`,
     /// checked by the caller).
     pub transform: Option<Transform>,
+    /// Its sequence number goes in the signed envelope (`seq`) as well as in a
+    /// header (docs/api.md, "Sequence numbers").
+    pub seq_in_body: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -103,6 +106,9 @@ pub struct Destination {
     pub transform: Option<Transform>,
     /// The endpoint's description (a transform's input names it).
     pub description: String,
+    /// The endpoint's sequence number goes in the signed envelope (`seq`), not
+    /// only in a header.
+    pub seq_in_body: bool,
 }
 
 impl Endpoint {
@@ -134,6 +140,7 @@ pub struct NewEndpoint {
     /// The app whose notification channel this is (see [`Endpoint::owner_app`]).
     pub owner_app: Option<AppId>,
     pub transform: Option<Transform>,
+    pub seq_in_body: bool,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -147,6 +154,7 @@ pub struct EndpointPatch {
     pub filter: Option<Option<String>>,
     /// `Some(None)` removes the transform.
     pub transform: Option<Option<Transform>>,
+    pub seq_in_body: Option<bool>,
     pub enabled: Option<bool>,
     pub paused: Option<bool>,
     /// Replaces all custom headers at once.
@@ -300,6 +308,9 @@ pub struct ClaimedDelivery {
     pub round_started_at: Timestamp,
     pub ordering_key: Option<String>,
     pub sequence: Option<u64>,
+    /// Its number among its endpoint's deliveries, 1, 2, 3, … with no gaps
+    /// (none for one made before deliveries were numbered).
+    pub endpoint_sequence: Option<u64>,
     /// A rate-limited endpoint's reserved send slot: do not send before it.
     pub send_at: Option<Timestamp>,
     /// This delivery is its endpoint's half-open breaker probe.
@@ -337,6 +348,8 @@ pub struct AttemptRecord {
     /// The response body was cut at the limit.
     pub response_truncated: bool,
     pub trigger: AttemptTrigger,
+    /// The delivery's number among its endpoint's, as sent.
+    pub endpoint_sequence: Option<u64>,
     /// What the endpoint's transform made of the request, if it has one.
     pub transformed: Option<Transformed>,
     /// What follows the attempt (decided by the dispatcher).
@@ -420,6 +433,11 @@ pub struct SentRequest {
     pub custom_header_names: Vec<String>,
     pub event_id: EventId,
     pub ordering: Option<(String, u64)>,
+    /// The delivery's number among its endpoint's, as its header carried it.
+    pub endpoint_sequence: Option<u64>,
+    /// The body sent was the envelope with that number in it
+    /// (`hookline_core::model::numbered`).
+    pub seq_in_body: bool,
 }
 
 /// What a replay (or resend) request did.

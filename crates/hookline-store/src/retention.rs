@@ -9,7 +9,9 @@
 //!   event had no subscriber);
 //! - **idempotency records** (their own, shorter period);
 //! - the per-minute counts of events **payload filters dropped**, and the
-//!   **marks** on endpoints' timelines.
+//!   **marks** on endpoints' timelines;
+//! - the **runs of sequence numbers** (`crate::sequences`), by
+//!   [`Store::purge_sequence_runs`].
 //!
 //! What stays: pending, in-flight, blocked and **dead** deliveries (of endpoints
 //! that exist) with their
@@ -147,7 +149,9 @@ impl Store {
     pub async fn reclaim_space(&self) -> Result<()> {
         if self.engine == crate::Engine::Postgres {
             self.engine
-                .query("VACUUM (SKIP_LOCKED) deliveries, attempts, events, idempotency_keys")
+                .query(
+                    "VACUUM (SKIP_LOCKED) deliveries, attempts, events, idempotency_keys, sequence_runs",
+                )
                 .execute(&self.writer)
                 .await?;
         }

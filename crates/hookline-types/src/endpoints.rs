@@ -60,7 +60,7 @@ pub struct CreateEndpoint {
     /// What is sent instead of the event's envelope (docs/api.md,
     /// "Transformations"): a preset's name (`slack`, `teams`, `discord`: the
     /// event as that chat's incoming webhook takes it), or a jq program over
-    /// `{event_type, event_id, timestamp, payload, endpoint}` that gives the
+    /// `{event_type, event_id, seq, timestamp, payload, endpoint}` that gives the
     /// body, `{body, headers, url}`, or `null` to skip. Absent or `null`: the
     /// envelope. (The pattern states a small subset of the language.)
     #[schema(
@@ -69,6 +69,12 @@ pub struct CreateEndpoint {
     )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transform: Option<String>,
+    /// The endpoint's sequence number goes in the signed envelope as `seq`,
+    /// beside `type` and `timestamp` (docs/api.md, "Sequence numbers"); it is
+    /// always in the `hookline-endpoint-sequence` header. Default `true`;
+    /// `false` keeps the envelope exactly `{type, timestamp, data}`.
+    #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
+    pub seq_in_body: bool,
     #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "is_default")]
@@ -108,6 +114,7 @@ impl CreateEndpoint {
             event_types: None,
             filter: None,
             transform: None,
+            seq_in_body: true,
             enabled: true,
             paused: false,
             secret: None,
@@ -168,7 +175,7 @@ pub struct UpdateEndpoint {
     /// What is sent instead of the event's envelope (docs/api.md,
     /// "Transformations"): a preset's name (`slack`, `teams`, `discord`: the
     /// event as that chat's incoming webhook takes it), or a jq program over
-    /// `{event_type, event_id, timestamp, payload, endpoint}` that gives the
+    /// `{event_type, event_id, seq, timestamp, payload, endpoint}` that gives the
     /// body, `{body, headers, url}`, or `null` to skip. `null` removes it; absent
     /// leaves it. (The pattern states a small subset of the language.)
     #[schema(
@@ -176,6 +183,9 @@ pub struct UpdateEndpoint {
         pattern = r"^(slack|teams|discord|\{[a-z]{1,10}: \.[a-z_]{1,10}\})$"
     )]
     pub transform: Option<Option<String>>,
+    /// Whether the sequence number goes in the signed envelope (`seq`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq_in_body: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -226,6 +236,9 @@ pub struct EndpointView {
     /// What is sent instead of the envelope (docs/api.md, "Transformations"):
     /// a preset's name or a jq program; `null`: the envelope.
     pub transform: Option<String>,
+    /// The sequence number is in the signed envelope (`seq`), not only in the
+    /// `hookline-endpoint-sequence` header (docs/api.md, "Sequence numbers").
+    pub seq_in_body: bool,
     pub enabled: bool,
     /// New deliveries are made but held until it is resumed (`paused: false`).
     pub paused: bool,

@@ -11,7 +11,8 @@
 //!
 //! One module per resource, as the routes are grouped: [`apps`], [`endpoints`],
 //! [`events`], [`deliveries`] (with attempts and the DLQ), [`replays`] (bulk),
-//! [`event_types`], [`keys`], [`notifications`]; [`page`] for listings. [`schema`] holds the
+//! [`event_types`], [`keys`], [`notifications`], [`messages`] (numbered
+//! deliveries by range); [`page`] for listings. [`schema`] holds the
 //! OpenAPI rules the derives cannot state.
 
 pub mod apps;
@@ -21,6 +22,7 @@ pub mod endpoints;
 pub mod event_types;
 pub mod events;
 pub mod keys;
+pub mod messages;
 pub mod notifications;
 pub mod page;
 pub mod problem;
@@ -45,6 +47,7 @@ pub use events::{
     PublishedView, Warning,
 };
 pub use keys::{CreateKey, KeyQuery, KeyView, RevokedView};
+pub use messages::{MessageState, MessageView, MessagesQuery, MessagesView};
 pub use notifications::{
     ChannelKind, CreateNotificationChannel, NotificationChannelView, NotificationChannelsView,
     NotificationEvent,

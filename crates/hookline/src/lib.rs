@@ -630,6 +630,7 @@ async fn retention_loop(
         if !history.is_zero() {
             let removed = purge_history(&store, now - history, &shutdown).await;
             unreclaimed += removed.deliveries + removed.attempts + removed.events;
+            unreclaimed += purge_sequence_runs(&store, now - history, &shutdown).await;
         }
         if unreclaimed >= RECLAIM_AFTER_ROWS {
             match store.reclaim_space().await {
@@ -913,6 +914,33 @@ async fn purge_history(
             events = removed.events,
             "old history removed"
         );
+    }
+    removed
+}
+
+/// The runs of sequence numbers made before `cutoff` (and deleted endpoints'),
+/// a batch per endpoint at a time until none is left; how many went.
+async fn purge_sequence_runs(
+    store: &Store,
+    cutoff: Timestamp,
+    shutdown: &CancellationToken,
+) -> u64 {
+    let mut removed = 0;
+    while !shutdown.is_cancelled() {
+        match store.purge_sequence_runs(cutoff).await {
+            Ok(0) => break,
+            Ok(batch) => {
+                removed += batch;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "sequence number retention failed");
+                break;
+            }
+        }
+    }
+    if removed > 0 {
+        tracing::info!(runs = removed, "old sequence number runs removed");
     }
     removed
 }

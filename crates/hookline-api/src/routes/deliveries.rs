@@ -157,7 +157,7 @@ pub(crate) async fn attempt(
     let policy = retry_policy(&state, &app.id, &attempt.endpoint_id).await?;
     let mut view = crate::views::attempt(&attempt, &policy, language);
     // The body as signed: what the endpoint's transform made, or its event's
-    // envelope (gone once retention took it).
+    // envelope (gone once retention took it), numbered if it was.
     if let Some(body) = &attempt.request_body {
         view.request_body = Some(body.clone());
     } else if let Some(sent) = &attempt.sent {
@@ -166,7 +166,13 @@ pub(crate) async fn attempt(
             .events()
             .get_event(&app.id, &sent.event_id)
             .await?
-            .map(|(event, _)| String::from_utf8_lossy(&event.body).into_owned());
+            .map(|(event, _)| {
+                let body = match (sent.seq_in_body, sent.endpoint_sequence) {
+                    (true, Some(seq)) => hookline_core::model::numbered(&event.body, seq),
+                    _ => event.body,
+                };
+                String::from_utf8_lossy(&body).into_owned()
+            });
     }
     Ok(Json(view))
 }

@@ -184,6 +184,7 @@ async fn validate_transform(
         let input = transform::input(
             &envelope,
             "evt_example",
+            None,
             transform::EndpointFacts {
                 id: endpoint.id,
                 url: endpoint.url,
@@ -275,7 +276,12 @@ fn validate_retry(retry: &RetryOverrides) -> ApiResult<()> {
         .map_err(|error| ApiError::Validation(error.to_string()))
 }
 
-async fn find(state: &AppState, caller: &Caller, app: &str, endpoint: &str) -> ApiResult<Endpoint> {
+pub(crate) async fn find(
+    state: &AppState,
+    caller: &Caller,
+    app: &str,
+    endpoint: &str,
+) -> ApiResult<Endpoint> {
     let app = caller.app(state, app).await?;
     let id: EndpointId = path_id(endpoint, "endpoint")?;
     state
@@ -341,6 +347,7 @@ pub(crate) async fn create(
                 ordering_on_dead: new.ordering_on_dead,
                 owner_app: None,
                 transform,
+                seq_in_body: new.seq_in_body,
             },
             state.clock.now(),
         )
@@ -422,15 +429,32 @@ pub(crate) async fn check_signature(
             .map(|(_, value)| value.as_str())
     };
     let id = header("webhook-id");
-    let sent = match id.and_then(|id| hookline_core::ids::EventId::parse(id.trim()).ok()) {
+    let event = match id.and_then(|id| hookline_core::ids::EventId::parse(id.trim()).ok()) {
         Some(event) => state
             .store
             .events()
             .get_event(&endpoint.app_id, &event)
             .await?
             // Only an event this endpoint was sent says what it got.
-            .filter(|(_, deliveries)| deliveries.iter().any(|d| d.endpoint_id == endpoint.id))
-            .map(|(event, _)| event.body),
+            .and_then(|(event, deliveries)| {
+                let delivery = deliveries
+                    .into_iter()
+                    .find(|d| d.endpoint_id == endpoint.id)?;
+                Some((event, delivery))
+            }),
+        None => None,
+    };
+    // What was sent: the envelope, with the delivery's number in it if the
+    // body received has one (the endpoint's `seq_in_body` when it was sent).
+    let sent = match event {
+        Some((event, delivery)) => {
+            let numbered = serde_json::from_str::<serde_json::Value>(&got.body)
+                .is_ok_and(|body| body.get("seq").is_some());
+            match state.store.events().sequence_of(&delivery.id).await? {
+                Some(seq) if numbered => Some(hookline_core::model::numbered(&event.body, seq)),
+                _ => Some(event.body),
+            }
+        }
         None => None,
     };
     let keys = hookline_core::signing::SigningKeys {
@@ -592,6 +616,7 @@ pub(crate) async fn update(
                 event_types: patch.event_types,
                 filter: patch.filter,
                 transform,
+                seq_in_body: patch.seq_in_body,
                 enabled: patch.enabled,
                 paused: patch.paused,
                 headers,
@@ -1167,6 +1192,7 @@ pub(crate) async fn transform_preview(
     let input = transform::input(
         &envelope,
         event_id.as_deref().unwrap_or("evt_example"),
+        None,
         transform::EndpointFacts {
             id: facts.id,
             url: facts.url,

@@ -6,6 +6,7 @@ mod endpoints;
 mod event_types;
 mod events;
 mod keys;
+mod messages;
 mod notifications;
 mod replays;
 mod system;
@@ -78,6 +79,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("An endpoint's breaker and recent success rate").answers(200, Json(schema::<EndpointHealthView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts),
             Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).cursor(id_pattern!("atm_")).answers(200, List(schema::<AttemptView>))),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/messages", App(Read), get(messages::range),
+            Doc::new("An endpoint's deliveries by sequence number, each signed as a push is, to fill a gap (docs/api.md#sequence-numbers)").query(params::<hookline_types::MessagesQuery>).answers(200, Json(schema::<hookline_types::MessagesView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
             Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Json(schema::<endpoints::EndpointStatsView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/signature-check", App(Read), post(endpoints::check_signature),

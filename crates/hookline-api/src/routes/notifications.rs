@@ -115,6 +115,8 @@ pub(crate) async fn create(
                     Kind::Chat(format) => Some(Transform::Preset(format)),
                     Kind::Email => None,
                 },
+                // Hookline's own notices, told in words: no envelope to number.
+                seq_in_body: false,
             },
             state.clock.now(),
         )

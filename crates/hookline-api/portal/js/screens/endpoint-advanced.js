@@ -1,8 +1,9 @@
 // screens/endpoint-advanced.js — the endpoint form's "Advanced settings":
 // custom headers, how the endpoint authenticates us (a bearer token or Basic;
 // OAuth2 and client certificates are shown, and set through the API), the
-// retry policy, how many requests may be in flight at once, and what a failed
-// event does to the rest of its ordering key. Secrets show as the API shows
+// retry policy, how many requests may be in flight at once, what a failed
+// event does to the rest of its ordering key, and whether the endpoint's
+// sequence number is in the signed body (docs/api.md, "Sequence numbers"). Secrets show as the API shows
 // them: `…` to a session without `secrets`. Only what the person changed is
 // sent, so a hidden value is never overwritten by its mask. Words through
 // i18n.js (the placeholder is an example header, left as it is).
@@ -71,6 +72,28 @@ export function advancedSettings(endpoint) {
     endpoint?.ordering_on_dead ?? 'skip',
   );
 
+  // On for a new endpoint, as the API has it.
+  const seqInBody = h('input', {
+    id: 'endpoint-seq-in-body',
+    type: 'checkbox',
+    'data-test': 'endpoint-seq-in-body',
+    checked: endpoint ? endpoint.seq_in_body : true,
+    'aria-describedby': 'endpoint-seq-in-body-hint',
+  });
+  const seqField = h(
+    'div',
+    { class: 'field' },
+    h('label', { class: 'check' }, seqInBody, h('span', { class: 'check-text' }, t('Put the sequence number in the signed body'))),
+    h(
+      'p',
+      { class: 'hint', id: 'endpoint-seq-in-body-hint' },
+      t('Every delivery to this endpoint is numbered 1, 2, 3, … with no gaps, in the {header} header. In the body too, as {field}, it is signed, so your endpoint can trust it to find a missed event. Turn it off if your endpoint refuses unknown fields.', {
+        header: 'hookline-endpoint-sequence',
+        field: 'seq',
+      }),
+    ),
+  );
+
   const section = h(
     'details',
     { class: 'advanced', 'data-test': 'endpoint-advanced' },
@@ -97,6 +120,7 @@ export function advancedSettings(endpoint) {
     ),
     field(t('Requests in flight at once, at most'), inFlight, t('Empty: adapts to how fast your endpoint answers.')),
     field(t('When an event with an ordering key fails for good'), onDead),
+    seqField,
   );
 
   const initial = {
@@ -106,6 +130,7 @@ export function advancedSettings(endpoint) {
     maxAge: maxAgeHours.value,
     inFlight: inFlight.value,
     onDead: onDead.value,
+    seqInBody: seqInBody.checked,
   };
   const problem = (message, control) => {
     const error = new Error(message);
@@ -153,8 +178,9 @@ export function advancedSettings(endpoint) {
     }
     if (inFlight.value !== initial.inFlight) body.max_in_flight = whole(inFlight, t('Requests in flight'));
     if (onDead.value !== initial.onDead) body.ordering_on_dead = onDead.value;
+    if (seqInBody.checked !== initial.seqInBody) body.seq_in_body = seqInBody.checked;
     return body;
   }
 
-  return { section, changes, controls: [headersBox, authKind, bearer, user, password, attempts, maxAgeHours, inFlight, onDead] };
+  return { section, changes, controls: [headersBox, authKind, bearer, user, password, attempts, maxAgeHours, inFlight, onDead, seqInBody] };
 }

@@ -1,0 +1,114 @@
+//! `GET /v1/apps/{app}/endpoints/{endpoint}/messages`: an endpoint's
+//! deliveries by their sequence numbers, each signed as a push is, so a
+//! receiver that sees a gap in the numbers can fetch what it lacks (docs/api.md,
+//! "Sequence numbers").
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::extract::{Path, State};
+use axum::Json;
+use hookline_core::model::{self, DeliveryState, ENDPOINT_SEQUENCE_HEADER};
+use hookline_core::signing::SigningKeys;
+use hookline_store::MAX_SEQUENCE_RANGE;
+use hookline_types::{MessageState, MessageView, MessagesQuery, MessagesView};
+
+use super::endpoints::find;
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::QueryParams;
+use crate::AppState;
+
+/// `GET …/messages?from_seq=&to_seq=`: the numbers of the range that exist (up
+/// to the endpoint's last), at most [`MAX_SEQUENCE_RANGE`] of them, each with
+/// its envelope signed now; `next_seq` where the range goes on. A range that
+/// ends below its start is empty.
+pub(crate) async fn range(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    QueryParams(query): QueryParams<MessagesQuery>,
+) -> ApiResult<Json<MessagesView>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    let from = query.from_seq.unwrap_or(1);
+    if from == 0 {
+        return Err(ApiError::InvalidQuery(
+            "from_seq must be 1 or more: an endpoint's numbers start at 1".into(),
+        ));
+    }
+    let events = state.store.events();
+    let last_seq = events.last_sequence(&endpoint.id).await?;
+    let asked = query
+        .to_seq
+        .unwrap_or(from.saturating_add(MAX_SEQUENCE_RANGE - 1))
+        .min(last_seq);
+    let end = asked.min(from.saturating_add(MAX_SEQUENCE_RANGE - 1));
+    let mut view = MessagesView {
+        endpoint_id: endpoint.id.to_string(),
+        last_seq,
+        messages: Vec::new(),
+        next_seq: (end < asked).then_some(end + 1),
+    };
+    if from > end {
+        return Ok(Json(view));
+    }
+    let numbered: HashMap<u64, _> = events
+        .numbered_deliveries(&endpoint.id, from, end)
+        .await?
+        .into_iter()
+        .collect();
+    let keys = SigningKeys {
+        current: endpoint.secret.clone(),
+        previous: endpoint.previous_secret.clone(),
+    };
+    let timestamp = state.clock.now().as_secs();
+    for seq in from..=end {
+        let purged = |delivery_id: Option<String>| MessageView {
+            seq,
+            state: MessageState::Purged,
+            delivery_id,
+            event_id: None,
+            event_type: None,
+            body: None,
+            headers: BTreeMap::new(),
+        };
+        let Some(id) = numbered.get(&seq) else {
+            view.messages.push(purged(None));
+            continue;
+        };
+        let (event_id, _) = id.target();
+        let found = events.get_event(&endpoint.app_id, &event_id).await?;
+        let Some((event, delivery)) = found.and_then(|(event, deliveries)| {
+            let delivery = deliveries.into_iter().find(|d| d.id == *id)?;
+            Some((event, delivery))
+        }) else {
+            view.messages.push(purged(Some(id.to_string())));
+            continue;
+        };
+        let body = match endpoint.seq_in_body {
+            true => model::numbered(&event.body, seq),
+            false => event.body,
+        };
+        let signature = keys.signature_header(event.id.as_str(), timestamp, &body);
+        view.messages.push(MessageView {
+            seq,
+            state: match delivery.state {
+                DeliveryState::Pending | DeliveryState::InFlight | DeliveryState::Blocked => {
+                    MessageState::Pending
+                }
+                DeliveryState::Succeeded => MessageState::Succeeded,
+                DeliveryState::Dead => MessageState::Dead,
+            },
+            delivery_id: Some(id.to_string()),
+            event_id: Some(event.id.to_string()),
+            event_type: Some(event.event_type),
+            body: Some(String::from_utf8_lossy(&body).into_owned()),
+            headers: BTreeMap::from([
+                ("webhook-id".to_owned(), event.id.to_string()),
+                ("webhook-timestamp".to_owned(), timestamp.to_string()),
+                ("webhook-signature".to_owned(), signature),
+                (ENDPOINT_SEQUENCE_HEADER.to_owned(), seq.to_string()),
+            ]),
+        });
+    }
+    Ok(Json(view))
+}

@@ -1,0 +1,74 @@
+//! `/v1/apps/{app}/endpoints/{endpoint}/messages`: an endpoint's deliveries by
+//! their sequence numbers, signed, so a receiver that sees a gap can fetch
+//! what it lacks (docs/api.md, "Sequence numbers").
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A range of an endpoint's sequence numbers.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct MessagesQuery {
+    /// The first number; default 1 (an endpoint's numbers start at 1).
+    #[param(minimum = 1)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_seq: Option<u64>,
+    /// The last number (at most 99 past `from_seq`); default: `from_seq + 99`.
+    #[param(minimum = 1)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to_seq: Option<u64>,
+}
+
+/// What became of a numbered delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    /// Not delivered yet: waiting (behind its ordering key too), in flight, or retrying.
+    Pending,
+    /// The endpoint accepted it (or its transform skipped it).
+    Succeeded,
+    /// In the dead-letter queue.
+    Dead,
+    /// Retention removed it: only its number is left.
+    Purged,
+}
+
+/// One numbered delivery: its envelope as the endpoint gets it, signed now
+/// with the endpoint's secret (Standard Webhooks), or only its number once
+/// retention removed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MessageView {
+    pub seq: u64,
+    pub state: MessageState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    /// The envelope's exact text, as signed (with `seq` in it if the endpoint
+    /// has `seq_in_body`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// `webhook-id`, `webhook-timestamp`, `webhook-signature` and
+    /// `hookline-endpoint-sequence`: verify `body` with them as a push is
+    /// verified.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A range of an endpoint's numbered deliveries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct MessagesView {
+    pub endpoint_id: String,
+    /// The last number the endpoint has given (0: none yet). Numbers above it
+    /// do not exist yet and are not listed.
+    pub last_seq: u64,
+    /// One per number of the range up to `last_seq`, in order.
+    pub messages: Vec<MessageView>,
+    /// Where to go on from, when the range asked for goes past what one answer holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_seq: Option<u64>,
+}
