@@ -46,7 +46,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("POST", "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate") => (App(Secrets), Some(json!({"grace_secs": 60}))),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/health") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/attempts") => (App(Read), None),
-        ("GET", "/v1/apps/{app}/endpoints/{endpoint}/messages") => (App(Read), None),
+        ("GET", "/v1/apps/{app}/endpoints/{endpoint}/messages") => (App(Secrets), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/stats") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/timeline") => (App(Read), None),
         ("GET", "/v1/apps/{app}/incidents") => (App(Read), None),

@@ -5,8 +5,8 @@
 //! sequence, and the answer: accepted with an event id, refused with a clear
 //! 4xx, or indeterminate) while real receivers log every request. At the end,
 //! [`check`] turns the history into a [`Report`]: lost, misdirected, forged,
-//! out of order and phantom receipts must all be zero; duplicates are counted
-//! and held to the bound the scenario's faults allow.
+//! out of order, misnumbered and phantom receipts must all be zero; duplicates
+//! are counted and held to the bound the scenario's faults allow.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -112,6 +112,11 @@ pub struct Report {
     pub out_of_order: Vec<String>,
     /// A receipt of an event whose publish was refused.
     pub phantom: Vec<String>,
+    /// Against the endpoint's sequence numbers (docs/api.md, "Sequence
+    /// numbers"): a receipt without one, an event received under two numbers
+    /// or two events under one, or more numbers missing from 1..=highest than
+    /// the endpoint has dead events it never got (a gap no receiver could heal).
+    pub misnumbered: Vec<String>,
     /// Successful receipts beyond the first, per (endpoint, event).
     pub duplicates: usize,
 }
@@ -121,7 +126,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "accepted {}, refused {}, indeterminate {}, receipts {}, dead {}; \
-             lost {}, misdirected {}, forged {}, out of order {}, phantom {}, duplicates {}",
+             lost {}, misdirected {}, forged {}, out of order {}, misnumbered {}, phantom {}, duplicates {}",
             self.accepted,
             self.refused,
             self.indeterminate,
@@ -131,6 +136,7 @@ impl fmt::Display for Report {
             self.misdirected.len(),
             self.forged.len(),
             self.out_of_order.len(),
+            self.misnumbered.len(),
             self.phantom.len(),
             self.duplicates,
         )
@@ -146,14 +152,16 @@ impl Report {
             && self.misdirected.is_empty()
             && self.forged.is_empty()
             && self.out_of_order.is_empty()
+            && self.misnumbered.is_empty()
             && self.phantom.is_empty())
         {
             return Some(format!(
-                "{self}\nlost: {:?}\nmisdirected: {:?}\nforged: {:?}\nout of order: {:?}\nphantom: {:?}",
+                "{self}\nlost: {:?}\nmisdirected: {:?}\nforged: {:?}\nout of order: {:?}\nmisnumbered: {:?}\nphantom: {:?}",
                 first(&self.lost),
                 first(&self.misdirected),
                 first(&self.forged),
                 first(&self.out_of_order),
+                first(&self.misnumbered),
                 first(&self.phantom),
             ));
         }
@@ -196,6 +204,9 @@ pub fn check(
         let mut done: HashMap<&str, HashSet<u64>> = HashMap::new();
         // ordering key → sequences received here so far.
         let mut seen: HashMap<&str, HashSet<u64>> = HashMap::new();
+        // The endpoint's numbers: event id → its number, and back.
+        let mut number_of: HashMap<String, u64> = HashMap::new();
+        let mut event_of: HashMap<u64, String> = HashMap::new();
         let receipts = subscriber.inbox.requests();
         report.receipts += receipts.len();
         let verifier = standardwebhooks::Webhook::new(&subscriber.secret).expect("a whsec_ secret");
@@ -204,6 +215,23 @@ pub fn check(
             let at = format!("{} receipt #{n} ({id})", subscriber.name);
             if !signed(&verifier, receipt) {
                 report.forged.push(format!("{at}: signature rejected"));
+            }
+            match number(receipt) {
+                None => report.misnumbered.push(format!("{at}: no sequence number")),
+                Some(seq) => {
+                    let earlier = number_of.entry(id.clone()).or_insert(seq);
+                    if *earlier != seq {
+                        report
+                            .misnumbered
+                            .push(format!("{at}: numbered {seq}, earlier {earlier}"));
+                    }
+                    let holder = event_of.entry(seq).or_insert_with(|| id.clone());
+                    if *holder != id {
+                        report
+                            .misnumbered
+                            .push(format!("{at}: number {seq} is also {holder}'s"));
+                    }
+                }
             }
             let tag = serde_json::from_slice::<Value>(&receipt.body)
                 .ok()
@@ -254,6 +282,22 @@ pub fn check(
             }
         }
         report.duplicates += successes.values().map(|n| n - 1).sum::<usize>();
+        // Every number up to the highest received was made for an event; those
+        // never received must be dead ones (which a receiver fetches by number).
+        let unseen_dead = dead
+            .iter()
+            .filter(|(endpoint, event)| {
+                *endpoint == subscriber.id && !number_of.contains_key(event)
+            })
+            .count();
+        let highest = event_of.keys().max().copied().unwrap_or(0);
+        let missing = (1..=highest).filter(|n| !event_of.contains_key(n)).count();
+        if missing > unseen_dead {
+            report.misnumbered.push(format!(
+                "{}: {missing} of 1..={highest} never received, only {unseen_dead} dead",
+                subscriber.name
+            ));
+        }
         for publish in publishes.iter().filter(|p| subscriber.wants(p)) {
             if let Outcome::Accepted(event) = &publish.outcome {
                 if !successes.contains_key(event)
@@ -268,6 +312,23 @@ pub fn check(
         }
     }
     report
+}
+
+/// The receipt's sequence number: the signed envelope's `seq`, else the
+/// `hookline-endpoint-sequence` header (an endpoint with `seq_in_body` off).
+fn number(receipt: &crate::helpers::Received) -> Option<u64> {
+    serde_json::from_slice::<Value>(&receipt.body)
+        .ok()
+        .and_then(|body| body["seq"].as_u64())
+        .or_else(|| {
+            receipt
+                .headers
+                .get("hookline-endpoint-sequence")?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok()
+        })
 }
 
 /// Whether one of the receipt's `v1` signatures is the official crate's
@@ -403,8 +464,12 @@ mod self_test {
         }
     }
 
-    async fn send(receiver: &Receiver, secret: &str, id: &str, tag: &str) {
-        let body = json!({"type": "order.paid", "timestamp": "x", "data": {"tag": tag}});
+    /// Sends `tag` as event `id`, numbered `seq` among the endpoint's.
+    async fn send(receiver: &Receiver, secret: &str, id: &str, tag: &str, seq: Option<u64>) {
+        let mut body = json!({"type": "order.paid", "timestamp": "x", "data": {"tag": tag}});
+        if let Some(seq) = seq {
+            body["seq"] = json!(seq);
+        }
         let body = serde_json::to_vec(&body).unwrap();
         let webhook = standardwebhooks::Webhook::new(secret).unwrap();
         let now = std::time::SystemTime::now()
@@ -440,21 +505,24 @@ mod self_test {
             ..accepted("refused", "app_1", None)
         });
         // b (sequence 2) before a (sequence 1); a refused publish; another
-        // app's event; a bad signature; a duplicate; an unknown tag.
-        send(&receiver, SECRET, "evt_b", "b").await;
-        send(&receiver, SECRET, "evt_a", "a").await;
-        send(&receiver, SECRET, "evt_refused", "refused").await;
-        send(&receiver, SECRET, "evt_other", "other").await;
+        // app's event, under the refused one's number; a bad signature; a
+        // duplicate, under another number; an unknown tag, without one;
+        // numbers 4, 6 and 7 never received, and one dead event to explain them.
+        send(&receiver, SECRET, "evt_b", "b", Some(2)).await;
+        send(&receiver, SECRET, "evt_a", "a", Some(1)).await;
+        send(&receiver, SECRET, "evt_refused", "refused", Some(3)).await;
+        send(&receiver, SECRET, "evt_other", "other", Some(3)).await;
         send(
             &receiver,
             "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
             "evt_dup",
             "dup",
+            Some(5),
         )
         .await;
-        send(&receiver, SECRET, "evt_dup", "dup").await;
+        send(&receiver, SECRET, "evt_dup", "dup", Some(8)).await;
         receiver.answer_always(Reply::status(500));
-        send(&receiver, SECRET, "evt_x", "nobody").await;
+        send(&receiver, SECRET, "evt_x", "nobody", None).await;
         let subscribers = [Subscriber {
             name: "one",
             app: "app_1".into(),
@@ -472,6 +540,21 @@ mod self_test {
         // Another app's event, and a tag no publish has.
         assert_eq!(report.misdirected.len(), 2, "{:?}", report.misdirected);
         assert_eq!(report.forged.len(), 1, "{:?}", report.forged);
+        // Two events under 3, evt_dup under 5 and 8, evt_x under none, and
+        // three numbers missing with one dead event.
+        assert_eq!(report.misnumbered.len(), 4, "{:?}", report.misnumbered);
+        for said in [
+            "also evt_refused's",
+            "numbered 8, earlier 5",
+            "no sequence number",
+            "3 of 1..=8 never received, only 1 dead",
+        ] {
+            assert!(
+                report.misnumbered.iter().any(|m| m.contains(said)),
+                "{said}: {:?}",
+                report.misnumbered
+            );
+        }
         // The forged one answered 200 too: two successes of evt_dup.
         assert_eq!(report.duplicates, 1);
         assert_eq!(

@@ -963,17 +963,15 @@ async fn idempotency_key_replays_or_refuses(engine: Engine) {
     assert_eq!(store.listings().count_events(&app).await.unwrap(), 1);
 }
 
-/// An ordered event answered from its idempotency key — an earlier publish's,
-/// or an earlier item's in the same group — writes nothing, so the key's
-/// sequence numbers have no gaps.
 /// Every delivery made for an endpoint gets the next of the endpoint's
 /// numbers, from 1, in commit order, whichever node publishes: two stores on
 /// one database publishing groups at once — one of them changing an endpoint
 /// meanwhile, so that publishes made stale go again — give each endpoint
 /// 1..=N, no number twice, none skipped. A claim sends each delivery with its
 /// number; a range of numbers finds its deliveries; an event answered from
-/// its idempotency key takes none; retention removes old runs, and a deleted
-/// endpoint's counter with its runs.
+/// its idempotency key takes none; a run of a whole batch is found from any of
+/// its numbers; retention removes the runs whose events it removed (a dead
+/// delivery keeps its run) and a deleted endpoint's runs.
 async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: Engine) {
     let (store, db) = open(engine).await;
     let other = Store::connect(&crate::helpers::store_config(&db.url))
@@ -1034,8 +1032,10 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
     }
     let (n_every, n_paid) = (2 * 8 * 3, 2 * 8 * 2);
 
-    // Everything claimed, and recorded delivered so that rooms free up.
+    // Everything claimed, and recorded delivered so that rooms free up; one
+    // delivery to `paid` is refused for good instead.
     let mut numbers: BTreeMap<EndpointId, Vec<(u64, DeliveryId)>> = BTreeMap::new();
+    let mut dead: Option<(u64, DeliveryId)> = None;
     loop {
         let claimed = lease_due(&store, t(20), 100).await;
         if claimed.is_empty() {
@@ -1052,7 +1052,17 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
         }
         let records: Vec<AttemptRecord> = claimed
             .iter()
-            .map(|c| record(c, Next::Succeeded, t(20)))
+            .map(|c| {
+                let refuse = dead.is_none() && c.endpoint_id == paid;
+                if refuse {
+                    dead = Some((c.endpoint_sequence.unwrap(), c.id.clone()));
+                }
+                let next = match refuse {
+                    true => Next::Dead(DeadReason::ClientError),
+                    false => Next::Succeeded,
+                };
+                record(c, next, t(20))
+            })
             .collect();
         store
             .complete_attempts(&records, &BreakerPolicy::default(), t(20))
@@ -1098,14 +1108,44 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
     );
     assert_eq!(store.events().last_sequence(&paid).await.unwrap(), n_paid);
 
-    // Retention: runs made before the cutoff go; the numbers stay taken.
+    // A batch bigger than a publish group is one run; any of its numbers finds it.
+    let batch: Vec<PublishItem> = (0..600)
+        .map(|_| item(&app, new_event("order.shipped"), None, t(32)))
+        .collect();
+    store.events().publish_group(&batch).await.unwrap();
+    let base = n_every + 1;
+    let late = store
+        .events()
+        .numbered_deliveries(&every, base + 550, base + 552)
+        .await
+        .unwrap();
+    let late: Vec<u64> = late.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(late, [base + 550, base + 551, base + 552]);
+
+    // Retention: a run goes with its events, once they are removed; the
+    // numbers stay taken, and a dead delivery keeps its run.
+    while store.purge_history(t(25)).await.unwrap().full() {}
     assert!(store.purge_sequence_runs(t(25)).await.unwrap() > 0);
-    assert!(store
+    let (dead_seq, dead_id) = dead.expect("one delivery to paid was refused");
+    assert_eq!(
+        store
+            .events()
+            .numbered_deliveries(&paid, dead_seq, dead_seq)
+            .await
+            .unwrap(),
+        [(dead_seq, dead_id.clone())]
+    );
+    // Of `every`'s, only the run of the dead delivery's event is left (one
+    // publish of three events): the event is kept for the DLQ.
+    let left = store
         .events()
         .numbered_deliveries(&every, 1, n_every)
         .await
-        .unwrap()
-        .is_empty());
+        .unwrap();
+    assert!(!left.is_empty() && left.len() <= 3, "{left:?}");
+    assert!(left
+        .iter()
+        .any(|(_, id)| id.target().0 == dead_id.target().0));
     assert_eq!(
         store
             .events()
@@ -1113,19 +1153,32 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
             .await
             .unwrap()
             .len(),
-        1
+        1,
+        "a run made after the cutoff stays"
     );
-    // A deleted endpoint's runs and counter go whatever their age.
+    assert_eq!(
+        store.events().last_sequence(&every).await.unwrap(),
+        n_every + 601
+    );
+    // A deleted endpoint's runs go whatever their age; its numbers stay taken.
     store
         .endpoints()
         .delete_endpoint(&app, &every, t(40))
         .await
         .unwrap();
     store.purge_sequence_runs(t(0)).await.unwrap();
-    assert_eq!(store.events().last_sequence(&every).await.unwrap(), 0);
+    assert!(store
+        .events()
+        .numbered_deliveries(&every, n_every + 1, n_every + 100)
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(store.events().last_sequence(&paid).await.unwrap(), n_paid);
 }
 
+/// An ordered event answered from its idempotency key — an earlier publish's,
+/// or an earlier item's in the same group — writes nothing, so the key's
+/// sequence numbers have no gaps.
 async fn events_answered_from_their_key_take_no_sequence_number(engine: Engine) {
     let (store, _db) = open(engine).await;
     let app = app_with_an_endpoint(&store).await;

@@ -13,9 +13,9 @@
 //!   `first_seq`, `first_seq + 1`, …, so a range of numbers is found by the
 //!   primary key ([`Events::numbered_deliveries`]).
 //!
-//! Retention removes runs with the history it removes, endpoint by endpoint
-//! from the oldest, and the counters and runs of deleted endpoints
-//! ([`Store::purge_sequence_runs`]).
+//! Retention removes a run once retention has removed its events (a DLQ
+//! entry keeps its run), endpoint by endpoint from the oldest, and the runs
+//! of deleted endpoints ([`Store::purge_sequence_runs`]).
 
 use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::time::Timestamp;
@@ -107,17 +107,18 @@ impl Events<'_> {
         to: u64,
     ) -> Result<Vec<(u64, DeliveryId)>> {
         let to = to.min(from.saturating_add(MAX_SEQUENCE_RANGE - 1));
-        // A run holds at most one publish group's deliveries: one that
-        // covers `from` starts at most MAX_GROUP numbers below it.
-        let lowest = from.saturating_sub(crate::MAX_GROUP as u64);
+        // From the run that holds `from` (the last to start at or below it,
+        // one probe of the key backwards) to the last that starts by `to`.
         let rows = self
             .engine
             .query(
                 "SELECT first_seq, deliveries FROM sequence_runs \
-                 WHERE endpoint_id = $1 AND first_seq > $2 AND first_seq <= $3 ORDER BY first_seq",
+                 WHERE endpoint_id = $1 AND first_seq <= $3 AND first_seq >= COALESCE( \
+                   (SELECT max(first_seq) FROM sequence_runs WHERE endpoint_id = $1 AND first_seq <= $2), 0) \
+                 ORDER BY first_seq",
             )
             .bind(endpoint.as_str())
-            .bind(lowest as i64)
+            .bind(from as i64)
             .bind(to as i64)
             .fetch_all(&self.reader)
             .await?;
@@ -167,67 +168,115 @@ impl Events<'_> {
     }
 }
 
-/// Runs removed per endpoint and call.
-const RUNS_BATCH: i64 = 1000;
+/// Runs looked at per read while retention walks an endpoint's.
+const RUNS_BATCH: i64 = 500;
 
 impl Store {
-    /// Removes the runs created before `cutoff`, up to a batch per endpoint
-    /// from its oldest, and the counter and runs of endpoints that were
-    /// deleted; how many runs it removed. Call again while it removes some.
+    /// Removes the runs made before `cutoff` whose events retention has
+    /// removed (none of their deliveries is left to fetch: a dead, pending
+    /// or blocked one keeps its run), and every run of a deleted endpoint;
+    /// how many it removed. Each endpoint is walked once from its oldest run,
+    /// by the key, up to its first run made since the cutoff, in short
+    /// transactions. A deleted endpoint's counter stays (a row): it is what
+    /// finds the runs a publish racing the deletion may still write.
     #[tracing::instrument(skip_all)]
     pub async fn purge_sequence_runs(&self, cutoff: Timestamp) -> Result<u64> {
-        // Each numbered endpoint, whether it still exists, and when its oldest
-        // run was made (one probe of the key each): only those with something
-        // to remove get a transaction.
-        let rows = self
+        let endpoints = self
             .engine
             .query(
                 "SELECT s.endpoint_id, \
-                        EXISTS (SELECT 1 FROM endpoints e WHERE e.id = s.endpoint_id) AS live, \
-                        (SELECT r.created_at FROM sequence_runs r WHERE r.endpoint_id = s.endpoint_id \
-                         ORDER BY r.first_seq LIMIT 1) AS oldest \
+                        EXISTS (SELECT 1 FROM endpoints e WHERE e.id = s.endpoint_id) AS live \
                  FROM endpoint_sequences s",
             )
             .fetch_all(&self.writer)
             .await?;
         let mut removed = 0;
-        for row in rows {
+        for row in endpoints {
             let endpoint: String = row.try_get("endpoint_id")?;
             let live: bool = row.try_get("live")?;
-            let oldest: Option<i64> = row.try_get("oldest")?;
-            if live && oldest.is_none_or(|at| at >= cutoff.as_millis()) {
-                continue;
-            }
-            let mut tx = self.writer.begin().await?;
-            // Oldest first by the key; created_at only filters that batch.
-            removed += self
-                .engine
-                .query(
-                    "DELETE FROM sequence_runs WHERE endpoint_id = $1 AND first_seq IN ( \
-                       SELECT first_seq FROM sequence_runs WHERE endpoint_id = $1 \
-                       ORDER BY first_seq LIMIT $2) AND (created_at < $3 OR NOT $4)",
-                )
-                .bind(endpoint.as_str())
-                .bind(RUNS_BATCH)
-                .bind(cutoff.as_millis())
-                .bind(live)
-                .execute(&mut tx)
-                .await?
-                .rows_affected();
-            if !live {
-                // Gone with its last runs: nothing numbers a deleted endpoint's deliveries again.
-                self.engine
+            let mut after = 0i64;
+            loop {
+                let runs = self
+                    .engine
                     .query(
-                        "DELETE FROM endpoint_sequences WHERE endpoint_id = $1 \
-                         AND NOT EXISTS (SELECT 1 FROM sequence_runs WHERE endpoint_id = $1)",
+                        "SELECT first_seq, deliveries, created_at FROM sequence_runs \
+                         WHERE endpoint_id = $1 AND first_seq > $2 ORDER BY first_seq LIMIT $3",
                     )
                     .bind(endpoint.as_str())
-                    .execute(&mut tx)
+                    .bind(after)
+                    .bind(RUNS_BATCH)
+                    .fetch_all(&self.writer)
                     .await?;
+                let mut old: Vec<(i64, Vec<DeliveryId>)> = Vec::new();
+                for run in &runs {
+                    if live && run.try_get::<i64, _>("created_at")? >= cutoff.as_millis() {
+                        break;
+                    }
+                    let deliveries: String = run.try_get("deliveries")?;
+                    let ids = deliveries
+                        .split(',')
+                        .map(|id| {
+                            id.parse()
+                                .map_err(|_| StoreError::Corrupt(format!("sequence run: {id}")))
+                        })
+                        .collect::<Result<_>>()?;
+                    old.push((run.try_get("first_seq")?, ids));
+                }
+                let Some((last, _)) = old.last() else {
+                    break;
+                };
+                after = *last;
+                let reached_new = old.len() < runs.len() || runs.len() < RUNS_BATCH as usize;
+                let gone = match live {
+                    true => self.runs_without_events(&old).await?,
+                    false => old.iter().map(|(first, _)| *first).collect(),
+                };
+                if !gone.is_empty() {
+                    removed += self
+                        .engine
+                        .query(&format!(
+                            "DELETE FROM sequence_runs WHERE endpoint_id = $1 AND first_seq IN (SELECT n FROM {})",
+                            self.engine.rows(2, &[("n", Kind::Int)])
+                        ))
+                        .bind(endpoint.as_str())
+                        .bind_batch(crate::db::Batch::default().int(gone.iter().map(|n| Some(*n))))
+                        .execute(&self.writer)
+                        .await?
+                        .rows_affected();
+                }
+                if reached_new {
+                    break;
+                }
             }
-            tx.commit().await?;
         }
         Ok(removed)
+    }
+
+    /// Of `runs`, the first numbers of those none of whose events is left.
+    async fn runs_without_events(&self, runs: &[(i64, Vec<DeliveryId>)]) -> Result<Vec<i64>> {
+        let events: Vec<String> = runs
+            .iter()
+            .flat_map(|(_, ids)| ids.iter().map(|id| id.target().0.to_string()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let left: std::collections::HashSet<String> = self
+            .engine
+            .query(&format!(
+                "SELECT id FROM events WHERE {}",
+                self.engine.in_batch("id", 1)
+            ))
+            .bind_batch(crate::db::Batch::default().text(events.iter().map(|id| Some(id.as_str()))))
+            .fetch_all(&self.writer)
+            .await?
+            .iter()
+            .map(|row| row.try_get("id"))
+            .collect::<Result<_, _>>()?;
+        Ok(runs
+            .iter()
+            .filter(|(_, ids)| ids.iter().all(|id| !left.contains(id.target().0.as_str())))
+            .map(|(first, _)| *first)
+            .collect())
     }
 }
 

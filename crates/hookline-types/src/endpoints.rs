@@ -238,6 +238,8 @@ pub struct EndpointView {
     pub transform: Option<String>,
     /// The sequence number is in the signed envelope (`seq`), not only in the
     /// `hookline-endpoint-sequence` header (docs/api.md, "Sequence numbers").
+    /// (Absent from a server of an earlier release, which never numbers the body.)
+    #[serde(default)]
     pub seq_in_body: bool,
     pub enabled: bool,
     /// New deliveries are made but held until it is resumed (`paused: false`).

@@ -630,7 +630,7 @@ async fn retention_loop(
         if !history.is_zero() {
             let removed = purge_history(&store, now - history, &shutdown).await;
             unreclaimed += removed.deliveries + removed.attempts + removed.events;
-            unreclaimed += purge_sequence_runs(&store, now - history, &shutdown).await;
+            unreclaimed += purge_sequence_runs(&store, now - history).await;
         }
         if unreclaimed >= RECLAIM_AFTER_ROWS {
             match store.reclaim_space().await {
@@ -918,31 +918,20 @@ async fn purge_history(
     removed
 }
 
-/// The runs of sequence numbers made before `cutoff` (and deleted endpoints'),
-/// a batch per endpoint at a time until none is left; how many went.
-async fn purge_sequence_runs(
-    store: &Store,
-    cutoff: Timestamp,
-    shutdown: &CancellationToken,
-) -> u64 {
-    let mut removed = 0;
-    while !shutdown.is_cancelled() {
-        match store.purge_sequence_runs(cutoff).await {
-            Ok(0) => break,
-            Ok(batch) => {
-                removed += batch;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "sequence number retention failed");
-                break;
-            }
+/// The runs of sequence numbers made before `cutoff` whose events are gone
+/// (and deleted endpoints'): one walk of every endpoint's; how many went.
+async fn purge_sequence_runs(store: &Store, cutoff: Timestamp) -> u64 {
+    match store.purge_sequence_runs(cutoff).await {
+        Ok(0) => 0,
+        Ok(removed) => {
+            tracing::info!(runs = removed, "old sequence number runs removed");
+            removed
+        }
+        Err(error) => {
+            tracing::warn!(%error, "sequence number retention failed");
+            0
         }
     }
-    if removed > 0 {
-        tracing::info!(runs = removed, "old sequence number runs removed");
-    }
-    removed
 }
 
 /// `/readyz`'s check of the dispatch loop: it must have finished a turn within
