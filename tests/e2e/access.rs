@@ -23,7 +23,7 @@ both_engines!(
 /// one whose declared access differs, fails the test.
 #[rustfmt::skip]
 fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Option<Value>)> {
-    use Capability::{Endpoints, Publish, Read, Replay, Secrets};
+    use Capability::{Endpoints, Messages, Publish, Read, Replay, Secrets};
     use Access::{Admin, App, Portal, Public};
     let entry = match (method.as_str(), path) {
         ("POST", "/v1/apps") => (Admin, Some(json!({"name": "x"}))),
@@ -46,7 +46,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("POST", "/v1/apps/{app}/endpoints/{endpoint}/secret/rotate") => (App(Secrets), Some(json!({"grace_secs": 60}))),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/health") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/attempts") => (App(Read), None),
-        ("GET", "/v1/apps/{app}/endpoints/{endpoint}/messages") => (App(Secrets), None),
+        ("GET", "/v1/apps/{app}/endpoints/{endpoint}/messages") => (App(Messages), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/stats") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/timeline") => (App(Read), None),
         ("GET", "/v1/apps/{app}/incidents") => (App(Read), None),

@@ -1577,6 +1577,12 @@ async fn advanced_settings_are_saved_shown_masked_and_kept() {
     browser.fill("#endpoint-bearer", "tok123").await;
     browser.fill("#endpoint-max-in-flight", "4").await;
     browser.select("#endpoint-ordering-on-dead", "block").await;
+    // On, as the API made it: turned off, the envelope is sent without `seq`.
+    let checked = browser
+        .run("return document.getElementById('endpoint-seq-in-body').checked;")
+        .await;
+    assert_eq!(checked, json!(true));
+    browser.click("#endpoint-seq-in-body").await;
     browser.click("[data-test=endpoint-save]").await;
     let saved = wait_until(PATIENCE, "the advanced settings over the API", || async {
         let saved = app.get(&path).await;
@@ -1590,6 +1596,7 @@ async fn advanced_settings_are_saved_shown_masked_and_kept() {
         json!({"max_attempts": 3, "max_age_secs": 7200})
     );
     assert_eq!(saved["ordering_on_dead"], "block");
+    assert_eq!(saved["seq_in_body"], false);
 
     // Reopened by this session (no `secrets`): masked as the API masks them.
     edit().await;
@@ -1602,6 +1609,10 @@ async fn advanced_settings_are_saved_shown_masked_and_kept() {
         )
         .await;
     assert_eq!(shown, json!(["x-team: …", true, "…", "3"]));
+    let checked = browser
+        .run("return document.getElementById('endpoint-seq-in-body').checked;")
+        .await;
+    assert_eq!(checked, json!(false));
     // Another change leaves the hidden values as they are.
     browser.fill("#endpoint-max-in-flight", "8").await;
     browser.click("[data-test=endpoint-save]").await;

@@ -300,7 +300,12 @@ async fn a_range_is_read_within_its_bounds(engine: Engine) {
     let head = messages(&app, &app_id, endpoint_id, "to_seq=3").await;
     assert_eq!(head["messages"].as_array().unwrap().len(), 3);
     assert_eq!(head["messages"][0]["seq"], 1);
-    for query in ["from_seq=0", "from_seq=x", "from=1"] {
+    for query in [
+        "from_seq=0",
+        "from_seq=x",
+        "from=1",
+        "to_seq=9223372036854775808",
+    ] {
         let problem = app
             .call(Method::GET, &format!("{path}?{query}"), None, 400)
             .await;

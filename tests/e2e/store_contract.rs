@@ -1030,7 +1030,15 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
     for task in tasks {
         task.await.unwrap();
     }
-    let (n_every, n_paid) = (2 * 8 * 3, 2 * 8 * 2);
+    // More runs than retention reads at once: one publish each.
+    for _ in 0..110 {
+        store
+            .events()
+            .publish(item(&app, new_event("order.shipped"), None, t(10)))
+            .await
+            .unwrap();
+    }
+    let (n_every, n_paid) = (2 * 8 * 3 + 110, 2 * 8 * 2);
 
     // Everything claimed, and recorded delivered so that rooms free up; one
     // delivery to `paid` is refused for good instead.
@@ -1075,12 +1083,18 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
         let seqs: Vec<u64> = got.iter().map(|(seq, _)| *seq).collect();
         assert_eq!(seqs, (1..=count).collect::<Vec<u64>>(), "{endpoint}");
         assert_eq!(store.events().last_sequence(endpoint).await.unwrap(), count);
-        // A range names the deliveries the claims sent with those numbers.
-        let found = store
-            .events()
-            .numbered_deliveries(endpoint, 1, count)
-            .await
-            .unwrap();
+        // Ranges name the deliveries the claims sent with those numbers (at
+        // most MAX_SEQUENCE_RANGE a read).
+        let mut found = Vec::new();
+        for from in (1..=count).step_by(MAX_SEQUENCE_RANGE as usize) {
+            let range = store
+                .events()
+                .numbered_deliveries(endpoint, from, count)
+                .await
+                .unwrap();
+            assert!(range.len() as u64 <= MAX_SEQUENCE_RANGE);
+            found.extend(range);
+        }
         assert_eq!(found, got);
         let middle = store
             .events()
@@ -1125,7 +1139,7 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
     // Retention: a run goes with its events, once they are removed; the
     // numbers stay taken, and a dead delivery keeps its run.
     while store.purge_history(t(25)).await.unwrap().full() {}
-    assert!(store.purge_sequence_runs(t(25)).await.unwrap() > 0);
+    assert!(purge_runs(&store, t(25)).await > 100);
     let (dead_seq, dead_id) = dead.expect("one delivery to paid was refused");
     assert_eq!(
         store
@@ -1166,14 +1180,46 @@ async fn endpoints_number_their_deliveries_without_gaps_in_commit_order(engine: 
         .delete_endpoint(&app, &every, t(40))
         .await
         .unwrap();
-    store.purge_sequence_runs(t(0)).await.unwrap();
+    purge_runs(&store, t(0)).await;
     assert!(store
         .events()
         .numbered_deliveries(&every, n_every + 1, n_every + 100)
         .await
         .unwrap()
         .is_empty());
+    assert_eq!(
+        store.events().last_sequence(&every).await.unwrap(),
+        n_every + 601,
+        "the counter stays"
+    );
     assert_eq!(store.events().last_sequence(&paid).await.unwrap(), n_paid);
+    assert!(store
+        .endpoints_with_old_runs(t(100))
+        .await
+        .unwrap()
+        .iter()
+        .all(|e| e.id != every));
+}
+
+/// Retention's walk of every endpoint's sequence runs, as the binary's loop
+/// makes it; how many runs went.
+async fn purge_runs(store: &Store, cutoff: Timestamp) -> u64 {
+    let mut removed = 0;
+    for endpoint in store.endpoints_with_old_runs(cutoff).await.unwrap() {
+        let mut after = 0;
+        loop {
+            let (batch, next) = store
+                .purge_sequence_runs(&endpoint, cutoff, after)
+                .await
+                .unwrap();
+            removed += batch;
+            match next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+    }
+    removed
 }
 
 /// An ordered event answered from its idempotency key — an earlier publish's,

@@ -23,15 +23,20 @@ pub enum Capability {
     Secrets,
     /// Replay dead deliveries (one or in bulk) and resend succeeded ones.
     Replay,
+    /// Fetch an endpoint's deliveries by sequence number, each signed now with
+    /// the endpoint's secret: payloads and fresh signatures, what a receiver
+    /// that heals gaps (or a poll consumer) holds.
+    Messages,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: [Capability; 6] = [
         Self::Read,
         Self::Publish,
         Self::Endpoints,
         Self::Secrets,
         Self::Replay,
+        Self::Messages,
     ];
 
     /// The stable spelling used in the database and the API.
@@ -42,6 +47,7 @@ impl Capability {
             Self::Endpoints => "endpoints",
             Self::Secrets => "secrets",
             Self::Replay => "replay",
+            Self::Messages => "messages",
         }
     }
 
@@ -68,7 +74,7 @@ impl FromStr for Capability {
 
 /// A name that is not a capability.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown capability {0:?} (known: read, publish, endpoints, secrets, replay)")]
+#[error("unknown capability {0:?} (known: read, publish, endpoints, secrets, replay, messages)")]
 pub struct UnknownCapability(pub String);
 
 /// A set of capabilities.
@@ -81,7 +87,7 @@ impl Capabilities {
         Self::ALL_BITS
     }
 
-    const ALL_BITS: Self = Self(0b1_1111);
+    const ALL_BITS: Self = Self(0b11_1111);
 
     pub fn contains(self, capability: Capability) -> bool {
         self.0 & capability.bit() != 0
@@ -147,7 +153,7 @@ mod tests {
         assert!(Capabilities::parse_text("").unwrap().is_empty());
         assert_eq!(
             Capabilities::all().to_text(),
-            "read,publish,endpoints,secrets,replay"
+            "read,publish,endpoints,secrets,replay,messages"
         );
         assert!(Capabilities::parse_text("read,root").is_err());
     }

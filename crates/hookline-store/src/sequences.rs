@@ -14,14 +14,15 @@
 //!   primary key ([`Events::numbered_deliveries`]).
 //!
 //! Retention removes a run once retention has removed its events (a DLQ
-//! entry keeps its run), endpoint by endpoint from the oldest, and the runs
-//! of deleted endpoints ([`Store::purge_sequence_runs`]).
+//! entry keeps its run), walking each endpoint's from the oldest, and the
+//! runs of deleted endpoints ([`Store::endpoints_with_old_runs`],
+//! [`Store::purge_sequence_runs`]).
 
 use hookline_core::ids::{DeliveryId, EndpointId};
 use hookline_core::time::Timestamp;
 
 use crate::db::Kind;
-use crate::{Events, Result, Store, StoreError};
+use crate::{parse_column, Events, Result, Store, StoreError};
 
 /// The most numbers one read of [`Events::numbered_deliveries`] answers.
 pub const MAX_SEQUENCE_RANGE: u64 = 100;
@@ -168,88 +169,115 @@ impl Events<'_> {
     }
 }
 
-/// Runs looked at per read while retention walks an endpoint's.
-const RUNS_BATCH: i64 = 500;
+/// Runs looked at per read while retention walks an endpoint's (a run holds
+/// up to a publish's worth of ids, 1,000 for a batch).
+const RUNS_BATCH: i64 = 100;
+
+/// An endpoint whose runs retention has something to look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NumberedEndpoint {
+    pub id: EndpointId,
+    /// It still exists (a deleted one's runs all go).
+    pub live: bool,
+}
 
 impl Store {
-    /// Removes the runs made before `cutoff` whose events retention has
-    /// removed (none of their deliveries is left to fetch: a dead, pending
-    /// or blocked one keeps its run), and every run of a deleted endpoint;
-    /// how many it removed. Each endpoint is walked once from its oldest run,
-    /// by the key, up to its first run made since the cutoff, in short
-    /// transactions. A deleted endpoint's counter stays (a row): it is what
-    /// finds the runs a publish racing the deletion may still write.
+    /// The endpoints with runs retention may remove: those whose oldest run
+    /// was made before `cutoff`, and deleted ones with runs left (one probe of
+    /// the key each). A deleted endpoint's counter row stays: it is what
+    /// finds a run that a publish racing the deletion may still write.
     #[tracing::instrument(skip_all)]
-    pub async fn purge_sequence_runs(&self, cutoff: Timestamp) -> Result<u64> {
-        let endpoints = self
+    pub async fn endpoints_with_old_runs(
+        &self,
+        cutoff: Timestamp,
+    ) -> Result<Vec<NumberedEndpoint>> {
+        let rows = self
             .engine
             .query(
-                "SELECT s.endpoint_id, \
-                        EXISTS (SELECT 1 FROM endpoints e WHERE e.id = s.endpoint_id) AS live \
-                 FROM endpoint_sequences s",
+                "SELECT endpoint_id, live FROM ( \
+                   SELECT s.endpoint_id, \
+                          EXISTS (SELECT 1 FROM endpoints e WHERE e.id = s.endpoint_id) AS live, \
+                          (SELECT r.created_at FROM sequence_runs r WHERE r.endpoint_id = s.endpoint_id \
+                           ORDER BY r.first_seq LIMIT 1) AS oldest \
+                   FROM endpoint_sequences s) c \
+                 WHERE oldest IS NOT NULL AND (oldest < $1 OR NOT live)",
             )
-            .fetch_all(&self.writer)
+            .bind(cutoff.as_millis())
+            .fetch_all(&self.reader)
             .await?;
-        let mut removed = 0;
-        for row in endpoints {
-            let endpoint: String = row.try_get("endpoint_id")?;
-            let live: bool = row.try_get("live")?;
-            let mut after = 0i64;
-            loop {
-                let runs = self
-                    .engine
-                    .query(
-                        "SELECT first_seq, deliveries, created_at FROM sequence_runs \
-                         WHERE endpoint_id = $1 AND first_seq > $2 ORDER BY first_seq LIMIT $3",
-                    )
-                    .bind(endpoint.as_str())
-                    .bind(after)
-                    .bind(RUNS_BATCH)
-                    .fetch_all(&self.writer)
-                    .await?;
-                let mut old: Vec<(i64, Vec<DeliveryId>)> = Vec::new();
-                for run in &runs {
-                    if live && run.try_get::<i64, _>("created_at")? >= cutoff.as_millis() {
-                        break;
-                    }
-                    let deliveries: String = run.try_get("deliveries")?;
-                    let ids = deliveries
-                        .split(',')
-                        .map(|id| {
-                            id.parse()
-                                .map_err(|_| StoreError::Corrupt(format!("sequence run: {id}")))
-                        })
-                        .collect::<Result<_>>()?;
-                    old.push((run.try_get("first_seq")?, ids));
-                }
-                let Some((last, _)) = old.last() else {
-                    break;
-                };
-                after = *last;
-                let reached_new = old.len() < runs.len() || runs.len() < RUNS_BATCH as usize;
-                let gone = match live {
-                    true => self.runs_without_events(&old).await?,
-                    false => old.iter().map(|(first, _)| *first).collect(),
-                };
-                if !gone.is_empty() {
-                    removed += self
-                        .engine
-                        .query(&format!(
-                            "DELETE FROM sequence_runs WHERE endpoint_id = $1 AND first_seq IN (SELECT n FROM {})",
-                            self.engine.rows(2, &[("n", Kind::Int)])
-                        ))
-                        .bind(endpoint.as_str())
-                        .bind_batch(crate::db::Batch::default().int(gone.iter().map(|n| Some(*n))))
-                        .execute(&self.writer)
-                        .await?
-                        .rows_affected();
-                }
-                if reached_new {
-                    break;
-                }
+        rows.iter()
+            .map(|row| {
+                Ok(NumberedEndpoint {
+                    id: parse_column(row, "endpoint_id")?,
+                    live: row.try_get("live")?,
+                })
+            })
+            .collect()
+    }
+
+    /// One step of retention's walk of `endpoint`'s runs, from the one after
+    /// `after` (0: the oldest) by the key: of up to a batch made before
+    /// `cutoff` (any, for a deleted endpoint), removes those none of whose
+    /// events is left — retention removes an event only once none of its
+    /// deliveries is, so a dead, pending or blocked delivery keeps its run.
+    /// Returns how many it removed, and where to go on from (`None`: the
+    /// walk reached the runs made since the cutoff, or the end).
+    #[tracing::instrument(skip_all, fields(endpoint = %endpoint.id))]
+    pub async fn purge_sequence_runs(
+        &self,
+        endpoint: &NumberedEndpoint,
+        cutoff: Timestamp,
+        after: u64,
+    ) -> Result<(u64, Option<u64>)> {
+        let runs = self
+            .engine
+            .query(
+                "SELECT first_seq, deliveries, created_at FROM sequence_runs \
+                 WHERE endpoint_id = $1 AND first_seq > $2 ORDER BY first_seq LIMIT $3",
+            )
+            .bind(endpoint.id.as_str())
+            .bind(after as i64)
+            .bind(RUNS_BATCH)
+            .fetch_all(&self.reader)
+            .await?;
+        let mut old: Vec<(i64, Vec<DeliveryId>)> = Vec::new();
+        for run in &runs {
+            if endpoint.live && run.try_get::<i64, _>("created_at")? >= cutoff.as_millis() {
+                break;
             }
+            let deliveries: String = run.try_get("deliveries")?;
+            let ids = deliveries
+                .split(',')
+                .map(|id| {
+                    id.parse()
+                        .map_err(|_| StoreError::Corrupt(format!("sequence run: {id}")))
+                })
+                .collect::<Result<_>>()?;
+            old.push((run.try_get("first_seq")?, ids));
         }
-        Ok(removed)
+        let Some(&(last, _)) = old.last() else {
+            return Ok((0, None));
+        };
+        let more = old.len() == runs.len() && runs.len() == RUNS_BATCH as usize;
+        let gone = match endpoint.live {
+            true => self.runs_without_events(&old).await?,
+            false => old.iter().map(|(first, _)| *first).collect(),
+        };
+        let mut removed = 0;
+        if !gone.is_empty() {
+            removed = self
+                .engine
+                .query(&format!(
+                    "DELETE FROM sequence_runs WHERE endpoint_id = $1 AND first_seq IN (SELECT n FROM {})",
+                    self.engine.rows(2, &[("n", Kind::Int)])
+                ))
+                .bind(endpoint.id.as_str())
+                .bind_batch(crate::db::Batch::default().int(gone.iter().map(|n| Some(*n))))
+                .execute(&self.writer)
+                .await?
+                .rows_affected();
+        }
+        Ok((removed, more.then_some(last as u64)))
     }
 
     /// Of `runs`, the first numbers of those none of whose events is left.
@@ -267,7 +295,7 @@ impl Store {
                 self.engine.in_batch("id", 1)
             ))
             .bind_batch(crate::db::Batch::default().text(events.iter().map(|id| Some(id.as_str()))))
-            .fetch_all(&self.writer)
+            .fetch_all(&self.reader)
             .await?
             .iter()
             .map(|row| row.try_get("id"))

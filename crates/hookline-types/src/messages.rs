@@ -12,11 +12,11 @@ use serde::{Deserialize, Serialize};
 #[into_params(parameter_in = Query)]
 pub struct MessagesQuery {
     /// The first number; default 1 (an endpoint's numbers start at 1).
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from_seq: Option<u64>,
     /// The last number (at most 99 past `from_seq`); default: `from_seq + 99`.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to_seq: Option<u64>,
 }

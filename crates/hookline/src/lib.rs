@@ -610,6 +610,9 @@ async fn retention_loop(
     let mut next_pass = clock.now();
     // Rows removed since the space was last reclaimed.
     let mut unreclaimed = 0u64;
+    // Where each endpoint's walk of its sequence runs goes on from, and
+    // passes since the walks last started from the oldest.
+    let mut run_cursors = RunCursors::default();
     loop {
         let now = clock.now();
         if now < next_pass {
@@ -630,7 +633,8 @@ async fn retention_loop(
         if !history.is_zero() {
             let removed = purge_history(&store, now - history, &shutdown).await;
             unreclaimed += removed.deliveries + removed.attempts + removed.events;
-            unreclaimed += purge_sequence_runs(&store, now - history).await;
+            unreclaimed +=
+                purge_sequence_runs(&store, now - history, &mut run_cursors, &shutdown).await;
         }
         if unreclaimed >= RECLAIM_AFTER_ROWS {
             match store.reclaim_space().await {
@@ -918,20 +922,68 @@ async fn purge_history(
     removed
 }
 
+/// Where retention's walks of endpoints' sequence runs go on from, pass to
+/// pass: runs a dead delivery's event keeps are looked at again only every
+/// [`RunCursors::RESTART_EVERY`] passes, not every pass.
+#[derive(Default)]
+struct RunCursors {
+    after: std::collections::HashMap<hookline_core::ids::EndpointId, u64>,
+    passes: u32,
+}
+
+impl RunCursors {
+    const RESTART_EVERY: u32 = 24;
+}
+
 /// The runs of sequence numbers made before `cutoff` whose events are gone
-/// (and deleted endpoints'): one walk of every endpoint's; how many went.
-async fn purge_sequence_runs(store: &Store, cutoff: Timestamp) -> u64 {
-    match store.purge_sequence_runs(cutoff).await {
-        Ok(0) => 0,
-        Ok(removed) => {
-            tracing::info!(runs = removed, "old sequence number runs removed");
-            removed
-        }
+/// (and deleted endpoints'), endpoint by endpoint, a batch at a time with a
+/// pause between, until each walk reaches the runs made since; how many went.
+async fn purge_sequence_runs(
+    store: &Store,
+    cutoff: Timestamp,
+    cursors: &mut RunCursors,
+    shutdown: &CancellationToken,
+) -> u64 {
+    cursors.passes += 1;
+    if cursors.passes >= RunCursors::RESTART_EVERY {
+        cursors.passes = 0;
+        cursors.after.clear();
+    }
+    let endpoints = match store.endpoints_with_old_runs(cutoff).await {
+        Ok(endpoints) => endpoints,
         Err(error) => {
             tracing::warn!(%error, "sequence number retention failed");
-            0
+            return 0;
         }
+    };
+    let mut removed = 0;
+    'endpoints: for endpoint in endpoints {
+        let mut after = cursors.after.get(&endpoint.id).copied().unwrap_or(0);
+        loop {
+            if shutdown.is_cancelled() {
+                break 'endpoints;
+            }
+            match store.purge_sequence_runs(&endpoint, cutoff, after).await {
+                Ok((batch, next)) => {
+                    removed += batch;
+                    match next {
+                        Some(next) => after = next,
+                        None => break,
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "sequence number retention failed");
+                    break 'endpoints;
+                }
+            }
+        }
+        cursors.after.insert(endpoint.id, after);
     }
+    if removed > 0 {
+        tracing::info!(runs = removed, "old sequence number runs removed");
+    }
+    removed
 }
 
 /// `/readyz`'s check of the dispatch loop: it must have finished a turn within

@@ -43,6 +43,7 @@ const PROBLEM_WORDS = {
   missing_capability_endpoints: msg('Your access does not allow changing endpoints'),
   missing_capability_secrets: msg('Your access does not allow managing secrets'),
   missing_capability_replay: msg('Your access does not allow sending deliveries again'),
+  missing_capability_messages: msg('Your access does not allow fetching signed messages'),
   not_found: msg('Not found'),
   method_not_allowed: msg('The server does not allow this action'),
   malformed_json: msg('The request was not valid JSON'),

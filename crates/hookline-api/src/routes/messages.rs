@@ -35,6 +35,13 @@ pub(crate) async fn range(
             "from_seq must be 1 or more: an endpoint's numbers start at 1".into(),
         ));
     }
+    // Numbers are stored as 64-bit signed integers.
+    if from.max(query.to_seq.unwrap_or(0)) > i64::MAX as u64 {
+        return Err(ApiError::InvalidQuery(format!(
+            "from_seq and to_seq must be at most {}",
+            i64::MAX
+        )));
+    }
     let events = state.store.events();
     let last_seq = events.last_sequence(&endpoint.id).await?;
     let asked = query

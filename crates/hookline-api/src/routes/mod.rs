@@ -14,7 +14,7 @@ mod system;
 use axum::http::Method;
 use axum::routing::{delete, get, patch, post, MethodRouter};
 use axum::Router;
-use hookline_core::access::Capability::{Endpoints, Publish, Read, Replay, Secrets};
+use hookline_core::access::Capability::{Endpoints, Messages, Publish, Read, Replay, Secrets};
 
 use crate::auth::Access::{self, Admin, App, Portal, Public};
 use crate::error::{ApiError, ApiResult};
@@ -79,8 +79,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("An endpoint's breaker and recent success rate").answers(200, Json(schema::<EndpointHealthView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/attempts", App(Read), get(endpoints::attempts),
             Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).cursor(id_pattern!("atm_")).answers(200, List(schema::<AttemptView>))),
-        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/messages", App(Secrets), get(messages::range),
-            Doc::new("An endpoint's deliveries by sequence number, each signed now as a push is, to fill a gap (docs/api.md#sequence-numbers); needs `secrets`: it makes signatures").query(params::<hookline_types::MessagesQuery>).answers(200, Json(schema::<hookline_types::MessagesView>))),
+        (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/messages", App(Messages), get(messages::range),
+            Doc::new("An endpoint's deliveries by sequence number, each signed now as a push is, to fill a gap (docs/api.md#sequence-numbers)").query(params::<hookline_types::MessagesQuery>).answers(200, Json(schema::<hookline_types::MessagesView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
             Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Json(schema::<endpoints::EndpointStatsView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/signature-check", App(Read), post(endpoints::check_signature),

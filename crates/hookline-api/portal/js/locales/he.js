@@ -470,6 +470,7 @@ export default {
   "You are signed out": "התנתקתם",
   "You stay signed in, until {time} at least.": "אתם נשארים מחוברים, לפחות עד {time}.",
   "Your access does not allow changing endpoints": "ההרשאות שלכם אינן מאפשרות שינוי נקודות קצה",
+  "Your access does not allow fetching signed messages": "ההרשאות שלכם אינן מאפשרות אחזור הודעות חתומות",
   "Your access does not allow managing secrets": "ההרשאות שלכם אינן מאפשרות ניהול סודות",
   "Your access does not allow sending deliveries again": "ההרשאות שלכם אינן מאפשרות שליחה חוזרת של מסירות",
   "Your access does not allow sending events": "ההרשאות שלכם אינן מאפשרות שליחת אירועים",
