@@ -47,6 +47,7 @@ fn expected(method: &Method, path: &str, receiver: &str) -> Option<(Access, Opti
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/health") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/attempts") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/messages") => (App(Messages), None),
+        ("POST", "/v1/apps/{app}/endpoints/{endpoint}/messages/commit") => (App(Messages), Some(json!({"cursor": 0}))),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/stats") => (App(Read), None),
         ("GET", "/v1/apps/{app}/endpoints/{endpoint}/timeline") => (App(Read), None),
         ("GET", "/v1/apps/{app}/incidents") => (App(Read), None),

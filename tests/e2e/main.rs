@@ -34,6 +34,7 @@ mod outbound_auth;
 mod plans;
 mod policy;
 mod policy_contract;
+mod polling;
 mod portal;
 mod portal_access;
 mod portal_languages;

@@ -227,6 +227,7 @@ async fn a_receiver_that_misses_a_number_fetches_it_signed(engine: Engine) {
             &hookline_client::types::MessagesQuery {
                 from_seq: Some(2),
                 to_seq: Some(2),
+                wait_secs: None,
             },
         )
         .await
@@ -302,6 +303,7 @@ async fn a_range_is_read_within_its_bounds(engine: Engine) {
     assert_eq!(head["messages"][0]["seq"], 1);
     for query in [
         "from_seq=0",
+        "to_seq=0",
         "from_seq=x",
         "from=1",
         "to_seq=9223372036854775808",

@@ -130,6 +130,7 @@ pub(crate) fn delivery(
                         breaker: e.breaker.state,
                         consecutive_failures: e.breaker.consecutive_failures,
                         next_probe_at: e.breaker.next_probe_at,
+                        polled: e.polled,
                     }),
                     policy: f
                         .endpoint

@@ -6,9 +6,9 @@ use reqwest::Method;
 
 use crate::request::app_path;
 use crate::types::{
-    AttemptView, AttemptsQuery, CheckSignature, CreateEndpoint, EndpointHealthView,
-    EndpointStatsView, EndpointView, FilterPreview, FilterPreviewView, IncidentsQuery,
-    IncidentsView, ListView, MessagesQuery, MessagesView, PageQuery, RotateSecret,
+    AttemptView, AttemptsQuery, CheckSignature, CommitMessages, CommittedView, CreateEndpoint,
+    EndpointHealthView, EndpointStatsView, EndpointView, FilterPreview, FilterPreviewView,
+    IncidentsQuery, IncidentsView, ListView, MessagesQuery, MessagesView, PageQuery, RotateSecret,
     RotatedSecretView, SecretView, SignatureCheck, TestSend, TestSendView, TimelineQuery,
     TimelineView, TimelineWindow, Timestamp, TransformPreview, TransformPreviewView,
     UpdateEndpoint,
@@ -168,6 +168,23 @@ impl Client {
     ) -> Result<MessagesView> {
         self.read(endpoint_path(app, endpoint, "/messages")?, Some(query))
             .await
+    }
+
+    /// `POST …/messages/commit {cursor}`: a polling endpoint's receiver
+    /// handled every number up to `cursor` (409 past the last number, or for
+    /// an endpoint that does not poll).
+    pub async fn commit_messages(
+        &self,
+        app: &str,
+        endpoint: &str,
+        cursor: u64,
+    ) -> Result<CommittedView> {
+        self.write(
+            Method::POST,
+            endpoint_path(app, endpoint, "/messages/commit")?,
+            Some(&CommitMessages { cursor }),
+        )
+        .await
     }
 
     /// `POST …/test`: a test event to this endpoint only.

@@ -51,7 +51,20 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<String, InvalidUrl> {
 /// An endpoint's URL: as [`check_url`], or a broker's URL naming where its
 /// messages go ([`Broker`]) under the same rules for its host.
 pub fn check_endpoint_url(raw: &str, allow_private: bool) -> Result<String, InvalidUrl> {
+    if raw == POLL_URL {
+        return Ok(POLL_URL.to_owned());
+    }
     check(raw, allow_private, true)
+}
+
+/// The URL of a polling endpoint: it is sent nothing; its receiver fetches
+/// its deliveries by number and commits what it handled (docs/api.md,
+/// "Polling endpoints").
+pub const POLL_URL: &str = "poll:";
+
+/// Whether an endpoint's URL makes it a polling endpoint.
+pub fn is_poll(url: &str) -> bool {
+    url == POLL_URL
 }
 
 fn check(raw: &str, allow_private: bool, brokers: bool) -> Result<String, InvalidUrl> {

@@ -45,6 +45,8 @@ pub enum Code {
     EndpointPaused,
     /// Held while its endpoint is disabled.
     EndpointDisabled,
+    /// Waiting for its polling endpoint's receiver to fetch it and commit.
+    AwaitingFetch,
     /// Held while the endpoint's circuit breaker is open.
     BreakerOpen,
     /// Held while the breaker's one probe request tests the endpoint.
@@ -172,6 +174,8 @@ pub struct EndpointFacts<'a> {
     pub breaker: BreakerState,
     pub consecutive_failures: u32,
     pub next_probe_at: Option<Timestamp>,
+    /// A polling endpoint: nothing is sent to it; its receiver fetches.
+    pub polled: bool,
 }
 
 /// Why `facts`' delivery is where it is, said in `language`.
@@ -208,6 +212,9 @@ pub fn delivery(facts: &DeliveryFacts<'_>, language: Language) -> Explanation {
         DeliveryState::InFlight => pending(Code::Sending, Action::Wait, None),
         DeliveryState::Blocked => pending(Code::BehindEarlierEvent, Action::Wait, None),
         DeliveryState::Pending if facts.parked => match facts.endpoint {
+            Some(endpoint) if endpoint.polled && endpoint.enabled && !endpoint.paused => {
+                pending(Code::AwaitingFetch, Action::Wait, None)
+            }
             Some(endpoint) if endpoint.enabled && endpoint.paused => {
                 pending(Code::EndpointPaused, Action::Resume, None)
             }
@@ -386,6 +393,10 @@ pub mod en {
             ),
             Code::EndpointPaused => {
                 "Your endpoint is paused: this delivery waits, and is sent as soon as you resume the endpoint."
+                    .to_owned()
+            }
+            Code::AwaitingFetch => {
+                "Your endpoint is a polling one: this delivery waits for your receiver to fetch it, and is delivered once your receiver commits past its number."
                     .to_owned()
             }
             Code::EndpointDisabled => {
@@ -667,6 +678,10 @@ pub mod he {
             ),
             Code::EndpointPaused => {
                 "נקודת הקצה שלכם מושהית: המסירה הזו ממתינה, ותישלח ברגע שתבטלו את ההשהיה של נקודת הקצה."
+                    .to_owned()
+            }
+            Code::AwaitingFetch => {
+                "נקודת הקצה שלכם מושכת את המסירות בעצמה: המסירה הזו ממתינה שהמקבל שלכם יאחזר אותה, ונחשבת כנמסרה כשהמקבל מאשר את המספר שלה."
                     .to_owned()
             }
             Code::EndpointDisabled => {
@@ -1134,6 +1149,7 @@ mod tests {
             breaker: BreakerState::Closed,
             consecutive_failures: 0,
             next_probe_at: None,
+            polled: false,
         }
     }
 
@@ -1680,6 +1696,24 @@ mod tests {
                 5,
                 None,
                 &["paused", "resume"],
+            ),
+        );
+        check(
+            "polled",
+            &with(&|f| {
+                f.parked = true;
+                f.next_attempt_at = None;
+                f.endpoint = Some(EndpointFacts {
+                    polled: true,
+                    ..endpoint()
+                });
+            }),
+            &want(
+                Code::AwaitingFetch,
+                Action::Wait,
+                5,
+                None,
+                &["polling", "fetch", "commits"],
             ),
         );
         check(

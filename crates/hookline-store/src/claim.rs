@@ -81,11 +81,14 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             seq_in_body: row.try_get::<bool, _>("seq_in_body")?,
         }),
         gate: EndpointGate {
+            // A polling endpoint is sent nothing: its deliveries are parked
+            // from the start, and a claim parks again what was made due.
             enabled: Switches {
                 enabled: row.try_get("enabled")?,
                 paused: row.try_get("paused")?,
             }
-            .sending(),
+            .sending()
+                && !hookline_core::destination::is_poll(&row.try_get::<String, _>("url")?),
             breaker: breaker_from_row(row)?,
             rate: row
                 .try_get::<Option<i64>, _>("rate_limit_per_sec")?

@@ -82,7 +82,7 @@ pub use publish::{Committed, Draft, Publish, PublishItem, MAX_GROUP};
 pub use records::*;
 pub use replays::{ReplayJob, StartedReplay};
 pub use retention::{Purged, RETENTION_BATCH};
-pub use sequences::{NumberedEndpoint, MAX_SEQUENCE_RANGE};
+pub use sequences::{CommittedCursor, NumberedEndpoint, MAX_SEQUENCE_RANGE};
 pub use snapshots::AppSnapshot;
 pub use timeline::{StoredMark, Timeline};
 

@@ -290,6 +290,9 @@ pub struct DeliveryFacts {
 pub struct EndpointGate {
     pub enabled: bool,
     pub paused: bool,
+    /// A polling endpoint (`hookline_core::destination::POLL_URL`): its
+    /// deliveries wait for its receiver to fetch them.
+    pub polled: bool,
     pub disabled_reason: Option<String>,
     pub breaker: Breaker,
     pub retry: RetryOverrides,

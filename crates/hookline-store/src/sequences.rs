@@ -169,6 +169,139 @@ impl Events<'_> {
     }
 }
 
+/// What a polling endpoint's commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommittedCursor {
+    /// Where the endpoint's cursor stands now (never lower than before).
+    pub committed_seq: u64,
+    /// Deliveries this commit moved to `succeeded`.
+    pub delivered: u64,
+}
+
+impl Events<'_> {
+    /// Commits a polling endpoint's deliveries up to `cursor`: those still
+    /// pending (or blocked behind an ordering key) become `succeeded`, a range
+    /// of numbers at a time, and the cursor moves there. A cursor at or below
+    /// the one committed changes nothing; `None` if `cursor` is past the last
+    /// number the endpoint has given. The caller checks whose endpoint it is,
+    /// and that it polls.
+    #[tracing::instrument(skip_all, fields(endpoint = %endpoint))]
+    pub async fn commit_messages(
+        &self,
+        endpoint: &EndpointId,
+        cursor: u64,
+        now: Timestamp,
+    ) -> Result<Option<CommittedCursor>> {
+        if cursor > self.last_sequence(endpoint).await? {
+            return Ok(None);
+        }
+        let mut committed = self.committed_sequence(endpoint).await?;
+        let mut delivered = 0;
+        while committed < cursor {
+            let range = self
+                .numbered_deliveries(endpoint, committed + 1, cursor)
+                .await?;
+            // Numbers with no run left (retention took their deliveries) are passed over.
+            let upto = range.last().map_or(cursor, |(seq, _)| *seq);
+            let mut tx = self.writer.begin().await?;
+            if !range.is_empty() {
+                delivered += self
+                    .engine
+                    .query(&format!(
+                        "UPDATE deliveries SET state = 'succeeded', due_at = $2, updated_at = $2 \
+                         WHERE endpoint_id = $1 AND state IN ('pending', 'blocked') AND {}",
+                        self.engine.in_batch("id", 3)
+                    ))
+                    .bind(endpoint.as_str())
+                    .bind(now.as_millis())
+                    .bind_batch(
+                        crate::db::Batch::default()
+                            .text(range.iter().map(|(_, id)| Some(id.as_str()))),
+                    )
+                    .execute(&mut tx)
+                    .await?
+                    .rows_affected();
+            }
+            self.engine
+                .query(
+                    "INSERT INTO poll_cursors (endpoint_id, committed_seq, committed_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (endpoint_id) DO UPDATE SET committed_seq = excluded.committed_seq, \
+                     committed_at = excluded.committed_at \
+                     WHERE poll_cursors.committed_seq < excluded.committed_seq",
+                )
+                .bind(endpoint.as_str())
+                .bind(upto as i64)
+                .bind(now.as_millis())
+                .execute(&mut tx)
+                .await?;
+            tx.commit().await?;
+            committed = upto.max(committed);
+        }
+        Ok(Some(CommittedCursor {
+            committed_seq: committed.max(self.committed_sequence(endpoint).await?),
+            delivered,
+        }))
+    }
+
+    /// Where a polling endpoint's cursor stands (0 before its first commit).
+    pub async fn committed_sequence(&self, endpoint: &EndpointId) -> Result<u64> {
+        let committed: i64 = self
+            .engine
+            .query(
+                "SELECT COALESCE((SELECT committed_seq FROM poll_cursors WHERE endpoint_id = $1), 0)",
+            )
+            .bind(endpoint.as_str())
+            .fetch_scalar(&self.writer)
+            .await?;
+        Ok(committed as u64)
+    }
+}
+
+impl Store {
+    /// Dead-letters what polling endpoints' receivers did not commit in time:
+    /// their pending (or blocked) deliveries made before `now` less the
+    /// endpoint's `max_age_secs` (else `default_max_age`), with the reason
+    /// `retries_exhausted`, found by the `(endpoint_id, id)` key (ids sort by
+    /// creation time). How many went.
+    #[tracing::instrument(skip_all)]
+    pub async fn expire_polled(
+        &self,
+        now: Timestamp,
+        default_max_age: std::time::Duration,
+    ) -> Result<u64> {
+        let endpoints = self
+            .engine
+            .query("SELECT id, max_age_secs FROM endpoints WHERE url = $1")
+            .bind(hookline_core::destination::POLL_URL)
+            .fetch_all(&self.reader)
+            .await?;
+        let mut expired = 0;
+        for endpoint in endpoints {
+            let id: String = endpoint.try_get("id")?;
+            let max_age = endpoint
+                .try_get::<Option<i64>, _>("max_age_secs")?
+                .map_or(default_max_age, |secs| {
+                    std::time::Duration::from_secs(secs.max(0) as u64)
+                });
+            let cutoff = now - max_age;
+            expired += self
+                .engine
+                .query(
+                    "UPDATE deliveries SET state = 'dead', dead_reason = 'retries_exhausted', \
+                     dead_at = $3, due_at = $3, updated_at = $3 \
+                     WHERE endpoint_id = $1 AND id < $2 AND state IN ('pending', 'blocked')",
+                )
+                .bind(id.as_str())
+                .bind(DeliveryId::first_of_millisecond(cutoff.as_millis().max(0) as u64).as_str())
+                .bind(now.as_millis())
+                .execute(&self.writer)
+                .await?
+                .rows_affected();
+        }
+        Ok(expired)
+    }
+}
+
 /// Runs looked at per read while retention walks an endpoint's (a run holds
 /// up to a publish's worth of ids, 1,000 for a batch).
 const RUNS_BATCH: i64 = 100;

@@ -32,11 +32,12 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct CreateEndpoint {
     #[schema(
-        pattern = r"^(https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}|redis://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[0-9])?/?\?stream=[A-Za-z0-9._:-]{1,40}(&maxlen=[1-9][0-9]{0,5})?|nats://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?/?\?subject=[A-Za-z0-9_-]{1,20}(\.[A-Za-z0-9_-]{1,20}){0,3}|amqp://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[a-z]{1,10})?/?\?exchange=[A-Za-z0-9._-]{1,40}(&routing_key=[A-Za-z0-9._-]{1,40})?)$"
+        pattern = r"^(https?://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]{0,20}){0,4}|redis://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[0-9])?/?\?stream=[A-Za-z0-9._:-]{1,40}(&maxlen=[1-9][0-9]{0,5})?|nats://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?/?\?subject=[A-Za-z0-9_-]{1,20}(\.[A-Za-z0-9_-]{1,20}){0,3}|amqp://([a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?\.){0,3}[a-z]{2,10}(:[1-9][0-9]{0,3})?(/[a-z]{1,10})?/?\?exchange=[A-Za-z0-9._-]{1,40}(&routing_key=[A-Za-z0-9._-]{1,40})?|poll:)$"
     )]
     /// Where deliveries go: an `https` (or `http`) URL, or a broker's —
     /// `redis://`, `nats://`, `amqp://`, `sqs://`, `sns://`, `eventbridge://`
-    /// (docs/api.md#brokers).
+    /// (docs/api.md#brokers) — or `poll:`: nothing is sent, the receiver
+    /// fetches (docs/api.md#polling-endpoints).
     pub url: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,

@@ -47,7 +47,9 @@ pub use events::{
     PublishedView, Warning,
 };
 pub use keys::{CreateKey, KeyQuery, KeyView, RevokedView};
-pub use messages::{MessageState, MessageView, MessagesQuery, MessagesView};
+pub use messages::{
+    CommitMessages, CommittedView, MessageState, MessageView, MessagesQuery, MessagesView,
+};
 pub use notifications::{
     ChannelKind, CreateNotificationChannel, NotificationChannelView, NotificationChannelsView,
     NotificationEvent,

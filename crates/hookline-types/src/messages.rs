@@ -19,6 +19,32 @@ pub struct MessagesQuery {
     #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to_seq: Option<u64>,
+    /// Up to this many seconds (at most 30), wait for a number at or past
+    /// `from_seq` when there is none yet (a long poll).
+    #[param(maximum = 30)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_secs: Option<u32>,
+}
+
+/// `POST …/messages/commit`: a polling endpoint's receiver has handled every
+/// number up to `cursor`.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitMessages {
+    #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
+    pub cursor: u64,
+}
+
+/// Where a polling endpoint's cursor stands after a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct CommittedView {
+    pub endpoint_id: String,
+    /// Every number up to it is handled (never lower than before).
+    pub committed_seq: u64,
+    /// Deliveries this commit moved to `succeeded`.
+    pub delivered: u64,
+    /// The last number the endpoint has given.
+    pub last_seq: u64,
 }
 
 /// What became of a numbered delivery.

@@ -622,6 +622,15 @@ async fn retention_loop(
             }
         }
         next_pass = now + interval;
+        // Polling endpoints' deliveries nobody committed within their max age.
+        match store
+            .expire_polled(now, Duration::from_secs(config.max_age_secs))
+            .await
+        {
+            Ok(0) => {}
+            Ok(expired) => tracing::info!(expired, "uncommitted polled deliveries dead-lettered"),
+            Err(error) => tracing::warn!(%error, "expiring polled deliveries failed"),
+        }
         match store.purge_idempotency_keys(now - keys).await {
             Ok(0) => {}
             Ok(removed) => {

@@ -1,5 +1,6 @@
 //! `/v1/apps/{app}/endpoints`: where an app's events go.
 
+use hookline_core::destination::is_poll;
 use hookline_core::transform::{self, Transform};
 use std::collections::BTreeMap;
 
@@ -73,6 +74,10 @@ fn validate_auth(
 /// where its messages go: `hookline_core::broker`), no credentials, and — unless private destinations are allowed —
 /// not a literal private address or `localhost`. (Names are checked again
 /// where the connection is made.)
+/// Why a polling endpoint takes no transform.
+const NO_POLL_TRANSFORM: &str =
+    "a polling endpoint is sent nothing, so a transform would never run: its receiver fetches the envelopes";
+
 pub(super) fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
     url_problem(hookline_core::destination::check_endpoint_url(
         raw,
@@ -309,6 +314,9 @@ pub(crate) async fn create(
     validate_max_in_flight(new.max_in_flight)?;
     let headers = validate_headers(new.headers.unwrap_or_default())?;
     validate_auth(&state, &url, new.auth.as_ref(), &headers)?;
+    if is_poll(&url) && new.transform.is_some() {
+        return Err(ApiError::Conflict(NO_POLL_TRANSFORM));
+    }
     let transform = validate_transform(
         &state,
         new.transform,
@@ -546,6 +554,18 @@ pub(crate) async fn update(
         .as_deref()
         .map(|u| validate_url(&state, u))
         .transpose()?;
+    if url
+        .as_deref()
+        .is_some_and(|url| is_poll(url) != is_poll(&endpoint.url))
+    {
+        return Err(ApiError::Conflict(
+            "an endpoint does not change between polling (poll:) and being sent to: make another",
+        ));
+    }
+    let polled = is_poll(url.as_deref().unwrap_or(&endpoint.url));
+    if polled && matches!(patch.transform, Some(Some(_))) {
+        return Err(ApiError::Conflict(NO_POLL_TRANSFORM));
+    }
     if let Some(types) = &patch.event_types {
         validate_event_types(types)?;
     }

@@ -10,13 +10,58 @@ use axum::Json;
 use hookline_core::model::{self, DeliveryState, ENDPOINT_SEQUENCE_HEADER};
 use hookline_core::signing::SigningKeys;
 use hookline_store::MAX_SEQUENCE_RANGE;
-use hookline_types::{MessageState, MessageView, MessagesQuery, MessagesView};
+use hookline_types::{
+    CommitMessages, CommittedView, MessageState, MessageView, MessagesQuery, MessagesView,
+};
 
 use super::endpoints::find;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::QueryParams;
+use crate::extract::{JsonBody, QueryParams};
 use crate::AppState;
+
+/// The longest a fetch waits for a number (`wait_secs`).
+const MAX_WAIT_SECS: u32 = 30;
+/// How often a waiting fetch looks at the endpoint's counter.
+const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// `POST …/messages/commit {cursor}`: a polling endpoint's receiver handled
+/// every number up to `cursor`: its deliveries up to there that are still
+/// pending become `succeeded`, and the cursor moves there (never back). 409
+/// for an endpoint that does not poll, or a cursor past its last number.
+pub(crate) async fn commit(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((app, endpoint)): Path<(String, String)>,
+    body: JsonBody<CommitMessages>,
+) -> ApiResult<Json<CommittedView>> {
+    let endpoint = find(&state, &caller, &app, &endpoint).await?;
+    if !hookline_core::destination::is_poll(&endpoint.url) {
+        return Err(ApiError::Conflict(
+            "only a polling endpoint's receiver commits its deliveries (its url is poll:)",
+        ));
+    }
+    let cursor = body.value.cursor;
+    if cursor > i64::MAX as u64 {
+        return Err(ApiError::Validation(format!(
+            "cursor must be at most {}",
+            i64::MAX
+        )));
+    }
+    let events = state.store.events();
+    let committed = events
+        .commit_messages(&endpoint.id, cursor, state.clock.now())
+        .await?
+        .ok_or(ApiError::Conflict(
+            "the cursor is past the last number the endpoint has given",
+        ))?;
+    Ok(Json(CommittedView {
+        endpoint_id: endpoint.id.to_string(),
+        committed_seq: committed.committed_seq,
+        delivered: committed.delivered,
+        last_seq: events.last_sequence(&endpoint.id).await?,
+    }))
+}
 
 /// `GET …/messages?from_seq=&to_seq=`: the numbers of the range that exist (up
 /// to the endpoint's last), at most [`MAX_SEQUENCE_RANGE`] of them, each with
@@ -30,9 +75,9 @@ pub(crate) async fn range(
 ) -> ApiResult<Json<MessagesView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
     let from = query.from_seq.unwrap_or(1);
-    if from == 0 {
+    if from == 0 || query.to_seq == Some(0) {
         return Err(ApiError::InvalidQuery(
-            "from_seq must be 1 or more: an endpoint's numbers start at 1".into(),
+            "from_seq and to_seq must be 1 or more: an endpoint's numbers start at 1".into(),
         ));
     }
     // Numbers are stored as 64-bit signed integers.
@@ -42,8 +87,24 @@ pub(crate) async fn range(
             i64::MAX
         )));
     }
+    let wait = match query.wait_secs {
+        Some(secs) if secs > MAX_WAIT_SECS => {
+            return Err(ApiError::InvalidQuery(format!(
+                "wait_secs must be at most {MAX_WAIT_SECS}"
+            )))
+        }
+        secs => std::time::Duration::from_secs(u64::from(secs.unwrap_or(0))),
+    };
     let events = state.store.events();
-    let last_seq = events.last_sequence(&endpoint.id).await?;
+    let mut last_seq = events.last_sequence(&endpoint.id).await?;
+    // A long poll: until a number at or past `from` exists, or the wait is over
+    // (the counter is read again every quarter second: a publish on any node
+    // moves it).
+    let deadline = tokio::time::Instant::now() + wait;
+    while last_seq < from && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(POLL_EVERY.min(deadline - tokio::time::Instant::now())).await;
+        last_seq = events.last_sequence(&endpoint.id).await?;
+    }
     let asked = query
         .to_seq
         .unwrap_or(from.saturating_add(MAX_SEQUENCE_RANGE - 1))

@@ -81,6 +81,8 @@ fn table() -> Vec<(Method, &'static str, Access, MethodRouter<AppState>, Doc)> {
             Doc::new("Every attempt sent to an endpoint").query(params::<endpoints::AttemptsQuery>).cursor(id_pattern!("atm_")).answers(200, List(schema::<AttemptView>))),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/messages", App(Messages), get(messages::range),
             Doc::new("An endpoint's deliveries by sequence number, each signed now as a push is, to fill a gap (docs/api.md#sequence-numbers)").query(params::<hookline_types::MessagesQuery>).answers(200, Json(schema::<hookline_types::MessagesView>))),
+        (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/messages/commit", App(Messages), post(messages::commit),
+            Doc::new("A polling endpoint's receiver handled every number up to the cursor: its pending deliveries up to there are succeeded (docs/api.md#polling-endpoints)").body(schema::<hookline_types::CommitMessages>).answers(200, Json(schema::<hookline_types::CommittedView>)).errors(&["conflict"])),
         (M::GET, "/v1/apps/{app}/endpoints/{endpoint}/stats", App(Read), get(endpoints::stats),
             Doc::new("An endpoint's stats (docs/api.md#endpoint-stats)").answers(200, Json(schema::<endpoints::EndpointStatsView>))),
         (M::POST, "/v1/apps/{app}/endpoints/{endpoint}/signature-check", App(Read), post(endpoints::check_signature),
