@@ -23,7 +23,7 @@ use crate::helpers::{
     assert_scrubbed, both_engines, create, free_port, wait_until, Engine, Process, Receiver, Reply,
     TestDb, ADMIN_TOKEN,
 };
-use crate::history::{self, Inbox, Outcome, Publish, Subscriber};
+use crate::history::{self, Inbox, Outcome, Poller, Publish, Subscriber};
 
 both_engines!(
     sigkill_at_random_loses_nothing,
@@ -118,6 +118,9 @@ async fn endpoint(
         body["event_types"] = json!(types);
     }
     let created = create(http, base, &format!("/v1/apps/{app}/endpoints"), body).await;
+    if let Inbox::Poll(poller) = &inbox {
+        poller.start(base, app, created["id"].as_str().unwrap());
+    }
     Subscriber {
         name,
         app: app.to_owned(),
@@ -128,9 +131,9 @@ async fn endpoint(
     }
 }
 
-/// The run's apps and endpoints: app a with four endpoints — every type,
+/// The run's apps and endpoints: app a with five endpoints — every type,
 /// `order.paid` only (flaky: every third answer 503), `order.shipped` only,
-/// and every type into a RabbitMQ queue — and app b with one.
+/// every type into a RabbitMQ queue, and every type polled — and app b with one.
 struct World {
     app_a: String,
     app_b: String,
@@ -192,6 +195,17 @@ async fn world(http: &reqwest::Client, base: &str) -> World {
             &app_a,
             None,
             Inbox::RabbitMq(crate::brokers::Queue::start("faults").await),
+        )
+        .await,
+        // A polling endpoint beside them: its consumer fetches and commits
+        // through the kills and restarts.
+        endpoint(
+            http,
+            base,
+            "a/all (polled)",
+            &app_a,
+            None,
+            Inbox::Poll(Poller::default()),
         )
         .await,
         endpoint(

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -54,11 +55,13 @@ pub struct Subscriber {
     pub inbox: Inbox,
 }
 
-/// Where a subscriber's deliveries arrive: an HTTP receiver, or a RabbitMQ
-/// queue (an `amqp://` endpoint) that a consumer reads.
+/// Where a subscriber's deliveries arrive: an HTTP receiver, a RabbitMQ
+/// queue (an `amqp://` endpoint) that a consumer reads, or a polling endpoint
+/// (`poll:`) whose consumer fetches and commits.
 pub enum Inbox {
     Http(Receiver),
     RabbitMq(crate::brokers::Queue),
+    Poll(Poller),
 }
 
 impl Inbox {
@@ -67,6 +70,7 @@ impl Inbox {
         match self {
             Self::Http(receiver) => &receiver.url,
             Self::RabbitMq(queue) => &queue.url,
+            Self::Poll(_) => "poll:",
         }
     }
 
@@ -75,7 +79,88 @@ impl Inbox {
         match self {
             Self::Http(receiver) => receiver.requests(),
             Self::RabbitMq(queue) => queue.requests(),
+            Self::Poll(poller) => poller.received.lock().unwrap().clone(),
         }
+    }
+}
+
+/// A polling endpoint's consumer: fetches past its cursor (waiting up to a
+/// second for news), takes in each message once, and commits; through
+/// restarts and outages of the server it retries every tenth of a second.
+/// Each message taken in is logged as a receipt with its signed headers and
+/// body, as an HTTP receiver logs a request it answered 200.
+#[derive(Default)]
+pub struct Poller {
+    received: Arc<std::sync::Mutex<Vec<crate::helpers::Received>>>,
+}
+
+impl Poller {
+    /// Starts consuming endpoint `endpoint` of `app` at `base`; it runs until
+    /// the test's runtime ends.
+    pub fn start(&self, base: &str, app: &str, endpoint: &str) {
+        let received = self.received.clone();
+        let url = format!("{base}/v1/apps/{app}/endpoints/{endpoint}/messages");
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let (mut cursor, mut taken) = (0u64, 0u64);
+            loop {
+                if taken > cursor {
+                    let committed = http
+                        .post(format!("{url}/commit"))
+                        .bearer_auth(ADMIN_TOKEN)
+                        .json(&json!({"cursor": taken}))
+                        .timeout(Duration::from_secs(10))
+                        .send()
+                        .await;
+                    match committed {
+                        Ok(answer) if answer.status().is_success() => cursor = taken,
+                        _ => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    }
+                }
+                let fetched = http
+                    .get(format!("{url}?from_seq={}&wait_secs=1", taken + 1))
+                    .bearer_auth(ADMIN_TOKEN)
+                    .timeout(Duration::from_secs(10))
+                    .send()
+                    .await;
+                let page: Value = match fetched {
+                    Ok(answer) if answer.status().is_success() => match answer.json().await {
+                        Ok(page) => page,
+                        Err(_) => continue,
+                    },
+                    _ => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                for message in page["messages"].as_array().into_iter().flatten() {
+                    let seq = message["seq"].as_u64().unwrap_or(0);
+                    let Some(body) = message["body"].as_str() else {
+                        continue;
+                    };
+                    let mut headers = reqwest::header::HeaderMap::new();
+                    for (name, value) in message["headers"].as_object().into_iter().flatten() {
+                        if let (Ok(name), Some(Ok(value))) = (
+                            reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                            value.as_str().map(str::parse),
+                        ) {
+                            headers.insert(name, value);
+                        }
+                    }
+                    received.lock().unwrap().push(crate::helpers::Received {
+                        headers,
+                        body: body.as_bytes().to_vec().into(),
+                        at: std::time::Instant::now(),
+                        wall: std::time::SystemTime::now(),
+                        status: 200,
+                    });
+                    taken = taken.max(seq);
+                }
+            }
+        });
     }
 }
 

@@ -177,6 +177,33 @@ async fn a_polling_endpoint_is_fetched_signed_and_committed(engine: Engine) {
         states,
         [json!("succeeded"), json!("succeeded"), json!("pending")]
     );
+    // Paused and resumed, it moves nothing: the third still waits for the
+    // receiver, and is not sent again on request either.
+    for paused in [true, false] {
+        app.call(
+            Method::PATCH,
+            &format!("/v1/apps/{app_id}/endpoints/{id}"),
+            Some(&json!({"paused": paused})),
+            200,
+        )
+        .await;
+    }
+    let third = delivery(&app, &app_id, &events[2]).await;
+    assert_eq!(third["explanation"]["code"], "awaiting_fetch", "{third}");
+    for again in ["replay", "resend"] {
+        let refused = app
+            .call(
+                Method::POST,
+                &format!(
+                    "/v1/apps/{app_id}/deliveries/{}/{again}",
+                    third["id"].as_str().unwrap()
+                ),
+                None,
+                409,
+            )
+            .await;
+        assert_eq!(refused["code"], "conflict", "{again}: {refused}");
+    }
     let last = commit(&app, &key, &app_id, id, 3, 200).await;
     assert_eq!(
         (&last["committed_seq"], &last["delivered"]),

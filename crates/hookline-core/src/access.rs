@@ -24,8 +24,8 @@ pub enum Capability {
     /// Replay dead deliveries (one or in bulk) and resend succeeded ones.
     Replay,
     /// Fetch an endpoint's deliveries by sequence number, each signed now with
-    /// the endpoint's secret: payloads and fresh signatures, what a receiver
-    /// that heals gaps (or a poll consumer) holds.
+    /// the endpoint's secret (payloads and fresh signatures), and commit a
+    /// polling endpoint's: what a receiver that heals gaps, or polls, holds.
     Messages,
 }
 

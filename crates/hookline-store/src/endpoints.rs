@@ -539,10 +539,13 @@ impl Endpoints<'_> {
             save_breaker(&mut tx, id, &Breaker::default()).await?;
             endpoint.disabled_reason = None;
         }
-        if turned.park {
+        // A polling endpoint's deliveries are parked whatever its switches:
+        // nothing is sent to it (unparked, a claim would only park them again).
+        let polled = hookline_core::destination::is_poll(&endpoint.url);
+        if turned.park && !polled {
             move_queue(&mut tx, id, i64::MIN..=PARKED.as_millis() - 1, PARKED, now).await?;
         }
-        if turned.unpark {
+        if turned.unpark && !polled {
             let parked = PARKED.as_millis()..=PARKED.as_millis();
             move_queue(&mut tx, id, parked, now, now).await?;
         }
@@ -551,7 +554,7 @@ impl Endpoints<'_> {
         let marks = switches::marks(before, endpoint.switches());
         insert_marks(&mut tx, id, &marks, now).await?;
         tx.commit().await?;
-        if turned.unpark {
+        if turned.unpark && !polled {
             self.notify_due();
         }
         Ok(Some(endpoint))

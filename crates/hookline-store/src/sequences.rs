@@ -198,11 +198,13 @@ impl Events<'_> {
         let mut committed = self.committed_sequence(endpoint).await?;
         let mut delivered = 0;
         while committed < cursor {
+            // One window of numbers at a time (a read answers at most that
+            // many); numbers in it with no run left (retention took their
+            // deliveries) are passed over.
+            let upto = cursor.min(committed + MAX_SEQUENCE_RANGE);
             let range = self
-                .numbered_deliveries(endpoint, committed + 1, cursor)
+                .numbered_deliveries(endpoint, committed + 1, upto)
                 .await?;
-            // Numbers with no run left (retention took their deliveries) are passed over.
-            let upto = range.last().map_or(cursor, |(seq, _)| *seq);
             let mut tx = self.writer.begin().await?;
             if !range.is_empty() {
                 delivered += self
@@ -259,10 +261,11 @@ impl Events<'_> {
 
 impl Store {
     /// Dead-letters what polling endpoints' receivers did not commit in time:
-    /// their pending (or blocked) deliveries made before `now` less the
-    /// endpoint's `max_age_secs` (else `default_max_age`), with the reason
-    /// `retries_exhausted`, found by the `(endpoint_id, id)` key (ids sort by
-    /// creation time). How many went.
+    /// their pending (or blocked) deliveries whose round began before `now`
+    /// less the endpoint's `max_age_secs` (else `default_max_age`) — the rule
+    /// a pushed delivery's retries end by — with the reason
+    /// `retries_exhausted`: a thousand at a time, found through the
+    /// endpoint's pending (and partition) index. How many went.
     #[tracing::instrument(skip_all)]
     pub async fn expire_polled(
         &self,
@@ -283,20 +286,32 @@ impl Store {
                 .map_or(default_max_age, |secs| {
                     std::time::Duration::from_secs(secs.max(0) as u64)
                 });
-            let cutoff = now - max_age;
-            expired += self
-                .engine
-                .query(
-                    "UPDATE deliveries SET state = 'dead', dead_reason = 'retries_exhausted', \
-                     dead_at = $3, due_at = $3, updated_at = $3 \
-                     WHERE endpoint_id = $1 AND id < $2 AND state IN ('pending', 'blocked')",
-                )
-                .bind(id.as_str())
-                .bind(DeliveryId::first_of_millisecond(cutoff.as_millis().max(0) as u64).as_str())
-                .bind(now.as_millis())
-                .execute(&self.writer)
-                .await?
-                .rows_affected();
+            let cutoff = (now - max_age).as_millis();
+            for waiting in [
+                "state = 'pending' AND endpoint_id IS NOT NULL",
+                "state = 'blocked' AND ordering_key IS NOT NULL",
+            ] {
+                loop {
+                    let gone = self
+                        .engine
+                        .query(&format!(
+                            "UPDATE deliveries SET state = 'dead', dead_reason = 'retries_exhausted', \
+                             dead_at = $3, due_at = $3, updated_at = $3, lease_token = NULL \
+                             WHERE id IN (SELECT id FROM deliveries \
+                               WHERE endpoint_id = $1 AND {waiting} AND round_started_at < $2 LIMIT 1000)"
+                        ))
+                        .bind(id.as_str())
+                        .bind(cutoff)
+                        .bind(now.as_millis())
+                        .execute(&self.writer)
+                        .await?
+                        .rows_affected();
+                    expired += gone;
+                    if gone < 1000 {
+                        break;
+                    }
+                }
+            }
         }
         Ok(expired)
     }

@@ -269,6 +269,27 @@ pub(crate) async fn dlq(
 
 /// Replays one dead delivery (same event, same `webhook-id`). Replaying a
 /// delivery that is not dead changes nothing and says so (200, `replayed: false`).
+/// A polling endpoint's deliveries are not sent again: its receiver fetches
+/// any of them by number, in whatever state (409).
+async fn refuse_polled(state: &AppState, app: &AppId, id: &DeliveryId) -> ApiResult<()> {
+    let Some(delivery) = state.store.events().get_delivery(app, id).await? else {
+        return Ok(());
+    };
+    let endpoint = state
+        .store
+        .endpoints()
+        .get_endpoint(app, &delivery.endpoint_id)
+        .await?;
+    match endpoint {
+        Some(endpoint) if hookline_core::destination::is_poll(&endpoint.url) => {
+            Err(ApiError::Conflict(
+                "a polling endpoint's delivery is not sent again: its receiver fetches it by its number",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(crate) async fn replay(
     State(state): State<AppState>,
     caller: Caller,
@@ -277,6 +298,7 @@ pub(crate) async fn replay(
 ) -> ApiResult<(StatusCode, Json<ReplayView>)> {
     let app = caller.app(&state, &app).await?;
     let id: DeliveryId = path_id(&delivery, "delivery")?;
+    refuse_polled(&state, &app.id, &id).await?;
     match state
         .store
         .events()
@@ -318,6 +340,7 @@ pub(crate) async fn resend(
 ) -> ApiResult<(StatusCode, Json<ResendView>)> {
     let app = caller.app(&state, &app).await?;
     let id: DeliveryId = path_id(&delivery, "delivery")?;
+    refuse_polled(&state, &app.id, &id).await?;
     let (status, resent, detail, delivery) = match state
         .store
         .events()

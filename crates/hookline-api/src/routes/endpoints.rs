@@ -70,14 +70,14 @@ fn validate_auth(
     Ok(())
 }
 
-/// An endpoint URL: absolute http(s) with a host (or a broker's URL naming
-/// where its messages go: `hookline_core::broker`), no credentials, and — unless private destinations are allowed —
-/// not a literal private address or `localhost`. (Names are checked again
-/// where the connection is made.)
 /// Why a polling endpoint takes no transform.
 const NO_POLL_TRANSFORM: &str =
     "a polling endpoint is sent nothing, so a transform would never run: its receiver fetches the envelopes";
 
+/// An endpoint URL: absolute http(s) with a host (or a broker's URL naming
+/// where its messages go: `hookline_core::broker`), no credentials, and — unless private destinations are allowed —
+/// not a literal private address or `localhost`. (Names are checked again
+/// where the connection is made.)
 pub(super) fn validate_url(state: &AppState, raw: &str) -> ApiResult<String> {
     url_problem(hookline_core::destination::check_endpoint_url(
         raw,
