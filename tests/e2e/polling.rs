@@ -159,6 +159,17 @@ async fn a_polling_endpoint_is_fetched_signed_and_committed(engine: Engine) {
     for (event, state) in events.iter().zip(["succeeded", "succeeded", "pending"]) {
         assert_eq!(delivery(&app, &app_id, event).await["state"], state);
     }
+    let health = app
+        .get(&format!("/v1/apps/{app_id}/endpoints/{id}/health"))
+        .await;
+    assert_eq!(
+        (
+            &health["polling"]["committed_seq"],
+            &health["polling"]["waiting"]
+        ),
+        (&json!(2), &json!(1)),
+        "{health}"
+    );
     // Again, or below it: nothing changes; past the last number: 409.
     let again = commit(&app, &key, &app_id, id, 1, 200).await;
     assert_eq!(

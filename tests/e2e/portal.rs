@@ -1855,3 +1855,62 @@ async fn failed_deliveries_are_ticked_and_replayed_by_keyboard_alone() {
         .await;
     browser.close().await;
 }
+
+/// A polling endpoint's page says where its receiver stands: how far it has
+/// committed, how many numbers wait, and when it last committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polling_endpoints_page_shows_its_receivers_position() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, "poll:").await;
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    for n in 1..=3 {
+        publish(&app, &app_id, n).await;
+    }
+    app.call(
+        Method::POST,
+        &format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/messages/commit"),
+        Some(&json!({"cursor": 1})),
+        200,
+    )
+    .await;
+    let health = app
+        .get(&format!("/v1/apps/{app_id}/endpoints/{endpoint_id}/health"))
+        .await;
+    assert_eq!(
+        (
+            &health["polling"]["committed_seq"],
+            &health["polling"]["last_seq"],
+            &health["polling"]["waiting"]
+        ),
+        (&json!(1), &json!(3), &json!(2)),
+        "{health}"
+    );
+    assert!(health["polling"]["committed_at"].is_string(), "{health}");
+
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &[]).await)
+        .await;
+    browser
+        .open(&screen(&app, &app_id, &format!("/endpoints/{endpoint_id}")))
+        .await;
+    browser
+        .wait_text(
+            "[data-test=endpoint-polling]",
+            "the receiver's position",
+            |t| t.contains("up to number 1 of 3"),
+        )
+        .await;
+    let waiting = browser
+        .wait_text(
+            "[data-test=endpoint-polling-waiting]",
+            "the waiting count",
+            |t| t == "2",
+        )
+        .await;
+    assert_eq!(waiting, "2");
+    browser.check_accessibility("polling endpoint").await;
+    browser.close().await;
+}

@@ -264,6 +264,7 @@ pub(crate) fn health(endpoint: &Endpoint, health: &EndpointHealth) -> EndpointHe
         recent_success_rate: (health.recent_attempts > 0)
             .then(|| f64::from(health.recent_delivered) / f64::from(health.recent_attempts)),
         recent_attempts: health.recent_attempts,
+        polling: None,
     }
 }
 

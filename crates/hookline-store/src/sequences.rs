@@ -245,6 +245,24 @@ impl Events<'_> {
         }))
     }
 
+    /// Where a polling endpoint's cursor stands, and when it was committed
+    /// (0 and none before its first commit).
+    pub async fn poll_position(&self, endpoint: &EndpointId) -> Result<(u64, Option<Timestamp>)> {
+        let row = self
+            .engine
+            .query("SELECT committed_seq, committed_at FROM poll_cursors WHERE endpoint_id = $1")
+            .bind(endpoint.as_str())
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(match row {
+            Some(row) => (
+                row.try_get::<i64, _>("committed_seq")? as u64,
+                Some(Timestamp::from_millis(row.try_get("committed_at")?)),
+            ),
+            None => (0, None),
+        })
+    }
+
     /// Where a polling endpoint's cursor stands (0 before its first commit).
     pub async fn committed_sequence(&self, endpoint: &EndpointId) -> Result<u64> {
         let committed: i64 = self

@@ -285,6 +285,22 @@ pub struct EndpointHealthView {
     /// Over the endpoint's last (up to) 100 attempts; null before any.
     pub recent_success_rate: Option<f64>,
     pub recent_attempts: u32,
+    /// A polling endpoint's consumer: where it stands (docs/api.md#polling-endpoints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub polling: Option<PollingView>,
+}
+
+/// Where a polling endpoint's receiver stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PollingView {
+    /// Every number up to it is committed (handled).
+    pub committed_seq: u64,
+    /// The last number the endpoint has given.
+    pub last_seq: u64,
+    /// Numbers made and not committed yet: the receiver's lag.
+    pub waiting: u64,
+    /// When the receiver last committed; null before its first.
+    pub committed_at: Option<Timestamp>,
 }
 
 /// `GET …/endpoints/{endpoint}/secret`.

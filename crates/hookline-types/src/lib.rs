@@ -37,8 +37,8 @@ pub use deliveries::{
 pub use endpoints::{
     CheckSignature, CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView,
     FilterPreview, FilterPreviewEvent, FilterPreviewView, IncidentEndpointView, IncidentView,
-    IncidentsQuery, IncidentsView, Latency, MarkView, RotateSecret, RotatedSecretView, SecretView,
-    StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, TransformOutcome,
+    IncidentsQuery, IncidentsView, Latency, MarkView, PollingView, RotateSecret, RotatedSecretView,
+    SecretView, StatsWindow, TestSend, TestSendView, TimelineQuery, TimelineView, TransformOutcome,
     TransformPreview, TransformPreviewView, UpdateEndpoint,
 };
 pub use event_types::{CreateEventType, EventTypeView, UpdateEventType};

@@ -689,7 +689,19 @@ pub(crate) async fn health(
         .endpoint_health(&endpoint.app_id, &endpoint.id)
         .await?
         .ok_or(ApiError::NotFound("endpoint"))?;
-    Ok(Json(crate::views::health(&endpoint, &health)))
+    let mut view = crate::views::health(&endpoint, &health);
+    if is_poll(&endpoint.url) {
+        let events = state.store.events();
+        let (committed_seq, committed_at) = events.poll_position(&endpoint.id).await?;
+        let last_seq = events.last_sequence(&endpoint.id).await?;
+        view.polling = Some(hookline_types::PollingView {
+            committed_seq,
+            last_seq,
+            waiting: last_seq.saturating_sub(committed_seq),
+            committed_at,
+        });
+    }
+    Ok(Json(view))
 }
 
 /// `GET …/endpoints/{endpoint}/attempts`: every attempt sent to the endpoint, newest

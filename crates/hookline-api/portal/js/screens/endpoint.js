@@ -79,6 +79,7 @@ export async function endpointScreen(ctx) {
         [t('Circuit breaker'), currentHealth instanceof Error ? unavailable(currentHealth) : h('span', { 'data-test': 'endpoint-breaker' }, breakerWords(currentHealth))],
         [t('Failing since'), currentHealth?.failing_since ? timeEl(currentHealth.failing_since) : null],
         [t('Last error'), currentHealth?.last_error ? h('span', { class: 'error-text' }, currentHealth.last_error) : null],
+        ...pollingFacts(currentHealth?.polling),
         [t('Event types'), current.event_types ? h('span', { translate: 'no' }, current.event_types.join(', ')) : t('All event types')],
         [t('Payload filter'), current.filter ? h('code', { 'data-test': 'endpoint-filter' }, current.filter) : t('None')],
         [t('Transform'), transformWords(current.transform)],
@@ -120,6 +121,22 @@ function unavailable(error) {
 }
 
 /** An endpoint's transform in words: none, a chat's preset by name, or the program. */
+/**
+ * A polling endpoint's receiver: how far it has committed, how many numbers
+ * wait for it, and when it last committed (none for an endpoint that is sent to).
+ */
+function pollingFacts(polling) {
+  if (!polling) return [];
+  return [
+    [
+      t('Your receiver has handled'),
+      h('span', { 'data-test': 'endpoint-polling' }, t('up to number {committed} of {last}', { committed: polling.committed_seq, last: polling.last_seq })),
+    ],
+    [t('Waiting to be fetched'), h('span', { 'data-test': 'endpoint-polling-waiting' }, String(polling.waiting))],
+    [t('Last commit'), polling.committed_at ? timeEl(polling.committed_at) : t('None yet')],
+  ];
+}
+
 function transformWords(transform) {
   const presets = { slack: 'Slack', teams: 'Microsoft Teams', discord: 'Discord' };
   if (transform == null) return t('None: the event as published');
