@@ -456,6 +456,21 @@ impl Reply {
     }
 }
 
+/// A JSON object of header names and values (a fetched message's `headers`,
+/// an attempt's `request_headers`) as a header map, to verify a body with.
+pub fn header_map(headers: &Value) -> reqwest::header::HeaderMap {
+    let mut map = reqwest::header::HeaderMap::new();
+    for (name, value) in headers.as_object().into_iter().flatten() {
+        if let (Ok(name), Some(Ok(value))) = (
+            reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+            value.as_str().map(str::parse),
+        ) {
+            map.insert(name, value);
+        }
+    }
+    map
+}
+
 /// A request the receiver got, logged on arrival.
 #[derive(Debug, Clone)]
 pub struct Received {

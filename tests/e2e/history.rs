@@ -141,17 +141,8 @@ impl Poller {
                     let Some(body) = message["body"].as_str() else {
                         continue;
                     };
-                    let mut headers = reqwest::header::HeaderMap::new();
-                    for (name, value) in message["headers"].as_object().into_iter().flatten() {
-                        if let (Ok(name), Some(Ok(value))) = (
-                            reqwest::header::HeaderName::from_bytes(name.as_bytes()),
-                            value.as_str().map(str::parse),
-                        ) {
-                            headers.insert(name, value);
-                        }
-                    }
                     received.lock().unwrap().push(crate::helpers::Received {
-                        headers,
+                        headers: crate::helpers::header_map(&message["headers"]),
                         body: body.as_bytes().to_vec().into(),
                         at: std::time::Instant::now(),
                         wall: std::time::SystemTime::now(),

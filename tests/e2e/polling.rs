@@ -75,16 +75,12 @@ async fn commit(
 }
 
 fn verify(secret: &str, message: &Value) {
-    let mut headers = reqwest::header::HeaderMap::new();
-    for (name, value) in message["headers"].as_object().unwrap() {
-        headers.insert(
-            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            value.as_str().unwrap().parse().unwrap(),
-        );
-    }
     standardwebhooks::Webhook::new(secret)
         .unwrap()
-        .verify(message["body"].as_str().unwrap().as_bytes(), &headers)
+        .verify(
+            message["body"].as_str().unwrap().as_bytes(),
+            &crate::helpers::header_map(&message["headers"]),
+        )
         .expect("a fetched message verifies");
 }
 

@@ -26,14 +26,7 @@ fn verify(secret: &str, body: &[u8], headers: &reqwest::header::HeaderMap) {
 
 /// A fetched message's headers as a header map, to verify its body with.
 fn message_headers(message: &Value) -> reqwest::header::HeaderMap {
-    let mut headers = reqwest::header::HeaderMap::new();
-    for (name, value) in message["headers"].as_object().unwrap() {
-        headers.insert(
-            reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-            value.as_str().unwrap().parse().unwrap(),
-        );
-    }
-    headers
+    crate::helpers::header_map(&message["headers"])
 }
 
 async fn messages(app: &TestApp, app_id: &str, endpoint: &str, query: &str) -> Value {
