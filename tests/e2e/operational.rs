@@ -20,6 +20,7 @@ both_engines!(
     a_death_that_reaches_a_window_after_it_was_told_is_told_with_a_later_one,
     an_operational_endpoint_that_is_down_makes_no_loop,
     every_endpoint_change_and_a_finished_bulk_replay_are_told,
+    a_polled_delivery_never_committed_is_told_dead,
 );
 
 /// A Hookline whose breaker stays closed (every failure is an attempt), with one
@@ -486,4 +487,34 @@ async fn every_endpoint_change_and_a_finished_bulk_replay_are_told(engine: Engin
                  "total": 1, "done": 1, "replayed": 1})
         ]
     );
+}
+
+/// A polling endpoint's delivery that its receiver never commits dies at its
+/// max age, and is told dead as a push whose retries ran out is.
+async fn a_polled_delivery_never_committed_is_told_dead(engine: Engine) {
+    let app = TestApp::spawn_with(engine, |c| {
+        c.operational_dead_window_secs = 1;
+        // Retention (which expires polled deliveries) passes every second.
+        c.idempotency_retention_secs = 10;
+    })
+    .await;
+    let operator = Receiver::start().await;
+    operational_endpoint(&app, &operator.url, &["hookline.delivery.dead"]).await;
+    let app_id = app.create_app().await;
+    let endpoint = app
+        .create_endpoint_with(&app_id, "poll:", json!({"retry": {"max_age_secs": 1}}))
+        .await;
+    let event = app.publish(&app_id, "order.paid", json!({"n": 1})).await;
+    let told = wait_until(Duration::from_secs(60), "the expiry told", || async {
+        let told = told(&operator);
+        (!told.is_empty()).then_some(told)
+    })
+    .await;
+    assert_eq!(told.len(), 1, "{told:?}");
+    let (kind, data) = &told[0];
+    assert_eq!(kind, "hookline.delivery.dead");
+    assert_eq!(data["endpoint_id"], endpoint["id"]);
+    assert_eq!(data["count"], 1);
+    assert_eq!(data["reasons"]["retries_exhausted"], 1);
+    assert_eq!(data["last_event_id"], event["id"]);
 }

@@ -298,7 +298,7 @@ impl Store {
             .await?;
         let mut expired = 0;
         for endpoint in endpoints {
-            let id: String = endpoint.try_get("id")?;
+            let id: EndpointId = parse_column(&endpoint, "id")?;
             let max_age = endpoint
                 .try_get::<Option<i64>, _>("max_age_secs")?
                 .map_or(default_max_age, |secs| {
@@ -310,22 +310,39 @@ impl Store {
                 "state = 'blocked' AND ordering_key IS NOT NULL",
             ] {
                 loop {
+                    let mut tx = self.writer.begin().await?;
                     let gone = self
                         .engine
                         .query(&format!(
                             "UPDATE deliveries SET state = 'dead', dead_reason = 'retries_exhausted', \
                              dead_at = $3, due_at = $3, updated_at = $3, lease_token = NULL \
                              WHERE id IN (SELECT id FROM deliveries \
-                               WHERE endpoint_id = $1 AND {waiting} AND round_started_at < $2 LIMIT 1000)"
+                               WHERE endpoint_id = $1 AND {waiting} AND round_started_at < $2 LIMIT 1000) \
+                             RETURNING id, event_id, app_id"
                         ))
                         .bind(id.as_str())
                         .bind(cutoff)
                         .bind(now.as_millis())
-                        .execute(&self.writer)
-                        .await?
-                        .rows_affected();
-                    expired += gone;
-                    if gone < 1000 {
+                        .fetch_all(&mut tx)
+                        .await?;
+                    // Counted as a push's deaths are, for the operator's
+                    // `hookline.delivery.dead` (`operational`).
+                    if let Some(last) = gone.last() {
+                        let count = hookline_core::operational::DeadCount {
+                            reason: hookline_core::model::DeadReason::RetriesExhausted,
+                            count: gone.len() as u64,
+                            last_status: None,
+                            last_delivery: last.try_get("id")?,
+                            last_event: last.try_get("event_id")?,
+                            last_at: now,
+                        };
+                        let app: hookline_core::ids::AppId = parse_column(last, "app_id")?;
+                        crate::operational::count_dead(&mut tx, &[(id.clone(), app, count)])
+                            .await?;
+                    }
+                    tx.commit().await?;
+                    expired += gone.len() as u64;
+                    if gone.len() < 1000 {
                         break;
                     }
                 }
