@@ -532,7 +532,7 @@ static FACTS: Sql = Sql::new(|engine| {
            (SELECT {NEWEST_ID} FROM deliveries d \
             WHERE d.id = v.id AND d.app_id = $1 AND d.event_id = v.event_id) AS newest_id, \
            en.id AS endpoint_found, en.enabled, en.paused, en.disabled_reason, en.retry_base_ms, \
-           (en.url = 'poll:') AS polled, \
+           en.url AS endpoint_url, \
            en.retry_cap_ms, en.max_attempts, en.max_age_secs, {} \
          FROM {batch} JOIN events e ON e.id = v.event_id \
          LEFT JOIN endpoints en ON en.id = v.endpoint_id AND en.app_id = $1 \
@@ -633,7 +633,9 @@ impl Listings<'_> {
                     Some(_) => Some(EndpointGate {
                         enabled: row.try_get("enabled")?,
                         paused: row.try_get("paused")?,
-                        polled: row.try_get::<Option<bool>, _>("polled")?.unwrap_or(false),
+                        polled: row
+                            .try_get::<Option<String>, _>("endpoint_url")?
+                            .is_some_and(|url| hookline_core::destination::is_poll(&url)),
                         disabled_reason: row.try_get("disabled_reason")?,
                         breaker: breaker_from_row(row)?,
                         retry: retry_from_row(row)?,

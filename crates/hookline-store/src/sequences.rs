@@ -195,7 +195,7 @@ impl Events<'_> {
         if cursor > self.last_sequence(endpoint).await? {
             return Ok(None);
         }
-        let mut committed = self.committed_sequence(endpoint).await?;
+        let (mut committed, _) = self.poll_position(endpoint).await?;
         let mut delivered = 0;
         while committed < cursor {
             // One window of numbers at a time (a read answers at most that
@@ -240,7 +240,8 @@ impl Events<'_> {
             committed = upto.max(committed);
         }
         Ok(Some(CommittedCursor {
-            committed_seq: committed.max(self.committed_sequence(endpoint).await?),
+            // A concurrent commit may have gone further.
+            committed_seq: committed.max(self.poll_position(endpoint).await?.0),
             delivered,
         }))
     }
@@ -261,19 +262,6 @@ impl Events<'_> {
             ),
             None => (0, None),
         })
-    }
-
-    /// Where a polling endpoint's cursor stands (0 before its first commit).
-    pub async fn committed_sequence(&self, endpoint: &EndpointId) -> Result<u64> {
-        let committed: i64 = self
-            .engine
-            .query(
-                "SELECT COALESCE((SELECT committed_seq FROM poll_cursors WHERE endpoint_id = $1), 0)",
-            )
-            .bind(endpoint.as_str())
-            .fetch_scalar(&self.writer)
-            .await?;
-        Ok(committed as u64)
     }
 }
 

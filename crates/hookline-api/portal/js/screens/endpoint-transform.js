@@ -50,7 +50,7 @@ export function transformField(endpoint, catalog) {
     t('Program'),
     program,
     t('Given {input}; gives the body to send, or {full}, or {null} to skip the event.', {
-      input: '{event_type, event_id, timestamp, payload, endpoint}',
+      input: '{event_type, event_id, seq, timestamp, payload, endpoint}',
       full: '{body, headers, url}',
       null: 'null',
     }),
