@@ -957,6 +957,7 @@ pub fn new_endpoint(url: &str, event_types: Option<Vec<&str>>) -> hookline_store
         owner_app: None,
         transform: None,
         seq_in_body: true,
+        batch: None,
     }
 }
 

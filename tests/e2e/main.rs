@@ -11,6 +11,7 @@ mod smtp;
 mod access;
 mod api;
 mod aws;
+mod batching;
 mod brokers;
 mod catalog;
 mod client;

@@ -76,6 +76,7 @@ fn attempt(claimed: &ClaimedDelivery, next: Next, signal: Signal, at: Timestamp)
         response_truncated: false,
         endpoint_sequence: None,
         transformed: None,
+        batch: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,
             claimed.attempts,

@@ -129,6 +129,7 @@ fn record(claimed: &ClaimedDelivery, next: Next, at: Timestamp) -> AttemptRecord
         response_truncated: false,
         endpoint_sequence: None,
         transformed: None,
+        batch: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,
             claimed.attempts,

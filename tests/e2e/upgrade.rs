@@ -511,6 +511,7 @@ fn success(claimed: &ClaimedDelivery, at: Timestamp) -> AttemptRecord {
         response_truncated: false,
         endpoint_sequence: None,
         transformed: None,
+        batch: None,
         trigger: hookline_core::model::AttemptTrigger::of(
             claimed.probe,
             claimed.attempts,

@@ -14,8 +14,9 @@ use hookline_store::{
     KeyScope, ReplayJob, PARKED,
 };
 pub(crate) use hookline_types::{
-    AppView, AttemptView, DeliveryView, EndpointHealthView, EndpointView, EventTypeView, EventView,
-    FilterView, KeyView, ListView, MarkView, PublishedView, ReplayJobView,
+    AppView, AttemptView, BatchMemberView, DeliveryView, EndpointHealthView, EndpointView,
+    EventTypeView, EventView, FilterView, KeyView, ListView, MarkView, PublishedView,
+    ReplayJobView,
 };
 
 pub(crate) fn app(app: &App) -> AppView {
@@ -63,6 +64,7 @@ pub(crate) fn endpoint(endpoint: &Endpoint, with_secret: bool, reveal: bool) -> 
         filter: endpoint.filter.clone(),
         transform: endpoint.transform.as_ref().map(|t| t.as_str().to_owned()),
         seq_in_body: endpoint.seq_in_body,
+        batch: endpoint.batch,
         auth: endpoint.auth.as_ref().map(|auth| {
             let shown = if reveal {
                 auth.clone()
@@ -232,13 +234,20 @@ pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy, language: Language) -> 
                     .iter()
                     .map(|name| (name.clone(), HIDDEN.to_owned()))
                     .collect();
+                // A batch request is the batch's, and carries no one
+                // delivery's ordering or number in its headers.
+                let batch = a.batch.as_ref();
                 request_headers(RequestParts {
                     custom: &custom,
-                    event_id: sent.event_id.as_str(),
+                    event_id: batch.map_or(sent.event_id.as_str(), |b| b.id.as_str()),
                     timestamp: a.started_at.as_secs(),
                     signature: &sent.signature,
-                    ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
-                    endpoint_sequence: sent.endpoint_sequence,
+                    ordering: match batch {
+                        Some(_) => None,
+                        None => sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
+                    },
+                    endpoint_sequence: sent.endpoint_sequence.filter(|_| batch.is_none()),
+                    batch_size: batch.map(|b| b.size),
                 })
                 .into_iter()
                 .map(|(name, value)| (name.to_owned(), value.into_owned()))
@@ -247,6 +256,11 @@ pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy, language: Language) -> 
             .unwrap_or_default(),
         response_headers: header_object(&a.response_headers),
         response_body_truncated: a.response_truncated,
+        batch: a.batch.as_ref().map(|b| BatchMemberView {
+            id: b.id.clone(),
+            size: b.size,
+            position: b.position,
+        }),
     }
 }
 

@@ -179,6 +179,10 @@ prefixed_id!(
     /// A bulk replay of the DLQ: a background job with progress.
     ReplayJobId, "rpl_", "replay"
 );
+prefixed_id!(
+    /// One request that carried a batch of deliveries (its `webhook-id`).
+    BatchId, "bat_", "batch"
+);
 
 #[cfg(test)]
 mod tests {

@@ -44,6 +44,7 @@
 
 pub mod access;
 pub mod admission;
+pub mod batch;
 pub mod breaker;
 pub mod broker;
 pub mod chat;

@@ -272,6 +272,9 @@ pub struct RequestParts<'a> {
     pub ordering: Option<(&'a str, u64)>,
     /// The delivery's number among its endpoint's (none before they were numbered).
     pub endpoint_sequence: Option<u64>,
+    /// A batch request's number of elements (`event_id` is then the batch's
+    /// id, and the ordering and number are in the elements).
+    pub batch_size: Option<u32>,
 }
 
 /// Every header an attempt sends, in order: one rule for the sender that sends
@@ -297,6 +300,12 @@ pub fn request_headers<'a>(parts: RequestParts<'a>) -> Vec<(&'a str, Cow<'a, str
     }
     if let Some(seq) = parts.endpoint_sequence {
         headers.push((ENDPOINT_SEQUENCE_HEADER, Cow::Owned(seq.to_string())));
+    }
+    if let Some(size) = parts.batch_size {
+        headers.push((
+            crate::batch::BATCH_SIZE_HEADER,
+            Cow::Owned(size.to_string()),
+        ));
     }
     headers
 }
@@ -349,6 +358,7 @@ mod tests {
             signature: "v1,abc",
             ordering: Some(("order_42", 3)),
             endpoint_sequence: Some(41),
+            batch_size: None,
         });
         let names: Vec<&str> = headers.iter().map(|(n, _)| *n).collect();
         assert_eq!(
@@ -367,6 +377,21 @@ mod tests {
         assert_eq!(headers[3].1, "1700000000");
         assert_eq!(headers[6].1, "3");
         assert_eq!(headers[7].1, "41");
+        // A batch request: its own id, its size, and nothing of one delivery.
+        let batch = request_headers(RequestParts {
+            custom: &[],
+            event_id: "bat_1",
+            timestamp: 1_700_000_000,
+            signature: "v1,abc",
+            ordering: None,
+            endpoint_sequence: None,
+            batch_size: Some(3),
+        });
+        assert_eq!(batch[1], ("webhook-id", Cow::Borrowed("bat_1")));
+        assert_eq!(
+            batch.last().unwrap(),
+            &(crate::batch::BATCH_SIZE_HEADER, Cow::Owned("3".to_owned()))
+        );
     }
 
     #[test]

@@ -26,23 +26,24 @@
 //! waits for no lock, so the two never wait on each other in a cycle.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hookline_core::breaker::Signal;
 use hookline_core::classify::{breaker_signal, classify, pressure, Verdict};
 use hookline_core::concurrency::Pressure;
-use hookline_core::ids::{DeliveryId, EndpointId};
+use hookline_core::ids::{BatchId, DeliveryId, EndpointId};
 use hookline_core::model::AttemptTrigger;
-use hookline_core::retry::ThreadJitter;
-use hookline_core::time::Clock;
-use hookline_store::{AttemptRecord, ClaimedDelivery, Store};
+use hookline_core::retry::{Jitter, ThreadJitter};
+use hookline_core::time::{Clock, Timestamp};
+use hookline_store::{AttemptRecord, BatchAttempt, BatchRequest, ClaimedDelivery, Store};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, EndpointLabels, Heartbeat};
 use crate::room::{holds_room, HandedOff, Handoff, Room};
-use crate::sender::Sender;
+use crate::sender::{SendResult, Sender};
 use crate::turn::{self, ClaimPolicy};
 use crate::{DispatchError, DispatcherConfig};
 
@@ -156,6 +157,31 @@ pub struct Dispatcher {
     handoff: Arc<Handoff>,
     /// What they hand over (taken by [`Dispatcher::run`]).
     inbox: mpsc::UnboundedReceiver<Vec<HandedOff>>,
+    /// Batching endpoints' deliveries on their way into a request, by endpoint.
+    gathering: Mutex<HashMap<EndpointId, mpsc::UnboundedSender<Member>>>,
+    /// Cancelled when the dispatcher stops claiming: batches gathering then
+    /// leave at once.
+    stopping: CancellationToken,
+}
+
+/// A delivery of a batching endpoint, waiting for its batch's request.
+struct Member {
+    delivery: ClaimedDelivery,
+    url: Result<reqwest::Url, String>,
+    permit: OwnedSemaphorePermit,
+    /// Its endpoint's room epoch when it was started.
+    epoch: u64,
+}
+
+/// One draw of the retry jitter for a whole batch: each member is retried at
+/// the same point of its own backoff range, so members of one attempt
+/// number come due together (and may go in one request again).
+struct OneDraw(f64);
+
+impl Jitter for OneDraw {
+    fn uniform(&mut self, upper: u64) -> u64 {
+        ((upper as f64) * self.0).round() as u64
+    }
 }
 
 /// The leases of this dispatcher's sends in progress (claimed or handed off):
@@ -196,6 +222,8 @@ impl Dispatcher {
             sender,
             clock,
             heartbeat: Heartbeat::default(),
+            gathering: Mutex::default(),
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -325,6 +353,8 @@ impl Dispatcher {
             }
         }
 
+        // Batches gathering leave now, with what they hold.
+        this.stopping.cancel();
         // The turns under way finish: what they claimed is sent like the rest of
         // the drain, and the attempts of one that failed are written below.
         while let Some(done) = turns.join_next().await {
@@ -533,10 +563,19 @@ impl Dispatcher {
         records: &mpsc::UnboundedSender<Finished>,
         room: &Arc<Room>,
     ) {
+        let epoch = room.epoch(&delivery.endpoint_id);
+        if delivery.destination.batch.is_some() {
+            let member = Member {
+                delivery,
+                url,
+                permit,
+                epoch,
+            };
+            return self.gather(sends, member, records, room);
+        }
         let this = self.clone();
         let records = records.clone();
         let room = room.clone();
-        let epoch = room.epoch(&delivery.endpoint_id);
         sends.spawn(async move {
             let (record, pressure) = this.attempt(&delivery, url).await;
             let held = if holds_room(&record) {
@@ -554,6 +593,141 @@ impl Dispatcher {
             // The loop outlives every send (it keeps the receiver until all are done).
             let _ = records.send(Finished { record, held });
         });
+    }
+
+    /// Adds `member` to its endpoint's batch in the making, or starts one (a
+    /// task in `sends`, so the drain waits for it).
+    fn gather(
+        self: &Arc<Self>,
+        sends: &mut JoinSet<()>,
+        member: Member,
+        records: &mpsc::UnboundedSender<Finished>,
+        room: &Arc<Room>,
+    ) {
+        let endpoint = member.delivery.endpoint_id.clone();
+        let mut gathering = self.gathering.lock().expect("gathering poisoned");
+        let member = match gathering.get(&endpoint) {
+            Some(open) => match open.send(member) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(member)) => member,
+            },
+            None => member,
+        };
+        let (open, members) = mpsc::unbounded_channel();
+        open.send(member).expect("the receiver is here");
+        gathering.insert(endpoint.clone(), open);
+        let this = self.clone();
+        let records = records.clone();
+        let room = room.clone();
+        sends.spawn(async move { this.batches(endpoint, members, records, room).await });
+    }
+
+    /// Makes batches of one endpoint's members as they arrive: a batch leaves
+    /// when it holds `max_events`, or `max_wait_ms` after its first member
+    /// arrived (never later than the lease allows: the lease less the request
+    /// timeout), or at once when the dispatcher stops. Ends, once its requests
+    /// have answered, when no member waits.
+    async fn batches(
+        self: Arc<Self>,
+        endpoint: EndpointId,
+        mut members: mpsc::UnboundedReceiver<Member>,
+        records: mpsc::UnboundedSender<Finished>,
+        room: Arc<Room>,
+    ) {
+        let mut requests = JoinSet::new();
+        let longest = self
+            .config
+            .lease
+            .saturating_sub(self.config.request_timeout);
+        loop {
+            let first = match members.try_recv() {
+                Ok(first) => first,
+                Err(_) => {
+                    // Under the lock no member can arrive meanwhile: a later one
+                    // starts a new gathering.
+                    let mut gathering = self.gathering.lock().expect("gathering poisoned");
+                    match members.try_recv() {
+                        Ok(first) => first,
+                        Err(_) => {
+                            gathering.remove(&endpoint);
+                            break;
+                        }
+                    }
+                }
+            };
+            // The settings the first member was claimed with (an endpoint that
+            // stopped batching since sends what it holds alone).
+            let (most, wait) = first
+                .delivery
+                .destination
+                .batch
+                .map_or((1, Duration::ZERO), |b| {
+                    (b.max_events as usize, b.max_wait().min(longest))
+                });
+            let until = tokio::time::Instant::now() + wait;
+            let mut batch = vec![first];
+            while batch.len() < most && !self.stopping.is_cancelled() {
+                if let Ok(member) = members.try_recv() {
+                    batch.push(member);
+                    continue;
+                }
+                tokio::select! {
+                    Some(member) = members.recv() => batch.push(member),
+                    _ = tokio::time::sleep_until(until) => break,
+                    _ = self.stopping.cancelled() => break,
+                }
+            }
+            let this = self.clone();
+            let (records, room) = (records.clone(), room.clone());
+            requests.spawn(async move { this.send_batch(batch, records, room).await });
+            while requests.try_join_next().is_some() {}
+        }
+        while requests.join_next().await.is_some() {}
+    }
+
+    /// Sends one batch and hands back each member's record, as a send does.
+    async fn send_batch(
+        &self,
+        batch: Vec<Member>,
+        records: mpsc::UnboundedSender<Finished>,
+        room: Arc<Room>,
+    ) {
+        let mut deliveries = Vec::with_capacity(batch.len());
+        let mut rest = Vec::with_capacity(batch.len());
+        for Member {
+            delivery,
+            url,
+            permit,
+            epoch,
+        } in batch
+        {
+            deliveries.push(delivery);
+            rest.push((url, permit, epoch));
+        }
+        let url = rest[0].0.clone();
+        let finished = self.attempt_batch(&deliveries, url).await;
+        // The batch's breaker signal is its first member's: a failed request
+        // holds every member's room until it is recorded.
+        let hold = finished
+            .first()
+            .is_some_and(|(record, _)| holds_room(record));
+        for (((record, pressure), delivery), (_, permit, epoch)) in
+            finished.into_iter().zip(&deliveries).zip(rest)
+        {
+            let held = if hold {
+                Some(HeldRoom {
+                    endpoint: delivery.endpoint_id.clone(),
+                    pressure,
+                    latency: record.duration,
+                    epoch,
+                })
+            } else {
+                room.finish(&delivery.endpoint_id, pressure, record.duration, epoch);
+                None
+            };
+            drop(permit);
+            let _ = records.send(Finished { record, held });
+        }
     }
 
     /// Writes finished attempts during the drain, retrying a failed write (the
@@ -631,6 +805,100 @@ impl Dispatcher {
         let result = self.sender.send(delivery, url, started_at.as_secs()).await;
         let now = self.clock.now();
         let verdict = classify(&result.outcome, now.to_system_time());
+        let signal = breaker_signal(&result.outcome);
+        let (record, pressure) = self.record(
+            delivery,
+            result,
+            (started_at, now),
+            verdict,
+            signal,
+            &mut ThreadJitter,
+        );
+        tracing::debug!(status = ?record.status_code, next = ?record.next, "attempt finished");
+        (record, pressure)
+    }
+
+    /// One request carrying `deliveries` (one batching endpoint's, in order):
+    /// sent once their rate-limit slots have all come, classified once, and
+    /// recorded for each member alike — one verdict, one retry draw, the
+    /// breaker told once (by the first member; the others say nothing of its
+    /// health), and the request (its id, size and, with the first member,
+    /// its body) in every member's attempt.
+    async fn attempt_batch(
+        &self,
+        deliveries: &[ClaimedDelivery],
+        url: Result<reqwest::Url, String>,
+    ) -> Vec<(AttemptRecord, Pressure)> {
+        if let Some(send_at) = deliveries.iter().filter_map(|d| d.send_at).max() {
+            tokio::time::sleep(send_at.since(self.clock.now())).await;
+        }
+        let id = BatchId::generate();
+        let started_at = self.clock.now();
+        let mut result = self
+            .sender
+            .send_batch(deliveries, &id, url, started_at.as_secs())
+            .await;
+        let now = self.clock.now();
+        let verdict = classify(&result.outcome, now.to_system_time());
+        let signal = breaker_signal(&result.outcome);
+        let request = Arc::new(BatchRequest {
+            id,
+            size: deliveries.len() as u32,
+            body: result
+                .transformed
+                .take()
+                .map(|sent| sent.body)
+                .unwrap_or_default(),
+        });
+        let mut draw = OneDraw(ThreadJitter.uniform(1_000_000) as f64 / 1_000_000.0);
+        deliveries
+            .iter()
+            .enumerate()
+            .map(|(position, delivery)| {
+                let result = SendResult {
+                    outcome: result.outcome.clone(),
+                    status: result.status,
+                    response_body: result.response_body.clone(),
+                    error: result.error.clone(),
+                    duration: result.duration,
+                    signature: result.signature.clone(),
+                    response_headers: result.response_headers.clone(),
+                    response_truncated: result.response_truncated,
+                    transformed: None,
+                };
+                let signal = if position == 0 {
+                    signal
+                } else {
+                    Signal::Neutral
+                };
+                let (mut record, pressure) = self.record(
+                    delivery,
+                    result,
+                    (started_at, now),
+                    verdict,
+                    signal,
+                    &mut draw,
+                );
+                record.batch = Some(BatchAttempt {
+                    request: request.clone(),
+                    position: position as u32,
+                });
+                (record, pressure)
+            })
+            .collect()
+    }
+
+    /// The record of `delivery`'s attempt that got `result` between `at.0`
+    /// and `at.1`: what comes next under its retry policy, counted in the metrics.
+    fn record(
+        &self,
+        delivery: &ClaimedDelivery,
+        result: SendResult,
+        (started_at, now): (Timestamp, Timestamp),
+        verdict: Verdict,
+        signal: Signal,
+        jitter: &mut impl Jitter,
+    ) -> (AttemptRecord, Pressure) {
         let attempt_number = delivery.attempts + 1;
         let policy = delivery.retry.apply(self.config.retry);
         let next = policy.next(
@@ -638,7 +906,7 @@ impl Dispatcher {
             attempt_number,
             delivery.round_started_at,
             now,
-            &mut ThreadJitter,
+            jitter,
         );
         metrics::attempt(
             delivery,
@@ -647,7 +915,7 @@ impl Dispatcher {
             (started_at, now),
             &self.endpoint_labels,
         );
-        tracing::debug!(status = ?result.status, ?next, "attempt finished");
+        let pressure = pressure(&result.outcome);
         let record = AttemptRecord {
             delivery_id: delivery.id.clone(),
             event_id: delivery.event_id.clone(),
@@ -667,8 +935,9 @@ impl Dispatcher {
             trigger: AttemptTrigger::of(delivery.probe, delivery.attempts, delivery.replayed),
             endpoint_sequence: delivery.endpoint_sequence,
             transformed: result.transformed,
+            batch: None,
             next,
-            signal: breaker_signal(&result.outcome),
+            signal,
             disable_endpoint: matches!(
                 verdict,
                 Verdict::Dead {
@@ -677,7 +946,7 @@ impl Dispatcher {
                 }
             ),
         };
-        (record, pressure(&result.outcome))
+        (record, pressure)
     }
 }
 

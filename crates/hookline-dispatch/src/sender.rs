@@ -31,9 +31,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hookline_core::batch;
 use hookline_core::broker::Broker;
 use hookline_core::classify::Outcome;
 use hookline_core::destination;
+use hookline_core::ids::BatchId;
 use hookline_core::model::TransportError;
 use hookline_core::model::{self, request_headers, RequestParts};
 use hookline_core::notify;
@@ -490,6 +492,7 @@ impl Sender {
             signature: &signature,
             ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
             endpoint_sequence: delivery.endpoint_sequence,
+            batch_size: None,
         });
         let message = Message {
             delivery_id: delivery.id.as_str(),
@@ -575,7 +578,7 @@ impl Sender {
                     .await
             }
             (None, None) => {
-                self.post(delivery, url, body, &[], timestamp, started)
+                self.post(delivery, None, url, body, &[], timestamp, started)
                     .await
             }
             (None, Some(request)) => {
@@ -594,8 +597,16 @@ impl Sender {
                     None => url,
                 };
                 let body = request.body.clone().into();
-                self.post(delivery, url, body, &request.headers, timestamp, started)
-                    .await
+                self.post(
+                    delivery,
+                    None,
+                    url,
+                    body,
+                    &request.headers,
+                    timestamp,
+                    started,
+                )
+                .await
             }
         };
         result.transformed = request.map(|request| Transformed {
@@ -658,18 +669,66 @@ impl Sender {
         }
     }
 
+    /// Sends one signed request carrying `deliveries` — all of one batching
+    /// endpoint, in order — as a JSON array of their envelopes
+    /// (`hookline_core::batch`), identified by `id`; its answer is every
+    /// member's. The body as sent is the result's `transformed.body`.
+    pub async fn send_batch(
+        &self,
+        deliveries: &[ClaimedDelivery],
+        id: &BatchId,
+        url: Result<reqwest::Url, String>,
+        timestamp: i64,
+    ) -> SendResult {
+        let started = Instant::now();
+        let first = deliveries.first().expect("a batch has members");
+        let url = match url {
+            Ok(url) => url,
+            Err(message) => {
+                return SendResult::failed(TransportError::Connect, message, started, None)
+            }
+        };
+        let elements: Vec<Vec<u8>> = deliveries
+            .iter()
+            .map(|d| batch::element(&d.body, d.event_id.as_str(), d.endpoint_sequence))
+            .collect();
+        let body: Arc<[u8]> = batch::body(elements.iter().map(Vec::as_slice)).into();
+        let sent = shown(&body);
+        let size = deliveries.len() as u32;
+        let mut result = self
+            .post(
+                first,
+                Some((id.as_str(), size)),
+                url,
+                body,
+                &[],
+                timestamp,
+                started,
+            )
+            .await;
+        result.transformed = Some(Transformed {
+            body: sent,
+            ..Transformed::default()
+        });
+        result
+    }
+
     /// POSTs `body`, signed, to `url` (checked by the guard), with the
-    /// endpoint's headers and then `extra` (a transform's).
+    /// endpoint's headers and then `extra` (a transform's). A batch request
+    /// (`batch`: its id and size) is identified by the batch's id, and carries
+    /// no one delivery's ordering or number in its headers.
+    #[allow(clippy::too_many_arguments)]
     async fn post(
         &self,
         delivery: &ClaimedDelivery,
+        batch: Option<(&str, u32)>,
         url: reqwest::Url,
         body: Arc<[u8]>,
         extra: &[(String, String)],
         timestamp: i64,
         started: Instant,
     ) -> SendResult {
-        let id = delivery.event_id.as_str();
+        let id = batch.map_or(delivery.event_id.as_str(), |(id, _)| id);
         let destination = &delivery.destination;
         if let Err((kind, message)) = self.check_destination(&url).await {
             return SendResult::failed(kind, message, started, None);
@@ -712,8 +771,12 @@ impl Sender {
             event_id: id,
             timestamp,
             signature: &signature,
-            ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
-            endpoint_sequence: delivery.endpoint_sequence,
+            ordering: match batch {
+                Some(_) => None,
+                None => delivery.ordering_key.as_deref().zip(delivery.sequence),
+            },
+            endpoint_sequence: delivery.endpoint_sequence.filter(|_| batch.is_none()),
+            batch_size: batch.map(|(_, size)| size),
         });
         let static_authorization = auth.and_then(OutboundAuth::static_authorization);
         let request = |token: Option<&str>| {

@@ -23,9 +23,9 @@ use hookline_core::time::Timestamp;
 use crate::complete::release_partition_successor;
 use crate::db::{Batch, Kind, Row, Sql, Tx};
 use crate::endpoints::{
-    auth_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row, on_dead_from_row,
-    retry_from_row, save_breaker, signing_from_row, transform_from_row, BREAKER_COLUMNS,
-    SENDING_COLUMNS,
+    auth_from_row, batch_from_row, breaker_from_row, headers_from_row, max_in_flight_from_row,
+    on_dead_from_row, retry_from_row, save_breaker, signing_from_row, transform_from_row,
+    BREAKER_COLUMNS, SENDING_COLUMNS,
 };
 #[cfg(doc)]
 use crate::fanout::FanoutLeases;
@@ -79,6 +79,7 @@ pub(crate) fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<ClaimEnd
             transform: transform_from_row(row)?,
             description: row.try_get("description")?,
             seq_in_body: row.try_get::<bool, _>("seq_in_body")?,
+            batch: batch_from_row(row)?,
         }),
         gate: EndpointGate {
             // A polling endpoint is sent nothing: its deliveries are parked

@@ -20,7 +20,7 @@ use crate::endpoints::{
     breaker_from_row, disable_endpoint, move_queue, on_dead_from_row, save_breaker, BREAKER_COLUMNS,
 };
 use crate::operational::{count_dead, insert_notices};
-use crate::records::AttemptRecord;
+use crate::records::{AttemptRecord, BatchMember};
 use crate::timeline::insert_marks;
 use crate::{parse_column, Engine, Result};
 
@@ -49,6 +49,9 @@ pub(crate) struct AttemptDetail<'a> {
     /// The body sent was the envelope with that number in it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub seq_in_body: bool,
+    /// The batch request it went in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchMember>,
 }
 
 /// What a batch's attempts are stored with, wherever each goes (an `attempts`
@@ -99,12 +102,20 @@ impl<'r> Prepared<'r> {
                     response_headers: &r.response_headers,
                     response_truncated: r.response_truncated,
                     trigger: r.trigger,
-                    request_body: transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
+                    request_body: match &r.batch {
+                        Some(b) if b.position == 0 => Some(b.request.body.as_str()),
+                        _ => transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
+                    },
                     skipped: transformed.is_some_and(|t| t.skipped),
                     seq: r.endpoint_sequence,
                     seq_in_body: r.endpoint_sequence.is_some()
                         && r.destination.seq_in_body
                         && transformed.is_none(),
+                    batch: r.batch.as_ref().map(|b| BatchMember {
+                        id: b.request.id.to_string(),
+                        size: b.request.size,
+                        position: b.position,
+                    }),
                 },
             )
             .expect("a detail serializes");

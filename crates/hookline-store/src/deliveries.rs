@@ -14,8 +14,8 @@ use crate::endpoints::{breaker_from_row, retry_from_row, BREAKER_COLUMNS};
 use crate::fanout::{self, NEXT_DUE_FANOUT, RELEASE_FANOUT};
 use crate::listing::{Arg, Filters};
 use crate::records::{
-    Attempt, AttemptFilter, Delivery, DeliveryFacts, DeliveryFilter, DlqFilter, EndpointGate, Page,
-    ReplayOutcome, SentRequest, StateFilter,
+    Attempt, AttemptFilter, BatchMember, Delivery, DeliveryFacts, DeliveryFilter, DlqFilter,
+    EndpointGate, Page, ReplayOutcome, SentRequest, StateFilter,
 };
 use crate::{parse_column, parse_optional_column, Result, Store, StoreError};
 use crate::{Engine, Events, Listings};
@@ -164,6 +164,8 @@ struct StoredDetail {
     seq: Option<u64>,
     #[serde(default)]
     seq_in_body: bool,
+    #[serde(default)]
+    batch: Option<BatchMember>,
 }
 
 /// An attempt's own record of its request: its signature and custom headers,
@@ -179,9 +181,9 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("detail: {e}")))
         })
         .transpose()?;
-    let (url, sent, response_headers, response_truncated, trigger, request_body, skipped) =
+    let (url, sent, response_headers, response_truncated, trigger, request_body, skipped, batch) =
         match detail {
-            None => (None, None, Vec::new(), false, None, None, false),
+            None => (None, None, Vec::new(), false, None, None, false, None),
             Some(d) => (
                 Some(d.url),
                 d.signature
@@ -191,6 +193,7 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
                 Some(d.trigger),
                 d.request_body,
                 d.skipped,
+                d.batch,
             ),
         };
     let attempt = Attempt {
@@ -218,6 +221,7 @@ fn attempt_from_row(row: &Row) -> Result<(Attempt, OwnRequest)> {
         trigger,
         request_body,
         skipped,
+        batch,
     };
     Ok((attempt, sent))
 }

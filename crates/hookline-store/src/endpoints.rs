@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::db::{Row, Sql, Tx};
 use crate::deliveries::every_attempt;
+use hookline_core::batch::Batching;
 use hookline_core::breaker::{Breaker, BreakerState};
 use hookline_core::ids::{AppId, EndpointId};
 use hookline_core::model::DeliveryState;
@@ -32,7 +33,7 @@ macro_rules! sending_columns {
     () => {
         "id, url, secret, previous_secret, previous_secret_until, headers, auth, enabled, paused, \
          retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, max_in_flight, \
-         ordering_on_dead, transform, description, seq_in_body"
+         ordering_on_dead, transform, description, seq_in_body, batch"
     };
 }
 
@@ -137,6 +138,7 @@ fn endpoint_from_row(secrets: &Secrets, row: &Row) -> Result<Endpoint> {
             .transpose()?,
         transform: transform_from_row(row)?,
         seq_in_body: row.try_get::<bool, _>("seq_in_body")?,
+        batch: batch_from_row(row)?,
         created_at: Timestamp::from_millis(row.try_get("created_at")?),
         updated_at: Timestamp::from_millis(row.try_get("updated_at")?),
     })
@@ -147,6 +149,13 @@ pub(crate) fn transform_from_row(row: &Row) -> Result<Option<Transform>> {
     Ok(row
         .try_get::<Option<String>, _>("transform")?
         .map(|text| Transform::parse(&text)))
+}
+
+/// An endpoint row's `batch`.
+pub(crate) fn batch_from_row(row: &Row) -> Result<Option<Batching>> {
+    row.try_get::<Option<String>, _>("batch")?
+        .map(|text| Batching::from_text(&text).map_err(StoreError::Corrupt))
+        .transpose()
 }
 
 /// The signing secrets of the endpoint `id`'s row (`secret`, `previous_secret`,
@@ -331,6 +340,7 @@ impl Endpoints<'_> {
             owner_app: new.owner_app,
             transform: new.transform,
             seq_in_body: new.seq_in_body,
+            batch: new.batch,
             created_at: now,
             updated_at: now,
         };
@@ -339,9 +349,9 @@ impl Endpoints<'_> {
             "INSERT INTO endpoints (id, app_id, url, description, event_types, enabled, secret, \
              retry_base_ms, retry_cap_ms, max_attempts, max_age_secs, rate_limit_per_sec, ordering_on_dead, \
              disabled_reason, created_at, updated_at, max_in_flight, paused, headers, payload_filter, auth, \
-             owner_app, transform, seq_in_body) \
+             owner_app, transform, seq_in_body, batch) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15, $16, $17, $18, $19, $20, \
-             $21, $22, $23)",
+             $21, $22, $23, $24)",
         )
         .bind(endpoint.id.as_str())
         .bind(app.as_str())
@@ -369,6 +379,7 @@ impl Endpoints<'_> {
         .bind(endpoint.owner_app.as_ref().map(AppId::as_str))
         .bind(endpoint.transform.as_ref().map(Transform::as_str))
         .bind(endpoint.seq_in_body)
+        .bind(endpoint.batch.as_ref().map(Batching::to_text))
         .execute(&mut tx)
         .await?;
         let created = Notice::endpoint(Kind::EndpointCreated, app, &endpoint.id);
@@ -470,6 +481,9 @@ impl Endpoints<'_> {
         if let Some(seq_in_body) = patch.seq_in_body {
             endpoint.seq_in_body = seq_in_body;
         }
+        if let Some(batch) = patch.batch {
+            endpoint.batch = batch;
+        }
         if let Some(enabled) = patch.enabled {
             endpoint.enabled = enabled;
         }
@@ -499,7 +513,8 @@ impl Endpoints<'_> {
             "UPDATE endpoints SET url = $3, description = $4, event_types = $5, retry_base_ms = $6, \
              retry_cap_ms = $7, max_attempts = $8, max_age_secs = $9, rate_limit_per_sec = $10, \
              ordering_on_dead = $11, updated_at = $12, max_in_flight = $13, paused = $14, headers = $15, \
-             payload_filter = $16, auth = $17, transform = $18, seq_in_body = $19 WHERE id = $1 AND app_id = $2",
+             payload_filter = $16, auth = $17, transform = $18, seq_in_body = $19, batch = $20 \
+             WHERE id = $1 AND app_id = $2",
         )
         .bind(id.as_str())
         .bind(app.as_str())
@@ -523,6 +538,7 @@ impl Endpoints<'_> {
         )
         .bind(endpoint.transform.as_ref().map(Transform::as_str))
         .bind(endpoint.seq_in_body)
+        .bind(endpoint.batch.as_ref().map(Batching::to_text))
         .execute(&mut tx)
         .await?;
         let turned = switches::turn(before, endpoint.switches());

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookline_core::access::Capabilities;
+use hookline_core::batch::Batching;
 use hookline_core::breaker::{Breaker, Signal};
 use hookline_core::ids::{ApiKeyId, AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::model::{
@@ -89,6 +90,9 @@ pub struct Endpoint {
     /// Its sequence number goes in the signed envelope (`seq`) as well as in a
     /// header (docs/api.md, "Sequence numbers").
     pub seq_in_body: bool,
+    /// Up to how many deliveries go in one request, after at most how long
+    /// (`hookline_core::batch`, checked by the caller).
+    pub batch: Option<Batching>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -109,6 +113,8 @@ pub struct Destination {
     /// The endpoint's sequence number goes in the signed envelope (`seq`), not
     /// only in a header.
     pub seq_in_body: bool,
+    /// Its deliveries go in batches (`hookline_core::batch`).
+    pub batch: Option<Batching>,
 }
 
 impl Endpoint {
@@ -141,6 +147,7 @@ pub struct NewEndpoint {
     pub owner_app: Option<AppId>,
     pub transform: Option<Transform>,
     pub seq_in_body: bool,
+    pub batch: Option<Batching>,
 }
 
 /// A change to an endpoint; `None` leaves a field as it is.
@@ -155,6 +162,8 @@ pub struct EndpointPatch {
     /// `Some(None)` removes the transform.
     pub transform: Option<Option<Transform>>,
     pub seq_in_body: Option<bool>,
+    /// `Some(None)` stops batching.
+    pub batch: Option<Option<Batching>>,
     pub enabled: Option<bool>,
     pub paused: Option<bool>,
     /// Replaces all custom headers at once.
@@ -355,6 +364,8 @@ pub struct AttemptRecord {
     pub endpoint_sequence: Option<u64>,
     /// What the endpoint's transform made of the request, if it has one.
     pub transformed: Option<Transformed>,
+    /// The batch request the attempt went in, if its endpoint batches.
+    pub batch: Option<BatchAttempt>,
     /// What follows the attempt (decided by the dispatcher).
     pub next: Next,
     /// What the attempt says about the endpoint's health.
@@ -376,6 +387,35 @@ pub struct Transformed {
     pub header_names: Vec<String>,
     /// The transform gave `null`: nothing was sent.
     pub skipped: bool,
+}
+
+/// One delivery's place in a batch request.
+#[derive(Debug, Clone)]
+pub struct BatchAttempt {
+    pub request: Arc<BatchRequest>,
+    /// Where in the array its element was (0: first).
+    pub position: u32,
+}
+
+/// One batch request, as its members' attempts record it.
+#[derive(Debug)]
+pub struct BatchRequest {
+    /// Its `webhook-id`.
+    pub id: hookline_core::ids::BatchId,
+    pub size: u32,
+    /// The body sent, cut at [`MAX_SHOWN_BODY`] bytes: kept with the first
+    /// member's attempt only.
+    pub body: String,
+}
+
+/// Where an attempt's delivery was in a batch request (read back from the
+/// attempt's detail).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BatchMember {
+    /// The request's `webhook-id`.
+    pub id: String,
+    pub size: u32,
+    pub position: u32,
 }
 
 /// The most of a transformed body an attempt keeps.
@@ -426,6 +466,9 @@ pub struct Attempt {
     pub request_body: Option<String>,
     /// The endpoint's transform skipped the delivery: nothing was sent.
     pub skipped: bool,
+    /// The batch request it went in; the first member's attempt keeps the
+    /// request's body (`request_body`).
+    pub batch: Option<BatchMember>,
 }
 
 /// The varying parts of an attempt's request, and its delivery's.

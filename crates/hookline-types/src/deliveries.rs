@@ -46,6 +46,17 @@ pub struct DeliveryView {
     pub explanation: Option<Explanation>,
 }
 
+/// Where an attempt's delivery was in a batch request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BatchMemberView {
+    /// The request's `webhook-id` (`bat_…`), shared by its members' attempts.
+    pub id: String,
+    /// How many deliveries the request carried.
+    pub size: u32,
+    /// This delivery's place in its array (0: first).
+    pub position: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AttemptView {
     pub id: String,
@@ -80,6 +91,12 @@ pub struct AttemptView {
     /// `GET …/attempts/{attempt}`, absent from listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_body: Option<String>,
+    /// The batch request this attempt went in, if its endpoint batches
+    /// (docs/api.md, "Batching"): its `webhook-id`, its size and this
+    /// delivery's place in it. Its first member's `request_body` is the whole
+    /// array; the others' is their own element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchMemberView>,
 }
 
 /// What `state=` names (the stored states, with pending split into due and parked).

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use hookline_core::batch::Batching;
 use hookline_core::breaker::BreakerState;
 use hookline_core::explain::{Action as ExplanationAction, Code as ExplanationCode, Explanation};
 use hookline_core::incidents::Kind as IncidentKind;
@@ -76,6 +77,12 @@ pub struct CreateEndpoint {
     /// `false` keeps the envelope exactly `{type, timestamp, data}`.
     #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
     pub seq_in_body: bool,
+    /// Send up to `max_events` deliveries in one request, a JSON array of
+    /// their envelopes, at most `max_wait_ms` after the first was ready
+    /// (docs/api.md, "Batching"). Only for an HTTP endpoint without a
+    /// transform. Absent or `null`: one request per delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<Batching>,
     #[serde(default = "enabled_by_default", skip_serializing_if = "is_true")]
     pub enabled: bool,
     #[serde(default, skip_serializing_if = "is_default")]
@@ -116,6 +123,7 @@ impl CreateEndpoint {
             filter: None,
             transform: None,
             seq_in_body: true,
+            batch: None,
             enabled: true,
             paused: false,
             secret: None,
@@ -187,6 +195,13 @@ pub struct UpdateEndpoint {
     /// Whether the sequence number goes in the signed envelope (`seq`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq_in_body: Option<bool>,
+    /// Batching (docs/api.md, "Batching"); `null` stops it, absent leaves it.
+    #[serde(
+        default,
+        deserialize_with = "crate::de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub batch: Option<Option<Batching>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,6 +257,10 @@ pub struct EndpointView {
     /// (Absent from a server of an earlier release, which never numbers the body.)
     #[serde(default)]
     pub seq_in_body: bool,
+    /// Its deliveries go in batch requests (docs/api.md, "Batching"); `null`:
+    /// one request each. (Absent from a server of an earlier release.)
+    #[serde(default)]
+    pub batch: Option<Batching>,
     pub enabled: bool,
     /// New deliveries are made but held until it is resumed (`paused: false`).
     pub paused: bool,

@@ -31,8 +31,8 @@ pub mod schema;
 
 pub use apps::{AppView, CreateApp, PortalAccess, PortalLink, Redeem, UpdateApp};
 pub use deliveries::{
-    AttemptView, AttemptsQuery, DeliveriesQuery, DeliveryView, DlqQuery, ReplayView, ResendView,
-    StateParam,
+    AttemptView, AttemptsQuery, BatchMemberView, DeliveriesQuery, DeliveryView, DlqQuery,
+    ReplayView, ResendView, StateParam,
 };
 pub use endpoints::{
     CheckSignature, CreateEndpoint, EndpointHealthView, EndpointStatsView, EndpointView,

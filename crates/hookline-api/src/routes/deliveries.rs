@@ -168,6 +168,11 @@ pub(crate) async fn attempt(
             .await?
             .map(|(event, _)| {
                 let body = match (sent.seq_in_body, sent.endpoint_sequence) {
+                    // A batch's later member: its own element of the array
+                    // (the first member's attempt keeps the whole request).
+                    (_, seq) if attempt.batch.is_some() => {
+                        hookline_core::batch::element(&event.body, sent.event_id.as_str(), seq)
+                    }
                     (true, Some(seq)) => hookline_core::model::numbered(&event.body, seq),
                     _ => event.body,
                 };

@@ -1,5 +1,6 @@
 //! `/v1/apps/{app}/endpoints`: where an app's events go.
 
+use hookline_core::batch::Batching;
 use hookline_core::destination::is_poll;
 use hookline_core::transform::{self, Transform};
 use std::collections::BTreeMap;
@@ -73,6 +74,32 @@ fn validate_auth(
 /// Why a polling endpoint takes no transform.
 const NO_POLL_TRANSFORM: &str =
     "a polling endpoint is sent nothing, so a transform would never run: its receiver fetches the envelopes";
+
+/// An endpoint's batching, as it will be with its URL and transform: in
+/// bounds (422), and only where one request can carry many (409): an HTTP
+/// endpoint without a transform (which makes one request of one event).
+fn validate_batch(
+    batch: Option<&Batching>,
+    url: &str,
+    transform: Option<&Transform>,
+) -> ApiResult<()> {
+    let Some(batch) = batch else {
+        return Ok(());
+    };
+    batch.check().map_err(ApiError::Validation)?;
+    let http = url.starts_with("https://") || url.starts_with("http://");
+    if !http {
+        return Err(ApiError::Conflict(
+            "batching is for HTTP endpoints: a broker, e-mail or polling endpoint takes one message per delivery",
+        ));
+    }
+    if transform.is_some() {
+        return Err(ApiError::Conflict(
+            "a transform makes one request of one event, so an endpoint with a transform is not batched: remove one of the two",
+        ));
+    }
+    Ok(())
+}
 
 /// An endpoint URL: absolute http(s) with a host (or a broker's URL naming
 /// where its messages go: `hookline_core::broker`), no credentials, and — unless private destinations are allowed —
@@ -328,6 +355,7 @@ pub(crate) async fn create(
         },
     )
     .await?;
+    validate_batch(new.batch.as_ref(), &url, transform.as_ref())?;
     let secret = match new.secret {
         Some(text) => {
             EndpointSecret::parse(&text).map_err(|e| ApiError::Validation(e.to_string()))?
@@ -356,6 +384,7 @@ pub(crate) async fn create(
                 owner_app: None,
                 transform,
                 seq_in_body: new.seq_in_body,
+                batch: new.batch,
             },
             state.clock.now(),
         )
@@ -611,6 +640,17 @@ pub(crate) async fn update(
             None
         }
     };
+    validate_batch(
+        match &patch.batch {
+            Some(batch) => batch.as_ref(),
+            None => endpoint.batch.as_ref(),
+        },
+        url.as_deref().unwrap_or(&endpoint.url),
+        match &transform {
+            Some(transform) => transform.as_ref(),
+            None => endpoint.transform.as_ref(),
+        },
+    )?;
     if patch.auth.is_some() || headers.is_some() || url.is_some() {
         // The endpoint as it will be: the patch over what it is.
         let auth = match &patch.auth {
@@ -637,6 +677,7 @@ pub(crate) async fn update(
                 filter: patch.filter,
                 transform,
                 seq_in_body: patch.seq_in_body,
+                batch: patch.batch,
                 enabled: patch.enabled,
                 paused: patch.paused,
                 headers,

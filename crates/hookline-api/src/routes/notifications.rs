@@ -117,6 +117,7 @@ pub(crate) async fn create(
                 },
                 // Hookline's own notices, told in words: no envelope to number.
                 seq_in_body: false,
+                batch: None,
             },
             state.clock.now(),
         )
