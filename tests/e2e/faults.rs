@@ -117,6 +117,9 @@ async fn endpoint(
     if let Some(types) = &event_types {
         body["event_types"] = json!(types);
     }
+    if let Inbox::Batched(_) = &inbox {
+        body["batch"] = json!({"max_events": 5, "max_wait_ms": 50});
+    }
     let created = create(http, base, &format!("/v1/apps/{app}/endpoints"), body).await;
     if let Inbox::Poll(poller) = &inbox {
         poller.start(base, app, created["id"].as_str().unwrap());
@@ -131,9 +134,10 @@ async fn endpoint(
     }
 }
 
-/// The run's apps and endpoints: app a with five endpoints — every type,
+/// The run's apps and endpoints: app a with six endpoints — every type,
 /// `order.paid` only (flaky: every third answer 503), `order.shipped` only,
-/// every type into a RabbitMQ queue, and every type polled — and app b with one.
+/// every type in batches of up to five, every type into a RabbitMQ queue, and
+/// every type polled — and app b with one.
 struct World {
     app_a: String,
     app_b: String,
@@ -184,6 +188,17 @@ async fn world(http: &reqwest::Client, base: &str) -> World {
             &app_a,
             Some(vec!["order.shipped"]),
             Inbox::Http(Receiver::start().await),
+        )
+        .await,
+        // Batches: a request answers for up to five deliveries at once, which
+        // a killed process may have sent and not recorded.
+        endpoint(
+            http,
+            base,
+            "a/all (batched)",
+            &app_a,
+            None,
+            Inbox::Batched(Receiver::start().await),
         )
         .await,
         // A broker beside the HTTP receivers: its confirms are the answers

@@ -55,20 +55,37 @@ pub struct Subscriber {
     pub inbox: Inbox,
 }
 
-/// Where a subscriber's deliveries arrive: an HTTP receiver, a RabbitMQ
-/// queue (an `amqp://` endpoint) that a consumer reads, or a polling endpoint
-/// (`poll:`) whose consumer fetches and commits.
+/// Where a subscriber's deliveries arrive: an HTTP receiver, one that is
+/// sent batches (its endpoint has `batch`), a RabbitMQ queue (an `amqp://`
+/// endpoint) that a consumer reads, or a polling endpoint (`poll:`) whose
+/// consumer fetches and commits.
 pub enum Inbox {
     Http(Receiver),
+    Batched(Receiver),
     RabbitMq(crate::brokers::Queue),
     Poll(Poller),
+}
+
+/// One delivery as a receiver took it in: a request (or message) of its
+/// own, or an element of a batch request.
+pub struct Receipt {
+    /// The event's id: the `webhook-id`, or a batch element's `id`.
+    pub id: String,
+    /// The request it came in carried a signature the official crate makes.
+    pub signed: bool,
+    /// The envelope.
+    pub body: Value,
+    /// The `hookline-endpoint-sequence` header of a request of its own.
+    pub header_seq: Option<u64>,
+    /// What the receiver answered.
+    pub status: u16,
 }
 
 impl Inbox {
     /// The endpoint URL that delivers here.
     pub fn url(&self) -> &str {
         match self {
-            Self::Http(receiver) => &receiver.url,
+            Self::Http(receiver) | Self::Batched(receiver) => &receiver.url,
             Self::RabbitMq(queue) => &queue.url,
             Self::Poll(_) => "poll:",
         }
@@ -77,7 +94,7 @@ impl Inbox {
     /// Everything that arrived, in order.
     pub fn requests(&self) -> Vec<crate::helpers::Received> {
         match self {
-            Self::Http(receiver) => receiver.requests(),
+            Self::Http(receiver) | Self::Batched(receiver) => receiver.requests(),
             Self::RabbitMq(queue) => queue.requests(),
             Self::Poll(poller) => poller.received.lock().unwrap().clone(),
         }
@@ -283,13 +300,13 @@ pub fn check(
         // The endpoint's numbers: event id → its number, and back.
         let mut number_of: HashMap<String, u64> = HashMap::new();
         let mut event_of: HashMap<u64, String> = HashMap::new();
-        let receipts = subscriber.inbox.requests();
-        report.receipts += receipts.len();
         let verifier = standardwebhooks::Webhook::new(&subscriber.secret).expect("a whsec_ secret");
+        let receipts = receipts(&subscriber.inbox, &verifier);
+        report.receipts += receipts.len();
         for (n, receipt) in receipts.iter().enumerate() {
-            let id = receipt.header("webhook-id").to_owned();
+            let id = receipt.id.clone();
             let at = format!("{} receipt #{n} ({id})", subscriber.name);
-            if !signed(&verifier, receipt) {
+            if !receipt.signed {
                 report.forged.push(format!("{at}: signature rejected"));
             }
             match number(receipt) {
@@ -309,9 +326,7 @@ pub fn check(
                     }
                 }
             }
-            let tag = serde_json::from_slice::<Value>(&receipt.body)
-                .ok()
-                .and_then(|body| body["data"]["tag"].as_str().map(str::to_owned));
+            let tag = receipt.body["data"]["tag"].as_str().map(str::to_owned);
             let Some(publish) = tag.as_deref().and_then(|tag| by_tag.get(tag)) else {
                 report
                     .misdirected
@@ -390,21 +405,44 @@ pub fn check(
     report
 }
 
+/// What `inbox` took in, delivery by delivery, in order: a batch request
+/// (it has `hookline-batch-size`) is one receipt per element, each signed if
+/// the request is, under the element's `id`.
+pub fn receipts(inbox: &Inbox, verifier: &standardwebhooks::Webhook) -> Vec<Receipt> {
+    let mut receipts = Vec::new();
+    for request in inbox.requests() {
+        let signed = signed(verifier, &request);
+        let body = serde_json::from_slice::<Value>(&request.body).unwrap_or(Value::Null);
+        if request.headers.contains_key("hookline-batch-size") {
+            for element in body.as_array().into_iter().flatten() {
+                receipts.push(Receipt {
+                    id: element["id"].as_str().unwrap_or_default().to_owned(),
+                    signed,
+                    body: element.clone(),
+                    header_seq: None,
+                    status: request.status,
+                });
+            }
+            continue;
+        }
+        receipts.push(Receipt {
+            id: request.header("webhook-id").to_owned(),
+            signed,
+            header_seq: request
+                .headers
+                .get("hookline-endpoint-sequence")
+                .and_then(|v| v.to_str().ok()?.parse().ok()),
+            body,
+            status: request.status,
+        });
+    }
+    receipts
+}
+
 /// The receipt's sequence number: the signed envelope's `seq`, else the
 /// `hookline-endpoint-sequence` header (an endpoint with `seq_in_body` off).
-fn number(receipt: &crate::helpers::Received) -> Option<u64> {
-    serde_json::from_slice::<Value>(&receipt.body)
-        .ok()
-        .and_then(|body| body["seq"].as_u64())
-        .or_else(|| {
-            receipt
-                .headers
-                .get("hookline-endpoint-sequence")?
-                .to_str()
-                .ok()?
-                .parse()
-                .ok()
-        })
+fn number(receipt: &Receipt) -> Option<u64> {
+    receipt.body["seq"].as_u64().or(receipt.header_seq)
 }
 
 /// Whether one of the receipt's `v1` signatures is the official crate's
@@ -562,6 +600,75 @@ mod self_test {
             .send()
             .await
             .unwrap();
+    }
+
+    /// Sends `elements` (event id, tag, number) as one batch request signed
+    /// with `secret`.
+    async fn send_batch(receiver: &Receiver, secret: &str, elements: &[(&str, &str, u64)]) {
+        let body: Vec<Value> = elements
+            .iter()
+            .map(|(id, tag, seq)| {
+                json!({"id": id, "type": "order.paid", "timestamp": "x", "seq": seq,
+                    "data": {"tag": tag}})
+            })
+            .collect();
+        let body = serde_json::to_vec(&body).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let signature = standardwebhooks::Webhook::new(secret)
+            .unwrap()
+            .sign("bat_1", now, &body)
+            .unwrap();
+        reqwest::Client::new()
+            .post(&receiver.url)
+            .header("webhook-id", "bat_1")
+            .header("webhook-timestamp", now.to_string())
+            .header("webhook-signature", signature)
+            .header("hookline-batch-size", elements.len().to_string())
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_is_judged_element_by_element() {
+        const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let receiver = Receiver::start().await;
+        let publishes = vec![
+            accepted("a", "app_1", Some(("k", 1))),
+            accepted("b", "app_1", Some(("k", 2))),
+            accepted("c", "app_1", None),
+            accepted("d", "app_1", None),
+        ];
+        // a and b in order in one signed batch; c in a batch signed with
+        // another key; d never sent.
+        send_batch(&receiver, SECRET, &[("evt_a", "a", 1), ("evt_b", "b", 2)]).await;
+        send_batch(
+            &receiver,
+            "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            &[("evt_c", "c", 3)],
+        )
+        .await;
+        let subscribers = [Subscriber {
+            name: "batched",
+            app: "app_1".into(),
+            id: "ep_1".into(),
+            secret: SECRET.into(),
+            event_types: None,
+            inbox: Inbox::Batched(receiver),
+        }];
+        let report = check(&publishes, &subscribers, &HashSet::new());
+        assert_eq!(report.receipts, 3, "one receipt per element");
+        assert_eq!(report.forged.len(), 1, "{:?}", report.forged);
+        assert!(report.forged[0].contains("evt_c"));
+        assert_eq!(report.lost.len(), 1, "{:?}", report.lost);
+        assert!(report.lost[0].contains("evt_d"));
+        assert!(report.out_of_order.is_empty(), "{:?}", report.out_of_order);
+        assert!(report.misnumbered.is_empty(), "{:?}", report.misnumbered);
+        assert_eq!(report.duplicates, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
