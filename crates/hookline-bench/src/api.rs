@@ -7,6 +7,7 @@ use anyhow::Context;
 use futures_util::TryStreamExt;
 use hookline_client::types::{CreateApp, CreateEndpoint, DeliveryView, DlqQuery};
 use hookline_client::{Client, Retries};
+use hookline_core::batch::Batching;
 
 /// Hookline's API at one base URL with one bearer token.
 #[derive(Clone)]
@@ -46,18 +47,20 @@ impl Api {
         Ok(created.id)
     }
 
-    /// An endpoint at `url` for every type, with an optional payload filter and
-    /// transform → its id.
+    /// An endpoint at `url` for every type, with an optional payload filter,
+    /// transform and batching → its id.
     pub async fn create_endpoint(
         &self,
         app: &str,
         url: &str,
         filter: Option<&str>,
         transform: Option<&str>,
+        batch: Option<Batching>,
     ) -> anyhow::Result<String> {
         let endpoint = CreateEndpoint {
             filter: filter.map(str::to_owned),
             transform: transform.map(str::to_owned),
+            batch,
             ..CreateEndpoint::new(url)
         };
         let created = self

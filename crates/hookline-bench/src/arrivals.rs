@@ -114,11 +114,23 @@ pub struct Recorder {
 impl Recorder {
     /// Counts one request (or message) and hands it to the collector.
     pub fn record(&self, pair: Option<PairKey>, at_ns: u64, ok: bool) {
+        self.record_batch([pair], at_ns, ok);
+    }
+
+    /// One request that carried `pairs` (a batch: `--batch`), answered `ok` or not.
+    pub fn record_batch(
+        &self,
+        pairs: impl IntoIterator<Item = Option<PairKey>>,
+        at_ns: u64,
+        ok: bool,
+    ) {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         if !ok {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
         }
-        let _ = self.tx.send(Message::Arrival(Arrival { pair, at_ns, ok }));
+        for pair in pairs {
+            let _ = self.tx.send(Message::Arrival(Arrival { pair, at_ns, ok }));
+        }
     }
 }
 

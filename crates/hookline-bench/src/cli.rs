@@ -174,6 +174,16 @@ pub struct Args {
     #[arg(long, help_heading = "Workload")]
     pub transform: Option<String>,
 
+    /// Batching (docs/api.md, "Batching") for each healthy endpoint: up to this many
+    /// deliveries in one request (2–100), to measure what a batch saves. (Not
+    /// `--batch`, which publishes in batches.)
+    #[arg(long, help_heading = "Workload")]
+    pub batch_deliveries: Option<u32>,
+
+    /// With `--batch-deliveries`: the longest a batch waits for company, in milliseconds.
+    #[arg(long, default_value_t = 50, help_heading = "Workload")]
+    pub batch_wait_ms: u32,
+
     /// Events published in the measured phase.
     #[arg(long, default_value_t = 100_000, help_heading = "Workload")]
     pub events: u64,

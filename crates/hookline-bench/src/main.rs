@@ -342,6 +342,11 @@ async fn bench(
                 &receiver.endpoint_url(i),
                 args.filter.as_deref(),
                 args.transform.as_deref(),
+                args.batch_deliveries
+                    .map(|max_events| hookline_core::batch::Batching {
+                        max_events,
+                        max_wait_ms: args.batch_wait_ms,
+                    }),
             )
             .await?;
         endpoint_index.insert(id, i);
@@ -358,6 +363,7 @@ async fn bench(
                 &format!("http://127.0.0.1:{port}/dead{i}"),
                 None,
                 None,
+                None,
             )
             .await?,
         );
@@ -366,7 +372,7 @@ async fn bench(
     let backlog_app = if args.backlog_app {
         let other = api.create_app("bench-backlog").await?;
         for i in 0..endpoints {
-            api.create_endpoint(&other, &receiver.endpoint_url(i), None, None)
+            api.create_endpoint(&other, &receiver.endpoint_url(i), None, None, None)
                 .await?;
         }
         other

@@ -138,18 +138,30 @@ impl Connection {
             .path()
             .strip_prefix("/e")
             .and_then(|i| i.parse::<u16>().ok());
+        let event_of = |id: &str| {
+            id.strip_prefix("msg_")
+                .and_then(|v| ulid::Ulid::from_string(v).ok())
+                .map(u128::from)
+        };
         let event = request
             .headers()
             .get("webhook-id")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("msg_"))
-            .and_then(|v| ulid::Ulid::from_string(v).ok())
-            .map(u128::from);
-        // Read the whole body, as a real receiver would, so the connection stays reusable.
+            .and_then(event_of);
+        let batch = request.headers().contains_key("hookline-batch-size");
+        // Read the whole body, as a real receiver would, so the connection stays
+        // reusable; a batch's is kept to read its elements' ids.
         let mut body = request.into_body();
+        let mut kept = Vec::new();
         while let Some(frame) = body.frame().await {
-            if frame.is_err() {
-                break;
+            match frame {
+                Ok(frame) if batch => {
+                    if let Some(data) = frame.data_ref() {
+                        kept.extend_from_slice(data);
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => break,
             }
         }
         let work = self.latency.base + self.latency.per_request * (in_flight - 1) as u32;
@@ -162,7 +174,18 @@ impl Connection {
                 .lock()
                 .expect("not poisoned")
                 .gen_bool(self.fail_share));
-        self.recorder.record(event.zip(endpoint), at_ns, ok);
+        if batch {
+            #[derive(serde::Deserialize)]
+            struct Element<'a> {
+                #[serde(borrow)]
+                id: &'a str,
+            }
+            let elements: Vec<Element> = serde_json::from_slice(&kept).unwrap_or_default();
+            let pairs = elements.iter().map(|e| event_of(e.id).zip(endpoint));
+            self.recorder.record_batch(pairs, at_ns, ok);
+        } else {
+            self.recorder.record(event.zip(endpoint), at_ns, ok);
+        }
         let status = if ok { StatusCode::OK } else { self.fail_status };
         let mut response = Response::new(Full::new(Bytes::new()));
         *response.status_mut() = status;
