@@ -11,13 +11,14 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_engines, wait_until, Engine, Received, Receiver, Reply, TestApp};
+use crate::helpers::{both_engines, raw, wait_until, Engine, Received, Receiver, Reply, TestApp};
 
 both_engines!(
     events_arrive_in_signed_batches_and_each_attempt_records_its_request,
     a_batch_waits_for_company_no_longer_than_its_wait,
     a_failed_batch_is_retried_whole_and_a_refused_one_dead_letters_every_member,
     ordered_keys_stay_in_order_across_batches,
+    a_stopping_dispatcher_sends_what_it_gathered_at_once,
     batching_is_refused_where_one_request_cannot_carry_many,
 );
 
@@ -200,11 +201,25 @@ async fn a_batch_waits_for_company_no_longer_than_its_wait(engine: Engine) {
         .collect();
     assert_eq!(ids, published, "in the order they were numbered");
 
-    // With a short wait, a lone event leaves without company.
+    // A batch that cannot grow leaves at once: with room for three requests
+    // in flight (max_in_flight), three members fill the endpoint's room, so
+    // they go without waiting the ten seconds.
     let path = format!(
         "/v1/apps/{app_id}/endpoints/{}",
         endpoint["id"].as_str().unwrap()
     );
+    app.call(
+        Method::PATCH,
+        &path,
+        Some(&json!({"max_in_flight": 3, "batch": {"max_events": 10, "max_wait_ms": 10_000}})),
+        200,
+    )
+    .await;
+    publish_many(&app, &app_id, 3).await;
+    let requests = receiver.wait_for(2, Duration::from_secs(5)).await;
+    assert_eq!(elements(&requests[1]).len(), 3);
+
+    // With a short wait, a lone event leaves without company.
     let changed = app
         .call(
             Method::PATCH,
@@ -215,9 +230,9 @@ async fn a_batch_waits_for_company_no_longer_than_its_wait(engine: Engine) {
         .await;
     assert_eq!(changed["batch"]["max_wait_ms"], 50);
     let lone = app.publish(&app_id, "order.paid", json!({"n": 3})).await;
-    let requests = wait_for_elements(&receiver, 4).await;
-    assert_eq!(requests.len(), 2);
-    let last = elements(&requests[1]);
+    let requests = wait_for_elements(&receiver, 7).await;
+    assert_eq!(requests.len(), 3);
+    let last = elements(&requests[2]);
     assert_eq!(last.len(), 1);
     assert_eq!(last[0]["id"], lone["id"]);
 
@@ -227,18 +242,20 @@ async fn a_batch_waits_for_company_no_longer_than_its_wait(engine: Engine) {
         .await;
     assert_eq!(stopped["batch"], Value::Null);
     let single = app.publish(&app_id, "order.paid", json!({"n": 4})).await;
-    let requests = receiver.wait_for_requests(3).await;
+    let requests = receiver.wait_for_requests(4).await;
     assert_eq!(
-        requests[2].header("webhook-id"),
+        requests[3].header("webhook-id"),
         single["id"].as_str().unwrap()
     );
-    assert_eq!(requests[2].json()["data"]["n"], 4);
+    assert_eq!(requests[3].json()["data"]["n"], 4);
 }
 
 async fn a_failed_batch_is_retried_whole_and_a_refused_one_dead_letters_every_member(
     engine: Engine,
 ) {
-    let app = TestApp::spawn(engine).await;
+    // Two failures in a row open the breaker: a batch of three that failed
+    // must count as one.
+    let app = TestApp::spawn_with(engine, |c| c.breaker_failure_threshold = 2).await;
     let receiver = Receiver::start().await;
     receiver.script([Reply::status(500)]);
     let app_id = app.create_app().await;
@@ -304,7 +321,7 @@ async fn a_failed_batch_is_retried_whole_and_a_refused_one_dead_letters_every_me
             ]
         );
     }
-    // The breaker heard one failure, not three.
+    // The breaker heard one failure, not three (two would have opened it).
     let health = app.get(&format!("{endpoint_path}/health")).await;
     assert_eq!(health["breaker"], "closed");
 
@@ -324,7 +341,7 @@ async fn a_failed_batch_is_retried_whole_and_a_refused_one_dead_letters_every_me
         .collect();
     assert_eq!(in_dlq, refused.values().cloned().collect());
 
-    // One replayed: it goes (alone, the wait cut short) and succeeds.
+    // One replayed, with a short wait: it goes alone and succeeds.
     app.call(
         Method::PATCH,
         &endpoint_path,
@@ -382,6 +399,40 @@ async fn ordered_keys_stay_in_order_across_batches(engine: Engine) {
     }
     assert_eq!(order["order_a"], [0, 1, 2, 3]);
     assert_eq!(order["order_b"], [0, 1, 2, 3]);
+}
+
+async fn a_stopping_dispatcher_sends_what_it_gathered_at_once(engine: Engine) {
+    // The drain may take three seconds; a batch would wait ten.
+    let mut app = TestApp::spawn_with(engine, |c| c.drain_timeout_ms = 3_000).await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    app.create_endpoint_with(
+        &app_id,
+        &receiver.url,
+        json!({"batch": {"max_events": 100, "max_wait_ms": 10_000}}),
+    )
+    .await;
+    let deliveries = publish_many(&app, &app_id, 5).await;
+    // Leased, gathering: nothing sent yet.
+    for delivery in deliveries.values() {
+        app.wait_for_delivery_state(&app_id, delivery, "in_flight")
+            .await;
+    }
+    assert!(receiver.requests().is_empty());
+
+    app.server.take().unwrap().stop().await.unwrap();
+    // The stop sent the batch as it was, inside the drain, and wrote its
+    // members' outcomes before the process let go of the database.
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(elements(&requests[0]).len(), 5);
+    let succeeded = raw(
+        engine,
+        &app.db,
+        "SELECT CAST(COUNT(*) AS TEXT) FROM deliveries WHERE state = 'succeeded'",
+    )
+    .await;
+    assert_eq!(succeeded.as_deref(), Some("5"));
 }
 
 async fn batching_is_refused_where_one_request_cannot_carry_many(engine: Engine) {

@@ -581,16 +581,18 @@ struct Misbehaving {
 
 impl Misbehaving {
     fn start(kind: Misbehaviour, recovers_at: Instant, late: Duration) -> Self {
-        let port = free_port();
+        // The port is bound at once and kept (no other test can take it); a
+        // socket bound but not listening refuses connections until it listens.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+        let port = socket.local_addr().unwrap().port();
         let answered: Arc<Mutex<HashSet<String>>> = Arc::default();
         let served = answered.clone();
         tokio::spawn(async move {
             if kind == Misbehaviour::Refuses {
                 tokio::time::sleep_until(recovers_at.into()).await;
             }
-            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-                .await
-                .unwrap();
+            let listener = socket.listen(1024).unwrap();
             while let Ok((stream, _)) = listener.accept().await {
                 tokio::spawn(misbehave(stream, kind, recovers_at, late, served.clone()));
             }

@@ -1627,6 +1627,152 @@ async fn advanced_settings_are_saved_shown_masked_and_kept() {
     browser.close().await;
 }
 
+/// Opens the endpoint form of `endpoint_id` from a freshly loaded endpoints
+/// screen (no form left open from before), its advanced settings unfolded.
+async fn open_advanced_settings(browser: &Browser, app: &TestApp, app_id: &str, endpoint_id: &str) {
+    browser.open(&screen(app, app_id, "/endpoints")).await;
+    browser.client.refresh().await.unwrap();
+    let row = format!("[data-test=endpoint-row][data-id='{endpoint_id}']");
+    browser.wait_for(&row).await;
+    browser
+        .click(&format!("{row} [data-test=endpoint-edit]"))
+        .await;
+    browser.wait_for("[data-test=endpoint-form]").await;
+    browser.click("[data-test=endpoint-advanced] summary").await;
+}
+
+/// Batching in the endpoint form's advanced settings: turned on with its two
+/// numbers (one out of bounds is refused at its field, nothing sent), saved as
+/// the API has it, shown on the attempt of a delivery sent in a batch, and
+/// turned off; beside a transform the server's refusal is shown in the form;
+/// a polling endpoint is not offered it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batching_is_turned_on_and_off_in_the_advanced_settings() {
+    let app = TestApp::spawn(Engine::Sqlite).await;
+    catalog(&app).await;
+    let receiver = Receiver::start().await;
+    let app_id = app.create_app().await;
+    let endpoint = app.create_endpoint(&app_id, &receiver.url).await;
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/apps/{app_id}/endpoints/{endpoint_id}");
+    let browser = Browser::start(1280, 900).await;
+    browser
+        .open_link(&portal_link(&app, &app_id, &["endpoints"]).await)
+        .await;
+    open_advanced_settings(&browser, &app, &app_id, &endpoint_id).await;
+    // Off, as the API made it; ticked, its numbers show at their defaults.
+    let shown = browser
+        .run(
+            "return [document.querySelector('[data-test=endpoint-batching]').hidden,
+                     document.getElementById('endpoint-batch').checked];",
+        )
+        .await;
+    assert_eq!(shown, json!([false, false]));
+    browser.click("#endpoint-batch").await;
+    let defaults = browser
+        .run(
+            "return [document.getElementById('endpoint-batch-max-events').value,
+                     document.getElementById('endpoint-batch-max-wait').value];",
+        )
+        .await;
+    assert_eq!(defaults, json!(["10", "1000"]));
+    browser
+        .check_accessibility("endpoint form (batching)")
+        .await;
+    // A number the form can tell is wrong is refused at its field, nothing sent.
+    browser.fill("#endpoint-batch-max-events", "1").await;
+    browser.click("[data-test=endpoint-save]").await;
+    browser
+        .wait_text(
+            "[data-test=endpoint-form] [data-test=problem]",
+            "the refusal",
+            |t| t.contains("Deliveries per request must be a whole number from 2 to 100"),
+        )
+        .await;
+    let invalid = browser
+        .run(
+            "return document.getElementById('endpoint-batch-max-events').getAttribute('aria-invalid');",
+        )
+        .await;
+    assert_eq!(invalid, json!("true"));
+    assert_eq!(app.get(&path).await["batch"], Value::Null);
+    browser.fill("#endpoint-batch-max-events", "5").await;
+    browser.fill("#endpoint-batch-max-wait", "200").await;
+    browser.click("[data-test=endpoint-save]").await;
+    let saved = wait_until(PATIENCE, "batching over the API", || async {
+        let saved = app.get(&path).await;
+        (!saved["batch"].is_null()).then_some(saved)
+    })
+    .await;
+    assert_eq!(saved["batch"], json!({"max_events": 5, "max_wait_ms": 200}));
+
+    // A delivery sent in a batch: its attempt names the batch and its place.
+    let delivery = publish(&app, &app_id, 1).await;
+    app.wait_for_delivery_state(&app_id, &delivery, "succeeded")
+        .await;
+    browser
+        .open(&screen(&app, &app_id, &format!("/deliveries/{delivery}")))
+        .await;
+    browser
+        .wait_text("[data-test=attempt-batch]", "the attempt's batch", |t| {
+            t.starts_with("bat_") && t.ends_with("this one was number 1)")
+        })
+        .await;
+    browser
+        .wait_text("[data-test=attempt-batch-body]", "what the body is", |t| {
+            t.contains("the whole batch")
+        })
+        .await;
+
+    // Reopened, it shows as saved; unticked, the endpoint stops batching.
+    open_advanced_settings(&browser, &app, &app_id, &endpoint_id).await;
+    let shown = browser
+        .run(
+            "return [document.getElementById('endpoint-batch').checked,
+                     document.getElementById('endpoint-batch-max-events').value,
+                     document.getElementById('endpoint-batch-max-wait').value];",
+        )
+        .await;
+    assert_eq!(shown, json!([true, "5", "200"]));
+    browser.click("#endpoint-batch").await;
+    browser.click("[data-test=endpoint-save]").await;
+    let stopped = wait_until(PATIENCE, "batching off over the API", || async {
+        let stopped = app.get(&path).await;
+        stopped["batch"].is_null().then_some(stopped)
+    })
+    .await;
+    assert_eq!(stopped["batch"], Value::Null);
+
+    // Beside a transform, the server refuses (409) and the form says why.
+    app.call(
+        Method::PATCH,
+        &path,
+        Some(&json!({"transform": "slack"})),
+        200,
+    )
+    .await;
+    open_advanced_settings(&browser, &app, &app_id, &endpoint_id).await;
+    browser.click("#endpoint-batch").await;
+    browser.click("[data-test=endpoint-save]").await;
+    browser
+        .wait_text(
+            "[data-test=endpoint-form] [data-test=problem]",
+            "the server's refusal",
+            |t| t.contains("transform"),
+        )
+        .await;
+    assert_eq!(app.get(&path).await["batch"], Value::Null);
+
+    // A polling endpoint is sent nothing: batching is not offered.
+    let polled = app.create_endpoint(&app_id, "poll:").await;
+    open_advanced_settings(&browser, &app, &app_id, polled["id"].as_str().unwrap()).await;
+    let hidden = browser
+        .run("return document.querySelector('[data-test=endpoint-batching]').hidden;")
+        .await;
+    assert_eq!(hidden, json!(true));
+    browser.close().await;
+}
+
 /// The endpoint's timeline marks its breaker opening: three failures in a row
 /// open it (as the API's health says), and the endpoint page lists the mark in
 /// words under the chart.

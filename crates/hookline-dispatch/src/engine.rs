@@ -25,7 +25,7 @@
 //! one turn of a dispatcher is ever running statements: the one that commits
 //! waits for no lock, so the two never wait on each other in a cycle.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -158,7 +158,7 @@ pub struct Dispatcher {
     /// What they hand over (taken by [`Dispatcher::run`]).
     inbox: mpsc::UnboundedReceiver<Vec<HandedOff>>,
     /// Batching endpoints' deliveries on their way into a request, by endpoint.
-    gathering: Mutex<HashMap<EndpointId, mpsc::UnboundedSender<Member>>>,
+    gathering: Mutex<HashMap<EndpointId, mpsc::UnboundedSender<Vec<Member>>>>,
     /// Cancelled when the dispatcher stops claiming: batches gathering then
     /// leave at once.
     stopping: CancellationToken,
@@ -168,10 +168,13 @@ pub struct Dispatcher {
 struct Member {
     delivery: ClaimedDelivery,
     url: Result<reqwest::Url, String>,
-    permit: OwnedSemaphorePermit,
     /// Its endpoint's room epoch when it was started.
     epoch: u64,
 }
+
+/// A batch closes before its members' envelopes pass this many bytes (one
+/// member may be larger alone).
+const MAX_BATCH_BYTES: usize = 1024 * 1024;
 
 /// One draw of the retry jitter for a whole batch: each member is retried at
 /// the same point of its own backoff range, so members of one attempt
@@ -508,6 +511,7 @@ impl Dispatcher {
         let look_again = limit == 0 || claimed.rows as u32 >= limit;
         // Parsed once per endpoint of the batch, not once per delivery.
         let mut urls: HashMap<String, Result<reqwest::Url, String>> = HashMap::new();
+        let mut gathered: HashMap<EndpointId, Vec<Member>> = HashMap::new();
         for delivery in claimed.deliveries {
             let url = match urls.get(&delivery.destination.url) {
                 Some(url) => url.clone(),
@@ -522,8 +526,14 @@ impl Dispatcher {
                 .and_then(|permits| permits.split(1))
                 .expect("a claim takes no more than its permits");
             leases.start(&delivery);
-            self.spawn_send(sends, delivery, url, permit, records, room);
+            if let Some(member) = self.spawn_send(sends, delivery, url, permit, records, room) {
+                gathered
+                    .entry(member.delivery.endpoint_id.clone())
+                    .or_default()
+                    .push(member);
+            }
         }
+        self.gather(sends, gathered, records, room);
         // Permits the claim did not use go back here.
         drop(claim_permits);
         Ok(look_again)
@@ -544,16 +554,25 @@ impl Dispatcher {
             handed.extend(batch);
         }
         metrics::handed_off(handed.len());
+        let mut gathered: HashMap<EndpointId, Vec<Member>> = HashMap::new();
         for HandedOff { delivery, permit } in handed.drain(..) {
             let url = Sender::parse_url(&delivery.destination.url);
             leases.start(&delivery);
-            self.spawn_send(sends, delivery, url, permit, records, room);
+            if let Some(member) = self.spawn_send(sends, delivery, url, permit, records, room) {
+                gathered
+                    .entry(member.delivery.endpoint_id.clone())
+                    .or_default()
+                    .push(member);
+            }
         }
+        self.gather(sends, gathered, records, room);
     }
 
     /// Starts one send (its room in `room` is already taken); when its answer
     /// arrives the room is freed at once (or held for the turn that records it, see
-    /// [`Finished`]), and its record comes back on `records`.
+    /// [`Finished`]), and its record comes back on `records`. A batching
+    /// endpoint's delivery is given back as a member for [`Self::gather`]
+    /// instead (its send permit returned: a batch takes one when it leaves).
     fn spawn_send(
         self: &Arc<Self>,
         sends: &mut JoinSet<()>,
@@ -562,16 +581,14 @@ impl Dispatcher {
         permit: OwnedSemaphorePermit,
         records: &mpsc::UnboundedSender<Finished>,
         room: &Arc<Room>,
-    ) {
+    ) -> Option<Member> {
         let epoch = room.epoch(&delivery.endpoint_id);
         if delivery.destination.batch.is_some() {
-            let member = Member {
+            return Some(Member {
                 delivery,
                 url,
-                permit,
                 epoch,
-            };
-            return self.gather(sends, member, records, room);
+            });
         }
         let this = self.clone();
         let records = records.clone();
@@ -593,44 +610,56 @@ impl Dispatcher {
             // The loop outlives every send (it keeps the receiver until all are done).
             let _ = records.send(Finished { record, held });
         });
+        None
     }
 
-    /// Adds `member` to its endpoint's batch in the making, or starts one (a
-    /// task in `sends`, so the drain waits for it).
+    /// Hands each endpoint's members (of one claim, or of what publishes
+    /// handed off) to its gathering in one message — so a gathering sees a
+    /// claim's members together, never a part of them — or starts one (a task
+    /// in `sends`, so the drain waits for it).
     fn gather(
         self: &Arc<Self>,
         sends: &mut JoinSet<()>,
-        member: Member,
+        gathered: HashMap<EndpointId, Vec<Member>>,
         records: &mpsc::UnboundedSender<Finished>,
         room: &Arc<Room>,
     ) {
-        let endpoint = member.delivery.endpoint_id.clone();
+        if gathered.is_empty() {
+            return;
+        }
         let mut gathering = self.gathering.lock().expect("gathering poisoned");
-        let member = match gathering.get(&endpoint) {
-            Some(open) => match open.send(member) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(member)) => member,
-            },
-            None => member,
-        };
-        let (open, members) = mpsc::unbounded_channel();
-        open.send(member).expect("the receiver is here");
-        gathering.insert(endpoint.clone(), open);
-        let this = self.clone();
-        let records = records.clone();
-        let room = room.clone();
-        sends.spawn(async move { this.batches(endpoint, members, records, room).await });
+        for (endpoint, members) in gathered {
+            let members = match gathering.get(&endpoint) {
+                Some(open) => match open.send(members) {
+                    Ok(()) => continue,
+                    Err(mpsc::error::SendError(members)) => members,
+                },
+                None => members,
+            };
+            let (open, queue) = mpsc::unbounded_channel();
+            open.send(members).expect("the receiver is here");
+            gathering.insert(endpoint.clone(), open);
+            let this = self.clone();
+            let records = records.clone();
+            let room = room.clone();
+            sends.spawn(async move { this.batches(endpoint, queue, records, room).await });
+        }
     }
 
-    /// Makes batches of one endpoint's members as they arrive: a batch leaves
-    /// when it holds `max_events`, or `max_wait_ms` after its first member
-    /// arrived (never later than the lease allows: the lease less the request
-    /// timeout), or at once when the dispatcher stops. Ends, once its requests
-    /// have answered, when no member waits.
+    /// Makes batches of one endpoint's members as they arrive. A batch takes
+    /// members in order while they share its first's destination (a change
+    /// to the endpoint closes it), up to `max_events` and [`MAX_BATCH_BYTES`];
+    /// then it leaves at once if it is full, if a member of another
+    /// destination waits, if no more can join (the endpoint's room is used
+    /// up: members count in it), if it carries the half-open breaker's probe,
+    /// or if the dispatcher stops; else it waits for more until `max_wait_ms`
+    /// after its first member arrived (never later than the lease allows:
+    /// the lease less the request timeout and the rate limit's lookahead).
+    /// Ends, once its requests have answered, when no member waits.
     async fn batches(
         self: Arc<Self>,
         endpoint: EndpointId,
-        mut members: mpsc::UnboundedReceiver<Member>,
+        mut queue: mpsc::UnboundedReceiver<Vec<Member>>,
         records: mpsc::UnboundedSender<Finished>,
         room: Arc<Room>,
     ) {
@@ -638,25 +667,25 @@ impl Dispatcher {
         let longest = self
             .config
             .lease
-            .saturating_sub(self.config.request_timeout);
+            .saturating_sub(self.config.request_timeout + self.config.rate_lookahead);
+        let mut waiting: VecDeque<Member> = VecDeque::new();
         loop {
-            let first = match members.try_recv() {
-                Ok(first) => first,
-                Err(_) => {
-                    // Under the lock no member can arrive meanwhile: a later one
-                    // starts a new gathering.
-                    let mut gathering = self.gathering.lock().expect("gathering poisoned");
-                    match members.try_recv() {
-                        Ok(first) => first,
-                        Err(_) => {
-                            gathering.remove(&endpoint);
-                            break;
-                        }
+            while let Ok(members) = queue.try_recv() {
+                waiting.extend(members);
+            }
+            if waiting.is_empty() {
+                // Under the lock no member can arrive meanwhile: a later one
+                // starts a new gathering.
+                let mut gathering = self.gathering.lock().expect("gathering poisoned");
+                match queue.try_recv() {
+                    Ok(members) => waiting.extend(members),
+                    Err(_) => {
+                        gathering.remove(&endpoint);
+                        break;
                     }
                 }
-            };
-            // The settings the first member was claimed with (an endpoint that
-            // stopped batching since sends what it holds alone).
+            }
+            let first = waiting.pop_front().expect("a member waits");
             let (most, wait) = first
                 .delivery
                 .destination
@@ -665,14 +694,32 @@ impl Dispatcher {
                     (b.max_events as usize, b.max_wait().min(longest))
                 });
             let until = tokio::time::Instant::now() + wait;
+            let mut bytes = first.delivery.body.len();
             let mut batch = vec![first];
-            while batch.len() < most && !self.stopping.is_cancelled() {
-                if let Ok(member) = members.try_recv() {
-                    batch.push(member);
-                    continue;
+            loop {
+                while let Some(next) = waiting.front() {
+                    let fits = batch.len() < most
+                        && bytes + next.delivery.body.len() <= MAX_BATCH_BYTES
+                        && (Arc::ptr_eq(
+                            &next.delivery.destination,
+                            &batch[0].delivery.destination,
+                        ) || next.delivery.destination == batch[0].delivery.destination);
+                    if !fits {
+                        break;
+                    }
+                    bytes += next.delivery.body.len();
+                    batch.extend(waiting.pop_front());
+                }
+                let leave = batch.len() >= most
+                    || !waiting.is_empty()
+                    || batch[0].delivery.probe
+                    || room.is_full(&endpoint)
+                    || self.stopping.is_cancelled();
+                if leave {
+                    break;
                 }
                 tokio::select! {
-                    Some(member) = members.recv() => batch.push(member),
+                    Some(members) = queue.recv() => waiting.extend(members),
                     _ = tokio::time::sleep_until(until) => break,
                     _ = self.stopping.cancelled() => break,
                 }
@@ -685,33 +732,35 @@ impl Dispatcher {
         while requests.join_next().await.is_some() {}
     }
 
-    /// Sends one batch and hands back each member's record, as a send does.
+    /// Sends one batch — once a send permit is free: members hold none while
+    /// they wait — and hands back each member's record, as a send does.
     async fn send_batch(
         &self,
         batch: Vec<Member>,
         records: mpsc::UnboundedSender<Finished>,
         room: Arc<Room>,
     ) {
+        let permit = self.permits.clone().acquire_owned().await;
         let mut deliveries = Vec::with_capacity(batch.len());
         let mut rest = Vec::with_capacity(batch.len());
         for Member {
             delivery,
             url,
-            permit,
             epoch,
         } in batch
         {
             deliveries.push(delivery);
-            rest.push((url, permit, epoch));
+            rest.push((url, epoch));
         }
         let url = rest[0].0.clone();
         let finished = self.attempt_batch(&deliveries, url).await;
+        drop(permit);
         // The batch's breaker signal is its first member's: a failed request
         // holds every member's room until it is recorded.
         let hold = finished
             .first()
             .is_some_and(|(record, _)| holds_room(record));
-        for (((record, pressure), delivery), (_, permit, epoch)) in
+        for (((record, pressure), delivery), (_, epoch)) in
             finished.into_iter().zip(&deliveries).zip(rest)
         {
             let held = if hold {
@@ -725,7 +774,6 @@ impl Dispatcher {
                 room.finish(&delivery.endpoint_id, pressure, record.duration, epoch);
                 None
             };
-            drop(permit);
             let _ = records.send(Finished { record, held });
         }
     }

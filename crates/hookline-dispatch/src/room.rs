@@ -162,6 +162,14 @@ impl Room {
             .map_or(self.default_limit(), |e| e.limit.current())
     }
 
+    /// Whether `endpoint` has no room for another request now.
+    pub fn is_full(&self, endpoint: &EndpointId) -> bool {
+        self.lock()
+            .endpoints
+            .get(endpoint)
+            .is_some_and(|e| e.room() == 0)
+    }
+
     /// Counts a request to `endpoint` started outside a claim or hand-off.
     pub fn start(&self, endpoint: &EndpointId) {
         let mut state = self.lock();

@@ -103,7 +103,10 @@ impl<'r> Prepared<'r> {
                     response_truncated: r.response_truncated,
                     trigger: r.trigger,
                     request_body: match &r.batch {
-                        Some(b) if b.position == 0 => Some(b.request.body.as_str()),
+                        // (None when no request left: nothing was built.)
+                        Some(b) if b.position == 0 && !b.request.body.is_empty() => {
+                            Some(b.request.body.as_str())
+                        }
                         _ => transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
                     },
                     skipped: transformed.is_some_and(|t| t.skipped),

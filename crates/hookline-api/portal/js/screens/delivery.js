@@ -1,6 +1,7 @@
 // screens/delivery.js — `#/deliveries/{id}`: one delivery. What happened in
 // one sentence (the server's explanation), its event's payload, every attempt (what was
-// sent and what came back), a live countdown to the next attempt, and
+// sent and what came back, and the batch request it went in, if its endpoint
+// batches), a live countdown to the next attempt, and
 // replay (dead) / resend (succeeded) with the `replay` capability.
 //
 // After a replay or resend — or when the countdown runs out — the screen
@@ -12,7 +13,7 @@
 import * as api from '../api.js';
 import { h, keepingFocus, replace } from '../dom.js';
 import { clockSeconds, clockTime, countdown, dateTime, duration, prettyJson } from '../format.js';
-import { msg, t, tc, tx } from '../i18n.js';
+import { msg, t, tc, tn, tx } from '../i18n.js';
 import { announce, clearProblem, confirmAction, copyText, copyableId, empty, facts, loading, problemSlot, showProblem, stateBadge, timeEl, whileBusy } from '../ui.js';
 import { DEAD_REASONS, TRIGGERS, VERDICTS, httpStatus } from '../words.js';
 
@@ -292,6 +293,7 @@ function attemptCard(a) {
       [t('Next attempt'), a.next_attempt_at ? dateTime(a.next_attempt_at) : null],
       [t('Gave up because'), a.dead_reason ? t(DEAD_REASONS[a.dead_reason] ?? a.dead_reason) : null],
       [t('URL'), a.url ? h('span', { class: 'url', translate: 'no' }, a.url) : null],
+      [t('Sent in batch'), a.batch ? batchMember(a.batch) : null],
     ]),
     a.url && curlBlock(a),
     headersBlock(t('Request headers sent'), a.request_headers),
@@ -309,8 +311,26 @@ function attemptCard(a) {
 }
 
 /**
+ * Where an attempt's delivery was in its batch request: the request's id
+ * (its `webhook-id`), how many it carried, and its place (0-based in the
+ * API, counted from 1 here).
+ */
+function batchMember(batch) {
+  return h(
+    'span',
+    { 'data-test': 'attempt-batch' },
+    tn(batch.size, '{id} ({n} delivery; this one was number {number})', '{id} ({n} deliveries; this one was number {number})', {
+      id: batch.id,
+      number: batch.position + 1,
+    }),
+  );
+}
+
+/**
  * "Copy as curl": the attempt's request, its body byte for byte as signed
- * (read from `GET …/attempts/{id}`, which carries it), to replay by hand.
+ * (read from `GET …/attempts/{id}`, which carries it), to replay by hand. A
+ * batch's first member keeps the whole request's body; the others keep
+ * their own element, which the batch's signature does not verify alone.
  */
 function curlBlock(a) {
   const said = h('span', { class: 'copied', role: 'status', 'data-test': 'curl-copied', 'data-id': a.id });
@@ -346,6 +366,14 @@ function curlBlock(a) {
         'The signature is this attempt’s: a receiver that checks the timestamp’s age refuses it after a few minutes. Your own headers’ values are not kept (…).',
       ),
     ),
+    a.batch &&
+      h(
+        'p',
+        { class: 'hint', 'data-test': 'attempt-batch-body' },
+        a.batch.position === 0
+          ? t('The body is the whole batch, every delivery in it: sent again, each of them arrives again.')
+          : t('The body is only this delivery’s element of the batch: the signature is the whole batch’s, so it does not verify this body. The batch’s first delivery keeps the whole request.'),
+      ),
     shown,
   );
 }

@@ -2,11 +2,13 @@
 // custom headers, how the endpoint authenticates us (a bearer token or Basic;
 // OAuth2 and client certificates are shown, and set through the API), the
 // retry policy, how many requests may be in flight at once, what a failed
-// event does to the rest of its ordering key, and whether the endpoint's
-// sequence number is in the signed body (docs/api.md, "Sequence numbers"). Secrets show as the API shows
-// them: `…` to a session without `secrets`. Only what the person changed is
-// sent, so a hidden value is never overwritten by its mask. Words through
-// i18n.js (the placeholder is an example header, left as it is).
+// event does to the rest of its ordering key, whether the endpoint's
+// sequence number is in the signed body (docs/api.md, "Sequence numbers"),
+// and batching (docs/api.md, "Batching"), offered only for an HTTP(S) URL.
+// Secrets show as the API shows them: `…` to a session without `secrets`.
+// Only what the person changed is sent, so a hidden value is never
+// overwritten by its mask. Words through i18n.js (the placeholder is an
+// example header, left as it is).
 
 import { h } from '../dom.js';
 import { t } from '../i18n.js';
@@ -15,11 +17,13 @@ import { field, select } from '../ui.js';
 const HIDDEN = '…';
 
 /**
- * `endpoint`: the EndpointView being changed, or null when creating. Returns
+ * `endpoint`: the EndpointView being changed, or null when creating. `url`:
+ * the form's URL input, whose address decides as it is typed whether
+ * batching is offered; without it, the endpoint's saved URL does. Returns
  * `{ section, changes(), controls }`: `changes()` the body fields the person
  * changed (throws a Problem-like error for a value the form can tell is wrong).
  */
-export function advancedSettings(endpoint) {
+export function advancedSettings(endpoint, url = null) {
   const headers = endpoint?.headers ?? {};
   const headerText = Object.entries(headers)
     .map(([name, value]) => `${name}: ${value}`)
@@ -94,6 +98,54 @@ export function advancedSettings(endpoint) {
     ),
   );
 
+  // Off unless the endpoint batches; turned on, 10 a request within a second
+  // until the person says otherwise.
+  const batch = endpoint?.batch ?? null;
+  const batchOn = h('input', {
+    id: 'endpoint-batch',
+    type: 'checkbox',
+    'data-test': 'endpoint-batch',
+    checked: batch !== null,
+    'aria-describedby': 'endpoint-batch-hint',
+  });
+  const batchEvents = number('endpoint-batch-max-events', batch?.max_events ?? 10, 2, 100);
+  const batchWait = number('endpoint-batch-max-wait', batch?.max_wait_ms ?? 1000, 0, 10000);
+  const batchNumbers = h(
+    'div',
+    {},
+    field(t('Deliveries per request, at most'), batchEvents, t('From {min} to {max}.', { min: batchEvents.min, max: batchEvents.max })),
+    field(
+      t('Longest wait for more deliveries (milliseconds)'),
+      batchWait,
+      t('From {min} to {max}: how long the first delivery of a batch may wait for others to join it.', { min: batchWait.min, max: batchWait.max }),
+    ),
+  );
+  const batchField = h(
+    'fieldset',
+    { 'data-test': 'endpoint-batching' },
+    h('legend', {}, t('Batching')),
+    h('label', { class: 'check' }, batchOn, h('span', { class: 'check-text' }, t('Send deliveries in batches'))),
+    h(
+      'p',
+      { class: 'hint', id: 'endpoint-batch-hint' },
+      t('Several deliveries in one request, signed as one: a {json} array of their envelopes, each with its event’s {id} and {seq}. Your endpoint’s answer counts for all of them. Batching and a transform do not go together.', {
+        json: 'JSON',
+        id: 'id',
+        seq: 'seq',
+      }),
+    ),
+    batchNumbers,
+  );
+  const showBatch = () => {
+    batchField.hidden = !httpAddress(url ? url.value : endpoint?.url ?? '');
+    batchNumbers.hidden = !batchOn.checked;
+  };
+  batchOn.addEventListener('change', showBatch);
+  url?.addEventListener('input', showBatch);
+  showBatch();
+  /** What batching the form holds, as compared with what it started with: off, or its two numbers as typed. */
+  const batchShown = () => JSON.stringify(!batchField.hidden && batchOn.checked ? [batchEvents.value, batchWait.value] : null);
+
   const section = h(
     'details',
     { class: 'advanced', 'data-test': 'endpoint-advanced' },
@@ -121,6 +173,7 @@ export function advancedSettings(endpoint) {
     field(t('Requests in flight at once, at most'), inFlight, t('Empty: adapts to how fast your endpoint answers.')),
     field(t('When an event with an ordering key fails for good'), onDead),
     seqField,
+    batchField,
   );
 
   const initial = {
@@ -131,6 +184,7 @@ export function advancedSettings(endpoint) {
     inFlight: inFlight.value,
     onDead: onDead.value,
     seqInBody: seqInBody.checked,
+    batch: batchShown(),
   };
   const problem = (message, control) => {
     const error = new Error(message);
@@ -139,13 +193,19 @@ export function advancedSettings(endpoint) {
     error.control = control;
     return error;
   };
+  const outOfRange = (input, what) =>
+    problem(t('{what} must be a whole number from {min} to {max}.', { what, min: input.min, max: input.max }), input);
   const whole = (input, what) => {
     const text = input.value.trim();
     if (text === '') return null;
     const n = Number(text);
-    if (!Number.isInteger(n) || n < Number(input.min) || n > Number(input.max)) {
-      throw problem(t('{what} must be a whole number from {min} to {max}.', { what, min: input.min, max: input.max }), input);
-    }
+    if (!Number.isInteger(n) || n < Number(input.min) || n > Number(input.max)) throw outOfRange(input, what);
+    return n;
+  };
+  // A batch's numbers have no default to fall back on: empty is refused too.
+  const required = (input, what) => {
+    const n = whole(input, what);
+    if (n === null) throw outOfRange(input, what);
     return n;
   };
 
@@ -179,8 +239,32 @@ export function advancedSettings(endpoint) {
     if (inFlight.value !== initial.inFlight) body.max_in_flight = whole(inFlight, t('Requests in flight'));
     if (onDead.value !== initial.onDead) body.ordering_on_dead = onDead.value;
     if (seqInBody.checked !== initial.seqInBody) body.seq_in_body = seqInBody.checked;
+    // Not offered (the URL is no longer HTTP) counts as off: the API would
+    // refuse batching there (409), with no box left to untick.
+    if (batchShown() !== initial.batch) {
+      body.batch =
+        !batchField.hidden && batchOn.checked
+          ? { max_events: required(batchEvents, t('Deliveries per request')), max_wait_ms: required(batchWait, t('Longest wait')) }
+          : null;
+    }
     return body;
   }
 
-  return { section, changes, controls: [headersBox, authKind, bearer, user, password, attempts, maxAgeHours, inFlight, onDead, seqInBody] };
+  // New controls go at the end: the form names some of these by their place.
+  return {
+    section,
+    changes,
+    controls: [headersBox, authKind, bearer, user, password, attempts, maxAgeHours, inFlight, onDead, seqInBody, batchOn, batchEvents, batchWait],
+  };
+}
+
+/**
+ * Whether `address` is an HTTP(S) URL, or on its way to one as it is typed
+ * (empty, `h`, `http`…): batching is for those alone. The API's rule
+ * (routes/endpoints.rs, `validate_batch`) is the same on the saved URL,
+ * whose scheme it has lowercased.
+ */
+function httpAddress(address) {
+  const typed = address.trim().toLowerCase();
+  return ['https://', 'http://'].some((scheme) => typed.startsWith(scheme) || scheme.startsWith(typed));
 }

@@ -79,7 +79,7 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
     value: endpoint?.filter ?? '',
   });
   const types = eventTypeChoices(catalog, endpoint ? endpoint.event_types : preset);
-  const advanced = advancedSettings(endpoint);
+  const advanced = advancedSettings(endpoint, url);
   const transform = transformField(endpoint, catalog);
   const problem = problemSlot();
   const save = h(
@@ -132,6 +132,10 @@ export function endpointForm({ endpoint = null, types: preset = null, catalog, o
       ['auth', advanced.controls[1]],
       ['retry', advanced.controls[5]],
       ['max_in_flight', advanced.controls[7]],
+      ['batch.max_events', advanced.controls[11]],
+      ['batch.max_wait_ms', advanced.controls[12]],
+      ['batching', advanced.controls[10]],
+      ['batch', advanced.controls[10]],
     ].find(([name]) => detail.startsWith(name) || detail.includes(`${name} `));
     // A refusal inside the folded section opens it, so its field can be seen.
     if (named && advanced.controls.includes(named[1])) advanced.section.open = true;
