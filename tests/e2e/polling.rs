@@ -184,6 +184,21 @@ async fn a_polling_endpoint_is_fetched_signed_and_committed(engine: Engine) {
         states,
         [json!("succeeded"), json!("succeeded"), json!("pending")]
     );
+    // A consumer reads past its cursor, so many at a time: after=2 is the
+    // third alone; after=0&limit=2 the first two, and where the rest begins.
+    let past_cursor = fetch(&app, &key, &app_id, id, "after=2").await;
+    let seqs = |page: &Value| -> Vec<u64> {
+        page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["seq"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(seqs(&past_cursor), [3]);
+    let limited = fetch(&app, &key, &app_id, id, "after=0&limit=2").await;
+    assert_eq!(seqs(&limited), [1, 2]);
+    assert_eq!(limited["next_seq"], 3);
     // Paused and resumed, it moves nothing: the third still waits for the
     // receiver, and is not sent again on request either.
     for paused in [true, false] {

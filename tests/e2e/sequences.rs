@@ -220,7 +220,7 @@ async fn a_receiver_that_misses_a_number_fetches_it_signed(engine: Engine) {
             &hookline_client::types::MessagesQuery {
                 from_seq: Some(2),
                 to_seq: Some(2),
-                wait_secs: None,
+                ..Default::default()
             },
         )
         .await

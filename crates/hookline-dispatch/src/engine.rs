@@ -36,7 +36,9 @@ use hookline_core::ids::{BatchId, DeliveryId, EndpointId};
 use hookline_core::model::AttemptTrigger;
 use hookline_core::retry::{Jitter, ThreadJitter};
 use hookline_core::time::{Clock, Timestamp};
-use hookline_store::{AttemptRecord, BatchAttempt, BatchRequest, ClaimedDelivery, Store};
+use hookline_store::{
+    AttemptRecord, BatchAttempt, BatchElement, BatchRequest, ClaimedDelivery, Store,
+};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -882,7 +884,7 @@ impl Dispatcher {
         }
         let id = BatchId::generate();
         let started_at = self.clock.now();
-        let mut result = self
+        let result = self
             .sender
             .send_batch(deliveries, &id, url, started_at.as_secs())
             .await;
@@ -891,12 +893,10 @@ impl Dispatcher {
         let signal = breaker_signal(&result.outcome);
         let request = Arc::new(BatchRequest {
             id,
-            size: deliveries.len() as u32,
-            body: result
-                .transformed
-                .take()
-                .map(|sent| sent.body)
-                .unwrap_or_default(),
+            members: deliveries
+                .iter()
+                .map(|d| BatchElement(d.event_id.clone(), d.endpoint_sequence))
+                .collect(),
         });
         let mut draw = OneDraw(ThreadJitter.uniform(1_000_000) as f64 / 1_000_000.0);
         deliveries

@@ -672,7 +672,7 @@ impl Sender {
     /// Sends one signed request carrying `deliveries` — all of one batching
     /// endpoint, in order — as a JSON array of their envelopes
     /// (`hookline_core::batch`), identified by `id`; its answer is every
-    /// member's. The body as sent is the result's `transformed.body`.
+    /// member's.
     pub async fn send_batch(
         &self,
         deliveries: &[ClaimedDelivery],
@@ -693,24 +693,17 @@ impl Sender {
             .map(|d| batch::element(&d.body, d.event_id.as_str(), d.endpoint_sequence))
             .collect();
         let body: Arc<[u8]> = batch::body(elements.iter().map(Vec::as_slice)).into();
-        let sent = shown(&body);
         let size = deliveries.len() as u32;
-        let mut result = self
-            .post(
-                first,
-                Some((id.as_str(), size)),
-                url,
-                body,
-                &[],
-                timestamp,
-                started,
-            )
-            .await;
-        result.transformed = Some(Transformed {
-            body: sent,
-            ..Transformed::default()
-        });
-        result
+        self.post(
+            first,
+            Some((id.as_str(), size)),
+            url,
+            body,
+            &[],
+            timestamp,
+            started,
+        )
+        .await
     }
 
     /// POSTs `body`, signed, to `url` (checked by the guard), with the

@@ -102,13 +102,7 @@ impl<'r> Prepared<'r> {
                     response_headers: &r.response_headers,
                     response_truncated: r.response_truncated,
                     trigger: r.trigger,
-                    request_body: match &r.batch {
-                        // (None when no request left: nothing was built.)
-                        Some(b) if b.position == 0 && !b.request.body.is_empty() => {
-                            Some(b.request.body.as_str())
-                        }
-                        _ => transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
-                    },
+                    request_body: transformed.filter(|t| !t.skipped).map(|t| t.body.as_str()),
                     skipped: transformed.is_some_and(|t| t.skipped),
                     seq: r.endpoint_sequence,
                     seq_in_body: r.endpoint_sequence.is_some()
@@ -116,8 +110,12 @@ impl<'r> Prepared<'r> {
                         && transformed.is_none(),
                     batch: r.batch.as_ref().map(|b| BatchMember {
                         id: b.request.id.to_string(),
-                        size: b.request.size,
+                        size: b.request.members.len() as u32,
                         position: b.position,
+                        members: match b.position {
+                            0 => b.request.members.clone(),
+                            _ => Vec::new(),
+                        },
                     }),
                 },
             )

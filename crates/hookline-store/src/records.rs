@@ -402,11 +402,15 @@ pub struct BatchAttempt {
 pub struct BatchRequest {
     /// Its `webhook-id`.
     pub id: hookline_core::ids::BatchId,
-    pub size: u32,
-    /// The body sent, cut at [`MAX_SHOWN_BODY`] bytes: kept with the first
-    /// member's attempt only.
-    pub body: String,
+    /// Its elements' events and numbers, in order: kept with the first
+    /// member's attempt, from which the body sent is made again
+    /// (`hookline_core::batch::body`), byte for byte.
+    pub members: Vec<BatchElement>,
 }
+
+/// One element of a batch request: its event, and its number if it had one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BatchElement(pub EventId, pub Option<u64>);
 
 /// Where an attempt's delivery was in a batch request (read back from the
 /// attempt's detail).
@@ -416,6 +420,9 @@ pub struct BatchMember {
     pub id: String,
     pub size: u32,
     pub position: u32,
+    /// Every element, on the first member's attempt only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<BatchElement>,
 }
 
 /// The most of a transformed body an attempt keeps.

@@ -19,8 +19,17 @@ pub struct MessagesQuery {
     #[param(minimum = 1, maximum = 9_223_372_036_854_775_807_i64)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to_seq: Option<u64>,
+    /// A consumer's cursor: the numbers after it (`from_seq` is then
+    /// `after + 1`; with both, the later start counts).
+    #[param(minimum = 0, maximum = 9_223_372_036_854_775_806_i64)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// At most this many numbers (1–100; default 100).
+    #[param(minimum = 1, maximum = 100)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
     /// Up to this many seconds (at most 30), wait for a number at or past
-    /// `from_seq` when there is none yet (a long poll).
+    /// the start when there is none yet (a long poll).
     #[param(maximum = 30)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_secs: Option<u32>,

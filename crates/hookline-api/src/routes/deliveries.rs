@@ -6,7 +6,9 @@ use axum::Json;
 use hookline_core::ids::{AppId, AttemptId, DeliveryId, EndpointId, EventId};
 use hookline_core::language::Language;
 use hookline_core::retry::RetryPolicy;
-use hookline_store::{Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, StateFilter};
+use hookline_store::{
+    BatchElement, Delivery, DeliveryFilter, DlqFilter, Page, ReplayOutcome, StateFilter,
+};
 
 use super::{
     name_filter, next_cursor, page, page_of, path_id, query_id, status_filter, time_range,
@@ -158,8 +160,27 @@ pub(crate) async fn attempt(
     let mut view = crate::views::attempt(&attempt, &policy, language);
     // The body as signed: what the endpoint's transform made, or its event's
     // envelope (gone once retention took it), numbered if it was.
+    let batch = attempt.batch.as_ref().map(|b| &b.members);
     if let Some(body) = &attempt.request_body {
         view.request_body = Some(body.clone());
+    } else if let Some(members) = batch.filter(|members| !members.is_empty()) {
+        // A batch's first member: the whole request, made again from its
+        // elements' events (none once retention took one of them).
+        let mut elements = Vec::with_capacity(members.len());
+        for BatchElement(event, seq) in members {
+            let Some((event_row, _)) = state.store.events().get_event(&app.id, event).await? else {
+                break;
+            };
+            elements.push(hookline_core::batch::element(
+                &event_row.body,
+                event.as_str(),
+                *seq,
+            ));
+        }
+        view.request_body = (elements.len() == members.len()).then(|| {
+            let body = hookline_core::batch::body(elements.iter().map(Vec::as_slice));
+            String::from_utf8_lossy(&body).into_owned()
+        });
     } else if let Some(sent) = &attempt.sent {
         view.request_body = state
             .store
@@ -169,7 +190,7 @@ pub(crate) async fn attempt(
             .map(|(event, _)| {
                 let body = match (sent.seq_in_body, sent.endpoint_sequence) {
                     // A batch's later member: its own element of the array
-                    // (the first member's attempt keeps the whole request).
+                    // (the first member's attempt shows the whole request).
                     (_, seq) if attempt.batch.is_some() => {
                         hookline_core::batch::element(&event.body, sent.event_id.as_str(), seq)
                     }

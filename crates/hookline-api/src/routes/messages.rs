@@ -74,8 +74,23 @@ pub(crate) async fn range(
     QueryParams(query): QueryParams<MessagesQuery>,
 ) -> ApiResult<Json<MessagesView>> {
     let endpoint = find(&state, &caller, &app, &endpoint).await?;
-    let from = query.from_seq.unwrap_or(1);
-    if from == 0 || query.to_seq == Some(0) {
+    if query.after.is_some_and(|after| after >= i64::MAX as u64) {
+        return Err(ApiError::InvalidQuery(format!(
+            "after must be below {}",
+            i64::MAX
+        )));
+    }
+    let limit = match query.limit {
+        None => MAX_SEQUENCE_RANGE,
+        Some(limit @ 1..=100) => u64::from(limit),
+        Some(_) => return Err(ApiError::InvalidQuery("limit must be from 1 to 100".into())),
+    };
+    // Where the read starts: `from_seq`, or past a consumer's cursor.
+    let from = query
+        .from_seq
+        .unwrap_or(1)
+        .max(query.after.map_or(1, |after| after + 1));
+    if query.from_seq == Some(0) || query.to_seq == Some(0) {
         return Err(ApiError::InvalidQuery(
             "from_seq and to_seq must be 1 or more: an endpoint's numbers start at 1".into(),
         ));
@@ -109,7 +124,7 @@ pub(crate) async fn range(
         .to_seq
         .unwrap_or(from.saturating_add(MAX_SEQUENCE_RANGE - 1))
         .min(last_seq);
-    let end = asked.min(from.saturating_add(MAX_SEQUENCE_RANGE - 1));
+    let end = asked.min(from.saturating_add(limit.min(MAX_SEQUENCE_RANGE) - 1));
     let mut view = MessagesView {
         endpoint_id: endpoint.id.to_string(),
         last_seq,
