@@ -1679,6 +1679,10 @@ async fn batching_is_turned_on_and_off_in_the_advanced_settings() {
     browser
         .check_accessibility("endpoint form (batching)")
         .await;
+    browser
+        .run("document.querySelector('[data-test=endpoint-batching]').scrollIntoView({block: 'center'});")
+        .await;
+    browser.screenshot("endpoint-batching-light").await;
     // A number the form can tell is wrong is refused at its field, nothing sent.
     browser.fill("#endpoint-batch-max-events", "1").await;
     browser.click("[data-test=endpoint-save]").await;
@@ -1723,6 +1727,10 @@ async fn batching_is_turned_on_and_off_in_the_advanced_settings() {
             t.contains("the whole batch")
         })
         .await;
+    browser
+        .run("document.querySelector('[data-test=attempt-batch]').scrollIntoView({block: 'center'});")
+        .await;
+    browser.screenshot("delivery-batch-light").await;
 
     // Reopened, it shows as saved; unticked, the endpoint stops batching.
     open_advanced_settings(&browser, &app, &app_id, &endpoint_id).await;
