@@ -71,6 +71,31 @@ struct HeldRoom {
     epoch: u64,
 }
 
+impl Finished {
+    /// An attempt's answer, sent at `epoch`: its room is freed now, or (`hold`)
+    /// held until the turn that records it has committed.
+    fn freeing(
+        room: &Room,
+        record: AttemptRecord,
+        pressure: Pressure,
+        epoch: u64,
+        hold: bool,
+    ) -> Self {
+        let held = if hold {
+            Some(HeldRoom {
+                endpoint: record.endpoint_id.clone(),
+                pressure,
+                latency: record.duration,
+                epoch,
+            })
+        } else {
+            room.finish(&record.endpoint_id, pressure, record.duration, epoch);
+            None
+        };
+        Self { record, held }
+    }
+}
+
 /// Moves what arrived into the turn's records, and the rooms they hold into `held`.
 fn take_arrived(
     arrived: &mut Vec<Finished>,
@@ -597,20 +622,11 @@ impl Dispatcher {
         let room = room.clone();
         sends.spawn(async move {
             let (record, pressure) = this.attempt(&delivery, url).await;
-            let held = if holds_room(&record) {
-                Some(HeldRoom {
-                    endpoint: delivery.endpoint_id.clone(),
-                    pressure,
-                    latency: record.duration,
-                    epoch,
-                })
-            } else {
-                room.finish(&delivery.endpoint_id, pressure, record.duration, epoch);
-                None
-            };
+            let hold = holds_room(&record);
+            let finished = Finished::freeing(&room, record, pressure, epoch, hold);
             drop(permit);
             // The loop outlives every send (it keeps the receiver until all are done).
-            let _ = records.send(Finished { record, held });
+            let _ = records.send(finished);
         });
         None
     }
@@ -762,21 +778,8 @@ impl Dispatcher {
         let hold = finished
             .first()
             .is_some_and(|(record, _)| holds_room(record));
-        for (((record, pressure), delivery), (_, epoch)) in
-            finished.into_iter().zip(&deliveries).zip(rest)
-        {
-            let held = if hold {
-                Some(HeldRoom {
-                    endpoint: delivery.endpoint_id.clone(),
-                    pressure,
-                    latency: record.duration,
-                    epoch,
-                })
-            } else {
-                room.finish(&delivery.endpoint_id, pressure, record.duration, epoch);
-                None
-            };
-            let _ = records.send(Finished { record, held });
+        for ((record, pressure), (_, epoch)) in finished.into_iter().zip(rest) {
+            let _ = records.send(Finished::freeing(&room, record, pressure, epoch, hold));
         }
     }
 
