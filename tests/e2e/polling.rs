@@ -199,6 +199,19 @@ async fn a_polling_endpoint_is_fetched_signed_and_committed(engine: Engine) {
     let limited = fetch(&app, &key, &app_id, id, "after=0&limit=2").await;
     assert_eq!(seqs(&limited), [1, 2]);
     assert_eq!(limited["next_seq"], 3);
+    for bad in ["limit=0", "limit=101", "after=9223372036854775807"] {
+        let refused = app
+            .http
+            .get(format!(
+                "{}/v1/apps/{app_id}/endpoints/{id}/messages?{bad}",
+                app.base
+            ))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{bad}");
+    }
     // Paused and resumed, it moves nothing: the third still waits for the
     // receiver, and is not sent again on request either.
     for paused in [true, false] {

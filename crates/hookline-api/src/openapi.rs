@@ -242,10 +242,11 @@ fn answer_of(answer: Answer, schemas: &mut Schemas) -> ResponseBuilder {
 }
 
 /// The schema of a query parameter that the API reads more strictly than its
-/// Rust type says (the same names mean the same on every route).
+/// Rust type says (the same names mean the same on every listing; a
+/// polling fetch's `limit`, 1 to 100 numbers, is its type's own).
 fn query_schema(name: &str, doc: &Doc, route: &crate::routes::Route) -> Option<RefOr<Schema>> {
     let schema = match name {
-        "limit" => ObjectBuilder::new()
+        "limit" if doc.cursor.is_some() => ObjectBuilder::new()
             .schema_type(Type::Integer)
             .minimum(Some(1))
             .maximum(Some(250))

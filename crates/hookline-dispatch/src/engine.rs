@@ -195,6 +195,10 @@ pub struct Dispatcher {
 struct Member {
     delivery: ClaimedDelivery,
     url: Result<reqwest::Url, String>,
+    /// Its send permit, until it joins a batch behind another member: a
+    /// batch holds one (its first member's) from its first member's arrival
+    /// to its answer, as one request does.
+    permit: Option<OwnedSemaphorePermit>,
     /// Its endpoint's room epoch when it was started.
     epoch: u64,
 }
@@ -599,7 +603,7 @@ impl Dispatcher {
     /// arrives the room is freed at once (or held for the turn that records it, see
     /// [`Finished`]), and its record comes back on `records`. A batching
     /// endpoint's delivery is given back as a member for [`Self::gather`]
-    /// instead (its send permit returned: a batch takes one when it leaves).
+    /// instead.
     fn spawn_send(
         self: &Arc<Self>,
         sends: &mut JoinSet<()>,
@@ -614,6 +618,7 @@ impl Dispatcher {
             return Some(Member {
                 delivery,
                 url,
+                permit: Some(permit),
                 epoch,
             });
         }
@@ -726,7 +731,11 @@ impl Dispatcher {
                         break;
                     }
                     bytes += next.delivery.body.len();
-                    batch.extend(waiting.pop_front());
+                    // The batch is one request: it holds one permit.
+                    batch.extend(waiting.pop_front().map(|member| Member {
+                        permit: None,
+                        ..member
+                    }));
                 }
                 let leave = batch.len() >= most
                     || !waiting.is_empty()
@@ -750,29 +759,31 @@ impl Dispatcher {
         while requests.join_next().await.is_some() {}
     }
 
-    /// Sends one batch — once a send permit is free: members hold none while
-    /// they wait — and hands back each member's record, as a send does.
+    /// Sends one batch (it holds its first member's send permit) and hands
+    /// back each member's record, as a send does.
     async fn send_batch(
         &self,
         batch: Vec<Member>,
         records: mpsc::UnboundedSender<Finished>,
         room: Arc<Room>,
     ) {
-        let permit = self.permits.clone().acquire_owned().await;
         let mut deliveries = Vec::with_capacity(batch.len());
         let mut rest = Vec::with_capacity(batch.len());
+        let mut permits = Vec::with_capacity(1);
         for Member {
             delivery,
             url,
+            permit,
             epoch,
         } in batch
         {
             deliveries.push(delivery);
+            permits.extend(permit);
             rest.push((url, epoch));
         }
         let url = rest[0].0.clone();
         let finished = self.attempt_batch(&deliveries, url).await;
-        drop(permit);
+        drop(permits);
         // The batch's breaker signal is its first member's: a failed request
         // holds every member's room until it is recorded.
         let hold = finished
@@ -876,7 +887,7 @@ impl Dispatcher {
     /// recorded for each member alike — one verdict, one retry draw, the
     /// breaker told once (by the first member; the others say nothing of its
     /// health), and the request (its id, size and, with the first member,
-    /// its body) in every member's attempt.
+    /// its elements) in every member's attempt.
     async fn attempt_batch(
         &self,
         deliveries: &[ClaimedDelivery],

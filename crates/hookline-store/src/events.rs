@@ -1,6 +1,8 @@
 //! Reading events. (Writing them is `publish`; removing old ones is `retention`.)
 
-use crate::db::Row;
+use std::collections::HashMap;
+
+use crate::db::{Batch, Row, Sql};
 use hookline_core::ids::{AppId, DeliveryId, EventId};
 use hookline_core::time::Timestamp;
 
@@ -25,7 +27,37 @@ fn event_from_row(row: &Row) -> Result<Event> {
     })
 }
 
+/// The bodies of an app's events (`$1`), by id (a batch from `$2`).
+static EVENT_BODIES: Sql = Sql::new(|engine| {
+    format!(
+        "SELECT id, body FROM events WHERE app_id = $1 AND {}",
+        engine.in_batch("id", 2)
+    )
+});
+
 impl Events<'_> {
+    /// The stored envelopes of those of `ids` that `app` still has (a batch
+    /// request's members, to show the request again).
+    pub async fn event_bodies(
+        &self,
+        app: &AppId,
+        ids: &[&EventId],
+    ) -> Result<HashMap<EventId, Vec<u8>>> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let rows = self
+            .engine
+            .query(EVENT_BODIES.text(self.engine))
+            .bind(app.as_str())
+            .bind_batch(Batch::default().text(ids.iter().map(|id| Some(id.as_str()))))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((parse_column(row, "id")?, row.try_get("body")?)))
+            .collect()
+    }
+
     /// An event of an app with all its deliveries.
     #[tracing::instrument(skip_all, fields(app = %app, event = %id))]
     pub async fn get_event(

@@ -160,23 +160,27 @@ pub(crate) async fn attempt(
     let mut view = crate::views::attempt(&attempt, &policy, language);
     // The body as signed: what the endpoint's transform made, or its event's
     // envelope (gone once retention took it), numbered if it was.
-    let batch = attempt.batch.as_ref().map(|b| &b.members);
+    // (A batch that sent no request — its URL or destination refused — has
+    // no body to show.)
+    let batch = attempt
+        .batch
+        .as_ref()
+        .filter(|_| attempt.sent.is_some())
+        .map(|b| &b.members);
     if let Some(body) = &attempt.request_body {
         view.request_body = Some(body.clone());
     } else if let Some(members) = batch.filter(|members| !members.is_empty()) {
         // A batch's first member: the whole request, made again from its
         // elements' events (none once retention took one of them).
-        let mut elements = Vec::with_capacity(members.len());
-        for BatchElement(event, seq) in members {
-            let Some((event_row, _)) = state.store.events().get_event(&app.id, event).await? else {
-                break;
-            };
-            elements.push(hookline_core::batch::element(
-                &event_row.body,
-                event.as_str(),
-                *seq,
-            ));
-        }
+        let ids: Vec<&EventId> = members.iter().map(|BatchElement(event, _)| event).collect();
+        let bodies = state.store.events().event_bodies(&app.id, &ids).await?;
+        let elements: Vec<Vec<u8>> = members
+            .iter()
+            .filter_map(|BatchElement(event, seq)| {
+                let body = bodies.get(event)?;
+                Some(hookline_core::batch::element(body, event.as_str(), *seq))
+            })
+            .collect();
         view.request_body = (elements.len() == members.len()).then(|| {
             let body = hookline_core::batch::body(elements.iter().map(Vec::as_slice));
             String::from_utf8_lossy(&body).into_owned()
