@@ -815,13 +815,39 @@ pub fn assert_scrubbed(log: &str, secrets: &[(&str, String)]) {
     }
 }
 
-/// A TCP port free at the time of asking.
+/// A TCP port for a listener bound later (a child process's, mostly): free
+/// when asked, and kept free by where it is taken from — the ports just below
+/// the kernel's ephemeral range, which `bind(0)` and outgoing connections
+/// never use, so no other test's receiver or connection can take it before
+/// its listener binds (a port from `bind(0)`, given back, could be: a child
+/// then failed to bind, and another test's receiver answered its requests).
+/// Each port is handed out once per run of this binary.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const SPAN: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    assert!(
+        low > SPAN + 1024,
+        "the ephemeral port range starts at {low}: no room below it for the tests' ports"
+    );
+    // Runs one after another start at different places (ports of the last
+    // run may still be in TIME_WAIT).
+    let start = std::process::id() % SPAN;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(
+            n < SPAN,
+            "every port below the ephemeral range was handed out"
+        );
+        let port = (low - SPAN + (start + n) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// `POST {base}{path}` with the admin token, which must answer 201; the body.
