@@ -82,17 +82,24 @@ async fn publish_many(app: &TestApp, app_id: &str, count: usize) -> BTreeMap<Str
     deliveries_by_event(&app.publish_batch(app_id, events).await)
 }
 
-async fn events_arrive_in_signed_batches_and_each_attempt_records_its_request(engine: Engine) {
-    let app = TestApp::spawn(engine).await;
+/// A receiver, an app, and an endpoint at the receiver that batches up to
+/// `max_events` within `max_wait_ms`.
+async fn batching(app: &TestApp, max_events: u32, max_wait_ms: u32) -> (Receiver, String, Value) {
     let receiver = Receiver::start().await;
     let app_id = app.create_app().await;
     let endpoint = app
         .create_endpoint_with(
             &app_id,
             &receiver.url,
-            json!({"batch": {"max_events": 4, "max_wait_ms": 300}}),
+            json!({"batch": {"max_events": max_events, "max_wait_ms": max_wait_ms}}),
         )
         .await;
+    (receiver, app_id, endpoint)
+}
+
+async fn events_arrive_in_signed_batches_and_each_attempt_records_its_request(engine: Engine) {
+    let app = TestApp::spawn(engine).await;
+    let (receiver, app_id, endpoint) = batching(&app, 4, 300).await;
     assert_eq!(
         endpoint["batch"],
         json!({"max_events": 4, "max_wait_ms": 300})
@@ -177,17 +184,9 @@ async fn events_arrive_in_signed_batches_and_each_attempt_records_its_request(en
 
 async fn a_batch_waits_for_company_no_longer_than_its_wait(engine: Engine) {
     let app = TestApp::spawn(engine).await;
-    let receiver = Receiver::start().await;
-    let app_id = app.create_app().await;
     // A wait far longer than the test: three events published one by one
     // leave together, as soon as the third makes the batch full.
-    let endpoint = app
-        .create_endpoint_with(
-            &app_id,
-            &receiver.url,
-            json!({"batch": {"max_events": 3, "max_wait_ms": 10_000}}),
-        )
-        .await;
+    let (receiver, app_id, endpoint) = batching(&app, 3, 10_000).await;
     let mut published = Vec::new();
     for n in 0..3 {
         let event = app.publish(&app_id, "order.paid", json!({"n": n})).await;
@@ -256,16 +255,8 @@ async fn a_failed_batch_is_retried_whole_and_a_refused_one_dead_letters_every_me
     // Two failures in a row open the breaker: a batch of three that failed
     // must count as one.
     let app = TestApp::spawn_with(engine, |c| c.breaker_failure_threshold = 2).await;
-    let receiver = Receiver::start().await;
+    let (receiver, app_id, endpoint) = batching(&app, 3, 10_000).await;
     receiver.script([Reply::status(500)]);
-    let app_id = app.create_app().await;
-    let endpoint = app
-        .create_endpoint_with(
-            &app_id,
-            &receiver.url,
-            json!({"batch": {"max_events": 3, "max_wait_ms": 10_000}}),
-        )
-        .await;
     let endpoint_path = format!(
         "/v1/apps/{app_id}/endpoints/{}",
         endpoint["id"].as_str().unwrap()
@@ -360,14 +351,7 @@ async fn a_failed_batch_is_retried_whole_and_a_refused_one_dead_letters_every_me
 
 async fn ordered_keys_stay_in_order_across_batches(engine: Engine) {
     let app = TestApp::spawn(engine).await;
-    let receiver = Receiver::start().await;
-    let app_id = app.create_app().await;
-    app.create_endpoint_with(
-        &app_id,
-        &receiver.url,
-        json!({"batch": {"max_events": 4, "max_wait_ms": 100}}),
-    )
-    .await;
+    let (receiver, app_id, _) = batching(&app, 4, 100).await;
     // Two keys, four events each, and two unordered events.
     let mut events = Vec::new();
     for n in 0..4 {
@@ -404,14 +388,7 @@ async fn ordered_keys_stay_in_order_across_batches(engine: Engine) {
 async fn a_stopping_dispatcher_sends_what_it_gathered_at_once(engine: Engine) {
     // The drain may take three seconds; a batch would wait ten.
     let mut app = TestApp::spawn_with(engine, |c| c.drain_timeout_ms = 3_000).await;
-    let receiver = Receiver::start().await;
-    let app_id = app.create_app().await;
-    app.create_endpoint_with(
-        &app_id,
-        &receiver.url,
-        json!({"batch": {"max_events": 100, "max_wait_ms": 10_000}}),
-    )
-    .await;
+    let (receiver, app_id, _) = batching(&app, 100, 10_000).await;
     let deliveries = publish_many(&app, &app_id, 5).await;
     // Leased, gathering: nothing sent yet.
     for delivery in deliveries.values() {

@@ -234,19 +234,16 @@ pub(crate) fn attempt(a: &Attempt, policy: &RetryPolicy, language: Language) -> 
                     .iter()
                     .map(|name| (name.clone(), HIDDEN.to_owned()))
                     .collect();
-                // A batch request is the batch's, and carries no one
-                // delivery's ordering or number in its headers.
+                // A batch request is the batch's (`request_headers` leaves
+                // out one delivery's ordering and number).
                 let batch = a.batch.as_ref();
                 request_headers(RequestParts {
                     custom: &custom,
                     event_id: batch.map_or(sent.event_id.as_str(), |b| b.id.as_str()),
                     timestamp: a.started_at.as_secs(),
                     signature: &sent.signature,
-                    ordering: match batch {
-                        Some(_) => None,
-                        None => sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
-                    },
-                    endpoint_sequence: sent.endpoint_sequence.filter(|_| batch.is_none()),
+                    ordering: sent.ordering.as_ref().map(|(k, s)| (k.as_str(), *s)),
+                    endpoint_sequence: sent.endpoint_sequence,
                     batch_size: batch.map(|b| b.size),
                 })
                 .into_iter()

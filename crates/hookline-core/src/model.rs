@@ -272,8 +272,9 @@ pub struct RequestParts<'a> {
     pub ordering: Option<(&'a str, u64)>,
     /// The delivery's number among its endpoint's (none before they were numbered).
     pub endpoint_sequence: Option<u64>,
-    /// A batch request's number of elements (`event_id` is then the batch's
-    /// id, and the ordering and number are in the elements).
+    /// A batch request's number of elements: `event_id` is then the batch's
+    /// id, and `ordering` and `endpoint_sequence` are not sent (each element
+    /// carries its own number).
     pub batch_size: Option<u32>,
 }
 
@@ -294,18 +295,19 @@ pub fn request_headers<'a>(parts: RequestParts<'a>) -> Vec<(&'a str, Cow<'a, str
         ("webhook-timestamp", Cow::Owned(parts.timestamp.to_string())),
         ("webhook-signature", Cow::Borrowed(parts.signature)),
     ]);
+    if let Some(size) = parts.batch_size {
+        headers.push((
+            crate::batch::BATCH_SIZE_HEADER,
+            Cow::Owned(size.to_string()),
+        ));
+        return headers;
+    }
     if let Some((key, sequence)) = parts.ordering {
         headers.push((ORDERING_KEY_HEADER, Cow::Borrowed(key)));
         headers.push((SEQUENCE_HEADER, Cow::Owned(sequence.to_string())));
     }
     if let Some(seq) = parts.endpoint_sequence {
         headers.push((ENDPOINT_SEQUENCE_HEADER, Cow::Owned(seq.to_string())));
-    }
-    if let Some(size) = parts.batch_size {
-        headers.push((
-            crate::batch::BATCH_SIZE_HEADER,
-            Cow::Owned(size.to_string()),
-        ));
     }
     headers
 }
@@ -377,14 +379,15 @@ mod tests {
         assert_eq!(headers[3].1, "1700000000");
         assert_eq!(headers[6].1, "3");
         assert_eq!(headers[7].1, "41");
-        // A batch request: its own id, its size, and nothing of one delivery.
+        // A batch request: its own id, its size, and nothing of one delivery
+        // (its first member's ordering and number are not sent).
         let batch = request_headers(RequestParts {
             custom: &[],
             event_id: "bat_1",
             timestamp: 1_700_000_000,
             signature: "v1,abc",
-            ordering: None,
-            endpoint_sequence: None,
+            ordering: Some(("order_42", 3)),
+            endpoint_sequence: Some(41),
             batch_size: Some(3),
         });
         assert_eq!(batch[1], ("webhook-id", Cow::Borrowed("bat_1")));
@@ -392,6 +395,7 @@ mod tests {
             batch.last().unwrap(),
             &(crate::batch::BATCH_SIZE_HEADER, Cow::Owned("3".to_owned()))
         );
+        assert_eq!(batch.len(), 5, "{batch:?}");
     }
 
     #[test]

@@ -764,11 +764,8 @@ impl Sender {
             event_id: id,
             timestamp,
             signature: &signature,
-            ordering: match batch {
-                Some(_) => None,
-                None => delivery.ordering_key.as_deref().zip(delivery.sequence),
-            },
-            endpoint_sequence: delivery.endpoint_sequence.filter(|_| batch.is_none()),
+            ordering: delivery.ordering_key.as_deref().zip(delivery.sequence),
+            endpoint_sequence: delivery.endpoint_sequence,
             batch_size: batch.map(|(_, size)| size),
         });
         let static_authorization = auth.and_then(OutboundAuth::static_authorization);
