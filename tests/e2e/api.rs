@@ -557,6 +557,38 @@ async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Eng
         4
     );
 
+    // One key twice in a batch means what it means across two requests: the
+    // same body is the same event, another body is refused.
+    let twice = json!({"events": [
+        {"event_type": "a", "payload": {"n": 7}, "idempotency_key": "dup"},
+        {"event_type": "a", "payload": {"n": 7}, "idempotency_key": "dup"},
+        {"event_type": "a", "payload": {"n": 8}, "idempotency_key": "dup"},
+    ]});
+    let answer = app.call(Method::POST, &path, Some(&twice), 202).await;
+    let dup = answer["data"].as_array().unwrap();
+    assert_eq!(
+        (
+            dup[0]["status"].as_u64(),
+            dup[0]["idempotent_replayed"].clone()
+        ),
+        (Some(202), json!(false)),
+        "{answer}"
+    );
+    assert_eq!(
+        (dup[1]["id"].clone(), dup[1]["idempotent_replayed"].clone()),
+        (dup[0]["id"].clone(), json!(true)),
+        "{answer}"
+    );
+    assert_eq!(dup[2]["code"], "idempotency_key_reused", "{answer}");
+    assert_eq!(
+        app.store()
+            .listings()
+            .count_events(&app_key(&app_id))
+            .await
+            .unwrap(),
+        5
+    );
+
     // One invalid event fails the whole batch and writes nothing.
     let bad = json!({"events": [{"event_type": "a", "payload": {}}, {"payload": {}}]});
     let response = app.request(Method::POST, &path, Some(&bad), &[]).await;
@@ -572,7 +604,7 @@ async fn batch_publish_is_one_transaction_with_per_event_idempotency(engine: Eng
             .count_events(&app_key(&app_id))
             .await
             .unwrap(),
-        4
+        5
     );
     let too_many = json!({"events": vec![json!({"event_type": "a", "payload": {}}); 1001]});
     assert_eq!(

@@ -28,7 +28,11 @@ pub type DispatchHandoff = dyn Handoff<ClaimedDelivery>;
 /// How often a group is begun again after losing a race: one of its
 /// idempotency keys committed first by another publish, or an app's snapshot
 /// made stale by a change to its endpoints (`hookline_store::AppSnapshot`).
-const KEY_RACE_RETRIES: usize = 3;
+/// Each try reads a fresh snapshot. An app with dozens of endpoints whose
+/// breakers are probing moves its versions every few tens of milliseconds
+/// (a probe's start and its answer each count): schemathesis' app lost four
+/// races in a row once (a 500), so a publish now tries eleven times.
+const KEY_RACE_RETRIES: usize = 10;
 
 /// Publishes several events (of any apps) in one transaction; one outcome per
 /// item, in order. Deliveries a claim would send at once go to `handoff`'s
